@@ -1,0 +1,5 @@
+import sys
+
+from draftguard.cli import main
+
+sys.exit(main())

@@ -1,0 +1,438 @@
+"""The fidelity engine: judge every difference between config.json and what the model code reads.
+
+``resolver.resolve`` gives the resolved node (JSON, possibly from another transformers version).
+``judge_config`` walks the raw file against it and sorts each difference into:
+
+- error: an explicit value changed or dropped with nothing in the file asking for it, or two keys
+  that contradict each other where one wins silently;
+- warning: a missing key filled with a default that the file's other values contradict;
+- info: renames that keep the value, and changes that another key of the file asked for.
+
+Then it builds the effective-attention view: what each layer will run against what the file says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention
+from draftguard.check.resolver import BOOKKEEPING_KEYS
+
+# Keys that transformers 5.x folds into `rope_parameters`, and the sub-key each lands in.
+ROPE_FOLDED = {"rope_theta": "rope_theta", "partial_rotary_factor": "partial_rotary_factor"}
+# Keys inside rope_scaling that 5.x renames on the way into rope_parameters.
+ROPE_SUBKEY_RENAMES = {"type": "rope_type"}
+
+
+@dataclass
+class Context:
+    """What a judgement may look at: the whole raw node, the resolved node, and where to point."""
+
+    raw: dict[str, Any]
+    node: dict[str, Any]
+    prefix: str
+    config_class: str
+    version: str
+    file: str
+    line_of: Callable[[str], int | None]
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return self.node["values"]
+
+    def finding(self, rule: str, key: str, raw: Any, resolved: Any, message: str, line_key: str | None = None) -> Finding:
+        path = self.prefix + key
+        return Finding(
+            rule=rule,
+            severity=RULES[rule].severity,
+            key=path,
+            raw=raw,
+            resolved=resolved,
+            file=self.file,
+            line=self.line_of(self.prefix + (line_key or key)),
+            message=message,
+        )
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as the model code would use them: JSON lists and tuples alike, 1 == 1.0, but a bool is
+    not a number and a string is not a number."""
+    if a is ABSENT or b is ABSENT:
+        return a is b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def show(value: Any) -> str:
+    if value is ABSENT:
+        return "absent"
+    import json
+
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def judge_config(
+    raw: dict[str, Any],
+    resolved: dict[str, Any],
+    *,
+    version: str,
+    file: str,
+    line_of: Callable[[str], int | None],
+) -> tuple[list[Finding], list[LayerAttention]]:
+    """Judge ``raw`` (config.json as parsed) against ``resolved`` (a resolver node).
+
+    Returns the findings and the effective-attention view of the top-level config (empty when the
+    model has no per-layer attention types).
+
+    Example::
+
+        >>> from draftguard.check.resolver import resolve
+        >>> raw = {"model_type": "qwen3", "num_hidden_layers": 2, "sliding_window": 8,
+        ...        "layer_types": ["sliding_attention", "full_attention"]}
+        >>> findings, layers = judge_config(raw, resolve(raw), version="5.24.0", file="config.json",
+        ...                                 line_of=lambda key: None)
+        >>> sorted(f.rule for f in findings)
+        ['DG001', 'DG005']
+    """
+    findings: list[Finding] = []
+    top_attention: list[LayerAttention] = []
+
+    def walk(raw_node: dict[str, Any], node: dict[str, Any], prefix: str) -> None:
+        nonlocal top_attention
+        ctx = Context(raw_node, node, prefix, node["__config__"], version, file, line_of)
+        for key, raw_value in raw_node.items():
+            if key in BOOKKEEPING_KEYS:
+                continue
+            resolved = ctx.values.get(key, ABSENT)
+            if isinstance(resolved, dict) and "__config__" in resolved:
+                if isinstance(raw_value, dict):
+                    walk(raw_value, resolved, prefix + key + ".")
+                continue
+            findings.extend(_compare(ctx, key, raw_value, resolved))
+        findings.extend(_injected(ctx))
+        layers, attention_findings = _attention(ctx)
+        findings.extend(attention_findings)
+        if not prefix:
+            top_attention = layers
+
+    walk(raw, resolved, "")
+    return findings, top_attention
+
+
+def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[Finding]:
+    if same(raw_value, resolved):
+        return
+    if isinstance(raw_value, dict) and isinstance(resolved, dict):
+        # A plain nested dict (rope_parameters, dflash_config): judge each key the file gave.
+        for sub, sub_raw in raw_value.items():
+            yield from _compare(ctx, f"{key}.{sub}", sub_raw, resolved.get(sub, ABSENT))
+        return
+    for judge in _JUDGES:
+        finding = judge(ctx, key, raw_value, resolved)
+        if finding is not None:
+            yield finding
+            return
+
+
+# --- judges, tried in order; the first that recognises the change decides ------------------------
+
+
+def _alias_contradiction(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """gpt2's n_embd and hidden_size are one attribute; given both with different values, the alias
+    (set last) wins and nothing warns."""
+    amap = ctx.node["attribute_map"]
+    canonical = amap.get(key, key)
+    twins = [k for k in ctx.raw if k != key and amap.get(k, k) == canonical]
+    for twin in twins:
+        if same(ctx.raw[twin], resolved):
+            return ctx.finding(
+                "DG002", key, raw_value, resolved,
+                f"`{key}` is {show(raw_value)} but `{twin}` is {show(ctx.raw[twin])}, and both set the "
+                f"same attribute of {ctx.config_class} (attribute_map: {_alias_text(amap, canonical)}). "
+                f"transformers {ctx.version} keeps `{twin}`'s value without a warning. "
+                f"Fix: keep one of the two keys, with the value you mean.",
+            )
+    return None
+
+
+def _alias_text(amap: dict[str, str], canonical: str) -> str:
+    aliases = [a for a, c in amap.items() if c == canonical]
+    return ", ".join(f"{a} -> {canonical}" for a in aliases) or canonical
+
+
+def _rope_folded(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """5.x folds rope_theta, rope_scaling and partial_rotary_factor into rope_parameters."""
+    params = ctx.values.get("rope_parameters")
+    if resolved is not ABSENT or not isinstance(params, dict):
+        return None
+    if key == "rope_scaling":
+        if raw_value is None:
+            return ctx.finding(
+                "DG007", key, raw_value, resolved,
+                f"`rope_scaling: null` is folded into `rope_parameters` by transformers {ctx.version}; "
+                "nothing is lost.",
+            )
+        if not isinstance(raw_value, dict):
+            return None
+        differ = {
+            k: v for k, v in raw_value.items()
+            if not same(v, params.get(ROPE_SUBKEY_RENAMES.get(k, k), ABSENT))
+        }
+        if not differ:
+            return ctx.finding(
+                "DG007", key, raw_value, params,
+                f"`rope_scaling` is folded into `rope_parameters` by transformers {ctx.version} with "
+                "the same values: a rename.",
+            )
+        sub = next(iter(differ))
+        return ctx.finding(
+            "DG001", f"{key}.{sub}", differ[sub], params.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT),
+            f"`rope_scaling.{sub}` is {show(differ[sub])}, but after transformers {ctx.version} folds "
+            f"rope_scaling into rope_parameters the model reads "
+            f"{show(params.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT))}. "
+            "Fix: state the RoPE settings once, in `rope_parameters`.",
+        )
+    if key in ROPE_FOLDED:
+        landed = params.get(ROPE_FOLDED[key], ABSENT)
+        if same(raw_value, landed):
+            return ctx.finding(
+                "DG007", key, raw_value, landed,
+                f"`{key}` is folded into `rope_parameters.{ROPE_FOLDED[key]}` by transformers "
+                f"{ctx.version} with the same value: a rename.",
+            )
+        raw_params = ctx.raw.get("rope_parameters")
+        if isinstance(raw_params, dict) and ROPE_FOLDED[key] in raw_params:
+            return ctx.finding(
+                "DG002", key, raw_value, landed,
+                f"`{key}` is {show(raw_value)} but `rope_parameters.{ROPE_FOLDED[key]}` is "
+                f"{show(raw_params[ROPE_FOLDED[key]])}; transformers {ctx.version} keeps "
+                f"{show(landed)} and drops `{key}` without a warning. Fix: keep only "
+                f"`rope_parameters.{ROPE_FOLDED[key]}`, with the value you mean.",
+            )
+        return ctx.finding(
+            "DG001", key, raw_value, landed,
+            f"`{key}` is {show(raw_value)}, but the model reads rope_parameters.{ROPE_FOLDED[key]} = "
+            f"{show(landed)} (transformers {ctx.version} folds `{key}` into rope_parameters). "
+            f"Fix: set `rope_parameters.{ROPE_FOLDED[key]}` to the value you mean.",
+        )
+    return None
+
+
+def _rope_scaling_wins(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """rope_parameters.X changed because rope_scaling (or rope_theta) said otherwise: they contradict."""
+    if not key.startswith("rope_parameters."):
+        return None
+    sub = key.split(".", 1)[1]
+    sources = []
+    scaling = ctx.raw.get("rope_scaling")
+    if isinstance(scaling, dict):
+        sources += [f"rope_scaling.{k}" for k, v in scaling.items() if ROPE_SUBKEY_RENAMES.get(k, k) == sub and same(v, resolved)]
+    for flat, landed in ROPE_FOLDED.items():
+        if landed == sub and flat in ctx.raw and same(ctx.raw[flat], resolved):
+            sources.append(flat)
+    if not sources:
+        return None
+    return ctx.finding(
+        "DG002", key, raw_value, resolved,
+        f"`{key}` is {show(raw_value)} but `{sources[0]}` is {show(resolved)}; transformers "
+        f"{ctx.version} lets `{sources[0]}` win without a warning, so the model reads {show(resolved)}. "
+        f"Fix: remove `{sources[0].split('.')[0]}` and keep the value you mean in `rope_parameters`.",
+    )
+
+
+def _dtype_renamed(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    if key != "torch_dtype":
+        return None
+    dtype = ctx.values.get("dtype", ABSENT)
+    if resolved is ABSENT and same(_dtype_text(raw_value), _dtype_text(dtype)):
+        return ctx.finding(
+            "DG007", key, raw_value, dtype,
+            f"`torch_dtype` is read as `dtype` by transformers {ctx.version}, with the same value: a rename.",
+        )
+    if same(_dtype_text(raw_value), _dtype_text(resolved)):
+        return ctx.finding("DG007", key, raw_value, resolved, "`torch_dtype` spelled differently, same dtype.")
+    return None
+
+
+def _dtype_text(value: Any) -> Any:
+    return value[len("torch."):] if isinstance(value, str) and value.startswith("torch.") else value
+
+
+def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Changes the file itself asked for, such as Qwen2.5's use_sliding_window: false beside a
+    vestigial sliding_window."""
+    if key == "sliding_window" and resolved is None and ctx.raw.get("use_sliding_window") is False:
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`sliding_window` {show(raw_value)} resolves to no window because the file sets "
+            "`use_sliding_window: false`. Intended; remove the vestigial `sliding_window` if you like.",
+        )
+    if raw_value is None and resolved is not ABSENT:
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}: null` asks {ctx.config_class} for its default, {show(resolved)}.",
+        )
+    if isinstance(raw_value, dict) and not raw_value and isinstance(resolved, dict):
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}: {{}}` asks {ctx.config_class} for its default, {show(resolved)}.",
+        )
+    return None
+
+
+def _overridden(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding:
+    what = (
+        f"`{key}` is {show(raw_value)} in config.json, but {ctx.config_class} drops it: the model code "
+        "never sees it"
+        if resolved is ABSENT
+        else f"`{key}` is {show(raw_value)} in config.json, but {ctx.config_class} gives the model code "
+        f"{show(resolved)}"
+    )
+    why, fix = _mechanism(ctx, key, raw_value, resolved)
+    return ctx.finding("DG001", key, raw_value, resolved, f"{what} (transformers {ctx.version}). {why} Fix: {fix}")
+
+
+def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[str, str]:
+    if key == "sliding_window" and resolved is None and "use_sliding_window" in ctx.values:
+        if "use_sliding_window" not in ctx.raw:
+            return (
+                f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true, and "
+                "`use_sliding_window` defaults to false; the file does not set it.",
+                'add "use_sliding_window": true next to "sliding_window".',
+            )
+        return (
+            f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true.",
+            'set "use_sliding_window": true, or remove the window if none is meant.',
+        )
+    if key == "layer_types":
+        return (
+            f"{ctx.config_class} rewrote the per-layer attention types.",
+            "check `layer_types` against `num_hidden_layers`.",
+        )
+    return (
+        f"{ctx.config_class}'s own initialisation rewrote the value.",
+        f"set `{key}` to a value the class keeps, or remove it if the class's value is what you mean.",
+    )
+
+
+_JUDGES = [_alias_contradiction, _rope_folded, _rope_scaling_wins, _dtype_renamed, _file_asked, _overridden]
+
+
+# --- keys the file did not give -------------------------------------------------------------------
+
+
+def _injected(ctx: Context) -> Iterator[Finding]:
+    values, raw, amap = ctx.values, ctx.raw, ctx.node["attribute_map"]
+    given = {amap.get(k, k) for k in raw}
+    head_dim = values.get("head_dim")
+    hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    if (
+        "head_dim" not in given
+        and _is_int(head_dim) and _is_int(hidden) and _is_int(heads) and heads > 0
+        and hidden % heads == 0 and hidden // heads != head_dim
+    ):
+        yield ctx.finding(
+            "DG003", "head_dim", ABSENT, head_dim,
+            f"`head_dim` is not in config.json, so {ctx.config_class} uses its default {head_dim}, but "
+            f"hidden_size / num_attention_heads = {hidden} / {heads} = {hidden // heads} "
+            f"(transformers {ctx.version}). Fix: add \"head_dim\": {hidden // heads}, or the head size "
+            "the weights were trained with.",
+            line_key="num_attention_heads",
+        )
+    window = values.get("sliding_window")
+    if "sliding_window" not in given and _is_int(window) and _sliding_layers(values):
+        yield ctx.finding(
+            "DG004", "sliding_window", ABSENT, window,
+            f"config.json sets no `sliding_window`, but {ctx.config_class} injects {window} and "
+            f"{len(_sliding_layers(values))} layer(s) will attend within it (transformers {ctx.version}). "
+            f"Fix: add \"sliding_window\" with the window the model was trained with.",
+            line_key="use_sliding_window" if "use_sliding_window" in raw else "layer_types",
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _sliding_layers(values: dict[str, Any]) -> list[int]:
+    types = values.get("layer_types")
+    if not isinstance(types, list):
+        return []
+    return [i for i, t in enumerate(types) if t == "sliding_attention"]
+
+
+# --- effective attention -------------------------------------------------------------------------
+
+
+def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
+    values, raw = ctx.values, ctx.raw
+    types = values.get("layer_types")
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        return [], []
+    window = values.get("sliding_window")
+    effective = [_kind(t, window) for t in types]
+    raw_types = raw.get("layer_types")
+    raw_window = raw.get("sliding_window", ABSENT)
+    if isinstance(raw_types, list) and len(raw_types) == len(types):
+        declared = [_kind(t, raw_window) for t in raw_types]
+    else:
+        declared = list(effective)
+    layers = [LayerAttention(i, d, e) for i, (d, e) in enumerate(zip(declared, effective))]
+    findings: list[Finding] = []
+    lost = [layer.index for layer in layers if layer.declared.startswith("sliding") and layer.effective == "full"]
+    if lost:
+        findings.append(ctx.finding(
+            "DG005", "layer_types",
+            ", ".join(sorted({layers[i].declared for i in lost})) + f" at layers {_ranges(lost)}",
+            f"full at layers {_ranges(lost)}",
+            f"layers {_ranges(lost)} are declared sliding_attention, but will run full causal attention: "
+            f"the window resolved to {show(window)} ({ctx.config_class}, transformers {ctx.version}). "
+            "An engine or drafter trained with a window now attends to the whole context. Fix: make "
+            "the window survive loading (see the `sliding_window` finding).",
+        ))
+    if (
+        not isinstance(raw_types, list)
+        and _is_int(raw.get("sliding_window"))
+        and raw.get("use_sliding_window") is not False
+        and _is_int(window)
+        and not _sliding_layers(values)
+    ):
+        limit = values.get("max_window_layers")
+        why = (
+            f"sliding layers start at max_window_layers ({limit}), and there are only {len(types)} layers"
+            if _is_int(limit) and limit >= len(types)
+            else "the derived layer_types hold no sliding layer"
+        )
+        findings.append(ctx.finding(
+            "DG006", "sliding_window", raw.get("sliding_window"), window,
+            f"`sliding_window` is {window}, but no layer will use it: {why} ({ctx.config_class}, "
+            f"transformers {ctx.version}). Fix: list the attention of every layer in `layer_types`"
+            + (", or lower `max_window_layers`." if _is_int(limit) else "."),
+        ))
+    return layers, findings
+
+
+def _kind(layer_type: str, window: Any) -> str:
+    if layer_type == "sliding_attention":
+        return f"sliding({window})" if _is_int(window) else ("sliding(?)" if window is ABSENT else "full")
+    return "full" if layer_type == "full_attention" else layer_type
+
+
+def _ranges(indices: list[int]) -> str:
+    parts, start = [], None
+    for i, n in enumerate(indices):
+        if start is None:
+            start = n
+        if i + 1 == len(indices) or indices[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts)

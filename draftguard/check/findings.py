@@ -1,0 +1,209 @@
+"""Findings, the rules they come from, and the Report that every view renders."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 2, "warning": 1, "info": 0}[self.value]
+
+
+class _Absent:
+    """A key that is not there: missing from config.json, or dropped by the config class."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+    def __reduce__(self):
+        return (_Absent, ())
+
+
+ABSENT: Any = _Absent()
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+
+
+# Stable ids: never renumber, never reuse. docs/rules.md documents each with its fix, and a test
+# keeps the two in step.
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in [
+        Rule("DG001", "value-overridden", Severity.ERROR,
+             "An explicit value in config.json reaches the model code changed or dropped, and nothing "
+             "else in the file asked for it."),
+        Rule("DG002", "contradictory-keys", Severity.ERROR,
+             "Two keys in config.json set the same attribute to different values; one wins silently."),
+        Rule("DG003", "injected-default-contradicts", Severity.WARNING,
+             "A key missing from config.json was filled with a class default that the file's other "
+             "values contradict."),
+        Rule("DG004", "window-injected", Severity.WARNING,
+             "config.json sets no sliding window, but the class injected one that layers will use."),
+        Rule("DG005", "sliding-layer-runs-full", Severity.ERROR,
+             "Layers that config.json declares sliding_attention will run without a window."),
+        Rule("DG006", "window-unused", Severity.WARNING,
+             "config.json sets a sliding window, but no layer will use it."),
+        Rule("DG007", "benign-rename", Severity.INFO,
+             "A key was renamed or folded into another with its value kept."),
+        Rule("DG008", "intended-change", Severity.INFO,
+             "A value changed because another key in config.json asked for it."),
+    ]
+}
+
+
+@dataclass
+class Finding:
+    """One judged difference between config.json and what the model code reads."""
+
+    rule: str
+    severity: Severity
+    key: str
+    raw: Any
+    resolved: Any
+    file: str
+    line: int | None
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": RULES[self.rule].name if self.rule in RULES else self.rule,
+            "severity": self.severity.value,
+            "key": self.key,
+            "raw": _json_value(self.raw),
+            "resolved": _json_value(self.resolved),
+            "file": self.file,
+            "line": self.line,
+            "message": self.message,
+        }
+
+
+def _json_value(value: Any) -> Any:
+    return "<absent>" if value is ABSENT else value
+
+
+@dataclass
+class LayerAttention:
+    """What one layer declares in config.json against what it will run."""
+
+    index: int
+    declared: str  # "sliding(2048)", "sliding(?)" or "full"
+    effective: str
+
+    @property
+    def mismatch(self) -> bool:
+        return self.declared != self.effective
+
+
+@dataclass
+class InputError:
+    """Bad input: the target could not be checked. Exit code 2."""
+
+    source: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    key: str | None = None
+
+    def location(self) -> str:
+        parts = [self.file or self.source]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        where = ":".join(parts)
+        return f"{where} (key `{self.key}`)" if self.key else where
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "key": self.key,
+            "message": self.message,
+        }
+
+
+@dataclass
+class TargetResult:
+    """The check of one target: a folder, a config.json file, or a Hub repo."""
+
+    source: str
+    file: str
+    revision: str | None
+    model_type: str | None
+    config_class: str | None
+    findings: list[Finding] = field(default_factory=list)
+    attention: list[LayerAttention] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "file": self.file,
+            "revision": self.revision,
+            "model_type": self.model_type,
+            "config_class": self.config_class,
+            "attention": [
+                {"layer": a.index, "declared": a.declared, "effective": a.effective} for a in self.attention
+            ],
+        }
+
+
+@dataclass
+class Report:
+    """Everything one run found. The terminal, json, markdown and annotation views all render this."""
+
+    transformers_version: str
+    targets: list[TargetResult] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """All findings, errors first, then by file and line."""
+        found = [f for t in self.targets for f in t.findings]
+        return sorted(found, key=lambda f: (-f.severity.rank, f.file, f.line or 0, f.key))
+
+    def summary(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            counts[f.severity.value] += 1
+        return counts
+
+    def fails(self, fail_on: str) -> bool:
+        """True when a finding is at or above ``fail_on`` (error, warning or never)."""
+        if fail_on == "never":
+            return False
+        bar = Severity(fail_on).rank
+        return any(f.severity.rank >= bar for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "transformers_version": self.transformers_version,
+            "summary": self.summary(),
+            "findings": [f.to_json() for f in self.findings],
+            "targets": [t.to_json() for t in self.targets],
+            "errors": [e.to_json() for e in self.errors],
+        }

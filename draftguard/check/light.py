@@ -1,0 +1,68 @@
+"""The light check: snapshots in, one Report out. CPU only, no torch, no network but the Hub fetch."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from draftguard.check.findings import InputError, Report, TargetResult
+from draftguard.check.fidelity import judge_config
+from draftguard.check import resolver
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+
+
+def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, version: str | None = None) -> TargetResult:
+    """Resolve one snapshot's config.json and judge it. Raises BadInput for input that cannot be
+    checked (invalid JSON, no or unknown model_type, values the class rejects).
+
+    Example::
+
+        >>> result = check_snapshot(load_snapshot("examples/qwen3-swa-drafter"))
+        >>> sorted({f.rule for f in result.findings})
+        ['DG001', 'DG005']
+    """
+    raw = snapshot.load_json()
+    shown = snapshot.path_of("config.json")
+    version = version or resolver.transformers_version()
+    try:
+        node = resolver.resolve(
+            raw,
+            trust_remote_code=trust_remote_code,
+            pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
+            revision=snapshot.revision,
+        )
+    except resolver.ResolveError as exc:
+        key = exc.key
+        line = snapshot.line_of(key) if key else None
+        where = f"{shown}:{line}" if line else shown
+        raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
+    findings, attention = judge_config(raw, node, version=version, file=shown, line_of=snapshot.line_of)
+    return TargetResult(
+        source=snapshot.source,
+        file=shown,
+        revision=snapshot.revision,
+        model_type=raw.get("model_type") if isinstance(raw.get("model_type"), str) else None,
+        config_class=node["__config__"],
+        findings=findings,
+        attention=attention,
+    )
+
+
+def check_targets(
+    targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False
+) -> Report:
+    """Check every target into one Report. A target that cannot be checked becomes an InputError in
+    the Report; the others are still checked."""
+    report = Report(transformers_version=resolver.transformers_version())
+    for target in targets:
+        try:
+            snapshot = load_snapshot(target, revision)
+            report.targets.append(
+                check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
+            )
+        except BadInput as exc:
+            report.errors.append(_input_error(target, exc))
+    return report
+
+
+def _input_error(target: str, exc: BadInput) -> InputError:
+    return InputError(source=target, message=str(exc), file=exc.file, line=exc.line, column=exc.column, key=exc.key)

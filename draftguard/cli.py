@@ -1,0 +1,101 @@
+"""The `draftguard` command.
+
+Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 bad input or usage (one line on
+stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from draftguard import __version__
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="draftguard",
+        description="Catch silent config overrides and broken speculative-decoding drafters before merge.",
+    )
+    parser.add_argument("--version", action="version", version=f"draftguard {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    check = sub.add_parser(
+        "check",
+        help="diff config.json against what transformers resolves (CPU, seconds, no torch)",
+        description="Diff each target's raw config.json against the config that its transformers class "
+        "resolves, and judge every difference. TARGET is a folder holding config.json, a config.json "
+        "file, or a Hugging Face Hub repo id (owner/name).",
+    )
+    check.add_argument("targets", nargs="+", metavar="TARGET")
+    check.add_argument("--revision", help="Hub revision (branch, tag or commit) for Hub targets")
+    check.add_argument("--format", choices=["text", "json", "markdown", "github"], default="text")
+    check.add_argument(
+        "--fail-on", choices=["error", "warning", "never"], default="error",
+        help="exit 1 when a finding is at or above this severity (default: error)",
+    )
+    check.add_argument(
+        "--trust-remote-code", action="store_true",
+        help="run a repo's own config class (auto_map); only for repos whose code you trust",
+    )
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from draftguard.check import resolver
+
+    # Before transformers is imported: the light check must never load torch.
+    resolver.hide_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from draftguard.check.light import check_targets
+
+    report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    out = sys.stdout
+    if args.format == "json":
+        from draftguard.report.json import render_json
+
+        out.write(render_json(report))
+    elif args.format == "markdown":
+        from draftguard.report.markdown import render_markdown
+
+        out.write(render_markdown(report))
+    elif args.format == "github":
+        from draftguard.report.annotations import render_annotations
+
+        out.write(render_annotations(report))
+    else:
+        from draftguard.report.terminal import render_text
+
+        render_text(report, out)
+    for error in report.errors:
+        print(f"draftguard: {error.message}", file=sys.stderr)
+    if report.errors:
+        return EXIT_BAD_INPUT
+    return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("draftguard: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for those who ask
+        if os.environ.get("DRAFTGUARD_DEBUG"):
+            raise
+        print(
+            f"draftguard: internal error ({type(exc).__name__}: {exc}). This is a bug in draftguard; "
+            "rerun with DRAFTGUARD_DEBUG=1 for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_BUG

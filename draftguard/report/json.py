@@ -1,0 +1,11 @@
+"""The json view: the contract the bot, the Action and scripts read."""
+
+from __future__ import annotations
+
+import json
+
+from draftguard.check.findings import Report
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, default=str) + "\n"

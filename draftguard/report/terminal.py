@@ -1,0 +1,44 @@
+"""The text view for people at a terminal (rich)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from draftguard.check.findings import Report, RULES
+from draftguard.report.views import attention_runs, change, location, summary_line
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def render_text(report: Report, file: TextIO) -> None:
+    from rich.console import Console
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=file, highlight=False)
+    for e in report.errors:
+        console.print(Text.assemble(("cannot check ", "bold red"), e.message))
+    for t in report.targets:
+        findings = [f for f in report.findings if f.file == t.file]
+        console.print(Text.assemble((t.file, "bold"), f"  {t.config_class}, model_type {t.model_type!r}"))
+        if not findings:
+            console.print("  no differences between config.json and what the model code reads")
+        for f in findings:
+            console.print(Text.assemble(
+                "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+                (f"{f.rule} {RULES[f.rule].name}", "bold"),
+            ))
+            console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
+            console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
+            console.print(Padding(Text(f.message), (0, 0, 0, 10)))
+        if any(layer.mismatch for layer in t.attention):
+            table = Table(title="  effective attention", title_justify="left", padding=(0, 1))
+            for name in ("layers", "config.json declares", "model runs"):
+                table.add_column(name)
+            for layers, declared, effective in attention_runs(t.attention):
+                table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
+            console.print(Padding(table, (0, 0, 0, 2)))
+        console.print()
+    console.print(summary_line(report.summary(), len(report.targets), len(report.errors))
+                  + f" (transformers {report.transformers_version})")

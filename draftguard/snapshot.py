@@ -1,0 +1,255 @@
+"""Snapshots: the raw files of a model repo at one revision, from a folder, a file or the Hub.
+
+A Snapshot holds bytes, never parsed objects, so every check sees exactly what was committed.
+Only this module and the bot's sources touch the network.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from json.decoder import scanstring
+from pathlib import Path
+from typing import Any
+
+MAX_CONFIG_BYTES = 5 * 1024 * 1024
+CONFIG_NAME = "config.json"
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+class BadInput(Exception):
+    """Input that cannot be checked. Carries where it is, so the CLI can say so in one line."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        key: str | None = None,
+    ):
+        super().__init__(message)
+        self.file, self.line, self.column, self.key = file, line, column, key
+
+
+@dataclass
+class Snapshot:
+    """Raw files of one target.
+
+    ``source`` is what the user named (a folder, a file, or a Hub repo id); ``display`` maps each file
+    name to the path shown in findings and annotations.
+    """
+
+    source: str
+    revision: str | None
+    files: dict[str, bytes]
+    display: dict[str, str]
+    local_dir: str | None = None
+    is_hub: bool = False
+    _lines: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    def path_of(self, name: str) -> str:
+        return self.display.get(name, name)
+
+    def load_json(self, name: str = CONFIG_NAME) -> dict[str, Any]:
+        """Parse a JSON file of the snapshot; raise BadInput with line and column when it is not a
+        JSON object."""
+        return parse_json_object(self.files[name], self.path_of(name))
+
+    def line_of(self, key: str, name: str = CONFIG_NAME) -> int | None:
+        """Line of a dotted key (``rope_parameters.rope_type``) in the file, or of its nearest parent."""
+        if name not in self._lines:
+            self._lines[name] = key_lines(self.files[name].decode("utf-8", "replace"))
+        lines = self._lines[name]
+        while key:
+            if key in lines:
+                return lines[key]
+            key = key.rpartition(".")[0]
+        return None
+
+
+def parse_json_object(data: bytes, display: str) -> dict[str, Any]:
+    """Decode ``data`` as a JSON object, or raise BadInput naming the file, line and column."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{display} is not UTF-8 text (byte {exc.start})", file=display) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{display}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
+            file=display,
+            line=exc.lineno,
+            column=exc.colno,
+        ) from None
+    except RecursionError:
+        raise BadInput(f"{display}: invalid JSON: nested too deeply", file=display) from None
+    if not isinstance(value, dict):
+        raise BadInput(
+            f"{display}: the top level must be a JSON object, got {type(value).__name__}",
+            file=display,
+            line=1,
+        )
+    return value
+
+
+def load_snapshot(target: str, revision: str | None = None, names: tuple[str, ...] = (CONFIG_NAME,)) -> Snapshot:
+    """Read a target's files: a folder holding config.json, a config.json file, or a Hub repo id.
+
+    Example::
+
+        >>> snap = load_snapshot("examples/qwen3-swa-drafter")
+        >>> snap.load_json()["model_type"]
+        'qwen3'
+    """
+    path = Path(target)
+    if path.is_dir():
+        return _local(target, path, names, revision)
+    if path.is_file():
+        return _local(target, path.parent, names, revision, first=path)
+    if path.exists():
+        raise BadInput(f"{target}: not a folder or a config.json file", file=target)
+    looks_local = target.startswith((".", "/", "~")) or target.endswith(".json") or target.count("/") != 1
+    if not looks_local and _REPO_ID.match(target):
+        return _hub(target, revision, names)
+    raise BadInput(
+        f"{target}: no such file or folder, and not a Hub repo id (owner/name)", file=target
+    )
+
+
+def _read_limited(path: Path, display: str) -> bytes:
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise BadInput(
+            f"{display} is {size / 1e6:.1f} MB; config files over {MAX_CONFIG_BYTES // (1024 * 1024)} MB "
+            "are refused (is this a weights file?)",
+            file=display,
+        )
+    return path.read_bytes()
+
+
+def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | None, first: Path | None = None) -> Snapshot:
+    files: dict[str, bytes] = {}
+    display: dict[str, str] = {}
+    wanted = list(names)
+    if first is not None:
+        # A file named directly is the config, whatever its name.
+        wanted = [CONFIG_NAME] + [n for n in names if n != CONFIG_NAME]
+    for name in wanted:
+        file = first if (first is not None and name == CONFIG_NAME) else folder / name
+        shown = target if (first is not None and name == CONFIG_NAME) else str(Path(target) / name)
+        display[name] = shown
+        if file.is_file():
+            files[name] = _read_limited(file, shown)
+    if CONFIG_NAME not in files:
+        raise BadInput(f"{display[CONFIG_NAME]}: no config.json in this folder", file=display[CONFIG_NAME])
+    return Snapshot(source=target, revision=revision, files=files, display=display, local_dir=str(folder))
+
+
+def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub import errors as hf_errors
+
+    files: dict[str, bytes] = {}
+    display: dict[str, str] = {}
+    shown_rev = revision or "main"
+    local_dir = None
+    for name in names:
+        shown = f"{repo_id}@{shown_rev}/{name}"
+        display[name] = shown
+        try:
+            path = Path(hf_hub_download(repo_id, name, revision=revision))
+        except hf_errors.EntryNotFoundError:
+            if name == CONFIG_NAME:
+                raise BadInput(f"{shown}: the repo has no config.json at this revision", file=shown) from None
+            continue
+        except hf_errors.RepositoryNotFoundError:
+            raise BadInput(
+                f"{repo_id}: repo not found on the Hub, or private (set HF_TOKEN to read private repos)",
+                file=shown,
+            ) from None
+        except hf_errors.RevisionNotFoundError:
+            raise BadInput(f"{repo_id}: revision {shown_rev!r} not found", file=shown) from None
+        except hf_errors.GatedRepoError:
+            raise BadInput(
+                f"{repo_id}: gated repo; accept its terms on the Hub and set HF_TOKEN", file=shown
+            ) from None
+        except hf_errors.LocalEntryNotFoundError:
+            raise BadInput(
+                f"{shown}: the Hub cannot be reached and this file is not in the local cache "
+                "(fetch it once while online, or check a local folder)",
+                file=shown,
+            ) from None
+        except hf_errors.HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else "?"
+            hint = " (rate limited; wait and retry, or set HF_TOKEN)" if status == 429 else ""
+            raise BadInput(f"{shown}: the Hub answered HTTP {status}{hint}", file=shown) from None
+        except OSError as exc:
+            raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
+        files[name] = _read_limited(path, shown)
+        local_dir = str(path.parent)
+    return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True)
+
+
+# --- key positions -------------------------------------------------------------------------------
+# The json module gives no positions, and the source-map packages on PyPI are unmaintained. This
+# scanner runs only on text json.loads already accepted, and only when a finding needs a line.
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Map each dotted key path of a JSON document to the 1-based line of its key.
+
+    Example::
+
+        >>> key_lines('{\\n "a": {\\n  "b": 1}}')
+        {'a': 2, 'a.b': 3}
+    """
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+    out: dict[str, int] = {}
+
+    def line(pos: int) -> int:
+        return bisect.bisect_left(newlines, pos) + 1
+
+    def value(pos: int, prefix: str) -> int:
+        pos = _WS.match(text, pos).end()
+        ch = text[pos : pos + 1]
+        if ch == "{":
+            pos = _WS.match(text, pos + 1).end()
+            if text[pos : pos + 1] == "}":
+                return pos + 1
+            while True:
+                pos = _WS.match(text, pos).end()
+                key, end = scanstring(text, pos + 1)
+                out.setdefault(prefix + key, line(pos))
+                pos = _WS.match(text, end).end() + 1  # the colon
+                pos = _WS.match(text, value(pos, prefix + key + ".")).end()
+                if text[pos : pos + 1] == ",":
+                    pos += 1
+                    continue
+                return pos + 1
+        if ch == "[":
+            pos = _WS.match(text, pos + 1).end()
+            if text[pos : pos + 1] == "]":
+                return pos + 1
+            while True:
+                pos = _WS.match(text, value(pos, prefix)).end()
+                if text[pos : pos + 1] == ",":
+                    pos += 1
+                    continue
+                return pos + 1
+        if ch == '"':
+            return scanstring(text, pos + 1)[1]
+        return _SCALAR.match(text, pos).end()
+
+    try:
+        value(0 if not text.startswith("\ufeff") else 1, "")
+    except (ValueError, AttributeError, IndexError):
+        pass  # positions are a convenience; findings keep line None
+    return out
