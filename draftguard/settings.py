@@ -1,0 +1,123 @@
+""".draftguard.yml: a repo's settings for draftguard, read from the default branch.
+
+Every key is optional. Unknown keys and wrong types are errors that name the file, line and key,
+so a typo never silently turns a check off.
+
+Example .draftguard.yml::
+
+    target: Qwen/Qwen3-8B            # the drafter's target model (folder or Hub repo id)
+    transformers: ["4.52.4", "5.24.0"]
+    fail_on: error
+    min_acceptance_length: 3.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from draftguard.snapshot import BadInput
+
+SETTINGS_NAME = ".draftguard.yml"
+MAX_SETTINGS_BYTES = 256 * 1024
+
+
+@dataclass
+class Settings:
+    """Parsed .draftguard.yml. Add a field here (with its type in ``_TYPES``) to add a key."""
+
+    target: str | None = None
+    transformers: list[str] = field(default_factory=list)
+    fail_on: str = "error"
+    paths: list[str] = field(default_factory=list)
+    min_acceptance_length: float | None = None
+    baseline: str | None = None
+    tolerance: float = 0.95
+    num_prompts: int | None = None
+    max_new_tokens: int | None = None
+    block_size: int | None = None
+    backend: str | None = None
+    source: str | None = None  # where these settings came from, for messages
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "target": (str,),
+    "transformers": (list,),
+    "fail_on": (str,),
+    "paths": (list,),
+    "min_acceptance_length": (int, float),
+    "baseline": (str,),
+    "tolerance": (int, float),
+    "num_prompts": (int,),
+    "max_new_tokens": (int,),
+    "block_size": (int,),
+    "backend": (str,),
+}
+_CHOICES = {"fail_on": ("error", "warning", "never"), "backend": ("reference", "vllm", "both")}
+
+
+def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
+    """Parse the text of a .draftguard.yml. Raises BadInput naming the file, line and key.
+
+    Example::
+
+        >>> parse_settings("transformers: [4.52.4, 5.24.0]\\nfail_on: warning\\n").transformers
+        ['4.52.4', '5.24.0']
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f"{source}:{line}" if line else source
+        raise BadInput(f"{where}: invalid YAML: {problem}", file=source, line=line) from None
+    if data is None:
+        return Settings(source=source)
+    if not isinstance(data, dict):
+        raise BadInput(f"{source}:1: the top level must be a mapping of settings", file=source, line=1)
+    lines = {}
+    if isinstance(root, yaml.MappingNode):
+        for key_node, _ in root.value:
+            lines[str(key_node.value)] = key_node.start_mark.line + 1
+    values: dict[str, Any] = {}
+    known = {f.name for f in fields(Settings)} - {"source"}
+    for key, value in data.items():
+        line = lines.get(str(key))
+        where = f"{source}:{line}" if line else source
+        if key not in known:
+            raise BadInput(
+                f"{where}: unknown key `{key}` (known: {', '.join(sorted(known))})", file=source, line=line, key=str(key)
+            )
+        if value is None:
+            continue
+        types = _TYPES[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            want = " or ".join(t.__name__ for t in types)
+            raise BadInput(
+                f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",
+                file=source, line=line, key=key,
+            )
+        if key in ("transformers", "paths"):
+            value = [str(v) for v in value]
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise BadInput(
+                f"{where}: `{key}` must be one of {', '.join(_CHOICES[key])}, got {value!r}",
+                file=source, line=line, key=key,
+            )
+        values[key] = value
+    return Settings(source=source, **values)
+
+
+def load_settings(folder: str | Path) -> Settings:
+    """Read ``.draftguard.yml`` from a folder; defaults when there is none."""
+    path = Path(folder) / SETTINGS_NAME
+    if not path.is_file():
+        return Settings()
+    if path.stat().st_size > MAX_SETTINGS_BYTES:
+        raise BadInput(f"{path}: over {MAX_SETTINGS_BYTES // 1024} KB; refused", file=str(path))
+    return parse_settings(path.read_text(encoding="utf-8", errors="replace"), str(path))
