@@ -84,9 +84,11 @@ class Finding:
     file: str
     line: int | None
     message: str
+    # The transformers versions it occurs under, when several were checked (the version matrix).
+    versions: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "rule": self.rule,
             "name": RULES[self.rule].name if self.rule in RULES else self.rule,
             "severity": self.severity.value,
@@ -97,6 +99,9 @@ class Finding:
             "line": self.line,
             "message": self.message,
         }
+        if self.versions is not None:
+            out["versions"] = list(self.versions)
+        return out
 
 
 def _json_value(value: Any) -> Any:
@@ -179,6 +184,8 @@ class Report:
     transformers_version: str
     targets: list[TargetResult] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
+    # A check.matrix.VersionMatrix when several transformers versions were checked, else None.
+    matrix: Any = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -206,4 +213,5 @@ class Report:
             "findings": [f.to_json() for f in self.findings],
             "targets": [t.to_json() for t in self.targets],
             "errors": [e.to_json() for e in self.errors],
+            **({"matrix": self.matrix.to_json()} if self.matrix is not None else {}),
         }
