@@ -1,5 +1,3 @@
-import sys
+from draftguard.cli import entry
 
-from draftguard.cli import main
-
-sys.exit(main())
+entry()

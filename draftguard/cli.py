@@ -43,19 +43,33 @@ def _parser() -> argparse.ArgumentParser:
         "--trust-remote-code", action="store_true",
         help="run a repo's own config class (auto_map); only for repos whose code you trust",
     )
+    check.add_argument(
+        "--transformers", metavar="V1,V2",
+        help="resolve under each of these transformers versions, each in its own cached environment "
+        "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
+    )
     check.set_defaults(func=cmd_check)
     return parser
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from draftguard.check import resolver
-
-    # Before transformers is imported: the light check must never load torch.
-    resolver.hide_torch()
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from draftguard.check.light import check_targets
 
-    report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    from draftguard.check import matrix
+    from draftguard.snapshot import BadInput
+
+    try:
+        versions = matrix.requested_versions(args.transformers)
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if versions:
+        report = matrix.check_matrix(
+            args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
+            progress=matrix.stderr_progress,
+        )
+    else:
+        report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code)
     out = sys.stdout
     if args.format == "json":
         from draftguard.report.json import render_json
@@ -80,7 +94,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
 
 
+def entry() -> None:
+    """The console script. Only a real process may hide torch: inside a test run or a library
+    caller, hiding it would break later imports of torch in the same process."""
+    if len(sys.argv) > 1 and sys.argv[1] == "check":
+        from draftguard.check.resolver import hide_torch
+
+        # Before transformers is imported: the light check must never load torch.
+        hide_torch()
+    sys.exit(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = _parser()
     args = parser.parse_args(argv)
     try:

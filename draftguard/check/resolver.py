@@ -147,6 +147,24 @@ def _node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Config classes build per-layer lists from these; a forged value of 10**12 would exhaust memory.
+_LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+MAX_LAYERS = 10_000
+
+
+def _refuse_implausible(raw: dict[str, Any], prefix: str = "") -> None:
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            _refuse_implausible(value, f"{prefix}{key}.")
+        elif key in _LAYER_COUNT_KEYS and isinstance(value, int) and not isinstance(value, bool) and value > MAX_LAYERS:
+            raise ResolveError(
+                "class_rejected",
+                f"`{prefix}{key}` is {value}; more than {MAX_LAYERS} layers is not a real model "
+                "(refused before the config class builds per-layer lists of that length).",
+                key=prefix + key,
+            )
+
+
 def _copy(value: Any) -> Any:
     # Classes normalise nested dicts in place (rope_parameters); the caller's raw must stay raw.
     if isinstance(value, dict):
@@ -181,6 +199,7 @@ def resolve(
         >>> resolve({"model_type": "qwen3", "sliding_window": 2048})["values"]["sliding_window"] is None
         True
     """
+    _refuse_implausible(raw)
     remote = trust_remote_code and isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]
     try:
         if remote and pretrained is not None:

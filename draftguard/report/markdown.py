@@ -32,6 +32,12 @@ def render_markdown(report: Report, *, title: str = "draftguard light check") ->
                 f"`{_cell(location(f))}` | `{_cell(change(f))}` | {_cell(f.message)} |"
             )
         out.append("")
+    if report.matrix is not None and report.matrix.rows:
+        header, body = report.matrix.table()
+        out += ["#### Resolved values that differ by transformers version", "",
+                "| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(f"`{_cell(c)}`" for c in row) + " |" for row in body]
+        out.append("")
     for t in report.targets:
         if any(layer.mismatch for layer in t.attention):
             out += [f"<details><summary>Effective attention of <code>{t.file}</code></summary>", "",

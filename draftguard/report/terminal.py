@@ -32,6 +32,8 @@ def render_text(report: Report, file: TextIO) -> None:
             console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
             console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
             console.print(Padding(Text(f.message), (0, 0, 0, 10)))
+            if f.versions is not None:
+                console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))
         if any(layer.mismatch for layer in t.attention):
             table = Table(title="  effective attention", title_justify="left", padding=(0, 1))
             for name in ("layers", "config.json declares", "model runs"):
@@ -39,6 +41,15 @@ def render_text(report: Report, file: TextIO) -> None:
             for layers, declared, effective in attention_runs(t.attention):
                 table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
             console.print(Padding(table, (0, 0, 0, 2)))
+        console.print()
+    if report.matrix is not None and report.matrix.rows:
+        header, body = report.matrix.table()
+        table = Table(title="resolved values that differ by transformers version", title_justify="left", padding=(0, 1))
+        for name in header:
+            table.add_column(name)
+        for row in body:
+            table.add_row(*row)
+        console.print(table)
         console.print()
     console.print(summary_line(report.summary(), len(report.targets), len(report.errors))
                   + f" (transformers {report.transformers_version})")

@@ -1,0 +1,649 @@
+"""The transformers version matrix: one config.json resolved under several transformers releases.
+
+A repo is served by whatever transformers its users' engine pins, and the same config.json resolves
+differently across releases (Qwen3's sliding-window gate arrived in 4.53; 5.x folds the RoPE keys).
+So ``draftguard check --transformers 4.52.4,5.24.0`` resolves every target under each version and
+merges the judgements into one Report: a finding shows once, with the versions it occurs in, and a
+key x version table shows the resolved values that differ.
+
+How it runs:
+
+- each version lives in its own virtual environment under the cache dir (``DRAFTGUARD_CACHE_DIR``,
+  else ``$XDG_CACHE_HOME/draftguard``, else ``~/.cache/draftguard``), keyed by version and Python,
+  holding ``transformers==X`` and what it pulls, nothing else. uv builds it when it is on PATH, else
+  ``python -m venv`` and pip. The version that draftguard itself runs with needs no environment.
+- ``draftguard/check/resolver.py`` (standalone, JSON over stdin/stdout) runs in that environment, one
+  subprocess per version for all targets, all versions in parallel, each under a time limit.
+- judging happens here, with the same ``fidelity.judge_config`` as the single-version check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from draftguard.check import resolver
+from draftguard.check.fidelity import judge_config, same, show
+from draftguard.check.findings import ABSENT, Finding, InputError, LayerAttention, Report, TargetResult
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+
+CACHE_ENV = "DRAFTGUARD_CACHE_DIR"
+RESOLVE_TIMEOUT_ENV = "DRAFTGUARD_RESOLVE_TIMEOUT"
+INSTALL_TIMEOUT_ENV = "DRAFTGUARD_INSTALL_TIMEOUT"
+DEFAULT_RESOLVE_TIMEOUT = 60.0
+DEFAULT_INSTALL_TIMEOUT = 900.0
+READY_MARKER = "draftguard-env.json"
+RESOLVER_SCRIPT = Path(resolver.__file__).resolve()
+
+# A PEP 440 release, optionally a pre, post or dev release. Nothing else reaches the pip command line:
+# no specifiers, no URLs, no local versions, no option-looking text.
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
+
+# Column states.
+OK, INSTALL_FAILED, NO_NETWORK, CRASHED, TIMED_OUT = "ok", "install failed", "no network", "crashed", "timed out"
+
+
+class MatrixError(Exception):
+    """A transformers version could not be prepared or run. ``status`` is the column state."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_versions(values: Iterable[str], *, source: str = "--transformers") -> list[str]:
+    """Validate, deduplicate and sort transformers versions (oldest first). Raises BadInput naming
+    the bad one: these strings end up on a pip command line.
+
+    Example::
+
+        >>> parse_versions(["5.24.0", "4.52.4", "4.52.4"])
+        ['4.52.4', '5.24.0']
+    """
+    from packaging.version import Version
+
+    seen: dict[str, Version] = {}
+    for item in values:
+        text = str(item).strip()
+        if not _VERSION_RE.match(text):
+            raise BadInput(
+                f"{source}: {text!r} is not a transformers version; give release numbers such as "
+                "4.52.4 or 5.0.0rc1, separated by commas",
+                file=source if source != "--transformers" else None,
+                key="transformers",
+            )
+        seen.setdefault(str(Version(text)), Version(text))
+    if not seen:
+        raise BadInput(f"{source}: no transformers version given", key="transformers")
+    return [text for text, _ in sorted(seen.items(), key=lambda kv: kv[1])]
+
+
+def cache_dir() -> Path:
+    """Where version environments live: ``$DRAFTGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/draftguard``,
+    else ``~/.cache/draftguard``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "draftguard"
+
+
+def env_dir(version: str, cache: Path | None = None) -> Path:
+    """The environment of one transformers version. Keyed by the Python minor version too: a venv
+    built for one interpreter does not run under another."""
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return (cache or cache_dir()) / "envs" / f"transformers-{version}-{tag}"
+
+
+def env_python(env: Path) -> Path:
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def host_transformers_version() -> str | None:
+    """The transformers version installed beside draftguard, read without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return None
+
+
+# --- environments ----------------------------------------------------------------------------------
+
+
+def ensure_env(
+    version: str,
+    *,
+    cache: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    install_timeout: float | None = None,
+) -> tuple[str, float | None]:
+    """The interpreter that has transformers ``version``, installing it on first use. Returns
+    (python, seconds the install took or None when it was cached). Raises MatrixError.
+
+    Example::
+
+        >>> python, took = ensure_env(host_transformers_version())  # draftguard's own: no install
+        >>> took is None
+        True
+    """
+    if version == host_transformers_version():
+        return sys.executable, None
+    from filelock import FileLock
+
+    env = env_dir(version, cache)
+    env.parent.mkdir(parents=True, exist_ok=True)
+    # Two checks (or two test workers) installing the same version must not build one venv together.
+    with FileLock(str(env) + ".lock"):
+        if (env / READY_MARKER).is_file() and env_python(env).exists():
+            return str(env_python(env)), None
+        say = progress or (lambda text: None)
+        say(f"installing transformers {version} (first use of this version) into {env}")
+        started = time.monotonic()
+        _install(version, env, install_timeout or _timeout(INSTALL_TIMEOUT_ENV, DEFAULT_INSTALL_TIMEOUT))
+        took = time.monotonic() - started
+        (env / READY_MARKER).write_text(
+            json.dumps({"transformers": version, "python": sys.version.split()[0], "install_seconds": round(took, 1)})
+        )
+        say(f"installed transformers {version} in {took:.1f} s")
+        return str(env_python(env)), took
+
+
+def _install(version: str, env: Path, timeout: float) -> None:
+    if env.exists():  # a half-built env from an interrupted install
+        shutil.rmtree(env)
+    uv = shutil.which("uv")
+    if uv:
+        steps = [
+            [uv, "venv", "--quiet", "--python", sys.executable, str(env)],
+            [uv, "pip", "install", "--quiet", "--python", str(env_python(env)), f"transformers=={version}"],
+        ]
+    else:
+        steps = [
+            [sys.executable, "-m", "venv", str(env)],
+            [str(env_python(env)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+             "--quiet", f"transformers=={version}"],
+        ]
+    deadline = time.monotonic() + timeout
+    for command in steps:
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()),
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            shutil.rmtree(env, ignore_errors=True)
+            raise MatrixError(
+                INSTALL_FAILED,
+                f"installing transformers {version} took over {timeout:.0f} s and was stopped; check the "
+                f"network, or raise {INSTALL_TIMEOUT_ENV}",
+            ) from None
+        if done.returncode != 0:
+            shutil.rmtree(env, ignore_errors=True)
+            raise _install_error(version, done.stdout + "\n" + done.stderr)
+
+
+_NETWORK_SIGNS = (
+    "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
+    "Name or service not known", "Network is unreachable", "Connection refused", "ConnectTimeoutError",
+    "Max retries exceeded", "ConnectionError", "dns error", "error sending request", "Could not connect",
+    "Failed to fetch", "tcp connect error",
+)
+_MISSING_SIGNS = ("No matching distribution found", "there is no version of", "was not found in the package registry")
+
+
+def _install_error(version: str, output: str) -> MatrixError:
+    """Tell "no such version" from "no network" from the installer's own words (pip or uv)."""
+    available = re.search(r"\(from versions: ([^)]*)\)", output)
+    listed = available.group(1).strip() if available else ""
+    offline = any(sign in output for sign in _NETWORK_SIGNS) and listed in ("", "none")
+    if offline:
+        return MatrixError(
+            NO_NETWORK,
+            f"transformers {version} is not cached and the package index could not be reached (no "
+            f"network?). Connect once so it can be installed into {cache_dir()}, or point "
+            f"{CACHE_ENV} at a cache that already holds it",
+        )
+    if any(sign in output for sign in _MISSING_SIGNS):
+        newest = listed.split(",")[-1].strip() if listed and listed != "none" else None
+        hint = f"; the newest on the index is {newest}" if newest else ""
+        return MatrixError(
+            INSTALL_FAILED,
+            f"transformers {version} does not exist on the package index{hint}. Fix the version in "
+            "--transformers or .draftguard.yml",
+        )
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.lower().startswith(("error", "×", "x "))] or lines[-1:]
+    return MatrixError(
+        INSTALL_FAILED,
+        f"transformers {version} could not be installed: {errors[-1] if errors else 'the installer failed'}",
+    )
+
+
+def _timeout(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    try:
+        return float(text) if text else default
+    except ValueError:
+        raise BadInput(f"{name}={text!r} is not a number of seconds", key=name) from None
+
+
+# --- resolving -------------------------------------------------------------------------------------
+
+
+def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
+    """Run resolver.py under ``python`` with the script protocol; one result per config (a node or
+    ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout`` or answers junk.
+
+    Example::
+
+        >>> [r] = run_resolver(sys.executable, [{"raw": {"model_type": "qwen3"}}], timeout=60)
+        >>> r["__config__"]
+        'Qwen3Config'
+    """
+    # runpy rather than `python resolver.py`: the script's folder must not land on sys.path, where a
+    # module of draftguard's could shadow one that transformers imports. -I keeps out PYTHONPATH,
+    # user site-packages and the working directory for the same reason.
+    bootstrap = "import runpy, sys; sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
+    proc = subprocess.Popen(
+        [python, "-I", "-c", bootstrap, str(RESOLVER_SCRIPT)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,  # so a hung resolver's children die with it
+    )
+    try:
+        out, err = proc.communicate(json.dumps({"configs": configs}), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
+        raise MatrixError(TIMED_OUT, f"the resolver did not answer within {timeout:g} s and was stopped") from None
+    if proc.returncode != 0:
+        raise MatrixError(CRASHED, f"the resolver crashed ({_exit_text(proc.returncode)}): {_last_line(err)}")
+    try:
+        results = json.loads(out)["results"]
+        if not isinstance(results, list) or len(results) != len(configs):
+            raise ValueError("wrong number of results")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MatrixError(CRASHED, f"the resolver's answer was unreadable ({exc}): {_last_line(err)}") from None
+    return results
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
+
+
+# --- the matrix in the Report ------------------------------------------------------------------------
+
+
+@dataclass
+class VersionColumn:
+    """How one transformers version went: ``status`` is ok, install failed, no network, crashed or
+    timed out; ``detail`` says why when it is not ok."""
+
+    version: str
+    status: str = OK
+    detail: str | None = None
+    python: str | None = None
+    install_seconds: float | None = None
+    resolve_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "status": self.status,
+            "detail": self.detail,
+            "install_seconds": None if self.install_seconds is None else round(self.install_seconds, 2),
+            "resolve_seconds": None if self.resolve_seconds is None else round(self.resolve_seconds, 2),
+        }
+
+
+@dataclass
+class MatrixRow:
+    """One key whose resolved value differs between versions. ``values`` maps each version that
+    resolved to its value (ABSENT where the class dropped the key)."""
+
+    file: str
+    key: str
+    raw: Any
+    values: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        def plain(value: Any) -> Any:
+            return "<absent>" if value is ABSENT else value
+
+        return {"file": self.file, "key": self.key, "raw": plain(self.raw),
+                "values": {v: plain(x) for v, x in self.values.items()}}
+
+
+@dataclass
+class VersionMatrix:
+    """The per-version view of a Report: which versions ran, and the values that differ."""
+
+    versions: list[str]
+    columns: list[VersionColumn] = field(default_factory=list)
+    rows: list[MatrixRow] = field(default_factory=list)
+
+    def column(self, version: str) -> VersionColumn:
+        return next(c for c in self.columns if c.version == version)
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """The key x version table as text cells, for the text and markdown views: a header of
+        file, key, config.json and one column per version, then one row per differing key. A version
+        that did not run says why in its header; its cells are "-"."""
+        header = ["file", "key", "config.json"] + [
+            c.version if c.status == OK else f"{c.version} ({c.status})" for c in self.columns
+        ]
+        body = [
+            [row.file, row.key, _cell(row.raw, row.key == ATTENTION_ROW)] + [
+                _cell(row.values[c.version], row.key == ATTENTION_ROW) if c.version in row.values else "-"
+                for c in self.columns
+            ]
+            for row in self.rows
+        ]
+        return header, body
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "versions": self.versions,
+            "columns": [c.to_json() for c in self.columns],
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+def _cell(value: Any, described: bool) -> str:
+    return value if described and isinstance(value, str) else show(value)
+
+
+def check_matrix(
+    targets: Iterable[str],
+    versions: Iterable[str],
+    *,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    cache: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    resolve_timeout: float | None = None,
+    install_timeout: float | None = None,
+) -> Report:
+    """Check every target under every transformers version into one Report with a ``matrix``.
+
+    A version that cannot be installed or whose resolver fails becomes an InputError naming it (exit 2)
+    and a column that says why; the other versions' results are still in the Report.
+
+    Example::
+
+        >>> report = check_matrix(["examples/qwen3-swa-drafter"], [host_transformers_version()])
+        >>> sorted({f.rule for f in report.findings})
+        ['DG001', 'DG005']
+    """
+    versions = parse_versions(versions)
+    timeout = resolve_timeout or _timeout(RESOLVE_TIMEOUT_ENV, DEFAULT_RESOLVE_TIMEOUT)
+    report = Report(transformers_version=", ".join(versions))
+    matrix = VersionMatrix(versions=versions, columns=[VersionColumn(v) for v in versions])
+    report.matrix = matrix
+
+    snapshots: list[tuple[Snapshot, dict[str, Any]]] = []
+    for target in targets:
+        try:
+            snapshot = load_snapshot(target, revision)
+            snapshots.append((snapshot, snapshot.load_json()))
+        except BadInput as exc:
+            report.errors.append(_input_error(target, exc))
+    configs = [
+        {
+            "raw": raw,
+            "trust_remote_code": trust_remote_code,
+            "pretrained": snap.local_dir if not snap.is_hub else snap.source,
+            "revision": snap.revision,
+        }
+        for snap, raw in snapshots
+    ]
+
+    def run(column: VersionColumn) -> list[dict[str, Any]] | None:
+        try:
+            python, column.install_seconds = ensure_env(
+                column.version, cache=cache, progress=progress, install_timeout=install_timeout
+            )
+            column.python = python
+            if not configs:
+                return []
+            started = time.monotonic()
+            results = run_resolver(python, configs, timeout=timeout)
+            column.resolve_seconds = time.monotonic() - started
+            return results
+        except MatrixError as exc:
+            column.status, column.detail = exc.status, str(exc)
+            return None
+
+    with ThreadPoolExecutor(max_workers=len(versions)) as pool:
+        outcomes = dict(zip(versions, pool.map(run, matrix.columns)))
+
+    for column in matrix.columns:
+        if column.status != OK:
+            report.errors.append(InputError(
+                source=f"transformers=={column.version}",
+                message=f"transformers {column.version}: {column.detail}",
+                key="transformers",
+            ))
+    for index, (snapshot, raw) in enumerate(snapshots):
+        per_version = {v: outcomes[v][index] for v in versions if outcomes[v] is not None}
+        result = _judge_target(snapshot, raw, per_version, matrix, report)
+        if result is not None:
+            report.targets.append(result)
+    return report
+
+
+def _input_error(target: str, exc: BadInput) -> InputError:
+    return InputError(source=target, message=str(exc), file=exc.file, line=exc.line, column=exc.column, key=exc.key)
+
+
+def _judge_target(
+    snapshot: Snapshot, raw: dict[str, Any], per_version: dict[str, dict[str, Any]],
+    matrix: VersionMatrix, report: Report,
+) -> TargetResult | None:
+    shown = snapshot.path_of("config.json")
+    nodes: dict[str, dict[str, Any]] = {}
+    failed: dict[tuple[str, str | None], list[str]] = {}
+    messages: dict[tuple[str, str | None], str] = {}
+    for version, result in per_version.items():
+        if "error" in result:
+            error = result["error"]
+            group = (error.get("kind", "error"), error.get("key"))
+            failed.setdefault(group, []).append(version)
+            messages[group] = str(error.get("message", "the config class rejected the file"))
+        else:
+            nodes[version] = result
+    for (kind, key), bad in failed.items():
+        line = snapshot.line_of(key) if key else None
+        where = f"{shown}:{line}" if line else shown
+        text = messages[(kind, key)]
+        report.errors.append(InputError(
+            source=snapshot.source,
+            message=f"{where}: under transformers {_span(bad, matrix.versions)}: {text}",
+            file=shown, line=line, key=key,
+        ))
+    if not nodes:
+        return None
+
+    judged: dict[str, tuple[list[Finding], list[LayerAttention]]] = {
+        version: judge_config(raw, node, version=version, file=shown, line_of=snapshot.line_of)
+        for version, node in nodes.items()
+    }
+    flat = {version: _flatten(node["values"]) for version, node in nodes.items()}
+    findings = _merge_findings(judged, flat, matrix.versions)
+    matrix.rows.extend(_rows(shown, raw, flat, findings, {v: a for v, (_, a) in judged.items()}))
+    newest = list(nodes)[-1]
+    return TargetResult(
+        source=snapshot.source,
+        file=shown,
+        revision=snapshot.revision,
+        model_type=raw.get("model_type") if isinstance(raw.get("model_type"), str) else None,
+        config_class=nodes[newest]["__config__"],
+        findings=findings,
+        attention=judged[newest][1],
+    )
+
+
+def _merge_findings(
+    judged: dict[str, tuple[list[Finding], list[LayerAttention]]],
+    flat: dict[str, dict[str, Any]],
+    all_versions: list[str],
+) -> list[Finding]:
+    """One finding per (rule, key, change), with the versions it occurs in. Its message names them,
+    and what the model reads on the versions where it does not occur."""
+    groups: dict[tuple[str, str, str, str], list[tuple[str, Finding]]] = {}
+    for version, (findings, _) in judged.items():
+        for finding in findings:
+            ident = (finding.rule, finding.key, show(finding.raw), show(finding.resolved))
+            groups.setdefault(ident, []).append((version, finding))
+    ran = list(judged)
+    merged = []
+    for group in groups.values():
+        versions = [v for v, _ in group]
+        finding = group[-1][1]  # the newest version's wording
+        span = _span(versions, all_versions)
+        message = finding.message.replace(f"transformers {group[-1][0]}", f"transformers {span}")
+        others = [v for v in ran if v not in versions]
+        merged.append(Finding(
+            rule=finding.rule, severity=finding.severity, key=finding.key, raw=finding.raw,
+            resolved=finding.resolved, file=finding.file, line=finding.line, message=message,
+            versions=versions,
+        ))
+        if others:
+            merged[-1].message += " " + _elsewhere(merged[-1], others, flat, all_versions)
+    return merged
+
+
+def _elsewhere(finding: Finding, others: list[str], flat: dict[str, dict[str, Any]], all_versions: list[str]) -> str:
+    """"Not on 4.52.4, where the model reads 2048." for the versions where the finding is absent."""
+    reads: dict[str, list[str]] = {}
+    if not same(flat[finding.versions[-1]].get(finding.key, ABSENT), finding.resolved):
+        # The finding's "resolved" is a description (effective attention), not the key's value.
+        return f"Not on transformers {_span(others, all_versions)}."
+    for version in others:
+        value = flat[version].get(finding.key, ABSENT)
+        if not same(value, finding.resolved):
+            reads.setdefault(show(value), []).append(version)
+    if len(reads) == 1 and sum(map(len, reads.values())) == len(others):
+        (value, _), = reads.items()
+        return f"Not on transformers {_span(others, all_versions)}, where the model reads {value}."
+    return f"Not on transformers {_span(others, all_versions)}."
+
+
+def _span(versions: list[str], all_versions: list[str]) -> str:
+    """Versions as runs over the requested list: "4.53.3 to 5.24.0" for three or more neighbours,
+    else a plain list. All of them reads as "all checked versions" would hide which ones."""
+    index = sorted(all_versions.index(v) for v in versions if v in all_versions)
+    runs: list[list[int]] = []
+    for i in index:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    parts = []
+    for run in runs:
+        if len(run) >= 3:
+            parts.append(f"{all_versions[run[0]]} to {all_versions[run[-1]]}")
+        else:
+            parts.extend(all_versions[i] for i in run)
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys to leaf values: nested configs and plain dicts are walked, lists kept whole."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and "__config__" in value:
+            out.update(_flatten(value["values"], f"{prefix}{key}."))
+        elif isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+ATTENTION_ROW = "(effective attention)"
+
+
+def _rows(
+    file: str, raw: dict[str, Any], flat: dict[str, dict[str, Any]], findings: list[Finding],
+    attention: dict[str, list[LayerAttention]],
+) -> list[MatrixRow]:
+    """Keys of config.json (and keys a finding names) whose resolved values are not the same in
+    every version. Attributes the file never mentions differ by the hundred between releases
+    (generation defaults, output flags) and say nothing about this repo, so they are left out."""
+    raw_flat = _flatten(raw)
+    wanted = list(raw_flat) + [f.key for f in findings if f.key not in raw_flat]
+    rows = []
+    for key in dict.fromkeys(wanted):
+        values = {v: values_.get(key, ABSENT) for v, values_ in flat.items()}
+        first = next(iter(values.values()))
+        if len(values) > 1 and not all(same(first, x) for x in values.values()):
+            rows.append(MatrixRow(file, key, raw_flat.get(key, ABSENT), values))
+    runs = {v: _attention_text(layers) for v, layers in attention.items()}
+    if len(set(runs.values())) > 1:
+        rows.append(MatrixRow(file, ATTENTION_ROW, _attention_text(attention[next(iter(attention))], declared=True), runs))
+    return rows
+
+
+def _attention_text(layers: list[LayerAttention], declared: bool = False) -> str:
+    from draftguard.report.views import attention_runs
+
+    if not layers:
+        return "n/a"
+    runs = attention_runs(layers)
+    return "; ".join(f"{span}: {d if declared else e}" for span, d, e in runs)
+
+
+def requested_versions(option: str | None, folder: str | Path = ".") -> list[str] | None:
+    """The versions a check asked for: ``--transformers V1,V2``, else the ``transformers:`` list of
+    ``.draftguard.yml`` in ``folder``, else None (check under the installed version only).
+    Raises BadInput for a malformed version or settings file.
+
+    Example::
+
+        >>> requested_versions("5.24.0, 4.52.4")
+        ['4.52.4', '5.24.0']
+    """
+    if option is not None:
+        return parse_versions([part for part in option.split(",") if part.strip()] or [option])
+    from draftguard.settings import load_settings
+
+    settings = load_settings(folder)
+    if not settings.transformers:
+        return None
+    return parse_versions(settings.transformers, source=settings.source or ".draftguard.yml")
+
+
+def stderr_progress(text: str) -> None:
+    """Progress lines for first installs; stderr, so json and markdown on stdout stay clean."""
+    print(f"draftguard: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,243 @@
+"""The sticky comment: one comment per pull request (or Hub discussion), edited in place on every run.
+
+The body is a hidden marker plus named sections (light check, transformers matrix, acceptance test),
+each fenced by hidden HTML comments. A job that owns one section reads the current body, replaces its
+section and writes the body back, so the light-check job and the GPU job never erase each other's
+work and no state needs to live anywhere but the comment itself.
+
+Everything taken from a pull request (keys, values, messages quoting them) is HTML-escaped, so a
+config value cannot close a section marker, ping people or inject markup.
+
+Example::
+
+    >>> body = update_sticky(None, light="### light\\nall good")
+    >>> is_sticky(body), parse_sticky(body)["light"]
+    (True, '### light\\nall good')
+    >>> body = update_sticky(body, acceptance=render_acceptance_section("queued"))
+    >>> sorted(parse_sticky(body))
+    ['acceptance', 'light']
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable, Mapping
+
+from draftguard.check.findings import RULES, Finding, Report
+from draftguard.report.views import attention_runs, change, location, summary_line
+
+MARKER = "<!-- draftguard:sticky -->"
+SECTIONS = ("light", "matrix", "acceptance")
+_SECTION = re.compile(
+    r"<!-- draftguard:section:(?P<name>[a-z]+) -->\n(?P<body>.*?)\n<!-- /draftguard:section:(?P=name) -->",
+    re.S,
+)
+_ICON = {"error": ":x:", "warning": ":warning:", "info": ":information_source:"}
+_VERDICT_ICON = {"pass": ":white_check_mark:", "fail": ":x:", "inconclusive": ":grey_question:"}
+# Bodies over GitHub's 65536-character limit are refused; leave room for the other sections.
+MAX_SECTION_CHARS = 20000
+
+
+def esc(text: Any) -> str:
+    """Escape text from a pull request for a markdown table cell: no HTML, no pipes, no mentions.
+
+    Example::
+
+        >>> esc("a|b <!-- x --> @team")
+        'a&#124;b &lt;!-- x --&gt; @&#8203;team'
+    """
+    out = html.escape(str(text), quote=False).replace("|", "&#124;").replace("\r", " ").replace("\n", " ")
+    return out.replace("@", "@&#8203;").replace("`", "&#96;")
+
+
+def code(text: Any) -> str:
+    return f"<code>{esc(text)}</code>"
+
+
+def is_sticky(body: str | None) -> bool:
+    """Whether a comment body is draftguard's sticky comment (it starts with the hidden marker)."""
+    return bool(body) and body.lstrip().startswith(MARKER)
+
+
+def parse_sticky(body: str | None) -> dict[str, str]:
+    """The sections of a sticky comment body, by name; empty for any other body."""
+    if not is_sticky(body):
+        return {}
+    return {m.group("name"): m.group("body") for m in _SECTION.finditer(body or "")}
+
+
+def render_sticky(sections: Mapping[str, str | None], *, footer: str | None = None) -> str:
+    """Assemble a sticky body from sections (known names in fixed order; None or "" leaves one out)."""
+    out = [MARKER, "## draftguard", ""]
+    names = list(SECTIONS) + sorted(n for n in sections if n not in SECTIONS)
+    for name in names:
+        text = sections.get(name)
+        if not text:
+            continue
+        if len(text) > MAX_SECTION_CHARS:
+            text = text[:MAX_SECTION_CHARS].rsplit("\n", 1)[0] + "\n\n_(truncated: see the check run)_"
+        out += [f"<!-- draftguard:section:{name} -->", text.strip("\n"), f"<!-- /draftguard:section:{name} -->", ""]
+    if footer:
+        out.append(f"<sub>{footer}</sub>")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def update_sticky(old_body: str | None, *, footer: str | None = None, **sections: str | None) -> str:
+    """Replace the given sections of an existing sticky body (or start one), keeping the others.
+
+    Passing ``name=None`` removes that section.
+    """
+    merged: dict[str, str | None] = dict(parse_sticky(old_body))
+    merged.update(sections)
+    return render_sticky(merged, footer=footer)
+
+
+# --- light check ---------------------------------------------------------------------------------
+
+def finding_id(finding: Finding) -> tuple[str, str, str]:
+    """What makes two findings the same across revisions: file, rule and key (not the line)."""
+    return (finding.file, finding.rule, finding.key)
+
+
+def new_findings(head: Iterable[Finding], base: Iterable[Finding]) -> set[tuple[str, str, str]]:
+    """Ids of head findings that the base does not have: what the pull request introduced."""
+    before = {finding_id(f) for f in base}
+    return {finding_id(f) for f in head if finding_id(f) not in before}
+
+
+def render_light_section(
+    report: Report,
+    new: set[tuple[str, str, str]] | None = None,
+    *,
+    head: str | None = None,
+    base: str | None = None,
+    fail_on: str = "error",
+    notes: Iterable[str] = (),
+) -> str:
+    """The light-check section: summary, findings table (new ones first), layer attention.
+
+    ``new`` holds the ids (``finding_id``) the pull request introduced; None when there is no base to
+    compare with, and then no finding is marked.
+    """
+    counts = report.summary()
+    state = ":x: fails" if report.fails(fail_on) or report.errors else ":white_check_mark: passes"
+    where = f" at `{head[:12]}`" if head else ""
+    against = f" against base `{base[:12]}`" if base and new is not None else ""
+    out = [f"### Light check{where}{against}", ""]
+    line = summary_line(counts, len(report.targets), len(report.errors))
+    if new is not None:
+        n_new = sum(1 for f in report.findings if finding_id(f) in new)
+        line += f"; {n_new} new in this pull request"
+    out += [f"**{state}** (fail on: {fail_on}): {line}. transformers {esc(report.transformers_version)}", ""]
+    for note in notes:
+        out.append(f"- {note}")
+    for e in report.errors:
+        out.append(f"- :no_entry: could not check {code(e.file or e.source)}: {esc(e.message)}")
+    if report.errors or notes:
+        out.append("")
+    findings = report.findings
+    if new is not None:
+        findings = sorted(findings, key=lambda f: finding_id(f) not in new)  # stable: keeps severity order
+    if findings:
+        out += ["| | new | rule | key | where | config.json → model code | what, why, fix |",
+                "|---|---|---|---|---|---|---|"]
+        for f in findings:
+            is_new = "**new**" if new is not None and finding_id(f) in new else ""
+            name = RULES[f.rule].name if f.rule in RULES else ""
+            out.append(
+                f"| {_ICON[f.severity.value]} | {is_new} | {f.rule} {name} | {code(f.key)} | "
+                f"{code(location(f))} | {code(change(f))} | {esc(f.message)} |"
+            )
+        out.append("")
+    for t in report.targets:
+        if any(layer.mismatch for layer in t.attention):
+            out += [f"<details><summary>Effective attention of {code(t.file)}</summary>", "",
+                    "| layers | config.json declares | model runs |", "|---|---|---|"]
+            for layers, declared, effective in attention_runs(t.attention):
+                mark = " :x:" if declared != effective else ""
+                out.append(f"| {layers} | {esc(declared)} | {esc(effective)}{mark} |")
+            out += ["", "</details>", ""]
+    if not findings and not report.errors:
+        out.append("No differences between config.json and what the model code reads.")
+    return "\n".join(out).rstrip()
+
+
+def render_matrix_section(markdown: str) -> str:
+    """The transformers-matrix section, from the matrix check's own markdown table."""
+    return "### transformers matrix\n\n" + markdown.strip()
+
+
+# --- acceptance test -----------------------------------------------------------------------------
+
+ACCEPTANCE_STATES = ("queued", "running", "done", "skipped", "error")
+
+
+def bar(rate: float | None, width: int = 20) -> str:
+    """A text bar for a rate in [0, 1].
+
+    Example::
+
+        >>> bar(0.5, 10)
+        '█████░░░░░'
+    """
+    if rate is None:
+        return "░" * width
+    filled = round(max(0.0, min(1.0, float(rate))) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{float(value):.{digits}f}"
+
+
+def render_acceptance_section(state: str, result: Mapping[str, Any] | None = None, *, detail: str | None = None) -> str:
+    """The acceptance-test section for a state: queued, running, done (with the result), skipped or
+    error. ``result`` is the AcceptanceResult JSON contract (``AcceptanceResult.to_dict()``).
+
+    Example::
+
+        >>> print(render_acceptance_section("queued", detail="waiting for a GPU worker"))
+        ### Acceptance test
+        <BLANKLINE>
+        :hourglass: **queued**: waiting for a GPU worker
+    """
+    if state not in ACCEPTANCE_STATES:
+        raise ValueError(f"acceptance state must be one of {', '.join(ACCEPTANCE_STATES)}, not {state!r}")
+    out = ["### Acceptance test", ""]
+    if state != "done" or result is None:
+        icon = {"queued": ":hourglass:", "running": ":hourglass_flowing_sand:", "skipped": ":fast_forward:",
+                "error": ":no_entry:", "done": ":grey_question:"}[state]
+        out.append(f"{icon} **{state}**" + (f": {esc(detail)}" if detail else ""))
+        return "\n".join(out)
+    verdict = result.get("verdict") or {}
+    status = str(verdict.get("status", "inconclusive"))
+    tau = result.get("mean_acceptance_length")
+    out.append(
+        f"{_VERDICT_ICON.get(status, ':grey_question:')} **{esc(status)}**: τ = **{_num(tau)}**"
+        + (f" ({esc(verdict.get('reason'))})" if verdict.get("reason") else "")
+    )
+    out.append("")
+    thresholds = result.get("thresholds") or {}
+    interval = verdict.get("interval")
+    facts = [
+        f"draft acceptance rate {_num(result.get('draft_acceptance_rate'), 3)}",
+        f"{result.get('accepted_tokens', 0)} of {result.get('draft_tokens', 0)} drafted tokens accepted "
+        f"over {result.get('drafts', 0)} drafts",
+        f"{len(result.get('per_prompt') or [])} prompts, {_num(result.get('tokens_per_second'), 1)} tokens/s, "
+        f"{_num(result.get('wall_seconds'), 1)} s",
+    ]
+    if thresholds.get("bar") is not None:
+        facts.append(f"bar τ ≥ {_num(thresholds.get('bar'))}")
+    if interval:
+        facts.append(f"interval [{_num(interval[0])}, {_num(interval[1])}]")
+    out += [", ".join(facts) + ".", ""]
+    per_pos = result.get("per_position_acceptance") or []
+    if per_pos:
+        out += ["| position | accepted | |", "|---|---|---|"]
+        for i, rate in enumerate(per_pos):
+            out.append(f"| {i} | {_num(rate, 3)} | <code>{bar(rate)}</code> |")
+        out.append("")
+    if detail:
+        out.append(esc(detail))
+    return "\n".join(out).rstrip()

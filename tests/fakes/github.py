@@ -1,0 +1,395 @@
+"""A fake GitHub REST API on loopback, for PyGithub pointed at it through ``base_url``.
+
+It holds repos (files per commit sha), pull requests, issue comments, reactions, collaborator
+permissions and check runs in memory, checks the token on every request, and logs each request.
+Faults are injected per route: ``fail("POST", r"/issues/\\d+/comments$", "502", times=2)``.
+
+Fault kinds:
+- ``"502"``: answer 502 without doing anything;
+- ``"rate_limit"``: 403 with ``x-ratelimit-remaining: 0`` and ``x-ratelimit-reset`` one second ahead;
+- ``"retry_after"``: 429 with ``Retry-After: 1``;
+- ``"timeout"``: hold the request past the client's timeout, then drop it, without doing anything;
+- ``"apply_then_timeout"``: do the write, then hold the answer past the client's timeout (the
+  client cannot know it happened: the nastiest case for duplicate comments).
+
+Example::
+
+    >>> api = FakeGitHub(token="t0k").start()
+    >>> repo = api.add_repo("acme/model")
+    >>> api.url.startswith("http://127.0.0.1:")
+    True
+    >>> api.stop()
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: re.Pattern
+    kind: str
+    times: int
+
+
+@dataclass
+class Repo:
+    full_name: str
+    default_branch: str = "main"
+    commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha or branch -> path -> bytes
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+
+
+class FakeGitHub:
+    """The fake API server. ``token`` is the only accepted token (or installation tokens it issued)."""
+
+    def __init__(self, token: str = "ghp_fake", *, hold_seconds: float = 3.0, app_public_key: str | None = None):
+        self.token = token
+        self.hold_seconds = hold_seconds
+        self.app_public_key = app_public_key
+        self.repos: dict[str, Repo] = {}
+        self.comments: dict[int, dict[str, Any]] = {}
+        self.reactions: list[dict[str, Any]] = []
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.faults: list[Fault] = []
+        self.installation_tokens: set[str] = set()
+        self._ids = iter(range(1000, 10**9))
+        self.lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # --- set-up ------------------------------------------------------------------------------
+    def start(self) -> "FakeGitHub":
+        fake = self
+
+        class Handler(_Handler):
+            api = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def add_repo(self, full_name: str, default_branch: str = "main") -> Repo:
+        with self.lock:
+            repo = self.repos[full_name] = Repo(full_name, default_branch)
+            return repo
+
+    def set_files(self, full_name: str, ref: str, files: dict[str, bytes | str]) -> None:
+        """Files of the repo at a commit sha or branch (the whole tree at that ref)."""
+        with self.lock:
+            self.repos[full_name].commits[ref] = {
+                p: (v.encode() if isinstance(v, str) else v) for p, v in files.items()
+            }
+
+    def add_pull(self, full_name: str, number: int, *, head: str, base: str, author: str = "alice",
+                 head_repo: str | None = None, changed: list[str] | None = None) -> dict[str, Any]:
+        """A pull request from ``head`` to ``base`` (commit shas whose files were set). ``changed``
+        defaults to every path that differs between the two."""
+        with self.lock:
+            repo = self.repos[full_name]
+            if changed is None:
+                a, b = repo.commits.get(base, {}), repo.commits.get(head, {})
+                changed = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+            pr = repo.pulls[number] = {
+                "number": number, "head": head, "base": base, "author": author,
+                "head_repo": head_repo or full_name, "changed": changed,
+            }
+            return pr
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        with self.lock:
+            self.repos[full_name].permissions[login] = permission
+
+    def fail(self, method: str, pattern: str, kind: str, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching method and path regex with a fault."""
+        with self.lock:
+            self.faults.append(Fault(method.upper(), re.compile(pattern), kind, times))
+
+    # --- inspection -------------------------------------------------------------------------------
+    def comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        with self.lock:
+            return [c for c in self.comments.values() if c["repo"] == full_name and c["issue"] == number]
+
+    def runs_for(self, full_name: str, sha: str, name: str | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.check_runs.values()
+                    if r["repo"] == full_name and r["head_sha"] == sha and (name is None or r["name"] == name)]
+
+    def count(self, method: str, pattern: str) -> int:
+        rx = re.compile(pattern)
+        with self.lock:
+            return sum(1 for m, p in self.requests if m == method and rx.search(p))
+
+    # --- internals --------------------------------------------------------------------------------
+    def _take_fault(self, method: str, path: str) -> str | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.times > 0 and fault.method == method and fault.pattern.search(path):
+                    fault.times -= 1
+                    return fault.kind
+        return None
+
+    def _next_id(self) -> int:
+        return next(self._ids)
+
+    def _user(self, login: str, type_: str = "User") -> dict[str, Any]:
+        return {"login": login, "id": abs(hash(login)) % 10**6, "type": type_,
+                "url": f"{self.url}/users/{login}"}
+
+    def _comment_json(self, c: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": c["id"], "body": c["body"], "user": self._user(c["user"], c.get("user_type", "User")),
+            "url": f"{self.url}/repos/{c['repo']}/issues/comments/{c['id']}",
+            "html_url": f"https://github.example/{c['repo']}/pull/{c['issue']}#issuecomment-{c['id']}",
+            "issue_url": f"{self.url}/repos/{c['repo']}/issues/{c['issue']}",
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        }
+
+    def _run_json(self, r: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in r.items() if k not in ("repo", "annotations")}
+        out["url"] = f"{self.url}/repos/{r['repo']}/check-runs/{r['id']}"
+        out["output"] = dict(r.get("output") or {}, annotations_count=len(r["annotations"]))
+        return out
+
+    def add_comment(self, full_name: str, number: int, body: str, user: str = "alice",
+                    user_type: str = "User") -> dict[str, Any]:
+        """A comment as a person (or bot) would post it; returns the stored comment."""
+        with self.lock:
+            cid = self._next_id()
+            c = self.comments[cid] = {"id": cid, "repo": full_name, "issue": number, "body": body,
+                                      "user": user, "user_type": user_type}
+            return c
+
+
+_PULL = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)$")
+_PULL_FILES = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)/files$")
+_REPO = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)$")
+_CONTENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)$")
+_ISSUE_COMMENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)/comments$")
+_COMMENT = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)$")
+_REACTIONS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)/reactions$")
+_PERMISSION = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<login>[^/]+)/permission$")
+_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
+_RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs/(?P<id>\d+)$")
+_COMMIT_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[^/]+)/check-runs$")
+_ACCESS_TOKENS = re.compile(r"^/app/installations/(?P<id>\d+)/access_tokens$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: FakeGitHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self, path: str) -> bool:
+        auth = self.headers.get("Authorization", "")
+        scheme, _, cred = auth.partition(" ")
+        if _ACCESS_TOKENS.match(path):
+            if scheme.lower() != "bearer" or not self.api.app_public_key:
+                return False
+            import jwt
+
+            try:
+                jwt.decode(cred, self.api.app_public_key, algorithms=["RS256"])
+            except jwt.PyJWTError:
+                return False
+            return True
+        return scheme.lower() in ("token", "bearer") and (
+            cred == self.api.token or cred in self.api.installation_tokens
+        )
+
+    def _dispatch(self, method: str) -> None:
+        api = self.api
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        if path.startswith("/api/v3"):
+            path = path[len("/api/v3"):]
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        with api.lock:
+            api.requests.append((method, path))
+        fault = api._take_fault(method, path)
+        if fault == "502":
+            return self._send(502, {"message": "Bad Gateway"})
+        if fault == "rate_limit":
+            reset = int(time.time()) + 1
+            return self._send(403, {"message": "API rate limit exceeded for installation."},
+                              {"x-ratelimit-remaining": "0", "x-ratelimit-limit": "5000",
+                               "x-ratelimit-reset": str(reset)})
+        if fault == "retry_after":
+            return self._send(429, {"message": "You have exceeded a secondary rate limit."}, {"Retry-After": "1"})
+        if fault == "timeout":
+            time.sleep(api.hold_seconds)
+            self.close_connection = True
+            return
+        if not self._authorized(path):
+            return self._send(401, {"message": "Bad credentials"})
+        body = json.loads(raw) if raw else {}
+        try:
+            status, out, headers = self._route(method, path, query, body)
+        except KeyError:
+            status, out, headers = 404, {"message": "Not Found"}, {}
+        if fault == "apply_then_timeout":
+            time.sleep(api.hold_seconds)
+            self.close_connection = True
+            return
+        self._send(status, out, headers)
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: dict[str, Any]):
+        api = self.api
+        url = api.url
+        with api.lock:
+            if (m := _ACCESS_TOKENS.match(path)) and method == "POST":
+                token = f"ghs_installation_{m['id']}_{api._next_id()}"
+                api.installation_tokens.add(token)
+                return 201, {"token": token, "expires_at": "2099-01-01T00:00:00Z"}, {}
+            if (m := _REPO.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                return 200, {"id": 1, "name": repo.full_name.split("/")[1], "full_name": repo.full_name,
+                             "default_branch": repo.default_branch, "url": f"{url}/repos/{repo.full_name}",
+                             "owner": api._user(repo.full_name.split("/")[0])}, {}
+            if (m := _PULL.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                pr = repo.pulls[int(m["n"])]
+                return 200, self._pull_json(repo, pr), {}
+            if (m := _PULL_FILES.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                pr = repo.pulls[int(m["n"])]
+                head = repo.commits.get(pr["head"], {})
+                files = [{"filename": p, "status": "modified" if p in head else "removed", "sha": "0" * 40,
+                          "additions": 1, "deletions": 1, "changes": 2} for p in pr["changed"]]
+                return 200, files, {}
+            if (m := _CONTENTS.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                ref = query.get("ref", repo.default_branch)
+                data = repo.commits[ref][m["path"]]
+                return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": m["path"].rsplit("/", 1)[-1],
+                             "path": m["path"], "sha": "1" * 40, "content": base64.b64encode(data).decode(),
+                             "url": f"{url}/repos/{repo.full_name}/contents/{m['path']}?ref={ref}"}, {}
+            if (m := _ISSUE_COMMENTS.match(path)):
+                repo = api.repos[m["repo"]]
+                n = int(m["n"])
+                if n not in repo.pulls:
+                    raise KeyError(n)
+                if method == "GET":
+                    return 200, [api._comment_json(c) for c in api.comments_on(repo.full_name, n)], {}
+                if method == "POST":
+                    c = api.add_comment(repo.full_name, n, body["body"], user="draftguard[bot]", user_type="Bot")
+                    return 201, api._comment_json(c), {}
+            if (m := _COMMENT.match(path)):
+                c = api.comments[int(m["id"])]
+                if method == "PATCH":
+                    c["body"] = body["body"]
+                    c["edits"] = c.get("edits", 0) + 1
+                return 200, api._comment_json(c), {}
+            if (m := _REACTIONS.match(path)):
+                cid = int(m["id"])
+                api.comments[cid]  # 404 for unknown comments
+                if method == "POST":
+                    for r in api.reactions:
+                        if r["comment"] == cid and r["content"] == body["content"]:
+                            return 200, r["json"], {}
+                    rj = {"id": api._next_id(), "content": body["content"], "user": api._user("draftguard[bot]", "Bot"),
+                          "created_at": "2026-01-01T00:00:00Z"}
+                    api.reactions.append({"comment": cid, "content": body["content"], "json": rj})
+                    return 201, rj, {}
+                return 200, [r["json"] for r in api.reactions if r["comment"] == cid], {}
+            if (m := _PERMISSION.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                perm = repo.permissions.get(m["login"])
+                if perm is None:
+                    return 404, {"message": f"{m['login']} is not a user"}, {}
+                legacy = "write" if perm == "maintain" else ("read" if perm == "triage" else perm)
+                return 200, {"permission": legacy, "role_name": perm, "user": api._user(m["login"])}, {}
+            if (m := _RUNS.match(path)) and method == "POST":
+                rid = api._next_id()
+                run = {"id": rid, "repo": m["repo"], "name": body["name"], "head_sha": body["head_sha"],
+                       "status": body.get("status", "queued"), "conclusion": body.get("conclusion"),
+                       "details_url": body.get("details_url"), "external_id": body.get("external_id"),
+                       "output": None, "annotations": [], "edits": 0}
+                self._apply_output(run, body)
+                api.check_runs[rid] = run
+                return 201, api._run_json(run), {}
+            if (m := _RUN.match(path)):
+                run = api.check_runs[int(m["id"])]
+                if method == "PATCH":
+                    for key in ("name", "status", "conclusion", "details_url", "external_id"):
+                        if key in body:
+                            run[key] = body[key]
+                    run["edits"] += 1
+                    self._apply_output(run, body)
+                return 200, api._run_json(run), {}
+            if (m := _COMMIT_RUNS.match(path)) and method == "GET":
+                runs = [r for r in api.check_runs.values() if r["repo"] == m["repo"] and r["head_sha"] == m["sha"]
+                        and ("check_name" not in query or r["name"] == query["check_name"])]
+                return 200, {"total_count": len(runs), "check_runs": [api._run_json(r) for r in runs]}, {}
+        return 404, {"message": "Not Found", "documentation_url": "fake"}, {}
+
+    @staticmethod
+    def _apply_output(run: dict[str, Any], body: dict[str, Any]) -> None:
+        output = body.get("output")
+        if output:
+            # GitHub appends annotations across updates and keeps at most 50 per request.
+            annotations = output.get("annotations") or []
+            if len(annotations) > 50:
+                raise ValueError("more than 50 annotations in one request")
+            run["annotations"].extend(annotations)
+            run["output"] = {k: v for k, v in output.items() if k != "annotations"}
+
+    def _pull_json(self, repo: Repo, pr: dict[str, Any]) -> dict[str, Any]:
+        url = self.api.url
+        head_repo = pr["head_repo"]
+        return {
+            "number": pr["number"], "state": "open", "title": "a change",
+            "url": f"{url}/repos/{repo.full_name}/pulls/{pr['number']}",
+            "html_url": f"https://github.example/{repo.full_name}/pull/{pr['number']}",
+            "issue_url": f"{url}/repos/{repo.full_name}/issues/{pr['number']}",
+            "user": self.api._user(pr["author"]),
+            "head": {"sha": pr["head"], "ref": "feature", "repo": {"full_name": head_repo, "fork": head_repo != repo.full_name,
+                                                                    "url": f"{url}/repos/{head_repo}"}},
+            "base": {"sha": pr["base"], "ref": repo.default_branch,
+                     "repo": {"full_name": repo.full_name, "url": f"{url}/repos/{repo.full_name}"}},
+        }

@@ -1,0 +1,167 @@
+"""`draftguard check` as users run it: formats, exit codes and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from draftguard.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "qwen3-swa-drafter"
+HEALTHY = ROOT / "tests" / "data" / "healthy" / "qwen3-8b.json"
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The installed command in a real process, the way CI and users call it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAFTGUARD_")}
+    return subprocess.run([sys.executable, "-m", "draftguard", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def write(tmp_path: Path, text: str, name: str = "config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_example_shows_the_silent_override_and_exits_1():
+    proc = run("check", str(EXAMPLE.relative_to(ROOT)))
+    assert proc.returncode == 1, proc.stderr
+    assert "DG001" in proc.stdout and "sliding_window" in proc.stdout
+    assert "DG005" in proc.stdout
+    assert "examples/qwen3-swa-drafter/config.json:37" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_json_format_carries_findings_summary_and_version(capsys):
+    assert main(["check", str(EXAMPLE), "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"] == {"error": 2, "warning": 0, "info": 0}
+    assert out["transformers_version"].startswith("5.")
+    finding = next(f for f in out["findings"] if f["key"] == "sliding_window")
+    assert set(finding) >= {"rule", "severity", "key", "raw", "resolved", "file", "line", "message"}
+    assert (finding["raw"], finding["resolved"], finding["line"]) == (2048, None, 37)
+    assert out["targets"][0]["attention"][0] == {"layer": 0, "declared": "sliding(2048)", "effective": "full"}
+
+
+def test_github_format_writes_workflow_annotations(capsys):
+    main(["check", str(EXAMPLE), "--format", "github"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("::error file=") and ",line=37," in line and "sliding_window" in line for line in lines)
+    assert all(line.startswith("::") for line in lines)
+
+
+def test_markdown_format_has_table_and_attention(capsys):
+    main(["check", str(EXAMPLE), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "| :x: | DG001 value-overridden | `sliding_window` |" in out
+    assert "| 0-3 | sliding(2048) | full :x: |" in out
+
+
+def test_fail_on_levels(tmp_path, capsys):
+    warn_only = write(tmp_path, json.dumps({"model_type": "qwen3", "hidden_size": 1024,
+                                            "num_attention_heads": 16, "num_hidden_layers": 2}))
+    assert main(["check", str(warn_only)]) == 0
+    assert main(["check", str(warn_only), "--fail-on", "warning"]) == 1
+    assert main(["check", str(EXAMPLE), "--fail-on", "never"]) == 0
+    assert main(["check", str(HEALTHY)]) == 0
+
+
+def test_several_targets_make_one_report(capsys):
+    assert main(["check", str(EXAMPLE), str(HEALTHY), "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [t["config_class"] for t in out["targets"]] == ["Qwen3Config", "Qwen3Config"]
+    assert {f["file"] for f in out["findings"] if f["severity"] == "error"} == {str(EXAMPLE / "config.json")}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{\n  "model_type": "qwen3",\n  "hidden_size": 64,,\n}', ":3:21: invalid JSON"),
+        ("[1, 2]", "top level must be a JSON object"),
+        ('{"hidden_size": 64}', "no `model_type`"),
+        ('{"model_type": "qwen33"}', "unknown to transformers"),
+        ('{"model_type": 3}', "`model_type` must be a string"),
+        ('{\n"model_type": "qwen3",\n"sliding_window": "1024"\n}', ":3: StrictDataclassFieldValidationError"),
+        ('{"model_type": "acme", "auto_map": {"AutoConfig": "acme.AcmeConfig"}}', "--trust-remote-code"),
+    ],
+    ids=["invalid-json", "not-object", "no-model-type", "unknown-model-type", "model-type-type",
+         "class-rejects", "remote-code"],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    proc = run("check", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert expected in line and str(path) in line
+
+
+def test_unknown_model_type_suggests_the_close_one(tmp_path, capsys):
+    assert main(["check", str(write(tmp_path, '{"model_type": "qwen33"}'))]) == 2
+    assert "Did you mean 'qwen3'" in capsys.readouterr().err
+
+
+def test_missing_model_type_names_the_key(tmp_path, capsys):
+    main(["check", str(write(tmp_path, '{"hidden_size": 64}')), "--format", "json"])
+    [error] = json.loads(capsys.readouterr().out)["errors"]
+    assert error["key"] == "model_type"
+
+
+def test_huge_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "config.json"
+    with open(path, "wb") as f:
+        f.truncate(6 * 1024 * 1024)
+    proc = run("check", str(path))
+    assert proc.returncode == 2 and "over 5 MB are refused" in proc.stderr
+
+
+def test_not_utf8_is_bad_input(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"model_type": "\xff"}')
+    proc = run("check", str(path))
+    assert proc.returncode == 2 and "not UTF-8" in proc.stderr
+
+
+def test_missing_paths_and_folders_without_config(tmp_path):
+    proc = run("check", str(tmp_path / "nope"), str(tmp_path))
+    assert proc.returncode == 2
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == 2
+    assert "no such file or folder" in errors[0] and "no config.json in this folder" in errors[1]
+
+
+def test_one_bad_target_does_not_hide_the_others(tmp_path, capsys):
+    bad = write(tmp_path, "{oops")
+    assert main(["check", str(bad), str(EXAMPLE), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["summary"]["error"] == 2 and len(out["errors"]) == 1
+    assert "invalid JSON" in captured.err
+
+
+def test_usage_errors_exit_2():
+    assert run("check").returncode == 2
+    assert run("check", str(EXAMPLE), "--format", "yaml").returncode == 2
+
+
+def test_version():
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("draftguard ")
+
+
+def test_check_never_imports_torch_even_when_installed():
+    """`python -X importtime` lists every module the check imports; torch must not be one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAFTGUARD_")}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "draftguard", "check", str(EXAMPLE)],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    assert "transformers" in imported  # the check really ran through transformers
+    assert not imported & {"torch", "vllm", "torchvision"}
