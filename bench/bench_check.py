@@ -1,0 +1,159 @@
+"""Benchmark of the light check: cold start against bare transformers, and warm throughput.
+
+Run:  python bench/bench_check.py [--runs 9] [--python PYTHON]
+
+Cold: the median wall time of `draftguard check DIR` against
+`python -c "import transformers; transformers.AutoConfig.from_pretrained(DIR)"` in the same
+environment, measured in turn (A, B, A, B...) so that machine noise hits both alike. The target is a
+ratio of at most 1.15. Peak memory (max RSS) of each is reported too.
+
+Warm: one process checks many different configs read from disk; the target is at least 1,000 configs
+per second. The baseline in the same run is transformers alone resolving the same configs
+(`config_class.from_dict(raw)`), so the ratio shows draftguard's own overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "qwen3-swa-drafter"
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    wall = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+    return wall
+
+
+def peak_rss(cmd: list[str]) -> int:
+    """Max RSS in MB of one command, measured in a fresh wrapper so earlier children do not count."""
+    probe = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
+
+
+def cold(python: str, runs: int, target: Path) -> dict:
+    draftguard = [python, "-c", "from draftguard.cli import entry; import sys; sys.argv[0]='draftguard'; entry()",
+                  "check", str(target)]
+    script = Path(python).with_name("draftguard")
+    if script.exists():
+        draftguard = [str(script), "check", str(target)]
+    bare = [python, "-c", f"import transformers; transformers.AutoConfig.from_pretrained({str(target)!r})"]
+    torch_installed = subprocess.run(
+        [python, "-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"]
+    ).returncode == 0
+    timed(draftguard), timed(bare)  # warm the page cache for both
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(timed(draftguard))
+        theirs.append(timed(bare))
+    result = {
+        "torch_installed": torch_installed,
+        "runs": runs,
+        "draftguard_check_median_s": round(statistics.median(ours), 3),
+        "bare_transformers_median_s": round(statistics.median(theirs), 3),
+        "ratio": round(statistics.median(ours) / statistics.median(theirs), 3),
+        "draftguard_max_rss_mb": peak_rss(draftguard),
+        "bare_max_rss_mb": peak_rss(bare),
+    }
+    return result
+
+
+def make_configs(folder: Path, count: int) -> list[Path]:
+    """Different configs of several families, so no cache of one answer can help."""
+    families = [
+        lambda i: {"model_type": "qwen3", "hidden_size": 64 * (1 + i % 8), "num_attention_heads": 1 + i % 4,
+                   "num_hidden_layers": 2 + i % 6, "sliding_window": 256 + i, "vocab_size": 1000 + i,
+                   "layer_types": ["sliding_attention", "full_attention"] * ((2 + i % 6) // 2)
+                   + (["full_attention"] if (2 + i % 6) % 2 else []), "rope_theta": 10000.0 + i,
+                   "torch_dtype": "bfloat16"},
+        lambda i: {"model_type": "llama", "hidden_size": 128 + 4 * i, "num_attention_heads": 2,
+                   "num_hidden_layers": 4, "rope_theta": 500000.0, "vocab_size": 32000 + i,
+                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+        lambda i: {"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,
+                   "use_sliding_window": False, "sliding_window": 4096 + i, "max_window_layers": 28},
+        lambda i: {"model_type": "gpt2", "n_embd": 64 + i, "n_head": 2, "n_layer": 3, "vocab_size": 500 + i},
+        lambda i: {"model_type": "mistral", "hidden_size": 256, "num_attention_heads": 8,
+                   "num_hidden_layers": 4, "sliding_window": 1024 + i},
+    ]
+    paths = []
+    for i in range(count):
+        path = folder / f"c{i}" / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(families[i % len(families)](i), indent=2))
+        paths.append(path)
+    return paths
+
+
+def warm(count: int) -> dict:
+    from draftguard.check.resolver import hide_torch
+
+    hide_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from draftguard.check.light import check_snapshot
+    from draftguard.snapshot import load_snapshot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = make_configs(Path(tmp), count)
+        for path in paths[:20]:  # import each family's class once, outside the clock
+            check_snapshot(load_snapshot(str(path)))
+        start = time.perf_counter()
+        findings = 0
+        for path in paths:
+            findings += len(check_snapshot(load_snapshot(str(path))).findings)
+        ours = time.perf_counter() - start
+        start = time.perf_counter()
+        for path in paths:
+            raw = json.loads(path.read_text())
+            CONFIG_MAPPING[raw["model_type"]].from_dict(raw)
+        bare = time.perf_counter() - start
+    return {
+        "configs": count,
+        "findings": findings,
+        "draftguard_configs_per_s": round(count / ours),
+        "bare_from_dict_configs_per_s": round(count / bare),
+        "ratio_of_rates": round((count / ours) / (count / bare), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the environment to measure")
+    parser.add_argument("--warm-configs", type=int, default=2000)
+    parser.add_argument("--skip-warm", action="store_true")
+    args = parser.parse_args()
+    results = {"cold": cold(args.python, args.runs, EXAMPLE)}
+    if not args.skip_warm:
+        results["warm"] = warm(args.warm_configs)
+    print(json.dumps(results, indent=2))
+    c = results["cold"]
+    print(f"cold: draftguard check {c['draftguard_check_median_s']} s vs bare transformers "
+          f"{c['bare_transformers_median_s']} s -> ratio {c['ratio']} (target <= 1.15; torch installed: "
+          f"{c['torch_installed']})", file=sys.stderr)
+    if "warm" in results:
+        w = results["warm"]
+        print(f"warm: {w['draftguard_configs_per_s']} configs/s (target >= 1000); transformers alone "
+              f"{w['bare_from_dict_configs_per_s']}/s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
