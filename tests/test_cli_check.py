@@ -165,3 +165,41 @@ def test_check_never_imports_torch_even_when_installed():
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert "transformers" in imported  # the check really ran through transformers
     assert not imported & {"torch", "vllm", "torchvision"}
+
+
+REMOTE_CLASS = '''
+from transformers import PretrainedConfig
+
+
+class AcmeConfig(PretrainedConfig):
+    model_type = "acme"
+
+    def __init__(self, hidden_size=64, window=None, **kwargs):
+        self.hidden_size = hidden_size
+        # The repo's own class silently ignores the window it was given.
+        self.window = None
+        super().__init__(**kwargs)
+'''
+
+
+def test_repo_config_class_runs_only_with_trust_remote_code(tmp_path):
+    repo = tmp_path / "acme"
+    repo.mkdir()
+    (repo / "configuration_acme.py").write_text(REMOTE_CLASS)
+    (repo / "config.json").write_text(json.dumps(
+        {"model_type": "acme", "auto_map": {"AutoConfig": "configuration_acme.AcmeConfig"},
+         "hidden_size": 64, "window": 512}, indent=2))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAFTGUARD_")}
+    env["HF_HOME"] = str(tmp_path / "hf")  # transformers copies remote code into its modules cache
+
+    refused = subprocess.run([sys.executable, "-m", "draftguard", "check", str(repo)],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 2 and "--trust-remote-code" in refused.stderr
+
+    trusted = subprocess.run([sys.executable, "-m", "draftguard", "check", str(repo), "--trust-remote-code",
+                              "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert trusted.returncode == 1, trusted.stderr
+    out = json.loads(trusted.stdout)
+    assert out["targets"][0]["config_class"] == "AcmeConfig"
+    [finding] = [f for f in out["findings"] if f["key"] == "window"]
+    assert (finding["rule"], finding["raw"], finding["resolved"], finding["line"]) == ("DG001", 512, None, 7)
