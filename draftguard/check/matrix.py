@@ -206,7 +206,9 @@ def _install_error(version: str, output: str) -> MatrixError:
     """Tell "no such version" from "no network" from the installer's own words (pip or uv)."""
     available = re.search(r"\(from versions: ([^)]*)\)", output)
     listed = available.group(1).strip() if available else ""
-    offline = any(sign in output for sign in _NETWORK_SIGNS) and listed in ("", "none")
+    # pip lists no versions at all when the index cannot be reached (with retries off it says
+    # nothing else); every real index has some transformers release.
+    offline = listed == "none" or (any(sign in output for sign in _NETWORK_SIGNS) and listed == "")
     if offline:
         return MatrixError(
             NO_NETWORK,
@@ -355,8 +357,8 @@ class VersionMatrix:
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """The key x version table as text cells, for the text and markdown views: a header of
-        file, key, config.json and one column per version, then one row per differing key. A version
-        that did not run says why in its header; its cells are "-"."""
+        file (when there are several), key, config.json and one column per version, then one row per
+        differing key. A version that did not run says why in its header; its cells are "-"."""
         header = ["file", "key", "config.json"] + [
             c.version if c.status == OK else f"{c.version} ({c.status})" for c in self.columns
         ]
@@ -367,6 +369,8 @@ class VersionMatrix:
             ]
             for row in self.rows
         ]
+        if len({row.file for row in self.rows}) <= 1:  # one file: the column would only repeat it
+            header, body = header[1:], [row[1:] for row in body]
         return header, body
 
     def to_json(self) -> dict[str, Any]:
@@ -447,9 +451,10 @@ def check_matrix(
 
     for column in matrix.columns:
         if column.status != OK:
+            named = (column.detail or "").startswith(f"transformers {column.version} ")
             report.errors.append(InputError(
                 source=f"transformers=={column.version}",
-                message=f"transformers {column.version}: {column.detail}",
+                message=column.detail if named else f"transformers {column.version}: {column.detail}",
                 key="transformers",
             ))
     for index, (snapshot, raw) in enumerate(snapshots):
@@ -641,9 +646,31 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
     settings = load_settings(folder)
     if not settings.transformers:
         return None
-    return parse_versions(settings.transformers, source=settings.source or ".draftguard.yml")
+    source = settings.source or ".draftguard.yml"
+    try:
+        return parse_versions(settings.transformers, source=source)
+    except BadInput as exc:
+        line = _line_of_key(Path(source), "transformers")
+        raise BadInput(str(exc).replace(f"{source}:", f"{source}:{line}:", 1) if line else str(exc),
+                       file=source, line=line, key="transformers") from None
+
+
+def _line_of_key(path: Path, key: str) -> int | None:
+    import yaml
+
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8", errors="replace"), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    if isinstance(root, yaml.MappingNode):
+        for key_node, _ in root.value:
+            if key_node.value == key:
+                return key_node.start_mark.line + 1
+    return None
 
 
 def stderr_progress(text: str) -> None:
     """Progress lines for first installs; stderr, so json and markdown on stdout stay clean."""
-    print(f"draftguard: {text}", file=sys.stderr, flush=True)
+    # One write per line: versions install in parallel threads.
+    sys.stderr.write(f"draftguard: {text}\n")
+    sys.stderr.flush()
