@@ -34,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("targets", nargs="+", metavar="TARGET")
     check.add_argument("--revision", help="Hub revision (branch, tag or commit) for Hub targets")
+    check.add_argument(
+        "--target", metavar="TARGET",
+        help="the model a drafter drafts for: a folder or a Hub repo id (owner/name[@revision]); "
+        "default: .draftguard.yml `target:`, then the speculators verifier",
+    )
     check.add_argument("--format", choices=["text", "json", "markdown", "github"], default="text")
     check.add_argument(
         "--fail-on", choices=["error", "warning", "never"], default="error",
@@ -69,7 +74,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             progress=matrix.stderr_progress,
         )
     else:
-        report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code)
+        report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                           drafter_target=args.target)
     out = sys.stdout
     if args.format == "json":
         from draftguard.report.json import render_json

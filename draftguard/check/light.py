@@ -7,6 +7,7 @@ from typing import Iterable
 from draftguard.check.findings import InputError, Report, TargetResult
 from draftguard.check.fidelity import judge_config
 from draftguard.check import resolver
+from draftguard.check.dflash import check_drafter, layer_config
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -20,7 +21,9 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
         >>> sorted({f.rule for f in result.findings})
         ['DG001', 'DG005']
     """
-    raw = snapshot.load_json()
+    # A speculators-format drafter keeps its decoder config in transformer_layer_config: judge that.
+    raw, prefix = layer_config(snapshot.load_json())
+    line_of = (lambda key, name="config.json": snapshot.line_of(prefix + key, name)) if prefix else snapshot.line_of
     shown = snapshot.path_of("config.json")
     version = version or resolver.transformers_version()
     try:
@@ -31,11 +34,13 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
             revision=snapshot.revision,
         )
     except resolver.ResolveError as exc:
-        key = exc.key
+        key = prefix + exc.key if exc.key else None
         line = snapshot.line_of(key) if key else None
         where = f"{shown}:{line}" if line else shown
         raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
-    findings, attention = judge_config(raw, node, version=version, file=shown, line_of=snapshot.line_of)
+    findings, attention = judge_config(raw, node, version=version, file=shown, line_of=line_of)
+    for finding in findings:
+        finding.key = prefix + finding.key
     return TargetResult(
         source=snapshot.source,
         file=shown,
@@ -48,17 +53,22 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
 
 
 def check_targets(
-    targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False
+    targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False,
+    drafter_target: str | None = None,
 ) -> Report:
     """Check every target into one Report. A target that cannot be checked becomes an InputError in
-    the Report; the others are still checked."""
+    the Report; the others are still checked. Drafters are also checked against their target model:
+    ``drafter_target``, else their .draftguard.yml ``target:``, else the speculators verifier."""
     report = Report(transformers_version=resolver.transformers_version())
+    fetched: dict = {}  # target models fetched once per run, however many drafters name them
     for target in targets:
         try:
             snapshot = load_snapshot(target, revision)
-            report.targets.append(
-                check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
-            )
+            result = check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
+            result.findings.extend(check_drafter(
+                snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
+            ))
+            report.targets.append(result)
         except BadInput as exc:
             report.errors.append(_input_error(target, exc))
     return report

@@ -1,0 +1,399 @@
+"""Drafters against their target: each fault in a small drafter/target pair is caught by its rule.
+
+The pairs are written by the tests: Qwen3-style configs, a WordLevel tokenizer, and tiny safetensors
+files (safetensors.numpy, no torch) whose shapes follow the drafter's config unless a test breaks them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` under plain `pytest` too
+
+from draftguard.check.dflash import detect_drafter, layer_config, parse_tokenizer  # noqa: E402
+from draftguard.check.light import check_targets  # noqa: E402
+from draftguard.cli import main  # noqa: E402
+from tests.fakes import FakeHub, fake_hub  # noqa: E402,F401  (fake_hub is a fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+HIDDEN, VOCAB, TARGET_LAYERS = 32, 48, 4
+MASK = 46  # "<|mask|>", a special token of the target's tokenizer
+
+
+def target_config() -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": HIDDEN,
+        "intermediate_size": 64, "num_hidden_layers": TARGET_LAYERS, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 8, "vocab_size": VOCAB,
+    }
+
+
+def drafter_config() -> dict[str, Any]:
+    return {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": HIDDEN,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "vocab_size": VOCAB, "num_target_layers": TARGET_LAYERS, "block_size": 4,
+        "dtype": "float16",
+        "dflash_config": {"target_layer_ids": [0, 2], "mask_token_id": MASK},
+        "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 6,
+        "use_sliding_window": True, "max_window_layers": 0,
+    }
+
+
+def tokenizer(swap: bool = False) -> dict[str, Any]:
+    vocab = {f"t{i}": i for i in range(44)}
+    if swap:
+        vocab["t1"], vocab["t2"] = 2, 1
+    added = [{"id": 44 + i, "content": c, "special": True} for i, c in enumerate(["<|endoftext|>", "<|im_start|>", "<|mask|>"])]
+    return {"version": "1.0", "added_tokens": added, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}}
+
+
+def tensors(config: dict[str, Any], *, n_ids: int | None = None, layers: int | None = None,
+            q_rows: int | None = None) -> dict[str, np.ndarray]:
+    """The z-lab DFlash checkpoint layout, shaped by ``config`` unless a keyword breaks it."""
+    h, hd = config["hidden_size"], config["head_dim"]
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    ids = n_ids if n_ids is not None else len(config["dflash_config"]["target_layer_ids"])
+    shapes: dict[str, tuple[int, ...]] = {"fc.weight": (h, ids * HIDDEN), "hidden_norm.weight": (h,), "norm.weight": (h,)}
+    for i in range(layers if layers is not None else config["num_hidden_layers"]):
+        p = f"layers.{i}."
+        shapes.update({
+            p + "self_attn.q_proj.weight": (q_rows or heads * hd, h), p + "self_attn.k_proj.weight": (kv * hd, h),
+            p + "self_attn.v_proj.weight": (kv * hd, h), p + "self_attn.o_proj.weight": (h, heads * hd),
+            p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
+            p + "mlp.gate_proj.weight": (64, h), p + "mlp.up_proj.weight": (64, h), p + "mlp.down_proj.weight": (h, 64),
+            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+        })
+    return {name: np.zeros(shape, dtype=np.float16) for name, shape in shapes.items()}
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2))
+    return path
+
+
+def make_pair(root: Path, *, drafter: Callable[[dict], None] | None = None,
+              target: Callable[[dict], None] | None = None, weights: dict | None = None,
+              drafter_files: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """A healthy drafter/target pair under ``root``, with the given edits."""
+    d_config, t_config = drafter_config(), target_config()
+    healthy = copy.deepcopy(d_config)
+    if drafter:
+        drafter(d_config)
+    if target:
+        target(t_config)
+    write_json(root / "target" / "config.json", t_config)
+    write_json(root / "target" / "tokenizer.json", tokenizer())
+    write_json(root / "drafter" / "config.json", d_config)
+    shaped_by = d_config if _shapeable(d_config) else healthy
+    save_file(tensors(shaped_by, **(weights or {})), str(root / "drafter" / "model.safetensors"))
+    for name, content in (drafter_files or {}).items():
+        write_json(root / "drafter" / name, content)
+    return root / "drafter", root / "target"
+
+
+def _shapeable(config: dict) -> bool:
+    ids = config.get("dflash_config", {}).get("target_layer_ids")
+    return isinstance(ids, list) and all(isinstance(i, int) for i in ids)
+
+
+def check(drafter: Path, target: Path | str | None):
+    return check_targets([str(drafter)], drafter_target=str(target) if target else None)
+
+
+def rules(report, severity: str | None = None) -> set[str]:
+    return {f.rule for f in report.findings if severity is None or f.severity.value == severity}
+
+
+def errors(report) -> set[str]:
+    return rules(report, "error")
+
+
+# --- the healthy pair ---------------------------------------------------------------------------
+
+
+def test_healthy_pair_gives_no_error_or_warning(tmp_path):
+    drafter, target = make_pair(tmp_path)
+    report = check(drafter, target)
+    assert report.errors == []
+    assert rules(report) == {"DG124"}  # only the dtype note
+    [note] = report.findings
+    assert "F16" in note.message and note.file == str(drafter / "config.json")
+
+
+def test_drafter_without_target_runs_the_rules_that_need_none(tmp_path):
+    drafter, _ = make_pair(tmp_path, drafter=lambda c: c["dflash_config"].update(target_layer_ids=[2, 0]))
+    assert errors(check(drafter, None)) == {"DG101"}
+
+
+# --- one fault each -------------------------------------------------------------------------------
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    def edit(config: dict) -> None:
+        node = config
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is _DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return edit
+
+
+_DELETE = object()
+
+FAULTS = [
+    # (id, drafter edit, target edit, weights edit, expected error rules, rule whose key/line we check)
+    ("ids-unordered", _set("dflash_config.target_layer_ids", [2, 0]), None, None, {"DG101"}, "dflash_config.target_layer_ids"),
+    ("ids-repeated", _set("dflash_config.target_layer_ids", [2, 2]), None, None, {"DG101"}, "dflash_config.target_layer_ids"),
+    ("ids-missing", _set("dflash_config.target_layer_ids", _DELETE), None, {"n_ids": 2}, {"DG101"}, None),
+    ("id-one-past-last", _set("dflash_config.target_layer_ids", [1, 4]), None, None, {"DG102"}, "dflash_config.target_layer_ids"),
+    ("aux-id-zero", lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 2]),
+     lambda c: None, None, {"DG103", "DG104"}, "eagle_aux_hidden_state_layer_ids"),
+    ("forms-disagree", lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0 + 1, 2]), None, None, {"DG104"},
+     "eagle_aux_hidden_state_layer_ids"),
+    ("num-target-layers", _set("num_target_layers", 36), None, None, {"DG105"}, "num_target_layers"),
+    ("hidden-size", None, _set("hidden_size", 64), None, {"DG106", "DG121"}, "hidden_size"),
+    ("vocab-size", _set("vocab_size", 40), None, None, {"DG107", "DG109"}, "vocab_size"),
+    ("mask-out-of-vocab", _set("dflash_config.mask_token_id", VOCAB), None, None, {"DG109"}, "dflash_config.mask_token_id"),
+    ("mask-missing", _set("dflash_config.mask_token_id", _DELETE), None, None, {"DG109"}, None),
+    ("mask-regular-token", _set("dflash_config.mask_token_id", 5), None, None, {"DG110"}, "dflash_config.mask_token_id"),
+    ("block-size-missing", _set("block_size", _DELETE), None, None, {"DG111"}, None),
+    ("block-size-conflict", _set("dflash_config.block_size", 8), None, None, {"DG112"}, "dflash_config.block_size"),
+    ("window-unused", lambda c: [c.pop("layer_types"), c.update(max_window_layers=2)], None, None, {"DG113"}, "sliding_window"),
+    ("window-dropped-by-class", _set("use_sliding_window", _DELETE), None, None, {"DG001", "DG005"}, "sliding_window"),
+    ("fc-in-features", None, None, {"n_ids": 3}, {"DG121"}, "dflash_config.target_layer_ids"),
+    ("layer-count", None, None, {"layers": 3}, {"DG122"}, "num_hidden_layers"),
+    ("q-shape", None, None, {"q_rows": 24}, {"DG123"}, "head_dim"),
+]
+
+
+@pytest.mark.parametrize("name, drafter_edit, target_edit, weights, expected, key", FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_is_caught_by_its_rule(tmp_path, name, drafter_edit, target_edit, weights, expected, key):
+    drafter, target = make_pair(tmp_path, drafter=drafter_edit, target=target_edit, weights=weights)
+    report = check(drafter, target)
+    assert report.errors == []
+    assert errors(report) == expected
+    if key is not None:
+        finding = next(f for f in report.findings if f.key == key and f.severity.value == "error")
+        lines = (drafter / "config.json").read_text().splitlines()
+        # The finding points at the offending key's own line in the drafter's config.json.
+        assert finding.file == str(drafter / "config.json")
+        assert f'"{key.split(".")[-1]}"' in lines[finding.line - 1]
+
+
+def test_out_of_range_id_explains_the_plus_one_convention(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]))
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG102"]
+    assert "[4]" in finding.message and "[0, 4)" in finding.message
+    assert "one past the last layer" in finding.message and "hidden_states[id + 1]" in finding.message
+
+
+def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter=_set("head_dim", 4))
+    report = check(drafter, target)
+    assert errors(report) == set() and rules(report, "warning") == {"DG108"}
+
+
+def test_sliding_windows_kept_per_layer_come_from_the_fidelity_view(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter=_set("use_sliding_window", _DELETE))
+    report = check(drafter, target)
+    [result] = report.targets
+    assert [(a.declared, a.effective) for a in result.attention] == [("sliding(6)", "full"), ("full", "full")]
+    assert "DG113" not in rules(report)  # DG005 says it once
+
+
+def test_tokenizer_with_another_vocabulary_is_an_error(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter_files={"tokenizer.json": tokenizer(swap=True)})
+    report = check(drafter, target)
+    assert errors(report) == {"DG130"}
+    [finding] = [f for f in report.findings if f.rule == "DG130"]
+    assert finding.file == str(drafter / "tokenizer.json") and "'t1'" in finding.message
+
+
+def test_identical_tokenizer_is_fine(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter_files={"tokenizer.json": tokenizer()})
+    assert errors(check(drafter, target)) == set()
+
+
+def test_mask_token_beyond_the_tokenizer_is_an_unused_row_and_allowed(tmp_path):
+    # z-lab drafters use len(tokenizer) as the mask id: a padded embedding row no text produces.
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.mask_token_id", 47))
+    assert errors(check(drafter, target)) == set()
+
+
+# --- formats ------------------------------------------------------------------------------------
+
+
+def speculators_config(aux: list[int], verifier: str | None = None) -> dict[str, Any]:
+    layers = {k: v for k, v in drafter_config().items() if k not in ("architectures", "dflash_config", "block_size",
+                                                                     "num_target_layers", "dtype")}
+    config: dict[str, Any] = {
+        "architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash", "model_type": "speculators",
+        "transformer_layer_config": layers, "aux_hidden_state_layer_ids": aux, "block_size": 4,
+        "mask_token_id": MASK, "draft_vocab_size": VOCAB,
+    }
+    if verifier:
+        config["speculators_config"] = {"algorithm": "dflash", "verifier": {"name_or_path": verifier}}
+    return config
+
+
+def test_speculators_format_is_resolved_through_its_layer_config(tmp_path):
+    config = speculators_config([1, 3])
+    config["transformer_layer_config"].pop("use_sliding_window")
+    write_json(tmp_path / "d" / "config.json", config)
+    report = check_targets([str(tmp_path / "d")])
+    assert report.errors == []
+    [result] = report.targets
+    assert result.config_class == "Qwen3Config"
+    keys = {f.key for f in report.findings if f.rule == "DG001"}
+    assert keys == {"transformer_layer_config.sliding_window"}
+    finding = next(f for f in report.findings if f.rule == "DG001")
+    line = (tmp_path / "d" / "config.json").read_text().splitlines()[finding.line - 1]
+    assert '"sliding_window"' in line
+
+
+def test_speculators_aux_ids_are_target_ids_plus_one(tmp_path):
+    _, target = make_pair(tmp_path)
+    ok = write_json(tmp_path / "ok" / "config.json", speculators_config([1, 3])).parent
+    assert errors(check(ok, target)) == set()
+    shifted = write_json(tmp_path / "bad" / "config.json", speculators_config([1, 5])).parent
+    report = check(shifted, target)
+    assert errors(report) == {"DG102"}
+    assert "[1, 4]" in next(f for f in report.findings if f.rule == "DG102").message
+
+
+def test_speculators_verifier_names_the_target(tmp_path):
+    _, target = make_pair(tmp_path)
+    drafter = write_json(tmp_path / "spec" / "config.json", speculators_config([1, 5], verifier=str(target))).parent
+    assert errors(check(drafter, None)) == {"DG102"}
+
+
+def test_eagle3_format_is_recognised_and_checked():
+    fmt = detect_drafter({"model_type": "llama", "eagle_aux_hidden_state_layer_ids": [1, 16, 29]})
+    assert fmt is not None and fmt.kind == "eagle3" and not fmt.is_dflash
+    assert detect_drafter({"model_type": "qwen3", "hidden_size": 8}) is None
+    assert layer_config({"model_type": "qwen3"}) == ({"model_type": "qwen3"}, "")
+
+
+def test_block_size_inside_dflash_config_is_enough(tmp_path):
+    def move(c: dict) -> None:
+        c["dflash_config"]["block_size"] = c.pop("block_size")
+    drafter, target = make_pair(tmp_path, drafter=move)
+    assert errors(check(drafter, target)) == set()
+
+
+# --- where the target comes from ------------------------------------------------------------------
+
+
+def test_target_from_draftguard_yml(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    (drafter / ".draftguard.yml").write_text("target: ../target\n")
+    report = check(drafter, None)
+    assert errors(report) == {"DG105"}
+
+
+def test_explicit_target_wins_over_settings(tmp_path):
+    drafter, target = make_pair(tmp_path)
+    (drafter / ".draftguard.yml").write_text("target: ../missing-target\n")
+    assert check(drafter, target).errors == []
+
+
+def test_target_that_cannot_be_fetched_is_bad_input(tmp_path, capsys):
+    drafter, _ = make_pair(tmp_path)
+    assert main(["check", str(drafter), "--target", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "target from --target" in err[0] and "nowhere" in err[0]
+
+
+def test_target_given_for_a_plain_model_is_bad_input(tmp_path, capsys):
+    _, target = make_pair(tmp_path)
+    assert main(["check", str(target), "--target", str(target)]) == 2
+    assert "not a drafter" in capsys.readouterr().err
+
+
+def test_cli_exit_codes_and_json(tmp_path, capsys):
+    drafter, target = make_pair(tmp_path)
+    assert main(["check", str(drafter), "--target", str(target), "--format", "json"]) == 0
+    capsys.readouterr()
+    broken, _ = make_pair(tmp_path / "b", drafter=_set("dflash_config.target_layer_ids", [1, 4]))
+    assert main(["check", str(broken), "--target", str(target), "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in out["findings"] if f["rule"] == "DG102"]
+    assert finding["name"] == "layer-id-out-of-range" and finding["line"] is not None
+
+
+def test_check_never_imports_torch(tmp_path):
+    """Through the console entry point, as users run it; torch may or may not be installed."""
+    drafter, target = make_pair(tmp_path)
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TORCH' if sys.modules.get('torch') is not None else 'NO-TORCH'))\n"
+        f"sys.argv = ['draftguard', 'check', {str(drafter)!r}, '--target', {str(target)!r}]\n"
+        "from draftguard.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == "NO-TORCH"
+
+
+# --- the Hub --------------------------------------------------------------------------------------
+
+
+def _repo_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def test_hub_pair_is_checked_with_few_requests_and_no_weight_bytes(tmp_path, fake_hub):
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]),
+                                weights={"n_ids": 2})
+    fake_hub.add("acme/drafter", _repo_files(drafter))
+    fake_hub.add("acme/target", _repo_files(target))
+    report = check_targets(["acme/drafter"], drafter_target="acme/target")
+    assert report.errors == []
+    assert errors(report) == {"DG102"}
+    finding = next(f for f in report.findings if f.rule == "DG102")
+    assert finding.file == "acme/drafter@main/config.json" and finding.line is not None
+    by_kind: dict[str, int] = {}
+    for request in fake_hub.requests:
+        kind = "weights" if "safetensors" in (request.path or "") else request.path
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+    assert all(count <= 4 for count in by_kind.values()), by_kind
+    weight_gets = [r for r in fake_hub.requests if r.method == "GET" and r.path == "model.safetensors"]
+    assert weight_gets and all(r.range is not None and r.range.startswith("bytes=0-") for r in weight_gets)
+
+
+def test_hub_speculators_verifier_is_fetched(tmp_path, fake_hub):
+    _, target = make_pair(tmp_path)
+    fake_hub.add("acme/target", _repo_files(target))
+    fake_hub.add("acme/spec", {"config.json": json.dumps(speculators_config([1, 3], "acme/target")).encode()})
+    report = check_targets(["acme/spec"])
+    assert report.errors == [] and errors(report) == set()
+    assert any(r.repo == "acme/target" and r.path == "config.json" for r in fake_hub.requests)
+
+
+def test_hub_target_missing_is_bad_input(tmp_path, fake_hub):
+    drafter, _ = make_pair(tmp_path)
+    fake_hub.add("acme/drafter", _repo_files(drafter))
+    report = check_targets(["acme/drafter"], drafter_target="acme/gone")
+    [error] = report.errors
+    assert "target from --target" in error.message and "acme/gone" in error.message
+
+
+def test_parse_tokenizer_reads_added_tokens_from_either_file():
+    tok = parse_tokenizer(None, json.dumps({"added_tokens_decoder": {"7": {"content": "<m>", "special": True}}}).encode(), "t")
+    assert tok is not None and tok.vocab is None and tok.added == {7: ("<m>", True)}
+    assert parse_tokenizer(None, None, "t") is None
