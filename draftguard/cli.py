@@ -54,7 +54,42 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
     )
     check.set_defaults(func=cmd_check)
+
+    serve = sub.add_parser(
+        "serve", help="run the GitHub bot: webhooks, queue and (with SQLite) its workers (needs the bot extra)",
+        description="Serve the webhook bot. Configuration comes from the environment: "
+        "DRAFTGUARD_GITHUB_WEBHOOK_SECRET, GITHUB_TOKEN or DRAFTGUARD_GITHUB_APP_ID with "
+        "DRAFTGUARD_GITHUB_PRIVATE_KEY(_FILE), GITHUB_API_URL.",
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--queue", metavar="URL", default=os.environ.get("DRAFTGUARD_QUEUE", "sqlite:///draftguard-queue.db"),
+                       help="sqlite:///FILE (default; workers run in this process) or redis://HOST:PORT/DB")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="CPU workers in this process (default: 2 with SQLite, 0 with Redis)")
+    serve.add_argument("--gpu-workers", type=int, default=None,
+                       help="GPU (acceptance) workers in this process (default: 1 with SQLite, 0 with Redis)")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="consume bot jobs from a shared (Redis) queue (needs the bot extra)")
+    worker.add_argument("--queue", choices=["cpu", "gpu"], default="cpu",
+                        help="cpu: light checks, comments, check runs; gpu: acceptance tests")
+    worker.add_argument("--queue-url", metavar="URL", default=os.environ.get("DRAFTGUARD_QUEUE", "sqlite:///draftguard-queue.db"))
+    worker.add_argument("--workers", type=int, default=1)
+    worker.set_defaults(func=cmd_worker)
     return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from draftguard.bot.cli import serve
+
+    return serve(args)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from draftguard.bot.cli import worker
+
+    return worker(args)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

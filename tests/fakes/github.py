@@ -393,3 +393,93 @@ class _Handler(BaseHTTPRequestHandler):
             "base": {"sha": pr["base"], "ref": repo.default_branch,
                      "repo": {"full_name": repo.full_name, "url": f"{url}/repos/{repo.full_name}"}},
         }
+
+
+# --- driving the bot over HTTP -------------------------------------------------------------------
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` header GitHub sends for a body."""
+    import hashlib
+    import hmac
+
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BotServer:
+    """Serve an ASGI app with uvicorn on loopback in a thread (lifespan included)."""
+
+    def __init__(self, app: Any):
+        import uvicorn
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "BotServer":
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            if time.time() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the bot server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(20)
+
+
+def post_webhook(url: str, event: str, payload: Any, *, secret: str | None, delivery: str,
+                 signature: str | None = None, raw: bytes | None = None, timeout: float = 10.0):
+    """POST a webhook as GitHub does; returns the ``requests`` response."""
+    import requests
+
+    body = raw if raw is not None else json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json", "X-GitHub-Event": event, "X-GitHub-Delivery": delivery}
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    elif secret is not None:
+        headers["X-Hub-Signature-256"] = sign(secret, body)
+    return requests.post(f"{url}/webhooks/github", data=body, headers=headers, timeout=timeout)
+
+
+def pr_payload(repo: str, number: int, head: str, base: str, *, action: str = "opened", author: str = "alice",
+               head_repo: str | None = None, installation: int | None = None) -> dict[str, Any]:
+    out = {
+        "action": action,
+        "repository": {"full_name": repo},
+        "pull_request": {"number": number, "user": {"login": author, "type": "User"},
+                         "head": {"sha": head, "repo": {"full_name": head_repo or repo}},
+                         "base": {"sha": base, "repo": {"full_name": repo}}},
+        "sender": {"login": author, "type": "User"},
+    }
+    if installation is not None:
+        out["installation"] = {"id": installation}
+    return out
+
+
+def comment_payload(repo: str, number: int, comment: dict[str, Any], *, installation: int | None = None) -> dict[str, Any]:
+    out = {
+        "action": "created",
+        "repository": {"full_name": repo},
+        "issue": {"number": number, "pull_request": {"url": f"/repos/{repo}/pulls/{number}"}},
+        "comment": {"id": comment["id"], "body": comment["body"],
+                    "user": {"login": comment["user"], "type": comment.get("user_type", "User")}},
+        "sender": {"login": comment["user"], "type": comment.get("user_type", "User")},
+    }
+    if installation is not None:
+        out["installation"] = {"id": installation}
+    return out

@@ -1,0 +1,93 @@
+"""``draftguard serve`` and ``draftguard worker``: the bot's entry points.
+
+Bad configuration (a missing secret, an unusable queue URL, a missing extra) is one line on stderr
+and exit 2, never a traceback, and never shows a secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> int:
+    print(f"draftguard: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _imports_ok() -> str | None:
+    try:
+        import github  # noqa: F401
+        import huey  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        return f"the bot needs the `bot` extra ({exc.name} is missing): pip install 'draftguard[bot]'"
+    return None
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the ASGI app under uvicorn; with SQLite the workers run in this process too."""
+    missing = _imports_ok()
+    if missing:
+        return _fail(missing)
+    import uvicorn
+
+    from draftguard.bot.app import build_from_env, configure_logging
+    from draftguard.bot.github import BotConfigError, GitHubConfig
+    from draftguard.bot.jobs import QueueConfigError, _parse_url
+
+    try:
+        backend, _ = _parse_url(args.queue)
+        config = GitHubConfig.from_env()
+        configure_logging(config.secrets)
+        sqlite = backend == "sqlite"
+        workers = args.workers if args.workers is not None else (2 if sqlite else 0)
+        gpu = args.gpu_workers if args.gpu_workers is not None else (1 if sqlite else 0)
+        app = build_from_env(args.queue, consumers={"cpu": workers, "gpu": gpu})
+    except (BotConfigError, QueueConfigError) as exc:
+        return _fail(str(exc))
+    _warm_up()
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Consume one queue (cpu or gpu) of a shared queue until interrupted."""
+    missing = _imports_ok()
+    if missing:
+        return _fail(missing)
+    from draftguard.bot.app import configure_logging
+    from draftguard.bot.github import BotConfigError, GitHubConfig
+    from draftguard.bot.jobs import Queue, QueueConfigError
+    from draftguard.bot.pipeline import GitHubHandler
+
+    try:
+        config = GitHubConfig.from_env()
+        config.require_auth()
+        configure_logging(config.secrets)
+        queue = Queue(args.queue_url)
+    except (BotConfigError, QueueConfigError) as exc:
+        return _fail(str(exc))
+    queue.handlers["github"] = GitHubHandler(config)
+    if args.queue == "cpu":
+        _warm_up()
+    queue.recover(lease=True)
+    from huey.consumer import Consumer
+
+    Consumer(queue.hueys[args.queue], workers=args.workers, periodic=False, initial_delay=0.05,
+             max_delay=1.0, check_worker_health=True).run()
+    return 0
+
+
+def _warm_up() -> None:
+    """Import transformers before the first webhook, so the first job does not pay for it while
+    other deliveries wait on the interpreter lock."""
+    from draftguard.check import resolver
+
+    resolver.hide_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    resolver.transformers_version()

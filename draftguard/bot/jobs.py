@@ -1,0 +1,339 @@
+"""The Job and the durable queue (huey): SQLite by default, Redis for several machines.
+
+A webhook becomes a Job record, stored under the delivery id with an atomic put-if-empty. That one
+write is both the dedupe of the delivery and the durable promise to process it; the huey task that
+follows carries only the job id. Whatever dies in between (the server after the record, a worker in
+the middle of a job), ``Queue.recover`` finds the unfinished records that no queued or scheduled task
+points at and queues them again. A job is claimed with a lease before it runs, so a task queued twice
+still runs once, and every GitHub write is idempotent, so a job cut off half way can run again.
+
+Two huey queues share one storage: ``cpu`` (light check, comments, check runs) and ``gpu``
+(acceptance tests), so GPU work only reaches ``draftguard worker --queue gpu``.
+
+Example::
+
+    >>> import tempfile, os
+    >>> q = Queue(f"sqlite:///{tempfile.mkdtemp()}/q.db")
+    >>> q.add(Job(id="d-1", source="github", kind="pull_request", repo="acme/m", number=1))
+    True
+    >>> q.add(Job(id="d-1", source="github", kind="pull_request", repo="acme/m", number=1))
+    False
+    >>> q.get("d-1").state
+    'queued'
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit
+
+log = logging.getLogger("draftguard.bot")
+
+DEFAULT_QUEUE_URL = "sqlite:///draftguard-queue.db"
+QUEUED, RUNNING, DONE, FAILED, SKIPPED = "queued", "running", "done", "failed", "skipped"
+STATES = (QUEUED, RUNNING, DONE, FAILED, SKIPPED)
+FINISHED = (DONE, FAILED, SKIPPED)
+KINDS = ("cpu", "gpu")
+MAX_ATTEMPTS = 12
+# How long a claim on a running job holds before another worker may take the job over.
+LEASE_SECONDS = {"cpu": 600.0, "gpu": 3600.0}
+TASK_NAME = "draftguard.run_job"
+
+
+class QueueConfigError(Exception):
+    """The queue URL cannot be used; the message says what form it should take."""
+
+
+@dataclass
+class Job:
+    """One unit of work: a webhook delivery to process, or an acceptance test to run.
+
+    ``id`` is the webhook's delivery id (a redelivery keeps it), so the record dedupes deliveries.
+    ``queue`` is ``cpu`` or ``gpu``. ``data`` holds what the handler needs from the event payload.
+    """
+
+    id: str
+    source: str  # "github" or "hub": picks the handler
+    kind: str  # "pull_request", "comment", "acceptance", ...
+    repo: str
+    number: int
+    queue: str = "cpu"
+    head_sha: str | None = None
+    base_sha: str | None = None
+    installation_id: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    state: str = QUEUED
+    attempts: int = 0
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    result: str | None = None  # one line: what the job did, or why it failed
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | memoryview) -> "Job":
+        raw = json.loads(bytes(data))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+class Retry(Exception):
+    """Raised by a handler: run the job again after ``delay`` seconds (counts as an attempt)."""
+
+    def __init__(self, message: str, delay: float):
+        super().__init__(message)
+        self.delay = delay
+
+
+Handler = Callable[["Job", "Queue"], "str | None"]
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any]]:
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them.
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise QueueConfigError(f"queue URL {url!r}: give a file, as sqlite:///draftguard-queue.db")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise QueueConfigError(f"queue URL {url!r}: folder {folder} does not exist; create it first")
+        return "sqlite", {"filename": path}
+    if parts.scheme in ("redis", "rediss", "unix"):
+        return "redis", {"url": url}
+    raise QueueConfigError(
+        f"queue URL {url!r}: use sqlite:///FILE (one machine) or redis://HOST:PORT/DB (several machines)"
+    )
+
+
+class Queue:
+    """Job records plus two huey queues (cpu, gpu) on one storage: SQLite or Redis."""
+
+    def __init__(self, url: str = DEFAULT_QUEUE_URL):
+        from huey import RedisHuey, SqliteHuey
+
+        self.url = url
+        self.backend, kwargs = _parse_url(url)
+        cls = SqliteHuey if self.backend == "sqlite" else RedisHuey
+        extra: dict[str, Any] = {"results": False}
+        if self.backend == "sqlite":
+            extra["timeout"] = 30  # busy timeout: webhooks and workers write the same file
+        self.hueys = {kind: cls(f"draftguard-{kind}", **extra, **kwargs) for kind in KINDS}
+        self.store = self.hueys["cpu"].storage  # job records live beside the cpu queue
+        self.handlers: dict[str, Handler] = {}
+        self.tasks = {kind: h.task(name=TASK_NAME)(self._task) for kind, h in self.hueys.items()}
+        self._consumers: list[Any] = []
+        # In-process figures for /metrics: latency of jobs this process finished.
+        self.latencies: collections.deque[float] = collections.deque(maxlen=10000)
+        self._lock = threading.Lock()
+
+    # --- records -------------------------------------------------------------------------------
+    def add(self, job: Job) -> bool:
+        """Record a new job; False when a job with this id (a delivery seen before) exists."""
+        return bool(self.store.put_if_empty(f"job:{job.id}", job.to_bytes()))
+
+    def get(self, job_id: str) -> Job | None:
+        from huey.constants import EmptyData
+
+        data = self.store.peek_data(f"job:{job_id}")
+        return None if data is EmptyData else Job.from_bytes(data)
+
+    def save(self, job: Job) -> None:
+        job.updated = time.time()
+        self.store.put_data(f"job:{job.id}", job.to_bytes())
+
+    def jobs(self) -> Iterator[Job]:
+        for key, value in self.store.result_items().items():
+            key = key.decode() if isinstance(key, bytes) else key
+            if key.startswith("job:"):
+                yield Job.from_bytes(value)
+
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in STATES}
+        for job in self.jobs():
+            counts[job.state] = counts.get(job.state, 0) + 1
+        return counts
+
+    # --- queueing ------------------------------------------------------------------------------
+    def submit(self, job: Job) -> bool:
+        """Record the job and queue it. False (and nothing queued) when the id was seen before."""
+        if job.queue not in KINDS:
+            raise ValueError(f"job queue must be one of {KINDS}, not {job.queue!r}")
+        if not self.add(job):
+            return False
+        self.enqueue(job)
+        return True
+
+    def enqueue(self, job: Job, delay: float | None = None) -> None:
+        self.tasks[job.queue].schedule(args=(job.id,), delay=delay) if delay else self.tasks[job.queue](job.id)
+
+    def pending_ids(self) -> set[str]:
+        ids: set[str] = set()
+        for h in self.hueys.values():
+            for task in list(h.pending()) + list(h.scheduled()):
+                if task.args:
+                    ids.add(task.args[0])
+        return ids
+
+    def recover(self, *, lease: bool = True) -> list[str]:
+        """Queue again every unfinished job that no queued or scheduled task points at.
+
+        With ``lease=False`` (one process owns the SQLite queue and has just started, so nothing can
+        be running) every such job is taken, and stale claims are dropped; with ``lease=True`` a
+        running job is taken only once its claim has expired.
+        """
+        now = time.time()
+        pending = self.pending_ids()
+        again = []
+        for job in self.jobs():
+            if job.state in FINISHED or job.id in pending:
+                continue
+            if lease:
+                if job.state == RUNNING and now - job.updated < LEASE_SECONDS[job.queue]:
+                    continue
+                if job.state == QUEUED and now - job.updated < 30:
+                    continue  # maybe a webhook between its record and its task
+            else:
+                self.store.delete_data(f"claim:{job.id}")
+            self.enqueue(job)
+            again.append(job.id)
+        if again:
+            log.warning("recovered %d unfinished job(s): %s", len(again), ", ".join(again[:20]))
+        return again
+
+    # --- running -------------------------------------------------------------------------------
+    def _claim(self, job: Job) -> bool:
+        key = f"claim:{job.id}"
+        until = str(time.time() + LEASE_SECONDS[job.queue]).encode()
+        if self.store.put_if_empty(key, until):
+            return True
+        from huey.constants import EmptyData
+
+        held = self.store.peek_data(key)
+        if held is not EmptyData and float(bytes(held)) < time.time():
+            self.store.delete_data(key)
+            return bool(self.store.put_if_empty(key, until))
+        return False
+
+    def _release(self, job: Job) -> None:
+        self.store.delete_data(f"claim:{job.id}")
+
+    def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> "_Lock":
+        """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
+        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry."""
+        return _Lock(self, name, ttl, wait)
+
+    def _task(self, job_id: str) -> None:
+        from huey.exceptions import RetryTask
+
+        delay = self.run(job_id)
+        if delay is not None:
+            raise RetryTask(f"job {job_id} retries in {delay:.1f}s", delay=delay)
+
+    def run(self, job_id: str) -> float | None:
+        """Run one job now, in this thread. Returns a delay when the job must run again later."""
+        job = self.get(job_id)
+        if job is None or job.state in FINISHED:
+            return None  # processed already: a duplicate task
+        if not self._claim(job):
+            return None  # another worker holds it; its own retry covers a failure
+        try:
+            job.state, job.attempts, job.started = RUNNING, job.attempts + 1, job.started or time.time()
+            self.save(job)
+            handler = self.handlers.get(job.source)
+            if handler is None:
+                raise RuntimeError(f"no handler for {job.source} jobs in this process")
+            try:
+                outcome = handler(job, self)
+            except Retry as exc:
+                if job.attempts >= MAX_ATTEMPTS:
+                    return self._finish(job, FAILED, f"gave up after {job.attempts} attempts: {exc}")
+                job.state, job.result = QUEUED, str(exc)
+                self.save(job)
+                log.info("job %s: %s; attempt %d, retry in %.1fs", job.id, exc, job.attempts, exc.delay)
+                return exc.delay
+            except Exception as exc:  # a bug or a permanent failure: record it, never loop on it
+                log.exception("job %s failed", job.id)
+                return self._finish(job, FAILED, f"{type(exc).__name__}: {exc}")
+            return self._finish(job, SKIPPED if outcome and outcome.startswith("skipped") else DONE, outcome)
+        finally:
+            self._release(job)
+
+    def _finish(self, job: Job, state: str, result: str | None) -> None:
+        job.state, job.result, job.finished = state, result, time.time()
+        self.save(job)
+        with self._lock:
+            self.latencies.append(job.finished - job.created)
+        log.info("job %s %s: %s", job.id, state, result or "")
+        return None
+
+    # --- consumers -----------------------------------------------------------------------------
+    def start_consumers(self, kinds: dict[str, int], *, in_process: bool = True) -> None:
+        """Start huey consumer threads, ``{"cpu": 2, "gpu": 1}``. In process (inside the server) no
+        signal handlers are installed; uvicorn owns them."""
+        from huey.consumer import Consumer
+
+        class _InProcess(Consumer):
+            def _set_signal_handlers(self) -> None:  # the server owns signals
+                pass
+
+        poll = 0.5 if self.backend == "sqlite" else 1.0
+        for kind, workers in kinds.items():
+            if workers <= 0:
+                continue
+            cls = _InProcess if in_process else Consumer
+            consumer = cls(self.hueys[kind], workers=workers, periodic=False, initial_delay=0.05,
+                           max_delay=poll, backoff=1.3, check_worker_health=False)
+            consumer.start()
+            self._consumers.append(consumer)
+
+    def stop_consumers(self, graceful: bool = False) -> None:
+        for consumer in self._consumers:
+            consumer.stop(graceful=graceful)
+        self._consumers.clear()
+
+    def wait_idle(self, timeout: float = 30.0, ids: list[str] | None = None) -> bool:
+        """Block until every job (or the given ones) is finished; for tests and benchmarks."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            jobs = [self.get(i) for i in ids] if ids is not None else list(self.jobs())
+            if all(j is not None and j.state in FINISHED for j in jobs):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+class _Lock:
+    def __init__(self, queue: Queue, name: str, ttl: float, wait: float):
+        self.queue, self.key, self.ttl, self.wait = queue, f"lock:{name}", ttl, wait
+
+    def __enter__(self) -> "_Lock":
+        from huey.constants import EmptyData
+
+        store = self.queue.store
+        deadline = time.monotonic() + self.wait
+        pause = 0.01
+        while True:
+            if store.put_if_empty(self.key, str(time.time() + self.ttl).encode()):
+                return self
+            held = store.peek_data(self.key)
+            if held is not EmptyData and float(bytes(held)) < time.time():
+                store.delete_data(self.key)  # its holder died; the ttl is the proof
+                continue
+            if time.monotonic() > deadline:
+                raise Retry(f"{self.key} is busy", delay=5.0)
+            time.sleep(pause)
+            pause = min(0.25, pause * 2)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.queue.store.delete_data(self.key)

@@ -1,0 +1,356 @@
+"""What a GitHub Job does: webhook payloads in, a light check of head against base, one sticky
+comment, check runs, and (for trusted pull requests) an acceptance test on the GPU queue.
+
+``job_from_github`` is pure (payload in, Job or a reason out), so the ASGI app stays thin and the
+decisions are testable without a server. ``GitHubHandler`` is the Job handler the queue calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from draftguard.bot.commands import OK_TO_TEST, RECHECK, may_command, parse_commands
+from draftguard.bot.github import GitHubConfig, PullRequestClient, connect, retry_delay, scrub
+from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.report.comment import (
+    new_findings,
+    render_acceptance_section,
+    render_light_section,
+    update_sticky,
+)
+
+log = logging.getLogger("draftguard.bot")
+
+CONFIG_CHECK = "draftguard/config"
+ACCEPTANCE_CHECK = "draftguard/acceptance"
+SETTINGS_FILE = ".draftguard.yml"
+# A change to any of these files can change what a model runs, so the light check reruns.
+MODEL_FILES = frozenset({
+    "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "tokenizer.model", "generation_config.json",
+})
+PR_ACTIONS = ("opened", "synchronize", "reopened")
+# GitHub has no check-mark reaction; "+1" is the closest it offers.
+REACT_START, REACT_DONE = "eyes", "+1"
+_LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
+
+AcceptanceRunner = Callable[[Job, PullRequestClient, Any], "dict[str, Any]"]
+
+
+def is_model_file(path: str) -> bool:
+    """Whether a changed path can change what the model runs (or how draftguard checks it).
+
+    Example::
+
+        >>> is_model_file("drafter/config.json"), is_model_file("README.md"), is_model_file(".draftguard.yml")
+        (True, False, True)
+    """
+    return path == SETTINGS_FILE or posixpath.basename(path) in MODEL_FILES
+
+
+def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tuple[Job | None, str]:
+    """The Job a webhook asks for, or None with the reason it is ignored.
+
+    Example::
+
+        >>> job, why = job_from_github("ping", "d1", {"zen": "..."})
+        >>> job, why
+        (None, 'ignored: ping')
+    """
+    repo = (payload.get("repository") or {}).get("full_name")
+    installation = (payload.get("installation") or {}).get("id")
+    action = payload.get("action")
+    if event == "pull_request":
+        if action not in PR_ACTIONS:
+            return None, f"ignored: pull_request {action}"
+        pr = payload.get("pull_request") or {}
+        head, base = pr.get("head") or {}, pr.get("base") or {}
+        head_repo = (head.get("repo") or {}).get("full_name")
+        return Job(
+            id=delivery, source="github", kind="pull_request", repo=repo, number=int(pr["number"]),
+            head_sha=head.get("sha"), base_sha=base.get("sha"), installation_id=installation,
+            data={"author": (pr.get("user") or {}).get("login"), "fork": head_repo != repo},
+        ), "queued"
+    if event == "issue_comment":
+        issue = payload.get("issue") or {}
+        comment = payload.get("comment") or {}
+        if action != "created" or not issue.get("pull_request"):
+            return None, f"ignored: issue_comment {action} on an issue"
+        user = comment.get("user") or {}
+        if user.get("type") == "Bot":
+            return None, "ignored: comment from a bot"
+        commands = parse_commands(comment.get("body"))
+        if not commands:
+            return None, "ignored: no command"
+        return Job(
+            id=delivery, source="github", kind="comment", repo=repo, number=int(issue["number"]),
+            installation_id=installation,
+            data={"comment_id": comment.get("id"), "user": user.get("login"), "user_type": user.get("type"),
+                  "commands": commands},
+        ), "queued"
+    return None, f"ignored: {event}"
+
+
+@dataclass
+class Outcome:
+    report: Any
+    new: set | None
+    settings: Any
+    notes: list[str]
+    drafters: list[str]
+
+
+class GitHubHandler:
+    """The queue's handler for GitHub jobs. ``acceptance_runner(job, client, settings)`` returns the
+    AcceptanceResult JSON dict; the default runs ``draftguard accept`` on the drafter's files."""
+
+    def __init__(self, config: GitHubConfig, acceptance_runner: AcceptanceRunner | None = None):
+        self.config = config
+        self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
+
+    def __call__(self, job: Job, queue: Queue) -> str | None:
+        try:
+            client = PullRequestClient(connect(self.config, job.installation_id), job.repo, job.number)
+            if job.kind == "comment":
+                return self._comment(job, queue, client)
+            if job.kind == "pull_request":
+                return self._pull_request(job, queue, client)
+            if job.kind == "acceptance":
+                return self._acceptance(job, queue, client)
+            return f"skipped: unknown job kind {job.kind}"
+        except Retry:
+            raise
+        except Exception as exc:
+            delay = retry_delay(exc, job.attempts, base=self.config.retry_base)
+            if delay is not None:
+                raise Retry(scrub(str(exc), self.config.secrets), delay) from None
+            raise
+
+    # --- comments ------------------------------------------------------------------------------
+    def _comment(self, job: Job, queue: Queue, client: PullRequestClient) -> str:
+        user, comment_id = job.data.get("user"), job.data.get("comment_id")
+        permission = client.permission(user) if user else None
+        if not may_command(permission, job.data.get("user_type")):
+            client.reply_once(
+                comment_id,
+                f"Thanks, @{user}! Only people with write access to this repository can run "
+                "`/recheck` or `/ok-to-test`. A maintainer can run it for you.",
+            )
+            return f"skipped: {user} ({permission or 'no access'}) may not run commands"
+        client.react(comment_id, REACT_START)
+        pull = client.pull(refresh=True)
+        if OK_TO_TEST in job.data.get("commands", []):
+            # Trust binds to this head: a later push needs a fresh /ok-to-test or /recheck.
+            queue.store.put_data(f"trust:{job.repo}#{job.number}", pull.head.sha.encode())
+        result = self._pull_request(job, queue, client, forced_by=user)
+        client.react(comment_id, REACT_DONE)
+        return result
+
+    # --- the light check -----------------------------------------------------------------------
+    def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None) -> str:
+        pull = client.pull(refresh=True)
+        head, base = pull.head.sha, pull.base.sha
+        if forced_by is None and job.head_sha and head != job.head_sha:
+            return f"skipped: superseded by {head[:12]}"
+        changed = client.changed_files()
+        relevant = [(p, s) for p, s in changed if is_model_file(p)]
+        if not relevant and forced_by is None:
+            return "skipped: no model files changed"
+        outcome = self._check(client, head, base, relevant, forced=forced_by is not None)
+        report, settings = outcome.report, outcome.settings
+        light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
+                                     notes=outcome.notes)
+        acceptance_state, acceptance_detail, gpu_job = None, None, None
+        wants_gpu = bool(outcome.drafters) and bool(
+            settings.target and (settings.min_acceptance_length or settings.baseline))
+        if wants_gpu:
+            trusted, why = self._trusted(job, queue, client, head, forced_by)
+            if trusted:
+                gpu_job = Job(id=f"{job.id}:acceptance", source="github", kind="acceptance", queue="gpu",
+                              repo=job.repo, number=job.number, head_sha=head, base_sha=base,
+                              installation_id=job.installation_id, data={"drafters": outcome.drafters})
+                acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
+            else:
+                acceptance_state = "skipped"
+                acceptance_detail = (f"{why}; GPU tests run only for trusted pull requests. A maintainer can "
+                                     "comment /ok-to-test to run it.")
+        failed = report.fails(settings.fail_on) or bool(report.errors)
+        n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
+        title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
+                 else "no config.json to check")
+        with queue.lock(f"pr:{job.repo}#{job.number}"):
+            client.upsert_sticky(lambda old: update_sticky(
+                old, light=light,
+                acceptance=render_acceptance_section(acceptance_state, detail=acceptance_detail)
+                if acceptance_state else None))
+            client.upsert_check_run(
+                CONFIG_CHECK, head, status="completed", conclusion="failure" if failed else "success",
+                title=title, summary=light, annotations=annotations(report))
+            if gpu_job is not None:
+                client.upsert_check_run(ACCEPTANCE_CHECK, head, status="queued", title="queued",
+                                        summary="Waiting for a GPU worker.")
+        if gpu_job is not None:
+            queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
+        return f"done: {title}" + (", acceptance queued" if gpu_job else "")
+
+    def _trusted(self, job: Job, queue: Queue, client: PullRequestClient, head: str,
+                 forced_by: str | None) -> tuple[bool, str]:
+        if forced_by:
+            return True, f"requested by @{forced_by}"
+        from huey.constants import EmptyData
+
+        trust = queue.store.peek_data(f"trust:{job.repo}#{job.number}")
+        if trust is not EmptyData and bytes(trust).decode() == head:
+            return True, "marked /ok-to-test"
+        author = job.data.get("author")
+        if author and may_command(client.permission(author), "User"):
+            return True, f"@{author} has write access"
+        return False, "the author has no write access"
+
+    def _check(self, client: PullRequestClient, head: str, base: str, relevant: list[tuple[str, str]],
+               forced: bool) -> Outcome:
+        from draftguard.check import resolver
+
+        resolver.hide_torch()
+        from draftguard.check.findings import InputError, Report
+        from draftguard.check.light import check_snapshot
+        from draftguard.settings import Settings, parse_settings
+        from draftguard.snapshot import BadInput, Snapshot
+
+        notes: list[str] = []
+        settings = Settings()
+        settings_bytes = client.read_file(SETTINGS_FILE, client.default_branch())
+        if settings_bytes is not None:
+            try:
+                settings = parse_settings(settings_bytes.decode("utf-8", "replace"), SETTINGS_FILE)
+            except BadInput as exc:
+                notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")
+        folders = sorted({posixpath.dirname(p) for p, _ in relevant})
+        if forced:
+            folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
+        configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
+        report = Report(transformers_version=resolver.transformers_version())
+        base_findings: list = []
+        have_base = False
+        drafters: list[str] = []
+        for path in configs:
+            head_bytes = client.read_file(path, head)
+            if head_bytes is None:
+                continue
+            snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
+                            files={"config.json": head_bytes}, display={"config.json": path})
+            try:
+                report.targets.append(check_snapshot(snap, trust_remote_code=False, version=report.transformers_version))
+                raw = json.loads(head_bytes)
+                if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
+                    drafters.append(path)
+            except BadInput as exc:
+                report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
+                                                column=exc.column, key=exc.key))
+                continue
+            base_bytes = client.read_file(path, base)
+            if base_bytes is None:
+                have_base = True  # a new file: everything in it is new
+                continue
+            try:
+                base_snap = Snapshot(source=f"{client.repo_name}@{base[:12]}", revision=base,
+                                     files={"config.json": base_bytes}, display={"config.json": path})
+                base_findings += check_snapshot(base_snap, version=report.transformers_version).findings
+                have_base = True
+            except BadInput:
+                have_base = True  # the base could not be checked: everything found now is new
+        new = new_findings(report.findings, base_findings) if have_base else None
+        return Outcome(report, new, settings, notes, drafters)
+
+    # --- the acceptance test -------------------------------------------------------------------
+    def _acceptance(self, job: Job, queue: Queue, client: PullRequestClient) -> str:
+        pull = client.pull(refresh=True)
+        if pull.head.sha != job.head_sha:
+            return f"skipped: superseded by {pull.head.sha[:12]}"
+        settings = self._settings(client)
+        with queue.lock(f"pr:{job.repo}#{job.number}"):
+            client.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
+            client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="in_progress", title="running")
+        try:
+            result = self.acceptance_runner(job, client, settings)
+            section = render_acceptance_section("done", result)
+            status = (result.get("verdict") or {}).get("status", "inconclusive")
+            conclusion = {"pass": "success", "fail": "failure"}.get(status, "neutral")
+            title = f"τ = {result.get('mean_acceptance_length')}: {status}"
+        except Retry:
+            raise
+        except Exception as exc:
+            if retry_delay(exc, job.attempts) is not None:
+                raise
+            message = scrub(f"{type(exc).__name__}: {exc}", self.config.secrets)
+            section, conclusion, title, status = render_acceptance_section("error", detail=message), "neutral", "error", "error"
+        with queue.lock(f"pr:{job.repo}#{job.number}"):
+            client.upsert_sticky(lambda old: update_sticky(old, acceptance=section))
+            client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="completed", conclusion=conclusion,
+                                    title=title, summary=section)
+        return f"done: acceptance {status}"
+
+    def _settings(self, client: PullRequestClient):
+        from draftguard.settings import Settings, parse_settings
+        from draftguard.snapshot import BadInput
+
+        data = client.read_file(SETTINGS_FILE, client.default_branch())
+        try:
+            return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
+        except BadInput:
+            return Settings()
+
+
+def annotations(report: Any) -> list[dict[str, Any]]:
+    """Check-run annotations, one per finding, on the key's line of the repo's config.json."""
+    out = []
+    for f in report.findings:
+        line = f.line or 1
+        out.append({
+            "path": f.file, "start_line": line, "end_line": line, "annotation_level": _LEVEL[f.severity.value],
+            "title": f"{f.rule}: {f.key}"[:255], "message": f.message[:64000],
+            "raw_details": f"config.json: {f.raw!r}\nmodel code reads: {f.resolved!r}"[:64000],
+        })
+    for e in report.errors:
+        line = e.line or 1
+        out.append({"path": e.file or e.source, "start_line": line, "end_line": line, "annotation_level": "failure",
+                    "title": "draftguard could not check this", "message": e.message[:64000]})
+    return out
+
+
+def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any) -> dict[str, Any]:
+    """The default acceptance runner: fetch the drafter folder at the head commit through the API and
+    run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU worker).
+
+    Files stored with Git LFS arrive as pointers and cannot be run; such repos use the Action on a
+    self-hosted GPU runner instead."""
+    from draftguard.runner.result import AcceptanceResult
+
+    drafter = job.data["drafters"][0]
+    folder = posixpath.dirname(drafter)
+    with tempfile.TemporaryDirectory(prefix="draftguard-accept-") as tmp:
+        contents = client.repo.get_contents(folder or "", ref=job.head_sha)
+        for item in contents if isinstance(contents, list) else [contents]:
+            if item.type != "file":
+                continue
+            blob = client.repo.get_git_blob(item.sha)
+            import base64
+
+            with open(os.path.join(tmp, item.name), "wb") as fh:
+                fh.write(base64.b64decode(blob.content))
+        cmd = [sys.executable, "-m", "draftguard", "accept", "--target", settings.target, "--drafter", tmp,
+               "--format", "json"]
+        if settings.min_acceptance_length:
+            cmd += ["--min-acceptance-length", str(settings.min_acceptance_length)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"draftguard accept exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()

@@ -1,0 +1,368 @@
+"""The GitHub bot end to end: signed webhooks over HTTP to the real app (uvicorn on loopback), the
+SQLite huey queue with in-process workers, and PyGithub talking to a fake GitHub REST API."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("huey")
+pytest.importorskip("github")
+
+from draftguard.bot.app import create_app  # noqa: E402
+from draftguard.bot.github import GitHubConfig  # noqa: E402
+from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
+from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
+from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
+from draftguard.snapshot import key_lines  # noqa: E402
+from tests.fakes.github import (  # noqa: E402
+    BotServer,
+    FakeGitHub,
+    comment_payload,
+    post_webhook,
+    pr_payload,
+)
+
+TOKEN = "ghp_SECRETtoken0123456789abcdef"
+SECRET = "whsec-very-secret-value-42"
+REPO = "acme/drafter"
+BASE, HEAD, HEAD2 = "b" * 40, "c" * 40, "d" * 40
+
+with open("examples/qwen3-swa-drafter/config.json", encoding="utf-8") as fh:
+    DRAFTER = json.load(fh)
+# The base already has two findings (a rope_scaling that disagrees with rope_parameters); the head
+# drops use_sliding_window, so the Qwen3Config gate takes the window away: two new findings.
+BASE_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
+HEAD_CONFIG = json.dumps(dict(DRAFTER, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
+FIXED_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2)
+
+
+def fake_api() -> FakeGitHub:
+    api = FakeGitHub(token=TOKEN, hold_seconds=2.5).start()
+    api.add_repo(REPO)
+    api.set_files(REPO, "main", {"README.md": "hi", "drafter/config.json": BASE_CONFIG})
+    api.set_files(REPO, BASE, {"README.md": "hi", "drafter/config.json": BASE_CONFIG})
+    api.set_files(REPO, HEAD, {"README.md": "hi", "drafter/config.json": HEAD_CONFIG})
+    api.set_files(REPO, HEAD2, {"README.md": "hi", "drafter/config.json": FIXED_CONFIG})
+    api.add_pull(REPO, 7, head=HEAD, base=BASE, author="alice")
+    api.set_permission(REPO, "alice", "write")
+    api.set_permission(REPO, "mona", "maintain")
+    api.set_permission(REPO, "eve", "read")
+    return api
+
+
+class Bot:
+    """A fake GitHub, a queue and the served app, wired as ``draftguard serve`` wires them."""
+
+    def __init__(self, tmp_path, *, acceptance_runner=None, consumers=None, queue_url=None, **config):
+        self.api = fake_api()
+        self.config = GitHubConfig(api_url=self.api.url, token=TOKEN, webhook_secret=SECRET, timeout=1.0,
+                                   write_interval=0, retry_base=0.2, **config)
+        self.config.secrets = [TOKEN, SECRET]
+        self.queue = Queue(queue_url or f"sqlite:///{tmp_path}/queue.db")
+        self.queue.handlers["github"] = GitHubHandler(self.config, acceptance_runner=acceptance_runner)
+        self.app = create_app(self.queue, self.config, consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
+        self.server = BotServer(self.app)
+
+    def __enter__(self) -> "Bot":
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.__exit__(*exc)
+        self.api.stop()
+
+    def post(self, event, payload, delivery=None, **kw):
+        return post_webhook(self.server.url, event, payload, secret=SECRET, delivery=delivery or str(uuid.uuid4()), **kw)
+
+    def settle(self, timeout=30.0):
+        assert self.queue.wait_idle(timeout), [(j.id, j.state, j.result) for j in self.queue.jobs()]
+
+    def sticky(self, number=7):
+        stickies = [c for c in self.api.comments_on(REPO, number) if c["body"].startswith(MARKER)]
+        assert len(stickies) == 1, [c["body"][:80] for c in self.api.comments_on(REPO, number)]
+        return stickies[0]
+
+
+@pytest.fixture
+def bot(tmp_path):
+    with Bot(tmp_path) as b:
+        yield b
+
+
+def test_unsigned_or_forged_webhooks_get_401_and_queue_nothing(bot):
+    payload = pr_payload(REPO, 7, HEAD, BASE)
+    assert bot.post("pull_request", payload, signature="").status_code == 401
+    assert post_webhook(bot.server.url, "pull_request", payload, secret=None, delivery="x1").status_code == 401
+    assert bot.post("pull_request", payload, signature="sha256=" + "0" * 64).status_code == 401
+    forged = post_webhook(bot.server.url, "pull_request", payload, secret="not-the-secret", delivery="x2")
+    assert forged.status_code == 401
+    assert list(bot.queue.jobs()) == []
+    assert bot.api.requests == []
+
+
+def test_oversized_and_malformed_bodies(bot):
+    big = b"{" + b" " * (10 * 1024 * 1024) + b"}"
+    assert bot.post("pull_request", None, raw=big).status_code == 413
+    assert bot.post("pull_request", None, raw=b"{not json").status_code == 400
+    assert bot.post("pull_request", None, raw=b"[1, 2]").status_code == 400
+    assert bot.post("pull_request", {"action": "opened", "repository": {"full_name": REPO}, "pull_request": {}}).status_code == 400
+    assert bot.post("ping", {"zen": "hi"}).status_code == 200
+    assert list(bot.queue.jobs()) == []
+
+
+def test_pull_request_gets_one_sticky_comment_and_a_check_run_with_annotations(bot):
+    started = time.perf_counter()
+    resp = bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="d-1")
+    assert resp.status_code == 202 and resp.json()["job"] == "d-1"
+    assert time.perf_counter() - started < 2.0
+    bot.settle()
+    job = bot.queue.get("d-1")
+    assert job.state == DONE, job.result
+
+    body = bot.sticky()["body"]
+    light = parse_sticky(body)["light"]
+    rows = [line for line in light.splitlines() if line.startswith("| :")]
+    assert len(rows) == 4
+    # New findings (what the head introduced) come first and are marked; the base's are not.
+    assert all("**new**" in r for r in rows[:2]) and not any("**new**" in r for r in rows[2:])
+    assert {"sliding_window", "layer_types"} == {r.split("<code>")[1].split("</code>")[0] for r in rows[:2]}
+    assert "2 new in this pull request" in light
+
+    runs = bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)
+    assert len(runs) == 1 and runs[0]["conclusion"] == "failure" and runs[0]["status"] == "completed"
+    lines = key_lines(HEAD_CONFIG)
+    got = {(a["path"], a["start_line"], a["annotation_level"]) for a in runs[0]["annotations"]}
+    assert ("drafter/config.json", lines["sliding_window"], "failure") in got
+    assert ("drafter/config.json", lines["layer_types"], "failure") in got
+    assert len(runs[0]["annotations"]) == 4
+    # Settings were looked for on the default branch, never at the head.
+    assert bot.api.count("GET", r"/contents/\.draftguard\.yml$") >= 1
+
+
+def test_a_redelivery_is_answered_200_and_processed_once(bot):
+    payload = pr_payload(REPO, 7, HEAD, BASE)
+    assert bot.post("pull_request", payload, delivery="same").status_code == 202
+    again = bot.post("pull_request", payload, delivery="same")
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    bot.settle()
+    assert bot.post("pull_request", payload, delivery="same").status_code == 200
+    bot.settle()
+    assert [j.id for j in bot.queue.jobs()] == ["same"]
+    assert bot.queue.get("same").attempts == 1
+    assert bot.api.count("POST", r"/issues/7/comments$") == 1
+    assert bot.api.count("POST", r"/check-runs$") == 1
+
+
+def test_the_sticky_comment_is_edited_in_place_on_every_push(bot):
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE))
+    bot.settle()
+    first = bot.sticky()
+    bot.api.add_pull(REPO, 7, head=HEAD2, base=BASE)
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD2, BASE, action="synchronize"))
+    bot.settle()
+    second = bot.sticky()
+    assert second["id"] == first["id"] and second.get("edits") == 1
+    light = parse_sticky(second["body"])["light"]
+    assert HEAD2[:12] in light and "**new**" not in light
+    assert bot.api.count("POST", r"/issues/7/comments$") == 1
+    assert bot.api.runs_for(REPO, HEAD2, CONFIG_CHECK)[0]["conclusion"] == "success"  # the fix removed them all
+
+
+def test_a_stale_push_is_skipped(bot):
+    bot.api.add_pull(REPO, 7, head=HEAD2, base=BASE)  # the PR moved on before the job ran
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE, action="synchronize"), delivery="old")
+    bot.settle()
+    assert bot.queue.get("old").state == SKIPPED and "superseded" in bot.queue.get("old").result
+    assert bot.api.comments_on(REPO, 7) == []
+
+
+def test_recheck_from_a_writer_runs_again_and_reacts(bot):
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE))
+    bot.settle()
+    edits_before = bot.api.count("PATCH", r"/issues/comments/\d+$")
+    c = bot.api.add_comment(REPO, 7, "Rerun please\n\n/recheck\n", user="mona")
+    assert bot.post("issue_comment", comment_payload(REPO, 7, c)).status_code == 202
+    bot.settle()
+    reactions = {r["content"] for r in bot.api.reactions if r["comment"] == c["id"]}
+    assert reactions == {"eyes", "+1"}
+    assert bot.api.count("GET", r"/pulls/7/files$") == 2
+    bot.sticky()  # still exactly one
+    assert bot.api.count("PATCH", r"/issues/comments/\d+$") == edits_before  # same result, no edit needed
+    assert len(bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)) == 1
+
+
+def test_recheck_from_a_stranger_gets_one_polite_reply_and_runs_nothing(bot):
+    c = bot.api.add_comment(REPO, 7, "/recheck", user="eve")
+    assert bot.post("issue_comment", comment_payload(REPO, 7, c)).status_code == 202
+    bot.settle()
+    # The same comment redelivered with a new id (a GitHub "redeliver" keeps ids; a second App does not).
+    assert bot.post("issue_comment", comment_payload(REPO, 7, c)).status_code == 202
+    bot.settle()
+    replies = [x for x in bot.api.comments_on(REPO, 7) if x["user"] == "draftguard[bot]"]
+    assert len(replies) == 1 and "write access" in replies[0]["body"] and "@eve" in replies[0]["body"]
+    assert not bot.api.reactions and not bot.api.check_runs
+    assert bot.api.count("GET", r"/pulls/7/files$") == 0
+    assert all(j.state == SKIPPED for j in bot.queue.jobs())
+
+
+def test_commands_in_code_blocks_and_from_bots_are_ignored(bot):
+    c = bot.api.add_comment(REPO, 7, "To rerun, type:\n```\n/recheck\n```\nor `/recheck`", user="mona")
+    assert bot.post("issue_comment", comment_payload(REPO, 7, c)).json()["status"] == "ignored: no command"
+    b = bot.api.add_comment(REPO, 7, "/recheck", user="some-ci[bot]", user_type="Bot")
+    assert bot.post("issue_comment", comment_payload(REPO, 7, b)).json()["status"] == "ignored: comment from a bot"
+    assert list(bot.queue.jobs()) == []
+
+
+def test_faults_are_retried_and_nothing_is_posted_twice(bot, caplog):
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("github").setLevel(logging.WARNING)  # as configure_logging leaves it
+    api = bot.api
+    api.fail("GET", r"/pulls/7/files$", "rate_limit")
+    api.fail("GET", r"/contents/drafter/config\.json$", "502", times=2)
+    api.fail("POST", r"/issues/7/comments$", "apply_then_timeout")  # created, but the answer is lost
+    api.fail("POST", r"/check-runs$", "retry_after")
+    api.fail("GET", r"/pulls/7$", "timeout")
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="faulty")
+    bot.settle(timeout=60)
+    job = bot.queue.get("faulty")
+    assert job.state == DONE, job.result
+    assert job.attempts >= 5
+    assert all(f.times == 0 for f in api.faults)
+    bot.sticky()  # exactly one, although its first POST was applied and then timed out
+    assert len(api.runs_for(REPO, HEAD, CONFIG_CHECK)) == 1
+    assert len(api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["annotations"]) == 4
+    assert "retry" in caplog.text
+    _assert_no_secret(bot, caplog.text)
+
+
+def _assert_no_secret(bot, log_text):
+    for secret in (TOKEN, SECRET, *bot.api.installation_tokens):
+        assert secret not in log_text
+        for c in bot.api.comments.values():
+            assert secret not in c["body"]
+        for r in bot.api.check_runs.values():
+            assert secret not in json.dumps(r)
+        for j in bot.queue.jobs():
+            assert secret not in j.to_bytes().decode()
+
+
+def test_a_job_that_keeps_failing_gives_up_and_says_why(bot):
+    bot.api.fail("GET", r"/pulls/7$", "502", times=100)
+    import draftguard.bot.jobs as jobs
+
+    old, jobs.MAX_ATTEMPTS = jobs.MAX_ATTEMPTS, 3
+    try:
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="doomed")
+        bot.settle(timeout=30)
+    finally:
+        jobs.MAX_ATTEMPTS = old
+    job = bot.queue.get("doomed")
+    assert job.state == FAILED and job.attempts == 3 and "502" in job.result
+
+
+def test_metrics_and_health(bot):
+    import requests
+
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="m1")
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="m1")
+    bot.post("pull_request", {}, signature="sha256=00")
+    bot.settle()
+    assert requests.get(f"{bot.server.url}/healthz", timeout=5).json() == {"ok": True, "queue": "sqlite"}
+    text = requests.get(f"{bot.server.url}/metrics", timeout=5).text
+    assert 'draftguard_webhook_deliveries_total{source="github",outcome="queued"} 1' in text
+    assert 'draftguard_webhook_deliveries_total{source="github",outcome="duplicate"} 1' in text
+    assert 'draftguard_webhook_deliveries_total{source="github",outcome="bad_signature"} 1' in text
+    assert 'draftguard_jobs{state="done"} 1' in text
+    assert "draftguard_job_latency_seconds_count 1" in text
+
+
+# --- trust and the GPU queue -----------------------------------------------------------------------
+
+SETTINGS = "target: Qwen/Qwen3-27B\nmin_acceptance_length: 3.0\nfail_on: error\n"
+
+
+def _result(tau_counts=(10, 8, 6)):
+    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
+
+    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=sum(tau_counts),
+                                 accepted_per_position=list(tau_counts), new_tokens=34)
+    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
+                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
+
+
+def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(tmp_path):
+    calls = []
+
+    def runner(job, client, settings):
+        calls.append((job.queue, job.head_sha, settings.target))
+        return _result()
+
+    with Bot(tmp_path, acceptance_runner=runner) as bot:
+        api = bot.api
+        api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": SETTINGS})
+        # The fork's head carries its own settings that would turn the check off; they must not count.
+        api.set_files(REPO, HEAD, {"drafter/config.json": HEAD_CONFIG, ".draftguard.yml": "fail_on: never\n"})
+        api.add_pull(REPO, 8, head=HEAD, base=BASE, author="eve", head_repo="eve/drafter")
+        bot.post("pull_request", pr_payload(REPO, 8, HEAD, BASE, author="eve", head_repo="eve/drafter"))
+        bot.settle()
+        sections = parse_sticky(bot.sticky(8)["body"])
+        assert "skipped" in sections["acceptance"] and "/ok-to-test" in sections["acceptance"]
+        assert calls == [] and not api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
+        assert api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["conclusion"] == "failure"  # fail_on from main
+
+        c = api.add_comment(REPO, 8, "/ok-to-test", user="mona")
+        bot.post("issue_comment", comment_payload(REPO, 8, c))
+        bot.settle()
+        assert calls == [("gpu", HEAD, "Qwen/Qwen3-27B")]
+        acceptance = parse_sticky(bot.sticky(8)["body"])["acceptance"]
+        assert "**pass**" in acceptance and "τ = **3.40**" in acceptance
+        assert acceptance.count("█") > 0 and "| 0 | 1.000 |" in acceptance
+        run = api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
+        assert len(run) == 1 and run[0]["conclusion"] == "success"
+        assert "light" in parse_sticky(bot.sticky(8)["body"])  # the GPU job kept the light section
+
+
+def test_gpu_jobs_only_reach_gpu_workers(tmp_path):
+    with Bot(tmp_path, acceptance_runner=lambda job, client, settings: _result(), consumers={"cpu": 1}) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": SETTINGS})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="p1")  # alice can write: trusted
+        assert bot.queue.wait_idle(30, ids=["p1"])
+        time.sleep(1.0)
+        gpu = bot.queue.get("p1:acceptance")
+        assert gpu is not None and gpu.queue == "gpu" and gpu.state == "queued"
+        assert bot.queue.hueys["gpu"].pending_count() == 1
+        assert "queued" in parse_sticky(bot.sticky()["body"])["acceptance"]
+        bot.queue.start_consumers({"gpu": 1})
+        bot.settle()
+        assert bot.queue.get("p1:acceptance").state == DONE
+        assert "**pass**" in parse_sticky(bot.sticky()["body"])["acceptance"]
+
+
+def test_app_auth_uses_installation_tokens_and_never_logs_them(tmp_path, caplog):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("github").setLevel(logging.WARNING)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    with Bot(tmp_path, app_id="12345", private_key=pem) as bot:
+        bot.config.token = None
+        bot.config.secrets.append(pem)
+        bot.api.app_public_key = public
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE, installation=99), delivery="app-1")
+        bot.settle()
+        assert bot.queue.get("app-1").state == DONE, bot.queue.get("app-1").result
+        assert bot.api.count("POST", r"^/app/installations/99/access_tokens$") >= 1
+        assert bot.api.installation_tokens
+        bot.sticky()
+        _assert_no_secret(bot, caplog.text)
+        assert "PRIVATE KEY" not in caplog.text
