@@ -163,10 +163,26 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
         display[name] = shown
         try:
             path = Path(hf_hub_download(repo_id, name, revision=revision))
+        except hf_errors.LocalEntryNotFoundError as exc:
+            # Raised when the Hub did not answer usefully and the cache has nothing; the HTTP
+            # failure behind it, if any, is chained.
+            status = _http_status(exc.__cause__ or exc.__context__)
+            if status is not None:
+                raise BadInput(f"{shown}: the Hub answered HTTP {status}{_status_hint(status)}, and this file "
+                               "is not in the local cache", file=shown) from None
+            raise BadInput(
+                f"{shown}: the Hub cannot be reached and this file is not in the local cache "
+                "(fetch it once while online, or check a local folder)",
+                file=shown,
+            ) from None
         except hf_errors.EntryNotFoundError:
             if name == CONFIG_NAME:
                 raise BadInput(f"{shown}: the repo has no config.json at this revision", file=shown) from None
             continue
+        except hf_errors.GatedRepoError:
+            raise BadInput(
+                f"{repo_id}: gated repo; accept its terms on the Hub and set HF_TOKEN", file=shown
+            ) from None
         except hf_errors.RepositoryNotFoundError:
             raise BadInput(
                 f"{repo_id}: repo not found on the Hub, or private (set HF_TOKEN to read private repos)",
@@ -174,25 +190,27 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
             ) from None
         except hf_errors.RevisionNotFoundError:
             raise BadInput(f"{repo_id}: revision {shown_rev!r} not found", file=shown) from None
-        except hf_errors.GatedRepoError:
-            raise BadInput(
-                f"{repo_id}: gated repo; accept its terms on the Hub and set HF_TOKEN", file=shown
-            ) from None
-        except hf_errors.LocalEntryNotFoundError:
-            raise BadInput(
-                f"{shown}: the Hub cannot be reached and this file is not in the local cache "
-                "(fetch it once while online, or check a local folder)",
-                file=shown,
-            ) from None
         except hf_errors.HfHubHTTPError as exc:
-            status = exc.response.status_code if exc.response is not None else "?"
-            hint = " (rate limited; wait and retry, or set HF_TOKEN)" if status == 429 else ""
-            raise BadInput(f"{shown}: the Hub answered HTTP {status}{hint}", file=shown) from None
+            status = _http_status(exc) or "?"
+            raise BadInput(f"{shown}: the Hub answered HTTP {status}{_status_hint(status)}", file=shown) from None
         except OSError as exc:
             raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
         files[name] = _read_limited(path, shown)
         local_dir = str(path.parent)
     return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True)
+
+
+def _http_status(exc: BaseException | None) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _status_hint(status: object) -> str:
+    if status == 429:
+        return " (rate limited, after retries; wait and retry, or set HF_TOKEN for a higher limit)"
+    if status in (401, 403):
+        return " (not allowed; set HF_TOKEN to a token that can read this repo)"
+    return ""
 
 
 # --- key positions -------------------------------------------------------------------------------
