@@ -1,0 +1,423 @@
+"""The vLLM backend: the drafter as users serve it, measured with vLLM's own counters.
+
+vLLM runs the target with ``speculative_config={"method": "dflash", "model": <drafter>,
+"num_speculative_tokens": N}``; N defaults to the drafter's block size minus one (the block is the
+anchor plus N drafted tokens), so the per-position figures line up with the reference backend's.
+Each prompt runs alone, greedy, and its figures are the change in ``LLM.get_metrics()``'s
+speculative-decoding counters across it (see ``metrics.py``).
+
+The engine settings that decided the known bugs are options (``add_engine_arguments``): the attention
+backend (target and drafter), vLLM's V1/V2 model runner (``VLLM_USE_V2_MODEL_RUNNER``), the maximum
+model length, and a long-context prompt that runs past the drafter's sliding window, the only place
+where a window that was dropped shows.
+
+vLLM is imported only inside ``import_vllm``: the rest of this module is plain Python, so the CLI can
+build options and report a missing install without it. Checked against vLLM 0.33.0 (``LLM.__init__``,
+``LLM.get_metrics``, ``SamplingParams``, ``AttentionConfig.backend``, ``SpeculativeConfig``).
+
+Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
+
+    backend = VllmBackend("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", EngineOptions(max_model_len=8192))
+    result, tokens = backend.run_prompt(0, prompt_ids, max_new_tokens=256)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Sequence
+
+from draftguard.runner.metrics import SpecDecodeCounts, prompt_result, read_counts, require_spec_decode
+from draftguard.runner.result import PromptResult
+from draftguard.snapshot import BadInput, load_snapshot
+
+INSTALL_HINT = "pip install 'draftguard[vllm]'"
+MODEL_RUNNERS = ("auto", "v1", "v2")
+# vLLM reads this when the engine starts; unset means vLLM's own default for the model.
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+
+
+class VllmMissing(BadInput):
+    """vLLM is not importable here. Install the extra on a GPU runner, or use the reference backend."""
+
+
+class EngineStartError(BadInput):
+    """vLLM is installed but could not start the target with the drafter; the message carries vLLM's
+    own reason (an unsupported drafter, an attention backend this GPU lacks, too little memory)."""
+
+
+@dataclass
+class EngineOptions:
+    """vLLM engine settings for the acceptance test.
+
+    ``long_context_tokens``: None picks twice the drafter's largest sliding window (no long prompt
+    when the drafter has no sliding layers); 0 turns the long prompt off."""
+
+    attention_backend: str | None = None
+    draft_attention_backend: str | None = None
+    model_runner: str = "auto"
+    max_model_len: int | None = None
+    long_context_tokens: int | None = None
+    num_speculative_tokens: int | None = None
+    gpu_memory_utilization: float = 0.85
+    enforce_eager: bool = False
+    dtype: str = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the vLLM engine options to ``draftguard accept``'s parser (used by --backend vllm|both).
+
+    Example::
+
+        >>> p = argparse.ArgumentParser(); add_engine_arguments(p)
+        >>> engine_options(p.parse_args(["--model-runner", "v2", "--max-model-len", "4096"])).model_runner
+        'v2'
+    """
+    g = parser.add_argument_group("vLLM engine (--backend vllm|both)")
+    g.add_argument("--attention-backend", metavar="NAME",
+                   help="vLLM attention backend for the target and the drafter, e.g. FLASH_ATTN, "
+                   "FLASHINFER, TRITON_ATTN (default: vLLM picks)")
+    g.add_argument("--draft-attention-backend", metavar="NAME",
+                   help="attention backend for the drafter only (vLLM's speculative_config.attention_backend)")
+    g.add_argument("--model-runner", choices=MODEL_RUNNERS, default="auto",
+                   help=f"vLLM's model runner: v1 or v2 ({RUNNER_ENV}=0/1); default: vLLM's choice")
+    g.add_argument("--max-model-len", type=int, metavar="N", help="vLLM max_model_len (default: the target's)")
+    g.add_argument("--long-context-tokens", type=int, metavar="N",
+                   help="add one prompt of N tokens, longer than the drafter's sliding window "
+                   "(default: twice the window when the drafter slides; 0: none)")
+    g.add_argument("--num-speculative-tokens", type=int, metavar="N",
+                   help="tokens vLLM drafts per step (default: the drafter's block size - 1)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.85, metavar="F",
+                   help="share of GPU memory vLLM may take (default 0.85)")
+    g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs: slower, starts faster")
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """EngineOptions from parsed arguments; raises BadInput on values vLLM would reject late.
+
+    Example::
+
+        >>> engine_options(argparse.Namespace(max_model_len=0))
+        Traceback (most recent call last):
+        ...
+        draftguard.runner.vllm.VllmOptionError: --max-model-len must be a positive number of tokens, got 0
+    """
+    opts = EngineOptions(
+        attention_backend=getattr(args, "attention_backend", None),
+        draft_attention_backend=getattr(args, "draft_attention_backend", None),
+        model_runner=getattr(args, "model_runner", None) or "auto",
+        max_model_len=getattr(args, "max_model_len", None),
+        long_context_tokens=getattr(args, "long_context_tokens", None),
+        num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
+        gpu_memory_utilization=getattr(args, "gpu_memory_utilization", None) or 0.85,
+        enforce_eager=bool(getattr(args, "enforce_eager", False)),
+    )
+    validate_options(opts)
+    return opts
+
+
+class VllmOptionError(BadInput):
+    """An engine option out of range; the message names the option."""
+
+
+def validate_options(opts: EngineOptions) -> None:
+    """Raise VllmOptionError naming the first option that is out of range."""
+    if opts.model_runner not in MODEL_RUNNERS:
+        raise VllmOptionError(f"--model-runner must be one of {', '.join(MODEL_RUNNERS)}, got {opts.model_runner!r}")
+    if opts.max_model_len is not None and opts.max_model_len <= 0:
+        raise VllmOptionError(f"--max-model-len must be a positive number of tokens, got {opts.max_model_len}")
+    if opts.long_context_tokens is not None and opts.long_context_tokens < 0:
+        raise VllmOptionError(f"--long-context-tokens must be 0 or more, got {opts.long_context_tokens}")
+    if opts.num_speculative_tokens is not None and opts.num_speculative_tokens < 1:
+        raise VllmOptionError(f"--num-speculative-tokens must be at least 1, got {opts.num_speculative_tokens}")
+    if not 0.0 < opts.gpu_memory_utilization <= 1.0:
+        raise VllmOptionError(f"--gpu-memory-utilization must be in (0, 1], got {opts.gpu_memory_utilization}")
+
+
+# --------------------------------------------------------------------------------------------------
+# What the drafter and target say (raw config.json, no transformers, no torch)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DrafterFacts:
+    """The drafter's raw block size and sliding window, as its config.json states them."""
+
+    block_size: int
+    sliding_window: int | None
+    sliding_layers: int
+
+
+def drafter_facts(drafter: str, revision: str | None = None) -> DrafterFacts:
+    """Read block size and sliding window from the drafter's raw config.json (folder or Hub id).
+
+    The raw file, not the config class: a window the class drops (the incident) is still the window
+    the drafter was trained with, and the long prompt must run past it.
+
+    Example::
+
+        >>> drafter_facts("tests/fixtures/models/drafter-window-lost")
+        DrafterFacts(block_size=4, sliding_window=6, sliding_layers=1)
+    """
+    raw = load_snapshot(drafter, revision).load_json()
+    block = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    size = block.get("block_size", raw.get("block_size", 16))
+    if not isinstance(size, int) or isinstance(size, bool) or size < 2:
+        raise BadInput(f"{drafter}/config.json: `dflash_config.block_size` must be an int of at least 2, got {size!r}",
+                       file=f"{drafter}/config.json", key="dflash_config.block_size")
+    types = raw.get("layer_types") if isinstance(raw.get("layer_types"), list) else []
+    sliding = sum(1 for t in types if t == "sliding_attention")
+    window = raw.get("sliding_window")
+    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    return DrafterFacts(block_size=size, sliding_window=window if sliding else None, sliding_layers=sliding)
+
+
+def target_stop_ids(target: str, revision: str | None = None) -> list[int]:
+    """End-of-sequence ids of the target, as the reference backend stops on them: generation_config.json's
+    ``eos_token_id``, else config.json's. Passed to vLLM explicitly, so both stop on the same tokens
+    even when vLLM runs without a tokenizer.
+
+    Example::
+
+        >>> target_stop_ids("tests/fixtures/models/target")
+        [41]
+    """
+    snap = load_snapshot(target, revision, names=("config.json", "generation_config.json"))
+    ids: Any = None
+    if "generation_config.json" in snap.files:
+        ids = snap.load_json("generation_config.json").get("eos_token_id")
+    if ids is None:
+        ids = snap.load_json().get("eos_token_id")
+    if ids is None:
+        return []
+    return [int(i) for i in (ids if isinstance(ids, list) else [ids])]
+
+
+def has_tokenizer(target: str) -> bool:
+    """A local folder without tokenizer files runs with ``skip_tokenizer_init`` (prompts are token ids
+    already); a Hub repo is assumed to have one."""
+    folder = Path(target)
+    if folder.is_dir():
+        return any((folder / n).is_file() for n in TOKENIZER_FILES)
+    return True
+
+
+def long_context_prompt(prompts: Sequence[Sequence[int]], length: int) -> list[int]:
+    """One prompt of exactly ``length`` tokens, made by joining the given prompts end to end (again
+    from the first when they run out). Real text keeps the target in its domain, so the drafter's
+    acceptance there still means something, while the context runs past the sliding window.
+
+    Example::
+
+        >>> long_context_prompt([[1, 2, 3], [4, 5]], 7)
+        [1, 2, 3, 4, 5, 1, 2]
+    """
+    pool = [list(p) for p in prompts if len(p)]
+    if length <= 0 or not pool:
+        raise BadInput("a long-context prompt needs at least one non-empty prompt and a positive length")
+    out: list[int] = []
+    while len(out) < length:
+        for p in pool:
+            out.extend(p)
+            if len(out) >= length:
+                break
+    return out[:length]
+
+
+def long_context_length(opts: EngineOptions, facts: DrafterFacts, max_new_tokens: int) -> int:
+    """Tokens of the long-context prompt: the option, else twice the window (0 when nothing slides).
+    Capped so prompt plus output fit ``max_model_len``.
+
+    Example::
+
+        >>> long_context_length(EngineOptions(), DrafterFacts(4, 6, 1), 32)
+        12
+        >>> long_context_length(EngineOptions(max_model_len=100), DrafterFacts(16, 2048, 3), 32)
+        52
+    """
+    want = opts.long_context_tokens
+    if want is None:
+        want = 2 * facts.sliding_window if facts.sliding_window else 0
+    if want and opts.max_model_len:
+        room = opts.max_model_len - max_new_tokens - facts.block_size
+        if room <= facts.block_size:
+            raise VllmOptionError(
+                f"--max-model-len {opts.max_model_len} leaves no room for a long-context prompt and "
+                f"{max_new_tokens} new tokens; raise it or pass --long-context-tokens 0")
+        want = min(want, room)
+    return max(0, want)
+
+
+# --------------------------------------------------------------------------------------------------
+# The engine
+# --------------------------------------------------------------------------------------------------
+
+
+def import_vllm() -> ModuleType:
+    """Import vLLM, or raise VllmMissing saying what to install and where."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise VllmMissing(
+            f"--backend vllm needs vLLM, which is not installed here ({exc.name or 'vllm'} cannot be imported): "
+            f"run on a GPU runner (Linux, NVIDIA CUDA) with {INSTALL_HINT}, or use the `runner` image; "
+            "--backend reference runs without it"
+        ) from None
+    return vllm
+
+
+def speculative_config(drafter: str, num_speculative_tokens: int, opts: EngineOptions,
+                       revision: str | None = None) -> dict[str, Any]:
+    """vLLM's speculative_config for a DFlash drafter.
+
+    Example::
+
+        >>> speculative_config("z-lab/Qwen3-8B-DFlash-b16", 15, EngineOptions(draft_attention_backend="FLASH_ATTN"))
+        {'method': 'dflash', 'model': 'z-lab/Qwen3-8B-DFlash-b16', 'num_speculative_tokens': 15, 'attention_backend': 'FLASH_ATTN'}
+    """
+    spec: dict[str, Any] = {"method": "dflash", "model": drafter, "num_speculative_tokens": num_speculative_tokens}
+    if revision:
+        spec["revision"] = revision
+    backend = opts.draft_attention_backend or opts.attention_backend
+    if backend:
+        spec["attention_backend"] = backend
+    return spec
+
+
+def llm_kwargs(target: str, drafter: str, opts: EngineOptions, *, num_speculative_tokens: int,
+               tokenizer: bool = True, revision: str | None = None,
+               drafter_revision: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``. Stats logging must be on: ``LLM`` turns it off by default,
+    and ``get_metrics()`` then refuses to answer.
+
+    Example::
+
+        >>> kw = llm_kwargs("t", "d", EngineOptions(max_model_len=4096), num_speculative_tokens=3)
+        >>> kw["disable_log_stats"], kw["max_model_len"], kw["speculative_config"]["method"]
+        (False, 4096, 'dflash')
+    """
+    kw: dict[str, Any] = {
+        "model": target,
+        "speculative_config": speculative_config(drafter, num_speculative_tokens, opts, drafter_revision),
+        "disable_log_stats": False,
+        "gpu_memory_utilization": opts.gpu_memory_utilization,
+        "enforce_eager": opts.enforce_eager,
+        "dtype": opts.dtype,
+        "seed": 0,
+        # Remote code from a pull request never runs here (see the design notes).
+        "trust_remote_code": False,
+    }
+    if revision:
+        kw["revision"] = revision
+    if opts.max_model_len:
+        kw["max_model_len"] = opts.max_model_len
+    if opts.attention_backend:
+        kw["attention_config"] = {"backend": opts.attention_backend}
+    if not tokenizer:
+        kw["skip_tokenizer_init"] = True
+    return kw
+
+
+def runner_env(opts: EngineOptions) -> dict[str, str | None]:
+    """Environment for the model-runner switch (None: unset it, and let vLLM decide).
+
+    Example::
+
+        >>> runner_env(EngineOptions(model_runner="v2"))
+        {'VLLM_USE_V2_MODEL_RUNNER': '1'}
+    """
+    return {RUNNER_ENV: {"auto": None, "v1": "0", "v2": "1"}[opts.model_runner]}
+
+
+class VllmBackend:
+    """vLLM with the drafter, one greedy prompt at a time; the same ``run_prompt`` as the reference
+    backend, so ``draftguard accept`` drives either.
+
+    vLLM's metrics live in a process-wide registry and its engine does not hand its GPU memory back,
+    so run one VllmBackend per process (``draftguard accept`` is one process per test)."""
+
+    name = "vllm"
+
+    def __init__(self, target: str, drafter: str, options: EngineOptions | None = None, *,
+                 block_size: int | None = None, revision: str | None = None, drafter_revision: str | None = None):
+        self.options = options or EngineOptions()
+        validate_options(self.options)
+        self.target, self.drafter = target, drafter
+        self.facts = drafter_facts(drafter, drafter_revision)
+        self.block_size = block_size or self.facts.block_size
+        self.num_speculative_tokens = self.options.num_speculative_tokens or self.block_size - 1
+        self.stop_ids = target_stop_ids(target, revision)
+        self.tokenizer = has_tokenizer(target)
+        vllm = import_vllm()
+        for key, value in runner_env(self.options).items():
+            # Set before the engine starts: its worker processes inherit the environment.
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self.kwargs = llm_kwargs(target, drafter, self.options, num_speculative_tokens=self.num_speculative_tokens,
+                                 tokenizer=self.tokenizer, revision=revision, drafter_revision=drafter_revision)
+        try:
+            self.llm = vllm.LLM(**self.kwargs)
+        except Exception as exc:  # vLLM's reasons are many; pass its one line on, not its traceback
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise EngineStartError(
+                f"vLLM {getattr(vllm, '__version__', '?')} could not start {target} with the DFlash drafter "
+                f"{drafter}: {type(exc).__name__}: {first[:400]}"
+            ) from None
+        self._sampling = vllm.SamplingParams
+
+    @property
+    def version(self) -> str:
+        import vllm
+
+        return str(getattr(vllm, "__version__", "?"))
+
+    def counts(self) -> SpecDecodeCounts:
+        """The speculative-decoding counters now (process totals)."""
+        counts = read_counts(self.llm.get_metrics())
+        require_spec_decode(counts)
+        return counts
+
+    def sampling_params(self, max_new_tokens: int) -> Any:
+        """Greedy, with the target's stop tokens, like the reference backend."""
+        return self._sampling(temperature=0.0, max_tokens=max_new_tokens, stop_token_ids=list(self.stop_ids),
+                              detokenize=self.tokenizer, seed=0)
+
+    def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
+                   block_size: int | None = None, label: str | None = None) -> tuple[PromptResult, list[int]]:
+        """Generate for one prompt; its counters are the change in vLLM's metrics across it."""
+        if block_size is not None and block_size != self.block_size:
+            raise BadInput(f"--block-size {block_size}: the vLLM engine was started with block {self.block_size}; "
+                           "pass it when the backend is created")
+        before = self.counts()
+        t0 = time.perf_counter()
+        outputs = self.llm.generate([{"prompt_token_ids": [int(t) for t in input_ids]}],
+                                    self.sampling_params(max_new_tokens), use_tqdm=False)
+        wall = time.perf_counter() - t0
+        tokens = [int(t) for t in outputs[0].outputs[0].token_ids]
+        change = self.counts() - before
+        return prompt_result(index, change, new_tokens=len(tokens), wall_seconds=wall, label=label,
+                             positions=self.num_speculative_tokens), tokens
+
+    def run_info(self) -> dict[str, Any]:
+        """What the ``run`` block of the AcceptanceResult records about this engine."""
+        return {
+            "backend": self.name,
+            "vllm_version": self.version,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "engine": {k: v for k, v in self.options.to_dict().items() if v not in (None, False, "auto")},
+            "model_runner_env": os.environ.get(RUNNER_ENV),
+        }
+
+    def close(self) -> None:
+        """Drop the engine (its memory returns only when the process ends; see the class note)."""
+        self.llm = None
