@@ -106,7 +106,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if versions:
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-            progress=matrix.stderr_progress,
+            progress=matrix.stderr_progress, drafter_target=args.target,
         )
     else:
         report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,

@@ -309,3 +309,35 @@ def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp
     captured = capsys.readouterr()
     assert "transformers 0.0.2: the resolver did not answer" in captured.out and "DG001" in captured.out
     assert "draftguard: transformers 0.0.2: the resolver did not answer within 3 s" in captured.err
+
+
+def test_a_speculators_drafter_is_judged_through_its_layer_config_and_against_its_target(
+    tmp_path, shared_cache, old_env
+):
+    _host_is_pinned()
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({
+        "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 48,
+    }))
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({
+        "architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash", "model_type": "speculators",
+        "transformer_layer_config": {
+            "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 48,
+            "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 6, "max_window_layers": 0,
+        },
+        "aux_hidden_state_layer_ids": [1, 5], "block_size": 4, "mask_token_id": 46, "draft_vocab_size": 48,
+    }, indent=2))
+    report = matrix.check_matrix([str(drafter)], [OLD, PINNED], cache=shared_cache, drafter_target=str(target))
+    assert report.errors == []
+    [window] = [f for f in report.findings if f.rule == "DG001"]
+    assert window.key == "transformer_layer_config.sliding_window" and window.versions == [PINNED]
+    assert '"sliding_window"' in (drafter / "config.json").read_text().splitlines()[window.line - 1]
+    assert {r.key for r in report.matrix.rows} >= {"transformer_layer_config.sliding_window"}
+    # The drafter-against-target rules run once, not per version: aux id 5 is past the target's 4 layers.
+    [out_of_range] = [f for f in report.findings if f.rule == "DG102"]
+    assert out_of_range.versions is None

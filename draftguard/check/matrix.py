@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from draftguard.check import resolver
+from draftguard.check.dflash import check_drafter, layer_config
 from draftguard.check.fidelity import judge_config, same, show
 from draftguard.check.findings import ABSENT, Finding, InputError, LayerAttention, Report, TargetResult
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
@@ -395,11 +396,14 @@ def check_matrix(
     progress: Callable[[str], None] | None = None,
     resolve_timeout: float | None = None,
     install_timeout: float | None = None,
+    drafter_target: str | None = None,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
 
     A version that cannot be installed or whose resolver fails becomes an InputError naming it (exit 2)
-    and a column that says why; the other versions' results are still in the Report.
+    and a column that says why; the other versions' results are still in the Report. Drafters are also
+    checked against their target model, once (those rules do not depend on the version), as in
+    ``light.check_targets``.
 
     Example::
 
@@ -413,11 +417,12 @@ def check_matrix(
     matrix = VersionMatrix(versions=versions, columns=[VersionColumn(v) for v in versions])
     report.matrix = matrix
 
-    snapshots: list[tuple[Snapshot, dict[str, Any]]] = []
+    snapshots: list[tuple[Snapshot, dict[str, Any], str]] = []
     for target in targets:
         try:
             snapshot = load_snapshot(target, revision)
-            snapshots.append((snapshot, snapshot.load_json()))
+            # A speculators-format drafter keeps its decoder config in transformer_layer_config.
+            snapshots.append((snapshot, *layer_config(snapshot.load_json())))
         except BadInput as exc:
             report.errors.append(_input_error(target, exc))
     configs = [
@@ -427,7 +432,7 @@ def check_matrix(
             "pretrained": snap.local_dir if not snap.is_hub else snap.source,
             "revision": snap.revision,
         }
-        for snap, raw in snapshots
+        for snap, raw, _ in snapshots
     ]
 
     def run(column: VersionColumn) -> list[dict[str, Any]] | None:
@@ -457,11 +462,19 @@ def check_matrix(
                 message=column.detail if named else f"transformers {column.version}: {column.detail}",
                 key="transformers",
             ))
-    for index, (snapshot, raw) in enumerate(snapshots):
+    fetched: dict = {}  # target models fetched once per run, however many drafters name them
+    for index, (snapshot, raw, prefix) in enumerate(snapshots):
         per_version = {v: outcomes[v][index] for v in versions if outcomes[v] is not None}
-        result = _judge_target(snapshot, raw, per_version, matrix, report)
-        if result is not None:
-            report.targets.append(result)
+        result = _judge_target(snapshot, raw, prefix, per_version, matrix, report)
+        if result is None:
+            continue
+        report.targets.append(result)
+        try:
+            result.findings.extend(check_drafter(
+                snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
+            ))
+        except BadInput as exc:
+            report.errors.append(_input_error(snapshot.source, exc))
     return report
 
 
@@ -470,17 +483,19 @@ def _input_error(target: str, exc: BadInput) -> InputError:
 
 
 def _judge_target(
-    snapshot: Snapshot, raw: dict[str, Any], per_version: dict[str, dict[str, Any]],
+    snapshot: Snapshot, raw: dict[str, Any], prefix: str, per_version: dict[str, dict[str, Any]],
     matrix: VersionMatrix, report: Report,
 ) -> TargetResult | None:
     shown = snapshot.path_of("config.json")
+    line_of = (lambda key, name="config.json": snapshot.line_of(prefix + key, name)) if prefix else snapshot.line_of
     nodes: dict[str, dict[str, Any]] = {}
     failed: dict[tuple[str, str | None], list[str]] = {}
     messages: dict[tuple[str, str | None], str] = {}
     for version, result in per_version.items():
         if "error" in result:
             error = result["error"]
-            group = (error.get("kind", "error"), error.get("key"))
+            key = error.get("key")
+            group = (error.get("kind", "error"), prefix + key if key else None)
             failed.setdefault(group, []).append(version)
             messages[group] = str(error.get("message", "the config class rejected the file"))
         else:
@@ -498,12 +513,15 @@ def _judge_target(
         return None
 
     judged: dict[str, tuple[list[Finding], list[LayerAttention]]] = {
-        version: judge_config(raw, node, version=version, file=shown, line_of=snapshot.line_of)
+        version: judge_config(raw, node, version=version, file=shown, line_of=line_of)
         for version, node in nodes.items()
     }
-    flat = {version: _flatten(node["values"]) for version, node in nodes.items()}
+    for findings_, _ in judged.values():
+        for finding in findings_:
+            finding.key = prefix + finding.key
+    flat = {version: _flatten(node["values"], prefix) for version, node in nodes.items()}
     findings = _merge_findings(judged, flat, matrix.versions)
-    matrix.rows.extend(_rows(shown, raw, flat, findings, {v: a for v, (_, a) in judged.items()}))
+    matrix.rows.extend(_rows(shown, _flatten(raw, prefix), flat, findings, {v: a for v, (_, a) in judged.items()}))
     newest = list(nodes)[-1]
     return TargetResult(
         source=snapshot.source,
@@ -600,13 +618,12 @@ ATTENTION_ROW = "(effective attention)"
 
 
 def _rows(
-    file: str, raw: dict[str, Any], flat: dict[str, dict[str, Any]], findings: list[Finding],
+    file: str, raw_flat: dict[str, Any], flat: dict[str, dict[str, Any]], findings: list[Finding],
     attention: dict[str, list[LayerAttention]],
 ) -> list[MatrixRow]:
     """Keys of config.json (and keys a finding names) whose resolved values are not the same in
     every version. Attributes the file never mentions differ by the hundred between releases
     (generation defaults, output flags) and say nothing about this repo, so they are left out."""
-    raw_flat = _flatten(raw)
     wanted = list(raw_flat) + [f.key for f in findings if f.key not in raw_flat]
     rows = []
     for key in dict.fromkeys(wanted):
