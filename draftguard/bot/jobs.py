@@ -195,6 +195,12 @@ class Queue:
         now = time.time()
         pending = self.pending_ids()
         again = []
+        if not lease:
+            # Claims and locks of a killed process would otherwise hold until their ttl.
+            for key in list(self.store.result_items()):
+                key = key.decode() if isinstance(key, bytes) else key
+                if key.startswith(("claim:", "lock:")):
+                    self.store.delete_data(key)
         for job in self.jobs():
             if job.state in FINISHED or job.id in pending:
                 continue
@@ -203,8 +209,6 @@ class Queue:
                     continue
                 if job.state == QUEUED and now - job.updated < 30:
                     continue  # maybe a webhook between its record and its task
-            else:
-                self.store.delete_data(f"claim:{job.id}")
             self.enqueue(job)
             again.append(job.id)
         if again:

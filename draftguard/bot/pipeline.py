@@ -186,11 +186,16 @@ class GitHubHandler:
         n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
         title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
                  else "no config.json to check")
+        sections = {"light": light, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
+                    if acceptance_state else None}
+        if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
+            # A retry of this job after its GPU job already ran: leave that job's section alone.
+            del sections["acceptance"]
+            gpu_job = None
         with queue.lock(f"pr:{job.repo}#{job.number}"):
-            client.upsert_sticky(lambda old: update_sticky(
-                old, light=light,
-                acceptance=render_acceptance_section(acceptance_state, detail=acceptance_detail)
-                if acceptance_state else None))
+            client.upsert_sticky(lambda old: update_sticky(old, **sections))
+        # Check runs belong to the commit, which several pull requests can share.
+        with queue.lock(f"sha:{job.repo}@{head}"):
             client.upsert_check_run(
                 CONFIG_CHECK, head, status="completed", conclusion="failure" if failed else "success",
                 title=title, summary=light, annotations=annotations(report))
@@ -278,6 +283,7 @@ class GitHubHandler:
         settings = self._settings(client)
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
+        with queue.lock(f"sha:{job.repo}@{job.head_sha}"):
             client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="in_progress", title="running")
         try:
             result = self.acceptance_runner(job, client, settings)
@@ -294,6 +300,7 @@ class GitHubHandler:
             section, conclusion, title, status = render_acceptance_section("error", detail=message), "neutral", "error", "error"
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, acceptance=section))
+        with queue.lock(f"sha:{job.repo}@{job.head_sha}"):
             client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="completed", conclusion=conclusion,
                                     title=title, summary=section)
         return f"done: acceptance {status}"

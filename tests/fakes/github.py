@@ -57,6 +57,7 @@ class FakeGitHub:
     def __init__(self, token: str = "ghp_fake", *, hold_seconds: float = 3.0, app_public_key: str | None = None):
         self.token = token
         self.hold_seconds = hold_seconds
+        self.latency = 0.0  # seconds added to every answer, to keep jobs in flight
         self.app_public_key = app_public_key
         self.repos: dict[str, Repo] = {}
         self.comments: dict[int, dict[str, Any]] = {}
@@ -251,6 +252,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         with api.lock:
             api.requests.append((method, path))
+        if api.latency:
+            time.sleep(api.latency)
         fault = api._take_fault(method, path)
         if fault == "502":
             return self._send(502, {"message": "Bad Gateway"})

@@ -1,0 +1,119 @@
+"""`draftguard serve` as a real process: configuration errors, and kill -9 with jobs queued and running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("huey")
+pytest.importorskip("github")
+
+from draftguard.bot.jobs import FINISHED, RUNNING, Queue  # noqa: E402
+from draftguard.report.comment import MARKER  # noqa: E402
+from tests.fakes.github import free_port, post_webhook, pr_payload  # noqa: E402
+from tests.test_bot import BASE, HEAD, REPO, SECRET, TOKEN, fake_api  # noqa: E402
+
+
+def bot_env(api_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DRAFTGUARD_"))}
+    env.update({
+        "GITHUB_API_URL": api_url, "GITHUB_TOKEN": TOKEN, "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": SECRET,
+        "DRAFTGUARD_GITHUB_WRITE_INTERVAL": "0", "DRAFTGUARD_RETRY_BASE": "0.2", "DRAFTGUARD_GITHUB_TIMEOUT": "5",
+    })
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "draftguard", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_serve_refuses_bad_configuration_in_one_line(tmp_path):
+    env = bot_env("http://127.0.0.1:9")
+    del env["DRAFTGUARD_GITHUB_WEBHOOK_SECRET"]
+    done = run_cli("serve", "--queue", f"sqlite:///{tmp_path}/q.db", env=env)
+    assert done.returncode == 2 and "DRAFTGUARD_GITHUB_WEBHOOK_SECRET" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+    done = run_cli("serve", "--queue", "postgres://db/1", env=bot_env("http://127.0.0.1:9"))
+    assert done.returncode == 2 and "sqlite:///FILE" in done.stderr and "Traceback" not in done.stderr
+
+    env = bot_env("http://127.0.0.1:9")
+    del env["GITHUB_TOKEN"]
+    env["DRAFTGUARD_GITHUB_APP_ID"] = "1"
+    done = run_cli("serve", "--queue", f"sqlite:///{tmp_path}/q.db", env=env)
+    assert done.returncode == 2 and "DRAFTGUARD_GITHUB_PRIVATE_KEY" in done.stderr
+    for out in (done.stdout, done.stderr):
+        assert TOKEN not in out and SECRET not in out
+
+
+class Serve:
+    def __init__(self, tmp_path, api_url: str, queue_url: str):
+        self.port = free_port()
+        self.log = open(tmp_path / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
+             "--workers", "2"],
+            env=bot_env(api_url), stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        import requests
+
+        deadline = time.time() + 60
+        while True:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(open(self.log.name).read()[-2000:])
+            time.sleep(0.1)
+
+
+def test_kill_9_with_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
+    api = fake_api()
+    prs = list(range(20, 28))
+    for n in prs:
+        api.add_pull(REPO, n, head=HEAD, base=BASE)
+    api.latency = 0.15  # each job makes ~10 calls: about 1.5 s in flight
+    url = f"sqlite:///{tmp_path}/queue.db"
+    first = Serve(tmp_path, api.url, url)
+    try:
+        for n in prs:
+            r = post_webhook(first.url, "pull_request", pr_payload(REPO, n, HEAD, BASE), secret=SECRET, delivery=f"k-{n}")
+            assert r.status_code == 202
+        queue = Queue(url)
+        deadline = time.time() + 30
+        while not any(j.state == RUNNING for j in queue.jobs()) or not api.comments:
+            assert time.time() < deadline, "no job started"
+            time.sleep(0.02)
+    finally:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait()
+    states = [j.state for j in queue.jobs()]
+    assert len(states) == len(prs)
+    assert any(s not in FINISHED for s in states), states  # some were cut off or never started
+
+    second = Serve(tmp_path, api.url, url)
+    try:
+        api.latency = 0.0
+        assert queue.wait_idle(60), [(j.id, j.state, j.result) for j in queue.jobs()]
+        assert all(j.state == "done" for j in queue.jobs()), [(j.id, j.state, j.result) for j in queue.jobs()]
+        for n in prs:
+            stickies = [c for c in api.comments_on(REPO, n) if c["body"].startswith(MARKER)]
+            assert len(stickies) == 1, (n, len(stickies))
+        runs = api.runs_for(REPO, HEAD, "draftguard/config")
+        assert len(runs) == 1  # one head sha shared by every PR: one check run, updated in place
+    finally:
+        second.proc.send_signal(signal.SIGTERM)
+        second.proc.wait(30)
+        api.stop()
+    log = open(second.log.name).read() + open(first.log.name).read()
+    assert "recovered" in log
+    assert TOKEN not in log and SECRET not in log
