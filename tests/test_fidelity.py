@@ -222,3 +222,39 @@ def test_resolved_node_is_plain_json():
     node = resolve(qwen3(torch_dtype="bfloat16", id2label={"0": "a"}))
     assert json.loads(json.dumps(node)) == node
     assert node["values"]["id2label"] == {"0": "a"}
+
+
+def test_flat_keys_moved_into_text_config_are_one_rename(tmp_path):
+    raw = {"model_type": "qwen2_vl", "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
+           "vocab_size": 100, "vision_config": {"hidden_size": 32, "depth": 1}}
+    result = check(tmp_path, raw)
+    [moved] = by_key(result, "text_config")
+    assert (moved.rule, moved.severity.value) == ("DG007", "info")
+    assert set(moved.raw) == {"hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size"}
+    assert moved.line == line_of(tmp_path, "hidden_size")
+
+
+def test_flat_key_changed_after_moving_into_text_config_is_still_judged(tmp_path):
+    raw = {"model_type": "qwen2_vl", "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
+           "sliding_window": 1024, "layer_types": ["sliding_attention", "full_attention"]}
+    result = check(tmp_path, raw)
+    [dropped] = by_key(result, "sliding_window")
+    assert (dropped.rule, dropped.raw, dropped.resolved) == ("DG001", 1024, None)
+    assert "moved into `text_config`" in dropped.message and "use_sliding_window" in dropped.message
+
+
+def test_per_layer_type_rope_parameters_keep_both_thetas(tmp_path):
+    raw = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+           "head_dim": 32, "num_hidden_layers": 6, "sliding_window": 512, "rope_theta": 1000000,
+           "rope_local_base_freq": 10000,
+           "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    result = check(tmp_path, raw)
+    assert {(f.rule, f.key) for f in result.findings} == {
+        ("DG007", "rope_theta"), ("DG007", "rope_local_base_freq"), ("DG007", "rope_scaling")}
+
+
+def test_head_dim_derived_from_another_key_is_not_an_injected_default(tmp_path):
+    # DeepSeek's MLA head_dim is qk_rope_head_dim, not hidden_size / heads; the file says so.
+    raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 2,
+           "qk_rope_head_dim": 64, "kv_lora_rank": 512, "q_lora_rank": 1536}
+    assert by_key(check(tmp_path, raw), "head_dim") == []

@@ -13,14 +13,17 @@ Then it builds the effective-attention view: what each layer will run against wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
 # Keys that transformers 5.x folds into `rope_parameters`, and the sub-key each lands in.
-ROPE_FOLDED = {"rope_theta": "rope_theta", "partial_rotary_factor": "partial_rotary_factor"}
+ROPE_FOLDED = {"rope_theta": "rope_theta", "partial_rotary_factor": "partial_rotary_factor",
+               "rope_local_base_freq": "rope_theta"}
+# Old keys that 5.x may keep as aliases of rope_parameters itself.
+ROPE_ALIASES = ("rope_scaling",)
 # Keys inside rope_scaling that 5.x renames on the way into rope_parameters.
 ROPE_SUBKEY_RENAMES = {"type": "rope_type"}
 
@@ -36,6 +39,7 @@ class Context:
     version: str
     file: str
     line_of: Callable[[str], int | None]
+    moved: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def values(self) -> dict[str, Any]:
@@ -118,6 +122,14 @@ def judge_config(
                     walk(raw_value, resolved, prefix + key + ".")
                 continue
             findings.extend(_compare(ctx, key, raw_value, resolved))
+        for name, keys in ctx.moved.items():
+            findings.append(ctx.finding(
+                "DG007", name, {k: raw_node[k] for k in keys}, name,
+                f"{len(keys)} flat key(s) ({', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}) are "
+                f"moved into `{name}` by {ctx.config_class} (transformers {version}) with their values: "
+                "a rename.",
+                line_key=keys[0],
+            ))
         findings.extend(_injected(ctx))
         layers, attention_findings = _attention(ctx)
         findings.extend(attention_findings)
@@ -131,16 +143,22 @@ def judge_config(
 def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[Finding]:
     if same(raw_value, resolved):
         return
-    if isinstance(raw_value, dict) and isinstance(resolved, dict):
+    if isinstance(raw_value, dict) and isinstance(resolved, dict) and key not in ROPE_ALIASES:
         # A plain nested dict (rope_parameters, dflash_config): judge each key the file gave.
         for sub, sub_raw in raw_value.items():
             yield from _compare(ctx, f"{key}.{sub}", sub_raw, resolved.get(sub, ABSENT))
         return
     for judge in _JUDGES:
         finding = judge(ctx, key, raw_value, resolved)
+        if finding is _HANDLED:
+            return
         if finding is not None:
             yield finding
             return
+
+
+# A judge's answer for "recognised, and reported elsewhere".
+_HANDLED: Any = object()
 
 
 # --- judges, tried in order; the first that recognises the change decides ------------------------
@@ -169,11 +187,26 @@ def _alias_text(amap: dict[str, str], canonical: str) -> str:
     return ", ".join(f"{a} -> {canonical}" for a in aliases) or canonical
 
 
+def _rope_tables(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """rope_parameters is one dict, or (gemma3 and others) one dict per layer type."""
+    if params and all(isinstance(v, dict) for v in params.values()):
+        return [(f"rope_parameters.{k}", v) for k, v in params.items()]
+    return [("rope_parameters", params)]
+
+
+def _rope_has(table: dict[str, Any], key: str, value: Any) -> bool:
+    return same(value, table.get(key, ABSENT)) or same(value, table.get(ROPE_SUBKEY_RENAMES.get(key, key), ABSENT))
+
+
 def _rope_folded(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
     """5.x folds rope_theta, rope_scaling and partial_rotary_factor into rope_parameters."""
     params = ctx.values.get("rope_parameters")
-    if resolved is not ABSENT or not isinstance(params, dict):
+    if not isinstance(params, dict):
         return None
+    # 5.x drops the old keys, or keeps `rope_scaling` as a property that returns rope_parameters.
+    if resolved is not ABSENT and not (key in ROPE_ALIASES and same(resolved, params)):
+        return None
+    tables = _rope_tables(params)
     if key == "rope_scaling":
         if raw_value is None:
             return ctx.finding(
@@ -183,47 +216,74 @@ def _rope_folded(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Findi
             )
         if not isinstance(raw_value, dict):
             return None
-        differ = {
-            k: v for k, v in raw_value.items()
-            if not same(v, params.get(ROPE_SUBKEY_RENAMES.get(k, k), ABSENT))
-        }
-        if not differ:
-            return ctx.finding(
-                "DG007", key, raw_value, params,
-                f"`rope_scaling` is folded into `rope_parameters` by transformers {ctx.version} with "
-                "the same values: a rename.",
-            )
-        sub = next(iter(differ))
+        for label, table in tables:
+            if all(_rope_has(table, k, v) for k, v in raw_value.items()):
+                return ctx.finding(
+                    "DG007", key, raw_value, table,
+                    f"`rope_scaling` is folded into `{label}` by transformers {ctx.version} with the same "
+                    "values: a rename.",
+                )
+        label, table = max(tables, key=lambda lt: sum(_rope_has(lt[1], k, v) for k, v in raw_value.items()))
+        sub = next(k for k, v in raw_value.items() if not _rope_has(table, k, v))
+        landed = table.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT)
         return ctx.finding(
-            "DG001", f"{key}.{sub}", differ[sub], params.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT),
-            f"`rope_scaling.{sub}` is {show(differ[sub])}, but after transformers {ctx.version} folds "
-            f"rope_scaling into rope_parameters the model reads "
-            f"{show(params.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT))}. "
+            "DG001", f"{key}.{sub}", raw_value[sub], landed,
+            f"`rope_scaling.{sub}` is {show(raw_value[sub])}, but after transformers {ctx.version} folds "
+            f"rope_scaling into {label} the model reads {show(landed)}. "
             "Fix: state the RoPE settings once, in `rope_parameters`.",
         )
     if key in ROPE_FOLDED:
-        landed = params.get(ROPE_FOLDED[key], ABSENT)
-        if same(raw_value, landed):
-            return ctx.finding(
-                "DG007", key, raw_value, landed,
-                f"`{key}` is folded into `rope_parameters.{ROPE_FOLDED[key]}` by transformers "
-                f"{ctx.version} with the same value: a rename.",
-            )
+        target = ROPE_FOLDED[key]
+        for label, table in tables:
+            if same(raw_value, table.get(target, ABSENT)):
+                return ctx.finding(
+                    "DG007", key, raw_value, raw_value,
+                    f"`{key}` is folded into `{label}.{target}` by transformers {ctx.version} with the "
+                    "same value: a rename.",
+                )
+        label, table = tables[0]
+        landed = table.get(target, ABSENT)
         raw_params = ctx.raw.get("rope_parameters")
-        if isinstance(raw_params, dict) and ROPE_FOLDED[key] in raw_params:
+        if isinstance(raw_params, dict) and target in raw_params:
             return ctx.finding(
                 "DG002", key, raw_value, landed,
-                f"`{key}` is {show(raw_value)} but `rope_parameters.{ROPE_FOLDED[key]}` is "
-                f"{show(raw_params[ROPE_FOLDED[key]])}; transformers {ctx.version} keeps "
+                f"`{key}` is {show(raw_value)} but `rope_parameters.{target}` is "
+                f"{show(raw_params[target])}; transformers {ctx.version} keeps "
                 f"{show(landed)} and drops `{key}` without a warning. Fix: keep only "
-                f"`rope_parameters.{ROPE_FOLDED[key]}`, with the value you mean.",
+                f"`rope_parameters.{target}`, with the value you mean.",
             )
         return ctx.finding(
             "DG001", key, raw_value, landed,
-            f"`{key}` is {show(raw_value)}, but the model reads rope_parameters.{ROPE_FOLDED[key]} = "
-            f"{show(landed)} (transformers {ctx.version} folds `{key}` into rope_parameters). "
-            f"Fix: set `rope_parameters.{ROPE_FOLDED[key]}` to the value you mean.",
+            f"`{key}` is {show(raw_value)}, but the model reads {label}.{target} = {show(landed)} "
+            f"(transformers {ctx.version} folds `{key}` into rope_parameters). "
+            f"Fix: set `{label}.{target}` to the value you mean.",
         )
+    return None
+
+
+def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Composite classes (qwen2_vl...) move flat legacy keys into their text_config. A key moved
+    with its value is collected into one summary finding; one that changed on the way is judged
+    against the sub-config, with the whole file's keys as context (use_sliding_window...)."""
+    if resolved is not ABSENT:
+        return None
+    subs = [(name, sub) for name, sub in ctx.values.items() if isinstance(sub, dict) and "__config__" in sub]
+    subs.sort(key=lambda item: item[0] != "text_config")  # text settings land in text_config
+    holders = [(name, sub) for name, sub in subs if key in sub["values"]]
+    for name, sub in holders:
+        if same(raw_value, sub["values"][key]):
+            ctx.moved.setdefault(name, []).append(key)
+            return _HANDLED
+    for name, sub in holders[:1] or subs[:1]:
+        sub_ctx = Context(ctx.raw, sub, ctx.prefix, sub["__config__"], ctx.version, ctx.file, ctx.line_of)
+        landed = sub["values"].get(key, ABSENT)
+        for judge in _JUDGES:
+            if judge is _moved_into_sub_config or (judge is _overridden and landed is ABSENT):
+                continue
+            finding = judge(sub_ctx, key, raw_value, landed)
+            if finding is not None:
+                finding.message = f"(moved into `{name}` by {ctx.config_class}) " + finding.message
+                return finding
     return None
 
 
@@ -231,7 +291,7 @@ def _rope_scaling_wins(ctx: Context, key: str, raw_value: Any, resolved: Any) ->
     """rope_parameters.X changed because rope_scaling (or rope_theta) said otherwise: they contradict."""
     if not key.startswith("rope_parameters."):
         return None
-    sub = key.split(".", 1)[1]
+    sub = key.rsplit(".", 1)[1]
     sources = []
     scaling = ctx.raw.get("rope_scaling")
     if isinstance(scaling, dict):
@@ -324,7 +384,7 @@ def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[s
     )
 
 
-_JUDGES = [_alias_contradiction, _rope_folded, _rope_scaling_wins, _dtype_renamed, _file_asked, _overridden]
+_JUDGES = [_alias_contradiction, _rope_folded, _moved_into_sub_config, _rope_scaling_wins, _dtype_renamed, _file_asked, _overridden]
 
 
 # --- keys the file did not give -------------------------------------------------------------------
@@ -335,8 +395,10 @@ def _injected(ctx: Context) -> Iterator[Finding]:
     given = {amap.get(k, k) for k in raw}
     head_dim = values.get("head_dim")
     hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    defaults = ctx.node.get("defaults")
     if (
         "head_dim" not in given
+        and _is_default(defaults, "head_dim", head_dim)
         and _is_int(head_dim) and _is_int(hidden) and _is_int(heads) and heads > 0
         and hidden % heads == 0 and hidden // heads != head_dim
     ):
@@ -349,7 +411,12 @@ def _injected(ctx: Context) -> Iterator[Finding]:
             line_key="num_attention_heads",
         )
     window = values.get("sliding_window")
-    if "sliding_window" not in given and _is_int(window) and _sliding_layers(values):
+    if (
+        "sliding_window" not in given
+        and _is_default(defaults, "sliding_window", window)
+        and _is_int(window)
+        and _sliding_layers(values)
+    ):
         yield ctx.finding(
             "DG004", "sliding_window", ABSENT, window,
             f"config.json sets no `sliding_window`, but {ctx.config_class} injects {window} and "
@@ -357,6 +424,14 @@ def _injected(ctx: Context) -> Iterator[Finding]:
             f"Fix: add \"sliding_window\" with the window the model was trained with.",
             line_key="use_sliding_window" if "use_sliding_window" in raw else "layer_types",
         )
+
+
+def _is_default(defaults: dict[str, Any] | None, key: str, value: Any) -> bool:
+    """Whether ``value`` is the class default for ``key``, not derived from another key of the file
+    (DeepSeek's head_dim is its qk_rope_head_dim). Nodes without defaults cannot tell: assume so."""
+    if defaults is None or key not in defaults:
+        return defaults is None
+    return same(defaults[key], value)
 
 
 def _is_int(value: Any) -> bool:

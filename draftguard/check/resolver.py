@@ -128,6 +128,34 @@ def _is_config(value: Any) -> bool:
     return hasattr(value, "attribute_map") and hasattr(value, "to_dict") and hasattr(value, "model_type")
 
 
+# Keys whose class default the judge compares against (was a missing key filled by a default, or
+# derived from another key of the file?).
+DEFAULTED_KEYS = ("head_dim", "sliding_window")
+_DEFAULTS_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _class_defaults(cls: type) -> dict[str, Any]:
+    if cls not in _DEFAULTS_CACHE:
+        import dataclasses
+        import inspect
+
+        found: dict[str, Any] = {}
+        if dataclasses.is_dataclass(cls):  # transformers 5.x config classes
+            for f in dataclasses.fields(cls):
+                if f.name in DEFAULTED_KEYS and f.default is not dataclasses.MISSING:
+                    found[f.name] = f.default
+        else:  # 4.x: defaults live in __init__'s signature
+            try:
+                params = inspect.signature(cls.__init__).parameters
+            except (TypeError, ValueError):
+                params = {}
+            for name in DEFAULTED_KEYS:
+                if name in params and params[name].default is not inspect.Parameter.empty:
+                    found[name] = params[name].default
+        _DEFAULTS_CACHE[cls] = {k: _plain(v, None) for k, v in found.items()}
+    return _DEFAULTS_CACHE[cls]
+
+
 def _node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     keys = [k for k in raw if isinstance(k, str)]
@@ -144,6 +172,7 @@ def _node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "__config__": type(config).__name__,
         "attribute_map": dict(getattr(type(config), "attribute_map", {}) or {}),
         "values": values,
+        "defaults": _class_defaults(type(config)),
     }
 
 
