@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` under plain `pytest` too
 
-from draftguard.check.dflash import detect_drafter, layer_config, parse_tokenizer  # noqa: E402
+from draftguard.check.dflash import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
 from draftguard.check.light import check_targets  # noqa: E402
 from draftguard.cli import main  # noqa: E402
 from tests.fakes import FakeHub, fake_hub  # noqa: E402,F401  (fake_hub is a fixture)
@@ -393,7 +393,18 @@ def test_hub_target_missing_is_bad_input(tmp_path, fake_hub):
     assert "target from --target" in error.message and "acme/gone" in error.message
 
 
-def test_parse_tokenizer_reads_added_tokens_from_either_file():
-    tok = parse_tokenizer(None, json.dumps({"added_tokens_decoder": {"7": {"content": "<m>", "special": True}}}).encode(), "t")
-    assert tok is not None and tok.vocab is None and tok.added == {7: ("<m>", True)}
-    assert parse_tokenizer(None, None, "t") is None
+def test_tokenizer_files_read_added_tokens_from_either_file():
+    config = json.dumps({"added_tokens_decoder": {"7": {"content": "<m>", "special": True}}}).encode()
+    tok = TokenizerFiles.from_bytes(None, config)
+    assert tok.vocab() is None and tok.added() == {7: ("<m>", True)}
+    unigram = TokenizerFiles.from_bytes(json.dumps({"model": {"type": "Unigram", "vocab": [["a", 0.0], ["b", -1.0]]}}).encode())
+    assert unigram.vocab() == {"a": 0, "b": 1} and unigram.token_of(1) == "b"
+
+
+def test_tokenizer_vocab_in_an_unusual_layout_is_still_found():
+    # "model" first and a decoy "vocab" key elsewhere: the partial decode must not be fooled.
+    text = json.dumps({"model": {"type": "WordLevel", "vocab": {"x": 0, "y": 1}},
+                       "decoder": {"vocab": "not a vocabulary"}}).encode()
+    assert TokenizerFiles.from_bytes(text).vocab() == {"x": 0, "y": 1}
+    odd = json.dumps({"post_processor": {"model": {"vocab": ["no"]}}, "model": {"vocab": {"z": 0}}}).encode()
+    assert TokenizerFiles.from_bytes(odd).vocab() == {"z": 0}

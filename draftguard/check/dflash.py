@@ -24,8 +24,8 @@ format's ``speculators_config.verifier.name_or_path``.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -155,21 +155,6 @@ def layer_config(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 @dataclass
-class Tokenizer:
-    """The parts of a tokenizer that the rules compare. ``vocab`` is None when only
-    tokenizer_config.json was found."""
-
-    file: str
-    vocab: dict[str, int] | None
-    added: dict[int, tuple[str, bool]]  # id -> (content, special)
-    digest: str | None  # sha256 of tokenizer.json, to skip parsing identical files
-
-    @property
-    def base_size(self) -> int | None:
-        return max(self.vocab.values(), default=-1) + 1 if self.vocab else None
-
-
-@dataclass
 class TargetModel:
     """The target's config values (resolved by its transformers class), where they came from,
     and its tokenizer when it ships one."""
@@ -178,7 +163,7 @@ class TargetModel:
     origin: str  # "--target", ".draftguard.yml" or the speculators verifier key
     snapshot: Snapshot
     values: dict[str, Any]
-    _tokenizer: Any = None
+    tokenizer: "TokenizerFiles | None" = None
 
     def value(self, key: str) -> Any:
         return self.values.get(key)
@@ -186,11 +171,6 @@ class TargetModel:
     @property
     def shown(self) -> str:
         return self.snapshot.path_of("config.json")
-
-    def tokenizer(self) -> Tokenizer | None:
-        if self._tokenizer is None:
-            self._tokenizer = read_tokenizer(self.snapshot) or False
-        return self._tokenizer or None
 
 
 def _text_values(node: dict[str, Any]) -> dict[str, Any]:
@@ -232,7 +212,7 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
         # A target that transformers cannot resolve can still be compared by its raw values.
         text = raw.get("text_config")
         values = text if "num_hidden_layers" not in raw and isinstance(text, dict) else raw
-    return TargetModel(name=name, origin=origin, snapshot=snapshot, values=values)
+    return TargetModel(name=name, origin=origin, snapshot=snapshot, values=values, tokenizer=TokenizerFiles(snapshot))
 
 
 def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None) -> tuple[str, str, Path | None] | None:
@@ -288,60 +268,134 @@ def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
     return path.read_bytes()
 
 
-def parse_tokenizer(tokenizer_json: bytes | None, tokenizer_config: bytes | None, file: str) -> Tokenizer | None:
-    """Read the vocabulary and the added tokens from tokenizer.json and tokenizer_config.json.
+_JSON = json.JSONDecoder()
+
+
+def _member(text: str, key: str, start: int = 0) -> Any:
+    """The JSON value of the first ``"key":`` at or after ``start``, decoded alone.
+
+    tokenizer.json runs to tens of MB, mostly BPE merges; decoding only the member a rule needs
+    keeps the check within its time budget. Callers validate the result and fall back to a full
+    parse when it is not what they expect."""
+    match = re.compile(r'"%s"\s*:\s*' % re.escape(key)).search(text, start)
+    if match is None:
+        return None
+    try:
+        return _JSON.raw_decode(text, match.end())[0]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _added_tokens(entries: Any) -> dict[int, tuple[str, bool]]:
+    added: dict[int, tuple[str, bool]] = {}
+    if isinstance(entries, list):  # tokenizer.json: [{"id": 3, "content": "<m>", "special": true}]
+        for token in entries:
+            if isinstance(token, dict) and _is_int(token.get("id")):
+                added[token["id"]] = (str(token.get("content")), bool(token.get("special")))
+    elif isinstance(entries, dict):  # tokenizer_config.json: {"3": {"content": "<m>", "special": true}}
+        for key, token in entries.items():
+            if str(key).isdigit() and isinstance(token, dict):
+                added[int(key)] = (str(token.get("content")), bool(token.get("special")))
+    return added
+
+
+def _vocab(value: Any) -> dict[str, int] | None:
+    if isinstance(value, dict) and set(map(type, value.values())) <= {int}:
+        return value
+    if isinstance(value, list) and all(isinstance(p, list) and p for p in value):
+        return {str(p[0]): i for i, p in enumerate(value)}  # Unigram: [[piece, score], ...], id = index
+    return None
+
+
+class TokenizerFiles:
+    """A snapshot's tokenizer.json and tokenizer_config.json, read and decoded only as far as a
+    rule needs: the added tokens first (small), the vocabulary only when the mask token is not
+    among them, and nothing when a drafter's tokenizer.json is byte-identical to its target's.
 
     Example::
 
-        >>> tok = parse_tokenizer(b'{"model": {"vocab": {"a": 0, "b": 1}},'
-        ...                       b' "added_tokens": [{"id": 2, "content": "<m>", "special": true}]}', None, "t")
-        >>> tok.base_size, tok.added
-        (2, {2: ('<m>', True)})
+        >>> tok = TokenizerFiles.from_bytes(b'{"added_tokens": [{"id": 2, "content": "<m>", "special": true}],'
+        ...                                 b' "model": {"vocab": {"a": 0, "b": 1}}}')
+        >>> tok.added(), tok.vocab()
+        ({2: ('<m>', True)}, {'a': 0, 'b': 1})
     """
-    if tokenizer_json is None and tokenizer_config is None:
+
+    def __init__(self, snapshot: Snapshot | None):
+        self.snapshot = snapshot
+        self._files: dict[str, bytes | None] = {}
+        self._added: dict[int, tuple[str, bool]] | None = None
+        self._vocab: dict[str, int] | None | bool = False  # False: not decoded yet
+
+    @classmethod
+    def from_bytes(cls, tokenizer_json: bytes | None, tokenizer_config: bytes | None = None) -> "TokenizerFiles":
+        files = cls(None)
+        files._files = {TOKENIZER_FILE: tokenizer_json, TOKENIZER_CONFIG: tokenizer_config}
+        return files
+
+    def raw(self, name: str) -> bytes | None:
+        if name not in self._files:
+            limit = MAX_TOKENIZER_BYTES if name == TOKENIZER_FILE else 8 * 1024 * 1024
+            self._files[name] = read_optional(self.snapshot, name, limit) if self.snapshot else None
+        return self._files[name]
+
+    def shown(self, name: str = TOKENIZER_FILE) -> str:
+        if self.snapshot is None:
+            return name
+        if self.snapshot.is_hub:
+            return f"{self.snapshot.source}@{self.snapshot.revision or 'main'}/{name}"
+        return str(Path(self.snapshot.path_of("config.json")).parent / name)
+
+    def _text(self) -> str | None:
+        data = self.raw(TOKENIZER_FILE)
+        return data.decode("utf-8", "replace") if data is not None else None
+
+    def added(self, *, config_only: bool = False) -> dict[int, tuple[str, bool]]:
+        """Added and special tokens by id. ``config_only`` reads just tokenizer_config.json."""
+        config = self.raw(TOKENIZER_CONFIG)
+        from_config: dict[int, tuple[str, bool]] = {}
+        if config is not None:
+            from_config = _added_tokens(_member(config.decode("utf-8", "replace"), "added_tokens_decoder"))
+        if config_only:
+            return from_config
+        if self._added is None:
+            text = self._text()
+            self._added = {**from_config, **(_added_tokens(_member(text, "added_tokens")) if text else {})}
+        return self._added
+
+    def vocab(self) -> dict[str, int] | None:
+        """The model's vocabulary (token -> id), or None without a readable tokenizer.json."""
+        if self._vocab is False:
+            self._vocab = None
+            text = self._text()
+            if text is not None:
+                model = re.compile(r'"model"\s*:\s*\{').search(text)
+                self._vocab = _vocab(_member(text, "vocab", model.start())) if model else None
+                if self._vocab is None:  # an unusual layout: decode it all
+                    try:
+                        data = json.loads(text)
+                    except (ValueError, RecursionError):
+                        data = None
+                    model_node = data.get("model") if isinstance(data, dict) else None
+                    self._vocab = _vocab(model_node.get("vocab")) if isinstance(model_node, dict) else None
+        return self._vocab  # type: ignore[return-value]
+
+    def token_of(self, token_id: int) -> str | None:
+        """The ordinary vocabulary token with this id, if there is one."""
+        data = self.raw(TOKENIZER_FILE)
+        if data is None:
+            return None
+        model = re.compile(rb'"model"\s*:\s*\{').search(data)
+        vocab_at = re.compile(rb'"vocab"\s*:\s*\{').search(data, model.start()) if model else None
+        if vocab_at is not None and not re.compile(rb":\s*%d\s*[,}]" % token_id).search(data, vocab_at.end()):
+            # A {token: id} vocabulary where no value is this id: no need to decode megabytes of JSON.
+            return None
+        vocab = self.vocab()
+        if not vocab:
+            return None
+        for token, i in vocab.items():
+            if i == token_id:
+                return token
         return None
-    vocab: dict[str, int] | None = None
-    added: dict[int, tuple[str, bool]] = {}
-    digest = None
-    if tokenizer_json is not None:
-        digest = hashlib.sha256(tokenizer_json).hexdigest()
-        try:
-            data = json.loads(tokenizer_json)
-        except (ValueError, RecursionError):
-            data = None
-        if isinstance(data, dict):
-            model = data.get("model") if isinstance(data.get("model"), dict) else {}
-            raw_vocab = model.get("vocab")
-            if isinstance(raw_vocab, dict):
-                vocab = {str(k): v for k, v in raw_vocab.items() if isinstance(v, int)}
-            elif isinstance(raw_vocab, list):  # Unigram: [[piece, score], ...], the id is the index
-                vocab = {str(p[0]): i for i, p in enumerate(raw_vocab) if isinstance(p, list) and p}
-            for token in data.get("added_tokens") or []:
-                if isinstance(token, dict) and isinstance(token.get("id"), int):
-                    added[token["id"]] = (str(token.get("content")), bool(token.get("special")))
-    if tokenizer_config is not None:
-        try:
-            config = json.loads(tokenizer_config)
-        except (ValueError, RecursionError):
-            config = None
-        decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
-        if isinstance(decoder, dict):
-            for key, token in decoder.items():
-                if str(key).isdigit() and isinstance(token, dict):
-                    added.setdefault(int(key), (str(token.get("content")), bool(token.get("special"))))
-    return Tokenizer(file=file, vocab=vocab, added=added, digest=digest)
-
-
-def read_tokenizer(snapshot: Snapshot) -> Tokenizer | None:
-    """The snapshot's tokenizer, or None when it ships no tokenizer files."""
-    tokenizer_json = read_optional(snapshot, TOKENIZER_FILE)
-    tokenizer_config = read_optional(snapshot, TOKENIZER_CONFIG, 8 * 1024 * 1024)
-    name = TOKENIZER_FILE if tokenizer_json is not None else TOKENIZER_CONFIG
-    shown = (
-        f"{snapshot.source}@{snapshot.revision or 'main'}/{name}" if snapshot.is_hub
-        else str(Path(snapshot.path_of("config.json")).parent / name)
-    )
-    return parse_tokenizer(tokenizer_json, tokenizer_config, shown)
 
 
 # --- the rules ------------------------------------------------------------------------------------
@@ -576,13 +630,14 @@ class DrafterCheck:
                              "every drafted block goes out of range. Fix: use the mask token id the drafter "
                              "was trained with, for this target's vocabulary.")
                 return
-        tokenizer = self.target.tokenizer() if self.target is not None else None
-        if tokenizer is None or mask in tokenizer.added:
+        tokenizer = self.target.tokenizer if self.target is not None else None
+        # Cheapest first: tokenizer_config.json's added tokens settle most masks without tokenizer.json.
+        if tokenizer is None or mask in tokenizer.added(config_only=True) or mask in tokenizer.added():
             return
-        if tokenizer.vocab is not None and mask < (tokenizer.base_size or 0) and mask in set(tokenizer.vocab.values()):
-            token = next(t for t, i in tokenizer.vocab.items() if i == mask)
+        token = tokenizer.token_of(mask)
+        if token is not None:
             self.finding("DG110", stated.key, mask, token,
-                         f"`{stated.key}` is {mask}, which {self.target_name}'s tokenizer ({tokenizer.file}) "
+                         f"`{stated.key}` is {mask}, which {self.target_name}'s tokenizer ({tokenizer.shown()}) "
                          f"maps to the ordinary token {token!r}, not a special or added token. The drafter "
                          "cannot tell a masked slot from that word, and acceptance collapses (a wrong mask "
                          "token measured tau 1.14 against 4.00 healthy). Fix: use the special token the "
@@ -732,44 +787,41 @@ class DrafterCheck:
     # tokenizers
 
     def tokenizers(self) -> None:
-        if self.target is None:
+        if self.target is None or self.target.tokenizer is None:
             return
-        drafter_tok = read_tokenizer(self.snapshot)
-        if drafter_tok is None or drafter_tok.vocab is None:
-            return
-        target_tok = self.target.tokenizer()
-        if target_tok is None or target_tok.vocab is None:
-            return
-        if drafter_tok.digest == target_tok.digest:
-            return
+        drafter_tok, target_tok = TokenizerFiles(self.snapshot), self.target.tokenizer
+        mine = drafter_tok.raw(TOKENIZER_FILE)
+        if mine is None or mine == target_tok.raw(TOKENIZER_FILE):
+            return  # none shipped, or the same bytes: nothing to compare
         differ = _vocab_difference(drafter_tok, target_tok)
         if differ is None:
             return
         self.finding("DG130", TOKENIZER_FILE, None, None,
-                     f"The drafter's tokenizer ({drafter_tok.file}) and {self.target_name}'s "
-                     f"({target_tok.file}) differ: {differ}. The drafter's token ids then mean other "
+                     f"The drafter's tokenizer ({drafter_tok.shown()}) and {self.target_name}'s "
+                     f"({target_tok.shown()}) differ: {differ}. The drafter's token ids then mean other "
                      "tokens to the target, and drafts are rejected. Fix: ship the target's tokenizer "
                      "files unchanged, or none.",
-                     file=drafter_tok.file, line=None)
+                     file=drafter_tok.shown(), line=None)
 
 
-def _vocab_difference(a: Tokenizer, b: Tokenizer) -> str | None:
-    assert a.vocab is not None and b.vocab is not None
-    a_all = {**a.vocab, **{c: i for i, (c, _) in a.added.items()}}
-    b_all = {**b.vocab, **{c: i for i, (c, _) in b.added.items()}}
+def _vocab_difference(a: TokenizerFiles, b: TokenizerFiles) -> str | None:
+    """How two tokenizers' vocabularies (with added tokens) differ, or None when they do not."""
+    a_vocab, b_vocab = a.vocab(), b.vocab()
+    if a_vocab is None or b_vocab is None:
+        return None
+    a_all = {**a_vocab, **{c: i for i, (c, _) in a.added().items()}}
+    b_all = {**b_vocab, **{c: i for i, (c, _) in b.added().items()}}
     if a_all == b_all:
         return None
-    if len(a_all) != len(b_all):
-        return f"{len(a_all)} tokens against {len(b_all)}"
     for token, i in a_all.items():
         if b_all.get(token) != i:
             other = b_all.get(token)
             return (f"token {token!r} is id {i} in the drafter's and "
                     + (f"id {other} in the target's" if other is not None else "absent from the target's"))
-    return "the vocabularies differ"  # pragma: no cover - equal sizes and no differing token means equal
+    return f"{len(a_all)} tokens against {len(b_all)}"
 
 
-_LAYER = __import__("re").compile(r"(?:^|\.)layers\.(\d+)\.")
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _PREFIXES = ("model.", "drafter.", "draft_model.")
 
 
