@@ -126,9 +126,10 @@ def test_healthy_pair_gives_no_error_or_warning(tmp_path):
     drafter, target = make_pair(tmp_path)
     report = check(drafter, target)
     assert report.errors == []
-    assert rules(report) == {"DG124"}  # only the dtype note
-    [note] = report.findings
-    assert "F16" in note.message and note.file == str(drafter / "config.json")
+    assert rules(report) == {"DG100", "DG124"}  # which target, and the dtype note
+    notes = {f.rule: f for f in report.findings}
+    assert "F16" in notes["DG124"].message and notes["DG124"].file == str(drafter / "config.json")
+    assert str(target) in notes["DG100"].message and "--target" in notes["DG100"].message
 
 
 def test_drafter_without_target_runs_the_rules_that_need_none(tmp_path):
@@ -300,9 +301,33 @@ def test_block_size_inside_dflash_config_is_enough(tmp_path):
 
 def test_target_from_draftguard_yml(tmp_path):
     drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
-    (drafter / ".draftguard.yml").write_text("target: ../target\n")
+    (drafter / ".draftguard.yml").write_text("# the target\ntarget: ../target\n")
     report = check(drafter, None)
     assert errors(report) == {"DG105"}
+    [note] = [f for f in report.findings if f.rule == "DG100"]
+    assert (note.file, note.line) == (str(drafter / ".draftguard.yml"), 2)
+    assert str(target) in note.message
+
+
+def test_example_pair_is_healthy_and_finds_its_target_through_settings():
+    example = ROOT / "examples" / "dflash-pair"
+    report = check_targets([str(example / "drafter")])
+    assert report.errors == [] and errors(report) == set() and rules(report, "warning") == set()
+    [note] = [f for f in report.findings if f.rule == "DG100"]
+    assert str(example / "target") in note.message
+    assert sum(p.stat().st_size for p in example.rglob("*") if p.is_file()) < 20_000  # stays tiny
+
+
+def test_example_pair_files_are_what_the_script_writes(tmp_path):
+    import runpy
+    import shutil
+
+    copy_dir = tmp_path / "dflash-pair"
+    shutil.copytree(ROOT / "examples" / "dflash-pair", copy_dir)
+    runpy.run_path(str(copy_dir / "regenerate.py"), run_name="__main__")
+    for path in (ROOT / "examples" / "dflash-pair").rglob("*"):
+        if path.is_file() and path.suffix != ".py":
+            assert (copy_dir / path.relative_to(ROOT / "examples" / "dflash-pair")).read_bytes() == path.read_bytes(), path
 
 
 def test_explicit_target_wins_over_settings(tmp_path):

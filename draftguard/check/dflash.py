@@ -25,6 +25,7 @@ format's ``speculators_config.verifier.name_or_path``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,12 +197,13 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
     from draftguard.check import resolver
 
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
-        name = str(base / name)
+        name = os.path.normpath(base / name)
     repo, revision = _split_revision(name)
     try:
         snapshot = load_snapshot(repo, revision)
     except BadInput as exc:
-        raise BadInput(f"target from {origin}: {exc}", file=exc.file, line=exc.line, key=exc.key) from None
+        hint = "" if origin == "--target" else " (or pass --target with a local folder of the target)"
+        raise BadInput(f"target from {origin}: {exc}{hint}", file=exc.file, line=exc.line, key=exc.key) from None
     raw = snapshot.load_json()
     try:
         node = resolver.resolve(raw, trust_remote_code=trust_remote_code,
@@ -445,6 +447,7 @@ class DrafterCheck:
         return f"the target {self.target.name}"
 
     def run(self) -> list[Finding]:
+        self.target_note()
         n_layers = self.layer_count()
         ids = self.layer_ids(n_layers)
         self.num_target_layers()
@@ -457,6 +460,22 @@ class DrafterCheck:
             self.weight_shapes(ids)
         self.tokenizers()
         return self.findings
+
+    def target_note(self) -> None:
+        """DG100: which target the pair was judged against, so a reader can tell an inferred target."""
+        if self.target is None:
+            return
+        origin = self.target.origin
+        text = (f"Checked as a {self.fmt.label} drafter against the target {self.target.name} "
+                f"({self.target.shown}), named by {origin}.")
+        if origin.endswith(".draftguard.yml"):
+            self.finding("DG100", "target", self.target.name, self.target.shown, text, file=origin,
+                         line=_yaml_key_line(origin, "target"))
+        elif origin == "--target":
+            self.finding("DG100", "--target", self.target.name, self.target.shown, text, file=self.result.file,
+                         line=None)
+        else:
+            self.finding("DG100", origin, self.target.name, self.target.shown, text)
 
     # target layers
 
@@ -840,6 +859,14 @@ def _layer_indices(tensors: dict[str, Tensor]) -> set[int]:
         if match:
             found.add(int(match.group(1)))
     return found
+
+
+def _yaml_key_line(path: str, key: str) -> int | None:
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((i for i, line in enumerate(lines, 1) if re.match(rf"{re.escape(key)}\s*:", line)), None)
 
 
 def _show(value: Any) -> str:

@@ -69,6 +69,8 @@ RULES: dict[str, Rule] = {
         Rule("DG008", "intended-change", Severity.INFO,
              "A value changed because another key in config.json asked for it."),
         # Drafter against target (draftguard/check/dflash.py).
+        Rule("DG100", "checked-against-target", Severity.INFO,
+             "Which target model a drafter was checked against, and what named it."),
         Rule("DG101", "layer-ids-invalid", Severity.ERROR,
              "The target layer ids are missing, not integers, repeated or not ascending."),
         Rule("DG102", "layer-id-out-of-range", Severity.ERROR,
