@@ -289,14 +289,16 @@ def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp
     _host_is_pinned()
     _broken_env(tmp_path, "0.0.1", "import os\nos.abort()\n")
     _broken_env(tmp_path, "0.0.2", "import time\ntime.sleep(600)\n")
+    # The limit leaves room for the healthy version on a loaded 2-core machine.
+    limit = 10
     started = time.monotonic()
-    report = matrix.check_matrix([SWA_DRAFTER], [PINNED, "0.0.1", "0.0.2"], cache=tmp_path, resolve_timeout=3)
-    assert time.monotonic() - started < 20
+    report = matrix.check_matrix([SWA_DRAFTER], [PINNED, "0.0.1", "0.0.2"], cache=tmp_path, resolve_timeout=limit)
+    assert time.monotonic() - started < limit + 10
     columns = {c.version: c for c in report.matrix.columns}
     assert columns[PINNED].status == "ok"
     assert columns["0.0.1"].status == "crashed" and "killed by SIGABRT" in columns["0.0.1"].detail
     assert columns["0.0.2"].status == "timed out"
-    assert columns["0.0.2"].detail == "the resolver did not answer within 3 s and was stopped"
+    assert columns["0.0.2"].detail == f"the resolver did not answer within {limit} s and was stopped"
     assert {f.rule for f in report.findings} == {"DG001", "DG005"}
     assert all(f.versions == [PINNED] for f in report.findings)
     assert sorted(e.message.split(":")[0] for e in report.errors) == ["transformers 0.0.1", "transformers 0.0.2"]
@@ -304,11 +306,10 @@ def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp
     assert header == ["key", "config.json", "0.0.1 (crashed)", "0.0.2 (timed out)", PINNED]
 
     monkeypatch.setenv(matrix.CACHE_ENV, str(tmp_path))
-    monkeypatch.setenv(matrix.RESOLVE_TIMEOUT_ENV, "3")
-    assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},0.0.1,0.0.2"]) == 2
+    assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},0.0.1"]) == 2
     captured = capsys.readouterr()
-    assert "transformers 0.0.2: the resolver did not answer" in captured.out and "DG001" in captured.out
-    assert "draftguard: transformers 0.0.2: the resolver did not answer within 3 s" in captured.err
+    assert "transformers 0.0.1: the resolver crashed (killed by SIGABRT)" in captured.out and "DG001" in captured.out
+    assert "draftguard: transformers 0.0.1: the resolver crashed (killed by SIGABRT)" in captured.err
 
 
 def test_a_speculators_drafter_is_judged_through_its_layer_config_and_against_its_target(

@@ -169,6 +169,14 @@ def _install(version: str, env: Path, timeout: float) -> None:
             [uv, "venv", "--quiet", "--python", sys.executable, str(env)],
             [uv, "pip", "install", "--quiet", "--python", str(env_python(env)), f"transformers=={version}"],
         ]
+    elif _host_pip_can_target():
+        # A venv without its own pip is made in a tenth of a second, against seconds for ensurepip;
+        # draftguard's own pip installs into it.
+        steps = [
+            [sys.executable, "-m", "venv", "--without-pip", str(env)],
+            [sys.executable, "-m", "pip", "--python", str(env_python(env)), "install",
+             "--disable-pip-version-check", "--no-input", "--quiet", f"transformers=={version}"],
+        ]
     else:
         steps = [
             [sys.executable, "-m", "venv", str(env)],
@@ -192,6 +200,18 @@ def _install(version: str, env: Path, timeout: float) -> None:
         if done.returncode != 0:
             shutil.rmtree(env, ignore_errors=True)
             raise _install_error(version, done.stdout + "\n" + done.stderr)
+
+
+def _host_pip_can_target() -> bool:
+    """pip 22.3 and later install into another interpreter's environment with ``--python``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    try:
+        return Version(version("pip")) >= Version("22.3")
+    except (PackageNotFoundError, ValueError):
+        return False
 
 
 _NETWORK_SIGNS = (
