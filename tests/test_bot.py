@@ -42,6 +42,18 @@ HEAD_CONFIG = json.dumps(dict(DRAFTER, rope_scaling={"rope_type": "linear", "fac
 FIXED_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2)
 
 
+def light_findings(text: str):
+    """What the light check finds in a config, to compare the bot's output with (not hard-coded)."""
+    from draftguard.check import resolver
+    from draftguard.check.light import check_snapshot
+    from draftguard.snapshot import Snapshot
+
+    resolver.hide_torch()
+    snap = Snapshot(source="t", revision=None, files={"config.json": text.encode()},
+                    display={"config.json": "drafter/config.json"})
+    return check_snapshot(snap).findings
+
+
 def fake_api() -> FakeGitHub:
     api = FakeGitHub(token=TOKEN, hold_seconds=2.5).start()
     api.add_repo(REPO)
@@ -127,12 +139,16 @@ def test_pull_request_gets_one_sticky_comment_and_a_check_run_with_annotations(b
 
     body = bot.sticky()["body"]
     light = parse_sticky(body)["light"]
+    head, base = light_findings(HEAD_CONFIG), light_findings(BASE_CONFIG)
+    new_keys = {f.key for f in head} - {f.key for f in base}
+    assert {"sliding_window", "layer_types"} <= new_keys and len(base) >= 1
     rows = [line for line in light.splitlines() if line.startswith("| :")]
-    assert len(rows) == 4
+    assert len(rows) == len(head)
     # New findings (what the head introduced) come first and are marked; the base's are not.
-    assert all("**new**" in r for r in rows[:2]) and not any("**new**" in r for r in rows[2:])
-    assert {"sliding_window", "layer_types"} == {r.split("<code>")[1].split("</code>")[0] for r in rows[:2]}
-    assert "2 new in this pull request" in light
+    n = len(new_keys)
+    assert all("**new**" in r for r in rows[:n]) and not any("**new**" in r for r in rows[n:])
+    assert new_keys == {r.split("<code>")[1].split("</code>")[0] for r in rows[:n]}
+    assert f"{n} new in this pull request" in light
 
     runs = bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)
     assert len(runs) == 1 and runs[0]["conclusion"] == "failure" and runs[0]["status"] == "completed"
@@ -140,7 +156,7 @@ def test_pull_request_gets_one_sticky_comment_and_a_check_run_with_annotations(b
     got = {(a["path"], a["start_line"], a["annotation_level"]) for a in runs[0]["annotations"]}
     assert ("drafter/config.json", lines["sliding_window"], "failure") in got
     assert ("drafter/config.json", lines["layer_types"], "failure") in got
-    assert len(runs[0]["annotations"]) == 4
+    assert len(runs[0]["annotations"]) == len(head)
     # Settings were looked for on the default branch, never at the head.
     assert bot.api.count("GET", r"/contents/\.draftguard\.yml$") >= 1
 
@@ -236,7 +252,7 @@ def test_faults_are_retried_and_nothing_is_posted_twice(bot, caplog):
     assert all(f.times == 0 for f in api.faults)
     bot.sticky()  # exactly one, although its first POST was applied and then timed out
     assert len(api.runs_for(REPO, HEAD, CONFIG_CHECK)) == 1
-    assert len(api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["annotations"]) == 4
+    assert len(api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["annotations"]) == len(light_findings(HEAD_CONFIG))
     assert "retry" in caplog.text
     _assert_no_secret(bot, caplog.text)
 
