@@ -401,6 +401,24 @@ def test_hub_pair_is_checked_with_few_requests_and_no_weight_bytes(tmp_path, fak
     assert weight_gets and all(r.range is not None and r.range.startswith("bytes=0-") for r in weight_gets)
 
 
+def test_cli_checks_a_hub_pair_through_hf_endpoint(tmp_path):
+    """The installed command in a real process, pointed at the fake Hub by HF_ENDPOINT alone."""
+    import os
+
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]), weights={"n_ids": 2})
+    with FakeHub({"acme/drafter": {"main": _repo_files(drafter)}, "acme/target": {"main": _repo_files(target)}}) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "DRAFTGUARD_"))}
+        env.update(hub.env(str(tmp_path / "cache")))
+        proc = subprocess.run([sys.executable, "-m", "draftguard", "check", "acme/drafter", "--target", "acme/target",
+                               "--format", "json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+        weight_requests = hub.requests_for("acme/drafter", ".safetensors")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    out = json.loads(proc.stdout)
+    assert {f["rule"] for f in out["findings"] if f["severity"] == "error"} == {"DG102"}
+    assert [(r.method, bool(r.range)) for r in weight_requests] == [("HEAD", False), ("GET", True)]
+
+
 def test_hub_speculators_verifier_is_fetched(tmp_path, fake_hub):
     _, target = make_pair(tmp_path)
     fake_hub.add("acme/target", _repo_files(target))
