@@ -164,9 +164,11 @@ def create_app(
     recover: bool = True,
     routes: Iterable[BaseRoute] = (),
     metrics: Metrics | None = None,
+    hub_secret: str | None = None,
 ) -> Starlette:
     """The bot's ASGI app. ``consumers`` (``{"cpu": 2, "gpu": 1}``) start in process with the app,
-    after unfinished jobs from a previous run are queued again.
+    after unfinished jobs from a previous run are queued again. ``hub_secret`` (the Hub webhook's
+    secret) adds ``POST /webhooks/hub``.
 
     Example::
 
@@ -181,6 +183,12 @@ def create_app(
         signature_header="x-hub-signature-256", delivery_header="x-github-delivery",
         event_header="x-github-event", to_job=job_from_github,
     )
+
+    extra = list(routes)
+    if hub_secret:
+        from draftguard.bot.hub_events import hub_webhook_endpoint
+
+        extra.append(Route("/webhooks/hub", hub_webhook_endpoint(queue, metrics, secret=hub_secret), methods=["POST"]))
 
     async def healthz(request: Request) -> JSONResponse:
         try:
@@ -211,7 +219,7 @@ def create_app(
             Route("/webhooks/github", github, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
-            *routes,
+            *extra,
         ],
         lifespan=lifespan,
     )
@@ -226,18 +234,26 @@ def build_from_env(
     env: dict[str, str] | None = None,
 ) -> Starlette:
     """The app as ``draftguard serve`` runs it: configuration from the environment, the GitHub
-    handler on the queue."""
+    handler (and the Hub handler, when DRAFTGUARD_HUB_WEBHOOK_SECRET is set) on the queue."""
+    from draftguard.bot.hub import HubConfig
+    from draftguard.bot.hub_events import HubHandler
     from draftguard.bot.pipeline import GitHubHandler
 
     config = GitHubConfig.from_env(env)
-    if not config.webhook_secret:
+    hub = HubConfig.from_env(env)
+    if not config.webhook_secret and not hub.webhook_secret:
         from draftguard.bot.github import BotConfigError
 
-        raise BotConfigError("set DRAFTGUARD_GITHUB_WEBHOOK_SECRET to the secret of the App's or repo's webhook")
-    config.require_auth()
+        raise BotConfigError("set DRAFTGUARD_GITHUB_WEBHOOK_SECRET to the secret of the App's or repo's webhook "
+                             "(or DRAFTGUARD_HUB_WEBHOOK_SECRET for the Hub bot)")
     queue = Queue(queue_url)
-    queue.handlers["github"] = GitHubHandler(config)
-    return create_app(queue, config, consumers=consumers)
+    if config.webhook_secret:
+        config.require_auth()
+        queue.handlers["github"] = GitHubHandler(config)
+    if hub.webhook_secret:
+        hub.require_auth()
+        queue.handlers["hub"] = HubHandler(hub)
+    return create_app(queue, config, consumers=consumers, hub_secret=hub.webhook_secret)
 
 
 def configure_logging(secrets: Sequence[str], level: int = logging.INFO) -> None:

@@ -43,7 +43,9 @@ def serve(args: argparse.Namespace) -> int:
     try:
         backend, _ = _parse_url(args.queue)
         config = GitHubConfig.from_env()
-        configure_logging(config.secrets)
+        from draftguard.bot.hub import HubConfig
+
+        configure_logging(config.secrets + HubConfig.from_env().secrets)
         sqlite = backend == "sqlite"
         workers = args.workers if args.workers is not None else (2 if sqlite else 0)
         gpu = args.gpu_workers if args.gpu_workers is not None else (1 if sqlite else 0)
@@ -63,16 +65,24 @@ def worker(args: argparse.Namespace) -> int:
     from draftguard.bot.app import configure_logging
     from draftguard.bot.github import BotConfigError, GitHubConfig
     from draftguard.bot.jobs import Queue, QueueConfigError
+    from draftguard.bot.hub import HubConfig
+    from draftguard.bot.hub_events import HubHandler
     from draftguard.bot.pipeline import GitHubHandler
 
     try:
         config = GitHubConfig.from_env()
-        config.require_auth()
-        configure_logging(config.secrets)
+        hub = HubConfig.from_env()
+        if not (config.token or config.app_id or hub.token):
+            raise BotConfigError("no credentials: set GITHUB_TOKEN (or DRAFTGUARD_GITHUB_APP_ID with its private "
+                                 "key) for GitHub jobs, and/or HF_TOKEN for Hub jobs")
+        configure_logging(config.secrets + hub.secrets)
         queue = Queue(args.queue_url)
     except (BotConfigError, QueueConfigError) as exc:
         return _fail(str(exc))
-    queue.handlers["github"] = GitHubHandler(config)
+    if config.token or config.app_id:
+        queue.handlers["github"] = GitHubHandler(config)
+    if hub.token:
+        queue.handlers["hub"] = HubHandler(hub)
     if args.queue == "cpu":
         _warm_up()
     queue.recover(lease=True)

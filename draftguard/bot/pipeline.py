@@ -361,3 +361,23 @@ def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any
         if done.returncode not in (0, 1):
             raise RuntimeError(f"draftguard accept exited {done.returncode}: {done.stderr.strip()[-300:]}")
         return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+
+
+def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[str, str]],
+                       forced: bool = False) -> Outcome:
+    """The light check of a pull request's changed configs at ``head``, with findings new against
+    ``base``. ``client`` is any pull-request client with ``repo_name``, ``read_file(path, ref)`` and
+    ``default_branch()``: the GitHub one or the Hub one (``draftguard.bot.hub``), so both bots
+    judge and render alike.
+
+    Example::
+
+        outcome = check_pull_request(client, head_sha, base_sha, [("drafter/config.json", "modified")])
+        outcome.report.findings, outcome.new, outcome.drafters
+    """
+    return GitHubHandler._check(None, client, head, base, relevant, forced)  # type: ignore[arg-type]  # uses no state
+
+
+def read_settings(client: Any) -> Any:
+    """``.draftguard.yml`` from the client's default branch (defaults when missing or invalid)."""
+    return GitHubHandler._settings(None, client)  # type: ignore[arg-type]  # uses no state

@@ -64,6 +64,14 @@ class FakeHub:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # The discussion API (the Hub bot): see "discussions, refs and users" below.
+        self.refs: dict[tuple[str, str], str] = {}  # (repo, ref) -> the revision name holding its files
+        self.discussions: dict[tuple[str, int], dict] = {}
+        self.orgs: dict[str, list[str]] = {}
+        self.faults: list[Fault] = []
+        self.token: str | None = None  # when set, API calls must carry it (whoami, comments, edits)
+        self.user = "draftguard-bot"  # whom the token belongs to
+        self._pushes = 0
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
                 self.add(repo, files, revision)
@@ -81,6 +89,7 @@ class FakeHub:
 
     def _files_at(self, repo: str, revision: str) -> tuple[str, Files] | None:
         revisions = self.repos.get(repo, {})
+        revision = self.refs.get((repo, revision), revision)
         if revision in revisions:
             return self.commit_of(repo, revision), revisions[revision]
         for name, files in revisions.items():
@@ -140,6 +149,92 @@ class FakeHub:
         """Recorded requests, for a repo and paths ending in ``suffix``."""
         return [r for r in self.requests if (repo is None or r.repo == repo) and (r.path or "").endswith(suffix)]
 
+    # --- discussions, refs and users (the Hub bot) -----------------------------------------------
+    # The routes huggingface_hub 2.4's HfApi calls (read from hf_api.py): GET
+    # /api/models/{repo}/discussions/{num} (get_discussion_details), POST .../comment {"comment"}
+    # answering {"newMessage": event} (comment_discussion), POST .../comment/{id}/edit {"content"}
+    # answering {"updatedComment": event} (edit_discussion_comment), GET
+    # /api/models/{repo}/revision/{rev} (model_info), GET /api/models/{repo}/tree/{rev} (list_repo_tree),
+    # GET /api/organizations/{org}/members (list_organization_members), GET /api/whoami-v2.
+
+    def push(self, repo: str, files: Files, ref: str = "main") -> str:
+        """A new commit on ``ref`` (a branch or ``refs/pr/N``) holding ``files``; returns its sha."""
+        with self._lock:
+            self._pushes += 1
+            name = f"{ref}@{self._pushes}"
+        self.repos.setdefault(repo, {})[name] = dict(files)
+        self.refs[(repo, ref)] = name
+        sha = self.commit_of(repo, name)
+        for (r, num), d in self.discussions.items():
+            if r == repo and f"refs/pr/{num}" == ref:
+                d["events"].append(self._event("commit", d["author"], {"subject": "update", "oid": sha}))
+        return sha
+
+    def head_of(self, repo: str, ref: str) -> str:
+        """The commit sha a branch or ``refs/pr/N`` points at now."""
+        found = self._files_at(repo, ref)
+        if found is None:
+            raise KeyError(f"{repo} has no {ref}")
+        return found[0]
+
+    def open_pr(self, repo: str, num: int, files: Files, *, author: str = "alice", base: str = "main",
+                title: str = "Update config", status: str = "open") -> str:
+        """Open pull request ``num`` whose ``refs/pr/num`` holds ``files``; returns its head sha."""
+        self.discussions[(repo, num)] = {
+            "num": num, "title": title, "author": author, "status": status, "base": base, "pr": True,
+            "created": "2026-11-30T05:00:00.000Z",
+            "events": [self._event("comment", author, {"edited": False, "hidden": False,
+                                                       "latest": {"raw": "Please review", "html": ""}})],
+        }
+        return self.push(repo, files, f"refs/pr/{num}")
+
+    def add_comment(self, repo: str, num: int, content: str, *, author: str = "alice") -> dict:
+        """A comment by ``author`` on a discussion, as a person would post it; returns the event."""
+        event = self._event("comment", author, {"edited": False, "hidden": False,
+                                                "latest": {"raw": content, "html": ""}, "numEdits": 0})
+        self.discussions[(repo, num)]["events"].append(event)
+        return event
+
+    def comments_on(self, repo: str, num: int, author: str | None = None) -> list[dict]:
+        return [e for e in self.discussions[(repo, num)]["events"]
+                if e["type"] == "comment" and (author is None or e["author"]["name"] == author)]
+
+    def add_org(self, name: str, members: list[str]) -> None:
+        self.orgs[name] = list(members)
+
+    def fail(self, method: str, pattern: str, status: int, *, times: int = 1, retry_after: int | None = None,
+             apply: bool = False) -> "Fault":
+        """Answer the next ``times`` API requests matching ``method`` and the regex ``pattern`` (on the
+        URL path) with ``status``. ``apply=True`` performs a write first and then fails the answer,
+        as when a response is lost after the Hub stored the comment."""
+        fault = Fault(method, pattern, status, times, retry_after, apply)
+        self.faults.append(fault)
+        return fault
+
+    def api_count(self, method: str, pattern: str, status: int | None = None) -> int:
+        """How many API requests matched (answered with ``status`` when given)."""
+        import re
+
+        return sum(1 for r in self.requests if r.method == method and r.repo == "api"
+                   and re.search(pattern, r.path or "") and (status is None or r.status == status))
+
+    def _event(self, kind: str, author: str, data: dict) -> dict:
+        with self._lock:
+            self._pushes += 1
+            n = self._pushes
+        return {"id": f"{n:024x}", "type": kind, "createdAt": "2026-11-30T05:00:00.000Z",
+                "author": {"name": author, "type": "user"}, "data": data}
+
+    def _take_fault(self, method: str, path: str) -> "Fault | None":
+        import re
+
+        with self._lock:
+            for fault in self.faults:
+                if fault.times > 0 and fault.method == method and re.search(fault.pattern, path):
+                    fault.times -= 1
+                    return fault
+        return None
+
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeHub
@@ -152,7 +247,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._resolve(send_body=False)
 
     def do_GET(self) -> None:
+        if urlsplit(self.path).path.startswith("/api/"):
+            return _api(self, "GET")
         self._resolve(send_body=True)
+
+    def do_POST(self) -> None:
+        _api(self, "POST")
 
     def _resolve(self, send_body: bool) -> None:
         path = urlsplit(self.path).path
@@ -253,3 +353,128 @@ def fake_hub_fixture(monkeypatch, tmp_path) -> Iterator[FakeHub]:
     with FakeHub() as hub:
         use_fake_hub(monkeypatch, hub, str(tmp_path / "hf-cache"))
         yield hub
+
+
+@dataclass
+class Fault:
+    """A programmed failure of the fake Hub's API (see ``FakeHub.fail``)."""
+
+    method: str
+    pattern: str
+    status: int
+    times: int
+    retry_after: int | None = None
+    apply: bool = False
+
+
+def _api(h: _Handler, method: str) -> None:
+    """Serve the JSON API routes listed in ``FakeHub`` (discussions, refs, users)."""
+    import json
+    from urllib.parse import parse_qs
+
+    fake = h.fake
+    parts = urlsplit(h.path)
+    path = parts.path
+    length = int(h.headers.get("Content-Length") or 0)
+    raw = h.rfile.read(length) if length else b""
+
+    def send(status: int, body: object, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            h.send_header(key, value)
+        h.end_headers()
+        h.wfile.write(data)
+        fake.record(Request(method, "api", None, path, None, status, len(data)))
+
+    def error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        extra = {"X-Error-Message": message, **(headers or {})}
+        if code:
+            extra["X-Error-Code"] = code
+        send(status, {"error": message}, extra)
+
+    fault = fake._take_fault(method, path)
+    if fault is not None and not fault.apply:
+        extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+        return error(fault.status, f"forced {fault.status}", headers=extra)
+    authorized = fake.token is None or h.headers.get("authorization") == f"Bearer {fake.token}"
+    segs = [unquote(s) for s in path.split("/")[2:]]  # after /api/
+
+    def answer(status: int, body: object) -> None:
+        if fault is not None:  # apply: the write happened, but the client sees a failure
+            return error(fault.status, f"forced {fault.status} after applying")
+        send(status, body)
+
+    if segs == ["whoami-v2"]:
+        if fake.token is None or not authorized:
+            return error(401, "Invalid credentials in Authorization header")
+        return answer(200, {"type": "user", "id": "bot-id", "name": fake.user, "orgs": []})
+    if len(segs) == 3 and segs[0] == "organizations" and segs[2] == "members":
+        if segs[1] not in fake.orgs:
+            return error(404, "Organization not found")
+        return answer(200, [{"user": m, "fullname": m, "type": "user", "avatarUrl": "", "isPro": False}
+                            for m in fake.orgs[segs[1]]])
+    if len(segs) < 4 or segs[0] != "models":
+        return error(404, "no such route")
+    repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
+    if repo not in fake.repos:
+        return error(404, "Repository not found", "RepoNotFound")
+    if rest[0] == "revision" and method == "GET":
+        revision = "/".join(rest[1:])
+        found = fake._files_at(repo, revision)
+        if found is None:
+            return error(404, "Invalid rev id", "RevisionNotFound")
+        return answer(200, {"id": repo, "sha": found[0], "private": False,
+                            "siblings": [{"rfilename": p} for p in sorted(found[1])]})
+    if rest[0] == "tree" and method == "GET":
+        found = fake._files_at(repo, rest[1])
+        if found is None:
+            return error(404, "Invalid rev id", "RevisionNotFound")
+        prefix = "/".join(rest[2:])
+        return answer(200, [{"type": "file", "path": p, "size": len(b),
+                             "oid": hashlib.sha1(b"blob %d\0" % len(b) + b).hexdigest()}
+                            for p, b in sorted(found[1].items()) if p.startswith(prefix)])
+    if rest[0] != "discussions" or len(rest) < 2 or not rest[1].isdigit():
+        return error(404, "no such route")
+    d = fake.discussions.get((repo, int(rest[1])))
+    if d is None:
+        return error(404, "Discussion not found")
+    if len(rest) == 2 and method == "GET":
+        if "diff" not in parse_qs(parts.query):
+            return error(400, "the client asks with diff=1")
+        return answer(200, {
+            "num": d["num"], "title": d["title"], "author": {"name": d["author"], "type": "user"},
+            "createdAt": d["created"], "status": d["status"], "repo": {"name": repo, "type": "model"},
+            "isPullRequest": d["pr"], "events": d["events"], "filesWithConflicts": [], "diff": "",
+            "changes": {"base": f"refs/heads/{d['base']}"} if d["pr"] else None,
+        })
+    if method != "POST":
+        return error(405, "method not allowed")
+    if not authorized or fake.token is None:
+        return error(401, "Invalid credentials in Authorization header")
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return error(400, "invalid JSON")
+    if rest[2:] == ["comment"]:
+        if not isinstance(body.get("comment"), str) or not body["comment"]:
+            return error(400, "comment is required")
+        event = fake._event("comment", fake.user, {"edited": False, "hidden": False, "numEdits": 0,
+                                                   "latest": {"raw": body["comment"], "html": ""}})
+        d["events"].append(event)
+        return answer(200, {"newMessage": event})
+    if len(rest) == 5 and rest[2] == "comment" and rest[4] == "edit":
+        event = next((e for e in d["events"] if e["id"] == rest[3] and e["type"] == "comment"), None)
+        if event is None:
+            return error(404, "Comment not found")
+        if event["author"]["name"] != fake.user:
+            return error(403, "You can only edit your own comments")
+        if not isinstance(body.get("content"), str):
+            return error(400, "content is required")
+        data = event["data"]
+        data["latest"] = {"raw": body["content"], "html": ""}
+        data["edited"], data["numEdits"] = True, data.get("numEdits", 0) + 1
+        return answer(200, {"updatedComment": event})
+    return error(404, "no such route")

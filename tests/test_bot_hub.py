@@ -1,0 +1,368 @@
+"""The Hub bot end to end: Hub webhooks over HTTP to the real app (uvicorn on loopback), the SQLite
+huey queue with in-process workers, and huggingface_hub's HfApi talking to a fake Hub on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("huey")
+
+from draftguard.bot.app import build_from_env, create_app  # noqa: E402
+from draftguard.bot.github import BotConfigError, GitHubConfig  # noqa: E402
+from draftguard.bot.hub import HubConfig  # noqa: E402
+from draftguard.bot.hub_events import HubHandler, jobs_from_hub  # noqa: E402
+from draftguard.bot.jobs import DONE, SKIPPED, Queue  # noqa: E402
+from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
+from tests.fakes.github import BotServer  # noqa: E402
+from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
+
+TOKEN = "hf_SECRETtoken0123456789abcdefXYZ"
+SECRET = "hub-webhook-secret-value-42"
+REPO = "acme/drafter"
+BOT = "draftguard-bot"
+
+with open("examples/qwen3-swa-drafter/config.json", encoding="utf-8") as fh:
+    DRAFTER = json.load(fh)
+# main carries a working drafter; the PR drops use_sliding_window, so the Qwen3Config gate takes the
+# window away (two new findings); a later commit on the PR puts it back.
+BASE_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2).encode()
+BROKEN_CONFIG = json.dumps(DRAFTER, indent=2).encode()
+FIXED_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True, max_position_embeddings=65536), indent=2).encode()
+SETTINGS = b"target: Qwen/Qwen3-27B\nmin_acceptance_length: 3.0\nfail_on: error\n"
+
+
+# --- Hub webhook payloads (version 3, as huggingface_hub's WebhookPayload models them) ------------
+
+def _base(scope: str, action: str) -> dict:
+    return {
+        "event": {"action": action, "scope": scope},
+        "repo": {"type": "model", "name": REPO, "id": "r-1", "private": False, "owner": {"id": "o-acme"},
+                 "url": {"web": f"https://hf.co/{REPO}", "api": f"https://hf.co/api/models/{REPO}"},
+                 "headSha": "f" * 40},  # main's head: the bot must not take it for a PR head
+        "webhook": {"id": "w-1", "version": 3},
+    }
+
+
+def content_payload(ref: str, new: str | None, old: str | None = "0" * 40) -> dict:
+    return dict(_base("repo.content", "update"), updatedRefs=[{"ref": ref, "oldSha": old, "newSha": new}])
+
+
+def _discussion(num: int, status: str = "open") -> dict:
+    return {"id": f"d-{num}", "num": num, "author": {"id": "u-1"}, "title": "Update config",
+            "url": {"web": f"https://hf.co/{REPO}/discussions/{num}"}, "isPullRequest": True,
+            "status": status, "changes": {"base": "refs/heads/main"}, "pinned": False}
+
+
+def discussion_payload(num: int, action: str = "create", status: str = "open") -> dict:
+    return dict(_base("discussion", action), discussion=_discussion(num, status))
+
+
+def comment_payload(num: int, event: dict, action: str = "create") -> dict:
+    return dict(_base("discussion.comment", action), discussion=_discussion(num), comment={
+        "id": event["id"], "author": {"id": f"u-{event['author']['name']}"}, "hidden": False,
+        "content": event["data"]["latest"]["raw"], "url": {"web": f"https://hf.co/{REPO}/discussions/{num}"},
+    })
+
+
+class Bot:
+    """A fake Hub, a queue and the served app, wired as ``draftguard serve`` wires them."""
+
+    def __init__(self, monkeypatch, tmp_path, *, consumers=None, acceptance_runner=None, settings=None):
+        self.hub = FakeHub().start()
+        use_fake_hub(monkeypatch, self.hub, str(tmp_path / "hf-cache"))
+        self.hub.token, self.hub.user = TOKEN, BOT
+        main = {"README.md": b"hi", "drafter/config.json": BASE_CONFIG, "drafter/model.safetensors": b"W" * 64}
+        if settings:
+            main[".draftguard.yml"] = settings
+        self.main = self.hub.push(REPO, main, "main")
+        self.hub.add_org("acme", ["alice", "mona"])
+        self.config = HubConfig(endpoint=self.hub.endpoint, token=TOKEN, webhook_secret=SECRET, retry_base=0.2,
+                                secrets=[TOKEN, SECRET])
+        self.queue = Queue(f"sqlite:///{tmp_path}/queue.db")
+        self.queue.handlers["hub"] = HubHandler(self.config, acceptance_runner=acceptance_runner)
+        self.app = create_app(self.queue, GitHubConfig(), hub_secret=SECRET,
+                              consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
+        self.server = BotServer(self.app)
+
+    def __enter__(self) -> "Bot":
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.__exit__(*exc)
+        self.hub.stop()
+
+    def post(self, payload=None, *, secret: str | None = SECRET, raw: bytes | None = None):
+        import requests
+
+        headers = {"Content-Type": "application/json"}
+        if secret is not None:
+            headers["X-Webhook-Secret"] = secret
+        body = raw if raw is not None else json.dumps(payload).encode()
+        return requests.post(f"{self.server.url}/webhooks/hub", data=body, headers=headers, timeout=10)
+
+    def settle(self, timeout=30.0):
+        assert self.queue.wait_idle(timeout), [(j.id, j.state, j.result) for j in self.queue.jobs()]
+
+    def bot_comments(self, num=3):
+        return self.hub.comments_on(REPO, num, author=BOT)
+
+    def sticky(self, num=3):
+        stickies = [c for c in self.bot_comments(num) if c["data"]["latest"]["raw"].startswith(MARKER)]
+        assert len(stickies) == 1, [c["data"]["latest"]["raw"][:80] for c in self.bot_comments(num)]
+        return stickies[0]
+
+    def sections(self, num=3):
+        return parse_sticky(self.sticky(num)["data"]["latest"]["raw"])
+
+
+@pytest.fixture
+def bot(monkeypatch, tmp_path):
+    with Bot(monkeypatch, tmp_path) as b:
+        yield b
+
+
+def test_payloads_are_what_huggingface_hub_models():
+    from huggingface_hub import WebhookPayload
+
+    for payload in (content_payload("refs/pr/3", "a" * 40), discussion_payload(3),
+                    comment_payload(3, {"id": "c1", "author": {"name": "x"}, "data": {"latest": {"raw": "/recheck"}}})):
+        WebhookPayload.model_validate(payload)
+    # A PR's new head comes from updatedRefs, never from repo.headSha (main's head).
+    jobs, _ = jobs_from_hub(content_payload("refs/pr/3", "a" * 40))
+    assert [j.head_sha for j in jobs] == ["a" * 40]
+    assert jobs_from_hub(content_payload("refs/pr/3", None))[0] == []  # a deleted ref
+    assert jobs_from_hub(content_payload("refs/heads/dev", "a" * 40))[1].startswith("ignored")
+
+
+def test_a_missing_or_wrong_secret_is_refused_and_queues_nothing(bot):
+    payload = discussion_payload(3)
+    assert bot.post(payload, secret=None).status_code == 401
+    assert bot.post(payload, secret="").status_code == 401
+    assert bot.post(payload, secret="hub-webhook-secret-value-43").status_code == 403
+    assert bot.post(payload, secret=SECRET[:-1]).status_code == 403
+    assert bot.post(payload, secret="x" * 1000).status_code == 403
+    assert list(bot.queue.jobs()) == []
+    assert not [r for r in bot.hub.requests if r.repo == "api"]
+
+
+def test_oversized_malformed_and_ignored_bodies(bot):
+    assert bot.post(raw=b"{" + b" " * (10 * 1024 * 1024) + b"}").status_code == 413
+    assert bot.post(raw=b"{not json").status_code == 400
+    assert bot.post(raw=b"[1, 2]").status_code == 400
+    assert bot.post({"event": {"scope": "discussion"}}).status_code == 400  # no repo
+    assert bot.post(dict(_base("discussion", "create"), discussion={"num": "three"})).status_code == 400
+    assert bot.post(dict(_base("repo.content", "update"), updatedRefs="main")).status_code == 400
+    ignored = [
+        dict(_base("repo.config", "update")),
+        discussion_payload(3, status="merged"),
+        dict(discussion_payload(3), discussion=dict(_discussion(3), isPullRequest=False)),
+        content_payload("refs/heads/dev", "a" * 40),
+    ]
+    for payload in ignored:
+        resp = bot.post(payload)
+        assert resp.status_code == 200 and resp.json()["status"].startswith("ignored"), resp.json()
+    assert list(bot.queue.jobs()) == []
+
+
+def test_a_pr_opened_gets_one_sticky_comment_with_its_new_findings(bot):
+    head = bot.hub.open_pr(REPO, 3, {"README.md": b"hi", "drafter/config.json": BROKEN_CONFIG}, author="eve")
+    started = time.perf_counter()
+    resp = bot.post(discussion_payload(3))
+    assert resp.status_code == 202 and time.perf_counter() - started < 2.0
+    # The same PR's refs/pr/3 update arrives beside it: the head was checked already.
+    assert bot.post(content_payload("refs/pr/3", head)).status_code == 202
+    bot.settle()
+    states = sorted((j.kind, j.state, (j.result or "").split(":")[0]) for j in bot.queue.jobs())
+    assert [s[1] for s in states].count(DONE) == 1 and [s[1] for s in states].count(SKIPPED) == 1, states
+    light = bot.sections()["light"]
+    rows = [line for line in light.splitlines() if line.startswith("| :")]
+    assert rows and all("**new**" in r for r in rows)
+    assert {"sliding_window", "layer_types"} <= {r.split("<code>")[1].split("</code>")[0] for r in rows}
+    assert head[:12] in light and bot.main[:12] in light
+    assert len(bot.bot_comments()) == 1
+    assert bot.hub.api_count("POST", r"/comment$") == 1
+    # Config files were read at the PR head through the resolve endpoint; weights never.
+    assert not [r for r in bot.hub.requests if (r.path or "").endswith(".safetensors")]
+    # The webhook's secret is not what authenticates the bot: its HF_TOKEN is.
+    assert all(e["author"]["name"] == BOT for e in bot.bot_comments())
+
+
+def test_new_commits_on_a_pr_edit_the_sticky_in_place(bot):
+    bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+    bot.post(discussion_payload(3))
+    bot.settle()
+    first = bot.sticky()
+    assert "**new**" in bot.sections()["light"]
+    head2 = bot.hub.push(REPO, {"drafter/config.json": FIXED_CONFIG}, "refs/pr/3")
+    assert bot.post(content_payload("refs/pr/3", head2, old=first["id"][:40])).status_code == 202
+    bot.settle()
+    second = bot.sticky()
+    assert second["id"] == first["id"] and second["data"]["numEdits"] == 1
+    light = bot.sections()["light"]
+    assert head2[:12] in light and "**new**" not in light and ":white_check_mark: passes" in light
+    assert bot.hub.api_count("POST", r"/comment$") == 1
+    assert bot.hub.api_count("POST", r"/comment/[0-9a-f]+/edit$") == 1
+    # A redelivery of the same push is one job; a PR title edit (discussion update) checks nothing new.
+    assert bot.post(content_payload("refs/pr/3", head2, old=first["id"][:40])).json()["status"] == "duplicate"
+    bot.post(discussion_payload(3, action="update"))
+    bot.settle()
+    assert bot.hub.api_count("POST", r"/comment/[0-9a-f]+/edit$") == 1
+
+
+def test_a_burst_of_pushes_coalesces_to_one_check_of_the_newest_head(monkeypatch, tmp_path):
+    with Bot(monkeypatch, tmp_path, consumers={}) as bot:
+        bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+        heads = [bot.hub.push(REPO, {"drafter/config.json": c}, "refs/pr/3")
+                 for c in (BROKEN_CONFIG + b" ", BROKEN_CONFIG + b"  ", FIXED_CONFIG)]
+        payloads = [discussion_payload(3)] + [content_payload("refs/pr/3", h) for h in heads]
+        answers = [bot.post(p).status_code for p in payloads] + [bot.post(payloads[-1]).status_code]
+        assert answers == [202, 202, 202, 202, 200]  # the redelivered last push is a duplicate
+        bot.queue.start_consumers({"cpu": 2})
+        bot.settle()
+        jobs = list(bot.queue.jobs())
+        done = [j for j in jobs if j.state == DONE]
+        assert len(jobs) == 4 and len(done) == 1, [(j.id, j.state, j.result) for j in jobs]
+        assert all(j.state == SKIPPED for j in jobs if j not in done)
+        assert sum("superseded" in (j.result or "") for j in jobs) == 2
+        assert heads[-1][:12] in bot.sections()["light"]
+        assert bot.hub.api_count("POST", r"/comment$") == 1
+        assert bot.hub.api_count("POST", r"/comment/[0-9a-f]+/edit$") == 0
+
+
+def _result():
+    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
+
+    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=24,
+                                 accepted_per_position=[10, 8, 6], new_tokens=34)
+    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
+                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
+
+
+def test_recheck_runs_the_gpu_test_only_for_owner_or_org_members(monkeypatch, tmp_path):
+    calls = []
+
+    def runner(job, client, settings):
+        calls.append((job.queue, job.head_sha, settings.target))
+        return _result()
+
+    with Bot(monkeypatch, tmp_path, acceptance_runner=runner, settings=SETTINGS) as bot:
+        # The PR's own settings would turn checks off; only main's count.
+        head = bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG, ".draftguard.yml": b"fail_on: never\n"},
+                               author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle()
+        acceptance = bot.sections()["acceptance"]
+        assert "skipped" in acceptance and "eve" in acceptance and "/recheck" in acceptance
+        assert ":x: fails" in bot.sections()["light"] and calls == []
+
+        # A stranger's /recheck: the light check runs again, the GPU test does not, and the note says why.
+        c = bot.hub.add_comment(REPO, 3, "please\n/recheck\n", author="eve")
+        assert bot.post(comment_payload(3, c)).status_code == 202
+        bot.settle()
+        acceptance = bot.sections()["acceptance"]
+        assert "/recheck by @&#8203;eve" in acceptance and "acme organization" in acceptance
+        assert calls == [] and bot.queue.get(f"hub:{REPO}#3:comment:{c['id']}").state == DONE
+
+        # A member's /recheck runs the GPU test on the PR head.
+        c = bot.hub.add_comment(REPO, 3, "/recheck", author="mona")
+        bot.post(comment_payload(3, c))
+        bot.settle()
+        assert calls == [("gpu", head, "Qwen/Qwen3-27B")]
+        sections = bot.sections()
+        assert "**pass**" in sections["acceptance"] and "τ = **3.40**" in sections["acceptance"]
+        assert "light" in sections  # the GPU job kept the light section
+        assert len(bot.bot_comments()) == 1
+
+        # A command quoted in a code block does nothing.
+        c = bot.hub.add_comment(REPO, 3, "type\n```\n/recheck\n```", author="mona")
+        assert bot.post(comment_payload(3, c)).json()["status"] == "ignored: no command"
+
+
+def test_the_repo_owner_may_recheck_on_a_user_namespace(monkeypatch, tmp_path):
+    calls = []
+    with Bot(monkeypatch, tmp_path, acceptance_runner=lambda j, c, s: calls.append(j.id) or _result(),
+             settings=SETTINGS) as bot:
+        bot.hub.orgs.pop("acme")  # acme is a user here, not an organization
+        bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="mona")
+        c = bot.hub.add_comment(REPO, 3, "/recheck", author="mona")
+        bot.post(comment_payload(3, c))
+        bot.settle()
+        assert calls == [] and "mona is not acme" in bot.sections()["acceptance"]
+        c = bot.hub.add_comment(REPO, 3, "/recheck", author="acme")
+        bot.post(comment_payload(3, c))
+        bot.settle()
+        assert len(calls) == 1 and "**pass**" in bot.sections()["acceptance"]
+
+
+def test_the_bots_own_comments_never_trigger_it(bot):
+    bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+    bot.post(discussion_payload(3))
+    bot.settle()
+    # The Hub announces the bot's own sticky comment (and its edits) back to the webhook.
+    sticky = bot.sticky()
+    assert bot.post(comment_payload(3, sticky)).json()["status"] == "ignored: the bot's own comment"
+    assert bot.post(comment_payload(3, sticky, action="update")).json()["status"].startswith("ignored")
+    # A comment by the bot's account without a marker (say, quoted help) is recognised by its author.
+    own = bot.hub.add_comment(REPO, 3, "/recheck", author=BOT)
+    assert bot.post(comment_payload(3, own)).status_code == 202
+    bot.settle()
+    assert bot.queue.get(f"hub:{REPO}#3:comment:{own['id']}").result == "skipped: the bot's own comment"
+    assert len(bot.bot_comments()) == 2 and bot.hub.api_count("POST", r"/comment") == 1
+    # Someone pasting the marker does not become the sticky comment.
+    bot.hub.add_comment(REPO, 3, MARKER + "\nfake", author="eve")
+    c = bot.hub.add_comment(REPO, 3, "/recheck", author="alice")
+    bot.post(comment_payload(3, c))
+    bot.settle()
+    assert bot.sticky()["id"] == sticky["id"] and bot.hub.api_count("POST", r"/comment$") == 1
+
+
+def test_faults_are_retried_and_nothing_is_posted_twice(bot, caplog):
+    caplog.set_level(logging.DEBUG)
+    hub = bot.hub
+    bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+    hub.fail("GET", r"/discussions/3$", 429, retry_after=1)
+    hub.fail("GET", r"/revision/", 503, times=2)
+    hub.fail("POST", r"/discussions/3/comment$", 500, apply=True)  # stored, but the answer is lost
+    bot.post(discussion_payload(3))
+    bot.settle(timeout=60)
+    job = next(iter(bot.queue.jobs()))
+    assert job.state == DONE, job.result
+    assert job.attempts >= 4
+    assert all(f.times == 0 for f in hub.faults)
+    bot.sticky()  # exactly one: its POST was stored and answered 500; the retry found it by its marker
+    assert hub.api_count("POST", r"/comment$") == 1 == hub.api_count("POST", r"/comment$", status=500)
+    assert len(bot.bot_comments()) == 1
+    assert "retry" in caplog.text
+    for secret in (TOKEN, SECRET):
+        assert secret not in caplog.text
+        assert all(secret not in e["data"]["latest"]["raw"] for e in hub.comments_on(REPO, 3))
+        assert all(secret not in j.to_bytes().decode() for j in bot.queue.jobs())
+
+
+def test_a_push_to_main_checks_the_changed_config(bot):
+    new = bot.hub.push(REPO, {"README.md": b"hi", "drafter/config.json": BROKEN_CONFIG}, "main")
+    assert bot.post(content_payload("refs/heads/main", new, old=bot.main)).status_code == 202
+    readme = bot.hub.push(REPO, {"README.md": b"hello", "drafter/config.json": BROKEN_CONFIG}, "main")
+    assert bot.post(content_payload("refs/heads/main", readme, old=new)).status_code == 202
+    bot.settle()
+    by_head = {j.head_sha: j for j in bot.queue.jobs()}
+    assert by_head[new].state == DONE and "fails" in by_head[new].result
+    assert by_head[readme].result == "skipped: no model files changed"
+    assert not [r for r in bot.hub.requests if r.repo == "api" and r.method == "POST"]
+
+
+def test_serve_wires_the_hub_route_from_the_environment(tmp_path):
+    env = {"DRAFTGUARD_HUB_WEBHOOK_SECRET": SECRET, "HF_TOKEN": TOKEN, "HF_ENDPOINT": "http://127.0.0.1:9/"}
+    app = build_from_env(f"sqlite:///{tmp_path}/q.db", consumers=None, env=env)
+    assert "/webhooks/hub" in {r.path for r in app.routes}
+    assert set(app.state.queue.handlers) == {"hub"}
+    assert app.state.queue.handlers["hub"].config.endpoint == "http://127.0.0.1:9"
+    assert TOKEN not in repr(app.state.queue.handlers["hub"].config)
+    with pytest.raises(BotConfigError, match="HF_TOKEN"):
+        build_from_env(f"sqlite:///{tmp_path}/q2.db", consumers=None, env={"DRAFTGUARD_HUB_WEBHOOK_SECRET": SECRET})
