@@ -156,17 +156,41 @@ def _class_defaults(cls: type) -> dict[str, Any]:
     return _DEFAULTS_CACHE[cls]
 
 
+_DESCRIPTORS_CACHE: dict[type, frozenset[str]] = {}
+
+
+def _class_descriptors(cls: type) -> frozenset[str]:
+    """Names a class serves through data descriptors (properties), which win over the instance dict."""
+    if cls not in _DESCRIPTORS_CACHE:
+        names = set()
+        for klass in cls.__mro__:
+            for name, attr in vars(klass).items():
+                if hasattr(attr, "__get__") and (hasattr(attr, "__set__") or hasattr(attr, "__delete__")):
+                    names.add(name)
+        _DESCRIPTORS_CACHE[cls] = frozenset(names)
+    return _DESCRIPTORS_CACHE[cls]
+
+
 def _node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    own = vars(config)
     keys = [k for k in raw if isinstance(k, str)]
-    keys += [k for k in vars(config) if not k.startswith("_") and k not in raw]
+    keys += [k for k in own if not k.startswith("_") and k not in raw]
+    # getattr through PreTrainedConfig.__getattribute__ costs more than building the config; for a
+    # plain instance attribute (no alias, no property, no per-layer config) it returns own[key].
+    aliases = getattr(type(config), "attribute_map", None) or {}
+    special = _class_descriptors(type(config))
+    plain = own.get("_heterogeneity_spec") is None
     for key in keys:
         if key in BOOKKEEPING_KEYS:
             continue
-        try:
-            value = getattr(config, key)
-        except Exception:  # a dropped key: AttributeError, or a property that raises
-            continue
+        if plain and key in own and key not in aliases and key not in special:
+            value = own[key]
+        else:
+            try:
+                value = getattr(config, key)
+            except Exception:  # a dropped key: AttributeError, or a property that raises
+                continue
         values[key] = _plain(value, raw.get(key))
     return {
         "__config__": type(config).__name__,
