@@ -366,3 +366,92 @@ def test_serve_wires_the_hub_route_from_the_environment(tmp_path):
     assert TOKEN not in repr(app.state.queue.handlers["hub"].config)
     with pytest.raises(BotConfigError, match="HF_TOKEN"):
         build_from_env(f"sqlite:///{tmp_path}/q2.db", consumers=None, env={"DRAFTGUARD_HUB_WEBHOOK_SECRET": SECRET})
+
+
+# --- `draftguard serve` as a real process ----------------------------------------------------------
+
+def hub_env(hub: FakeHub, cache) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DRAFTGUARD_", "HF_"))}
+    env.update(hub.env(str(cache)))
+    env.update({"HF_TOKEN": TOKEN, "DRAFTGUARD_HUB_WEBHOOK_SECRET": SECRET, "DRAFTGUARD_RETRY_BASE": "0.2"})
+    return env
+
+
+class Serve:
+    def __init__(self, tmp_path, env: dict[str, str], queue_url: str):
+        import subprocess
+        import sys
+
+        import requests
+
+        from tests.fakes.github import free_port
+
+        self.port = free_port()
+        self.log = open(tmp_path / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
+             "--workers", "2"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 60
+        while True:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(open(self.log.name).read()[-2000:])
+            time.sleep(0.1)
+
+    def post(self, payload):
+        import requests
+
+        return requests.post(f"{self.url}/webhooks/hub", json=payload, headers={"X-Webhook-Secret": SECRET}, timeout=10)
+
+
+def test_kill_9_with_hub_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
+    import signal
+
+    from draftguard.bot.jobs import FINISHED, RUNNING
+
+    prs = list(range(20, 26))
+    with FakeHub() as hub:
+        hub.token, hub.user = TOKEN, BOT
+        hub.push(REPO, {"drafter/config.json": BASE_CONFIG}, "main")
+        for n in prs:
+            hub.open_pr(REPO, n, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+        hub.latency = 0.1  # each job makes ~10 API calls: about a second in flight
+        url = f"sqlite:///{tmp_path}/queue.db"
+        env = hub_env(hub, tmp_path / "hf-cache")
+        first = Serve(tmp_path, env, url)
+        try:
+            for n in prs:
+                assert first.post(discussion_payload(n)).status_code == 202
+            queue = Queue(url)
+            deadline = time.time() + 60
+            while not any(j.state == RUNNING for j in queue.jobs()) or not any(
+                    hub.comments_on(REPO, n, author=BOT) for n in prs):
+                assert time.time() < deadline, "no job started"
+                time.sleep(0.02)
+        finally:
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait()
+        states = [j.state for j in queue.jobs()]
+        assert len(states) == len(prs) and any(s not in FINISHED for s in states), states
+
+        second = Serve(tmp_path, env, url)
+        try:
+            hub.latency = 0.0
+            assert queue.wait_idle(60), [(j.id, j.state, j.result) for j in queue.jobs()]
+            assert all(j.state == DONE for j in queue.jobs()), [(j.id, j.state, j.result) for j in queue.jobs()]
+            for n in prs:
+                assert len(hub.comments_on(REPO, n, author=BOT)) == 1, n
+            assert hub.api_count("POST", r"/comment$") == len(prs)
+        finally:
+            second.proc.send_signal(signal.SIGTERM)
+            second.proc.wait(30)
+    log = open(second.log.name).read() + open(first.log.name).read()
+    assert "recovered" in log
+    assert TOKEN not in log and SECRET not in log

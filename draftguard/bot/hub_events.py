@@ -256,7 +256,7 @@ class HubHandler:
             return f"skipped: pull request {details.status}"
         # One check per PR head: jobs for the same PR (its "discussion" and "repo.content" webhooks
         # arrive together, pushes come in bursts) take turns here; each then sees the newest head.
-        with queue.lock(f"pr:hub:{job.repo}#{job.number}", ttl=300.0, wait=60.0):
+        with queue.lock(f"pr:hub:{job.repo}#{job.number}", ttl=120.0, wait=60.0):
             head = client.head()
             if job.head_sha and head != job.head_sha:
                 return f"skipped: superseded by {head[:12]}"

@@ -193,6 +193,12 @@ class Queue:
         running job is taken only once its claim has expired.
         """
         now = time.time()
+        if not lease:
+            # Nothing runs yet, so every lock left in the store is a dead holder's (kill -9).
+            for key in list(self.store.result_items()):
+                key = key.decode() if isinstance(key, bytes) else key
+                if key.startswith("lock:"):
+                    self.store.delete_data(key)
         pending = self.pending_ids()
         again = []
         if not lease:

@@ -71,6 +71,7 @@ class FakeHub:
         self.faults: list[Fault] = []
         self.token: str | None = None  # when set, API calls must carry it (whoami, comments, edits)
         self.user = "draftguard-bot"  # whom the token belongs to
+        self.latency = 0.0  # seconds each API request takes, to keep jobs in flight
         self._pushes = 0
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
@@ -395,6 +396,10 @@ def _api(h: _Handler, method: str) -> None:
             extra["X-Error-Code"] = code
         send(status, {"error": message}, extra)
 
+    if fake.latency:
+        import time
+
+        time.sleep(fake.latency)
     fault = fake._take_fault(method, path)
     if fault is not None and not fault.apply:
         extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
