@@ -1,0 +1,103 @@
+"""One acceptance job on a GPU worker: ``draftguard accept`` in a child process, its JSON back.
+
+The bot's GPU queue (``draftguard worker --queue gpu``) calls ``run_acceptance_job`` with the drafter's
+files fetched at the pull request's head and the repo's ``.draftguard.yml`` settings. It returns the
+AcceptanceResult as a dict (the JSON contract of ``result.py``), pass or fail alike.
+
+Why a child process: vLLM keeps its metrics in a process-wide registry and does not hand GPU memory
+back when an engine is dropped, and the reference backend holds its models on the GPU too. A worker
+that ran jobs in process would leak memory and mix counters from one job into the next.
+
+The runner picks what the repo does not say, through its environment (``runner/draftguard-runner.env``):
+
+- ``DRAFTGUARD_BACKEND``: reference, vllm or both, when the repo's settings name none (default: reference);
+- ``DRAFTGUARD_DEVICE``: the reference backend's device (default: cuda);
+- ``DRAFTGUARD_ACCEPT_ARGS``: more ``draftguard accept`` options for every job on this runner, such as
+  ``--attention-backend FLASH_ATTN --max-model-len 8192``;
+- ``DRAFTGUARD_ACCEPT_TIMEOUT``: seconds before a job is stopped (default 3000, under the queue's
+  one-hour GPU lease).
+
+Example::
+
+    >>> from draftguard.settings import Settings
+    >>> accept_command("Qwen/Qwen3-8B", "/tmp/drafter", Settings(min_acceptance_length=3.0, backend="both"),
+    ...                python="python", env={})
+    ['python', '-m', 'draftguard', 'accept', '--target', 'Qwen/Qwen3-8B', '--drafter', '/tmp/drafter', '--format', 'json', '--backend', 'both', '--device', 'cuda', '--min-acceptance-length', '3.0']
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from typing import Any, Mapping
+
+from draftguard.runner.result import AcceptanceResult
+from draftguard.snapshot import BadInput
+
+BACKENDS = ("reference", "vllm", "both")
+DEFAULT_TIMEOUT = 3000.0
+
+
+class AcceptanceJobError(Exception):
+    """``draftguard accept`` could not produce a result; the message carries its own one-line reason."""
+
+
+def _setting(settings: Any, name: str) -> Any:
+    return getattr(settings, name, None) if settings is not None else None
+
+
+def accept_command(target: str, drafter: str, settings: Any = None, *, python: str | None = None,
+                   env: Mapping[str, str] | None = None) -> list[str]:
+    """The ``draftguard accept`` command line for one job: the repo's settings first, the runner's
+    defaults (``DRAFTGUARD_*`` in ``env``) where the repo says nothing."""
+    env = os.environ if env is None else env
+    backend = _setting(settings, "backend") or env.get("DRAFTGUARD_BACKEND") or "reference"
+    if backend not in BACKENDS:
+        raise BadInput(f"DRAFTGUARD_BACKEND / .draftguard.yml `backend` must be one of {', '.join(BACKENDS)}, "
+                       f"got {backend!r}", key="backend")
+    cmd = [python or sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
+           "--format", "json", "--backend", backend]
+    if backend != "vllm":
+        cmd += ["--device", env.get("DRAFTGUARD_DEVICE") or "cuda"]
+    for name, flag in (("min_acceptance_length", "--min-acceptance-length"), ("num_prompts", "--num-prompts"),
+                       ("max_new_tokens", "--max-new-tokens"), ("block_size", "--block-size")):
+        value = _setting(settings, name)
+        if value is not None:
+            cmd += [flag, str(value)]
+    cmd += shlex.split(env.get("DRAFTGUARD_ACCEPT_ARGS", ""))
+    return cmd
+
+
+def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeout: float | None = None,
+                       env: Mapping[str, str] | None = None, python: str | None = None) -> dict[str, Any]:
+    """Run one acceptance test in a child process and return its AcceptanceResult dict.
+
+    Exit 0 (pass) and 1 (fail) both carry a result. Exit 2 (bad input: a drafter that does not fit its
+    target, vLLM missing on this runner) and anything else raise AcceptanceJobError with the child's
+    last stderr line, which never holds a traceback or a secret.
+
+    Example (on a GPU worker)::
+
+        result = run_acceptance_job("Qwen/Qwen3-8B", "/tmp/pr-42/drafter", settings)
+        result["verdict"]["status"]  # "pass", "fail" or "inconclusive"
+    """
+    env = dict(os.environ if env is None else env)
+    cmd = accept_command(target, drafter, settings, python=python, env=env)
+    limit = timeout if timeout is not None else float(env.get("DRAFTGUARD_ACCEPT_TIMEOUT") or DEFAULT_TIMEOUT)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
+    except subprocess.TimeoutExpired:
+        raise AcceptanceJobError(f"draftguard accept ran past {limit:.0f}s and was stopped; lower num_prompts "
+                                 "or max_new_tokens in .draftguard.yml, or raise DRAFTGUARD_ACCEPT_TIMEOUT") from None
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    reason = lines[-1][:400] if lines else "no message"
+    if done.returncode not in (0, 1):
+        what = "rejected its input" if done.returncode == 2 else f"exited {done.returncode}"
+        raise AcceptanceJobError(f"draftguard accept {what}: {reason}")
+    try:
+        return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+    except BadInput as exc:
+        raise AcceptanceJobError(f"draftguard accept exited {done.returncode} without a result ({exc}); "
+                                 f"stderr: {reason}") from None
