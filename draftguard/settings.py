@@ -38,6 +38,7 @@ class Settings:
     max_new_tokens: int | None = None
     block_size: int | None = None
     backend: str | None = None
+    prompts: str | None = None  # acceptance prompts: "builtin" or a JSONL file in the repo
     source: str | None = None  # where these settings came from, for messages
 
 
@@ -53,6 +54,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_new_tokens": (int,),
     "block_size": (int,),
     "backend": (str,),
+    "prompts": (str,),
 }
 _CHOICES = {"fail_on": ("error", "warning", "never"), "backend": ("reference", "vllm", "both")}
 

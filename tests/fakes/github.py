@@ -8,6 +8,8 @@ Fault kinds:
 - ``"502"``: answer 502 without doing anything;
 - ``"rate_limit"``: 403 with ``x-ratelimit-remaining: 0`` and ``x-ratelimit-reset`` one second ahead;
 - ``"retry_after"``: 429 with ``Retry-After: 1``;
+- ``"forbidden"``: 403 "Resource not accessible by integration", as GitHub answers a write made
+  with a read-only token (a fork pull request's ``GITHUB_TOKEN``);
 - ``"timeout"``: hold the request past the client's timeout, then drop it, without doing anything;
 - ``"apply_then_timeout"``: do the write, then hold the answer past the client's timeout (the
   client cannot know it happened: the nastiest case for duplicate comments).
@@ -58,6 +60,7 @@ class FakeGitHub:
         self.token = token
         self.hold_seconds = hold_seconds
         self.latency = 0.0  # seconds added to every answer, to keep jobs in flight
+        self.random_faults: tuple[float, list[str]] | None = None  # (rate, kinds) on any request
         self.app_public_key = app_public_key
         self.repos: dict[str, Repo] = {}
         self.comments: dict[int, dict[str, Any]] = {}
@@ -137,6 +140,19 @@ class FakeGitHub:
         with self.lock:
             return [r for r in self.check_runs.values()
                     if r["repo"] == full_name and r["head_sha"] == sha and (name is None or r["name"] == name)]
+
+    def state(self) -> dict[str, Any]:
+        """A JSON summary: comments and check runs (without bodies' bulk) and request counts."""
+        with self.lock:
+            return {
+                "comments": [{"id": c["id"], "issue": c["issue"], "user": c["user"], "edits": c.get("edits", 0),
+                              "sticky": c["body"].startswith("<!-- draftguard:sticky -->"), "body": c["body"]}
+                             for c in self.comments.values()],
+                "check_runs": [{"id": r["id"], "name": r["name"], "head_sha": r["head_sha"],
+                                "annotations": len(r["annotations"]), "conclusion": r["conclusion"]}
+                               for r in self.check_runs.values()],
+                "requests": [list(r) for r in self.requests],
+            }
 
     def count(self, method: str, pattern: str) -> int:
         rx = re.compile(pattern)
@@ -252,9 +268,16 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         with api.lock:
             api.requests.append((method, path))
+        if path == "/_fake/state" and method == "GET":  # for tests that run the fake in another process
+            return self._send(200, api.state())
         if api.latency:
             time.sleep(api.latency)
         fault = api._take_fault(method, path)
+        if fault is None and api.random_faults and method in ("GET", "POST", "PATCH"):
+            import random
+
+            if random.random() < api.random_faults[0]:
+                fault = random.choice(api.random_faults[1])
         if fault == "502":
             return self._send(502, {"message": "Bad Gateway"})
         if fault == "rate_limit":
@@ -262,6 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(403, {"message": "API rate limit exceeded for installation."},
                               {"x-ratelimit-remaining": "0", "x-ratelimit-limit": "5000",
                                "x-ratelimit-reset": str(reset)})
+        if fault == "forbidden":
+            return self._send(403, {"message": "Resource not accessible by integration",
+                                    "documentation_url": "https://docs.github.com/rest"})
         if fault == "retry_after":
             return self._send(429, {"message": "You have exceeded a secondary rate limit."}, {"Retry-After": "1"})
         if fault == "timeout":

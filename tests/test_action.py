@@ -1,0 +1,463 @@
+"""The GitHub Action as a runner runs it: ``draftguard action`` in a subprocess, with a synthesized
+event file, a real git checkout (base and head commits changing a config.json), the runner's
+GITHUB_* files, and PyGithub talking to a fake GitHub REST API on loopback."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from draftguard.action import INPUTS, OUTPUTS, glob_regex
+from draftguard.report.comment import MARKER, parse_sticky, render_acceptance_section, update_sticky
+from draftguard.snapshot import key_lines
+
+pytest.importorskip("github")
+
+from tests.fakes.github import FakeGitHub  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "ghp_ACTIONtoken0123456789abcdef"
+REPO = "acme/drafter"
+
+DRAFTER = json.loads((ROOT / "examples/qwen3-swa-drafter/config.json").read_text())
+# As in the bot's tests: the base already disagrees on rope_scaling (findings that are not new); the
+# head drops use_sliding_window, so the Qwen3Config gate takes the window away (new findings).
+BASE_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
+HEAD_CONFIG = json.dumps(dict(DRAFTER, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
+FIXED_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2)
+HEALTHY = (ROOT / "tests/data/healthy/qwen3-8b.json").read_text()
+
+
+def git(repo: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.com")
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+class Checkout:
+    """A git repo with a base commit on main and a pull request branch, like actions/checkout leaves."""
+
+    def __init__(self, tmp: Path, base_files: dict[str, str]):
+        self.dir = tmp / "work"
+        self.dir.mkdir()
+        git(self.dir, "init", "-q", "-b", "main")
+        self.base = commit(self.dir, base_files, "base")
+        git(self.dir, "checkout", "-q", "-b", "feature")
+        self.head = self.base
+
+    def push(self, files: dict[str, str], message: str = "change") -> str:
+        self.head = commit(self.dir, files, message)
+        return self.head
+
+
+class Run:
+    def __init__(self, done: subprocess.CompletedProcess, summary: Path, output: Path):
+        self.code, self.stdout, self.stderr = done.returncode, done.stdout, done.stderr
+        self.summary = summary.read_text() if summary.exists() else ""
+        self.outputs = parse_outputs(output.read_text()) if output.exists() else {}
+
+    def annotations(self, level: str = "error") -> list[str]:
+        return [line for line in self.stdout.splitlines() if line.startswith(f"::{level} ")]
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """Read a GITHUB_OUTPUT file as the runner does: ``name=value`` or ``name<<DELIM ... DELIM``."""
+    out, lines, i = {}, text.split("\n"), 0
+    while i < len(lines):
+        line = lines[i]
+        if "<<" in line:
+            name, delim = line.split("<<", 1)
+            end = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1:end])
+            i = end + 1
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            out[name] = value
+            i += 1
+        else:
+            i += 1
+    return out
+
+
+def event_file(tmp: Path, checkout: Checkout, number: int = 7, fork: bool = False) -> Path:
+    head_repo = "mallory/drafter" if fork else REPO
+    event = {
+        "action": "synchronize", "number": number,
+        "pull_request": {"number": number, "head": {"sha": checkout.head, "ref": "feature",
+                                                     "repo": {"full_name": head_repo, "fork": fork}},
+                         "base": {"sha": checkout.base, "ref": "main", "repo": {"full_name": REPO}}},
+        "repository": {"full_name": REPO},
+    }
+    path = tmp / f"event-{checkout.head[:8]}.json"
+    path.write_text(json.dumps(event))
+    return path
+
+
+def run_action(tmp: Path, checkout: Checkout, api: FakeGitHub | None, *, event: Path | None = None,
+               event_name: str = "pull_request", **inputs: str) -> Run:
+    summary, output = tmp / "summary.md", tmp / "output.txt"
+    for f in (summary, output):
+        f.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+    env.update({
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event or event_file(tmp, checkout)),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": api.url if api else "http://127.0.0.1:9",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_SHA": checkout.head,
+        "GITHUB_BASE_REF": "main",
+        "GITHUB_WORKSPACE": str(checkout.dir),
+        "RUNNER_TEMP": str(tmp),
+        "HF_HUB_OFFLINE": "1",
+        "DRAFTGUARD_RETRY_BASE": "0.1",
+        "INPUT_MODE": "check",
+        "INPUT_COMMENT": "true",
+        "INPUT_GITHUB_TOKEN": TOKEN,
+        "PYTHONPATH": str(ROOT),
+    })
+    env.update({"INPUT_" + k.upper(): v for k, v in inputs.items()})
+    done = subprocess.run([sys.executable, "-m", "draftguard", "action"], cwd=checkout.dir, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return Run(done, summary, output)
+
+
+@pytest.fixture()
+def api():
+    fake = FakeGitHub(token=TOKEN).start()
+    fake.add_repo(REPO)
+    yield fake
+    fake.stop()
+
+
+def add_pull(api: FakeGitHub, checkout: Checkout, number: int = 7) -> None:
+    api.add_pull(REPO, number, head=checkout.head, base=checkout.base, changed=[])
+
+
+def line_of(text: str, key: str) -> int:
+    return key_lines(text)[key]
+
+
+# --- the light check on a pull request ----------------------------------------------------------
+
+def test_pull_request_annotations_summary_outputs_and_one_sticky_comment_edited_in_place(tmp_path, api):
+    checkout = Checkout(tmp_path, {"README.md": "hi\n", "drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG, "README.md": "hello\n"})
+    add_pull(api, checkout)
+
+    first = run_action(tmp_path, checkout, api)
+    assert first.code == 1, first.stderr
+    assert "Traceback" not in first.stderr
+    # Annotations sit on the head file's lines, named as the repo names them.
+    errors = first.annotations("error")
+    window = [a for a in errors if a.startswith("::error file=drafter/config.json,") and "%3A sliding_window::" in a]
+    assert window, first.stdout
+    assert f"line={line_of(HEAD_CONFIG, 'sliding_window')}," in window[0]
+    assert any(a.startswith("::error title=draftguard::draftguard: ") for a in errors)  # the job's verdict
+    # The step summary is the comment's light section: new findings marked against the base.
+    assert "### Light check at `" + checkout.head[:12] + "` against base `" + checkout.base[:12] + "`" in first.summary
+    assert "new in this pull request" in first.summary and "**new**" in first.summary
+    # Outputs: counts, verdict, and a report file that holds the findings.
+    report = json.loads(Path(first.outputs["report-json"]).read_text())
+    assert first.outputs["verdict"] == "fail"
+    assert int(first.outputs["errors"]) == report["summary"]["error"] > 0
+    assert int(first.outputs["warnings"]) == report["summary"]["warning"]
+    assert {f["file"] for f in report["findings"]} == {"drafter/config.json"}
+    # One sticky comment, the bot's format.
+    comments = api.comments_on(REPO, 7)
+    assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)
+    sections = parse_sticky(comments[0]["body"])
+    assert set(sections) == {"light"} and "sliding_window" in sections["light"]
+
+    # A push that fixes the window: the same comment is edited, nothing new is posted.
+    checkout.push({"drafter/config.json": FIXED_CONFIG}, "fix the window")
+    api.repos[REPO].pulls[7]["head"] = checkout.head
+    second = run_action(tmp_path, checkout, api)
+    comments = api.comments_on(REPO, 7)
+    assert len(comments) == 1 and comments[0].get("edits") == 1
+    assert checkout.head[:12] in comments[0]["body"]
+    assert api.count("POST", r"/issues/7/comments$") == 1
+    assert second.outputs["verdict"] == ("fail" if second.code else "pass")
+    assert not [a for a in second.annotations("error") if "sliding_window" in a]
+
+
+def test_the_action_keeps_the_bots_acceptance_section(tmp_path, api):
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    queued = render_acceptance_section("queued", detail="waiting for a GPU worker")
+    existing = api.add_comment(REPO, 7, update_sticky(None, acceptance=queued), user="draftguard[bot]", user_type="Bot")
+    api.add_comment(REPO, 7, "looks good to me", user="alice")
+
+    run = run_action(tmp_path, checkout, api)
+    assert run.code == 1
+    stickies = [c for c in api.comments_on(REPO, 7) if c["body"].startswith(MARKER)]
+    assert [c["id"] for c in stickies] == [existing["id"]]
+    sections = parse_sticky(stickies[0]["body"])
+    assert sections["acceptance"] == queued and "Light check" in sections["light"]
+
+
+def test_fork_pull_request_with_a_read_only_token_still_reports_and_does_not_fail_for_it(tmp_path, api):
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"model/config.json": HEALTHY.replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": 1e-05')})
+    add_pull(api, checkout)
+    api.fail("POST", r"/issues/\d+/comments$", "forbidden", times=10)
+
+    run = run_action(tmp_path, checkout, api, event=event_file(tmp_path, checkout, fork=True))
+    assert run.code == 0, run.stdout + run.stderr
+    assert api.comments_on(REPO, 7) == []
+    said = [line for line in run.stdout.splitlines() if "no pull request comment" in line]
+    assert len(said) == 1 and said[0].startswith("::notice ") and "read-only" in said[0]
+    assert "403" in said[0] and TOKEN not in run.stdout + run.stderr
+    assert not run.annotations("error")
+    assert "### Light check" in run.summary and "read-only token" in run.summary
+    assert run.outputs["verdict"] == "pass" and run.outputs["errors"] == "0"
+
+
+def test_a_fork_with_findings_fails_for_the_findings_only(tmp_path, api):
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    api.fail("POST", r"/issues/\d+/comments$", "forbidden", times=10)
+    run = run_action(tmp_path, checkout, api, event=event_file(tmp_path, checkout, fork=True))
+    assert run.code == 1
+    assert [a for a in run.annotations("error") if "sliding_window" in a]
+    assert not [a for a in run.annotations("error") if "could not comment" in a]
+    assert sum("no pull request comment" in line for line in run.stdout.splitlines()) == 1
+
+
+def test_transient_github_faults_are_retried(tmp_path, api):
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"model/config.json": HEALTHY.replace("1e-06", "1e-05")})
+    add_pull(api, checkout)
+    api.fail("POST", r"/issues/\d+/comments$", "502", times=1)
+    run = run_action(tmp_path, checkout, api)
+    assert run.code == 0, run.stdout + run.stderr
+    assert len(api.comments_on(REPO, 7)) == 1
+
+
+def test_bad_credentials_fail_plainly_and_keep_the_summary(tmp_path, api):
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"model/config.json": HEALTHY.replace("1e-06", "1e-05")})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, github_token="ghp_wrongtoken_abcdef123")
+    assert run.code == 1
+    failed = run.annotations("error")
+    assert len(failed) == 1 and "could not comment" in failed[0] and "401" in failed[0]
+    assert "ghp_wrongtoken_abcdef123" not in run.stdout + run.stderr
+    assert "### Light check" in run.summary and run.outputs["verdict"] == "pass"
+
+
+def test_only_changed_config_files_are_checked(tmp_path, api):
+    checkout = Checkout(tmp_path, {"a/config.json": HEALTHY, "b/config.json": HEAD_CONFIG, "README.md": "x\n"})
+    checkout.push({"README.md": "y\n"})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api)
+    assert run.code == 0 and run.outputs["verdict"] == "skipped"
+    assert "no config file changed" in run.summary
+    assert api.comments_on(REPO, 7) == []  # nothing to say, no comment
+
+    checkout.push({"a/tokenizer_config.json": "{}"})
+    run = run_action(tmp_path, checkout, api)
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert [t["file"] for t in report["targets"]] == ["a/config.json"]  # b's findings are not this PR's
+
+
+def test_paths_globs_choose_the_files(tmp_path, api):
+    checkout = Checkout(tmp_path, {"models/x/config.json": HEALTHY, "models/y/config.json": HEAD_CONFIG,
+                                   "other/config.json": HEAD_CONFIG})
+    checkout.push({"README.md": "y\n"})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, paths="models/**", comment="false")
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert sorted(t["file"] for t in report["targets"]) == ["models/x/config.json", "models/y/config.json"]
+    assert run.code == 1 and api.comments_on(REPO, 7) == []
+
+
+def test_settings_come_from_the_base_so_a_pull_request_cannot_relax_its_gate(tmp_path, api):
+    checkout = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\n", "drafter/config.json": BASE_CONFIG})
+    checkout.push({".draftguard.yml": "fail_on: never\n", "drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    assert run.code == 1 and "fail on: error" in run.summary
+
+
+def test_bad_settings_and_inputs_are_one_clear_error(tmp_path, api):
+    checkout = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\nfial_on: never\n",
+                                   "model/config.json": HEALTHY})
+    checkout.push({"model/config.json": HEALTHY.replace("1e-06", "1e-05")})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api)
+    assert run.code == 2 and "Traceback" not in run.stderr
+    [error] = run.annotations("error")
+    assert "file=.draftguard.yml,line=2" in error and "fial_on" in error
+    assert run.outputs["verdict"] == "error"
+
+    run = run_action(tmp_path, checkout, api, mode="gpu")
+    [error] = run.annotations("error")
+    assert run.code == 2 and "input `mode` must be one of check, acceptance" in error
+
+    run = run_action(tmp_path, checkout, api, fail_on="sometimes")
+    assert run.code == 2 and "`fail-on`" in run.annotations("error")[0]
+
+
+def test_acceptance_mode_needs_a_target(tmp_path, api):
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, mode="acceptance")
+    assert run.code == 2 and "needs the target model" in run.annotations("error")[0]
+    assert api.comments_on(REPO, 7) == []
+
+
+def _accept_available() -> bool:
+    import contextlib
+    import io
+
+    from draftguard.cli import _parser
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            _parser().parse_args(["accept", "--help"])
+    except SystemExit as exc:
+        return exc.code == 0
+    return False
+
+
+@pytest.mark.skipif(not (ROOT / "tests/fixtures/models/target").is_dir(), reason="no tiny fixture models")
+def test_acceptance_mode_runs_draftguard_accept_and_updates_the_acceptance_section(tmp_path, api):
+    pytest.importorskip("torch")
+    if not _accept_available():
+        pytest.skip("`draftguard accept` (issue 5) is not in the CLI yet")
+    fixtures = ROOT / "tests/fixtures/models"
+    drafter = {p.name: p.read_bytes() for p in (fixtures / "drafter").iterdir() if p.is_file()}
+    checkout = Checkout(tmp_path, {".draftguard.yml": f"target: {fixtures / 'target'}\nbackend: reference\n"
+                                                      "min_acceptance_length: 2.0\nnum_prompts: 4\nmax_new_tokens: 16\n"
+                                                      f"prompts: {fixtures / 'prompts.jsonl'}\n"})
+    (checkout.dir / "drafter").mkdir()
+    for name, data in drafter.items():
+        (checkout.dir / "drafter" / name).write_bytes(data)
+    git(checkout.dir, "add", "-A")
+    git(checkout.dir, "commit", "-q", "-m", "drafter")
+    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
+    add_pull(api, checkout)
+    light = update_sticky(None, light="### Light check\n\nkept")
+    api.add_comment(REPO, 7, light, user="draftguard[bot]", user_type="Bot")
+    run = run_action(tmp_path, checkout, api, mode="acceptance")
+    assert run.code in (0, 1), run.stdout + run.stderr
+    [comment] = api.comments_on(REPO, 7)
+    sections = parse_sticky(comment["body"])
+    assert sections["light"] == "### Light check\n\nkept"
+    assert "τ = **" in sections["acceptance"] and comment["edits"] == 2  # running, then done
+    assert run.outputs["verdict"] in ("pass", "fail", "inconclusive")
+    assert json.loads(Path(run.outputs["report-json"]).read_text())["results"][0]["drafter"] == "drafter/config.json"
+
+
+# --- action.yml and the example workflows -------------------------------------------------------
+
+def load_action() -> dict:
+    return yaml.safe_load((ROOT / "action.yml").read_text())
+
+
+def test_action_yml_declares_what_the_entry_point_reads():
+    action = load_action()
+    for key in ("name", "description", "inputs", "outputs", "runs"):
+        assert action.get(key), f"action.yml has no {key}"
+    assert action["runs"]["using"] == "composite"
+    declared = set(action["inputs"])
+    assert declared == set(INPUTS)
+    for name, spec in action["inputs"].items():
+        assert spec.get("description"), f"input {name} has no description"
+    # Every input name the entry point reads is declared (read_input refuses others at run time too).
+    tree = ast.parse((ROOT / "draftguard/action.py").read_text())
+    read = {node.args[1].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "read_input"
+            and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)}
+    assert read and read <= declared, read - declared
+    assert "os.environ[\"INPUT_" not in (ROOT / "draftguard/action.py").read_text()
+    assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
+    # One step runs the one entry point and passes every input as INPUT_<NAME>.
+    steps = action["runs"]["steps"]
+    runs = [s for s in steps if re.search(r"draftguard\S*\s+action\b", s.get("run", ""), re.I)]
+    assert len(runs) == 1
+    step = runs[0]
+    for name in INPUTS:
+        assert step["env"]["INPUT_" + name.upper().replace("-", "_")] == "${{ inputs.%s }}" % name
+    # Outputs are exactly the issue's, each wired to that step's outputs.
+    assert set(action["outputs"]) == set(OUTPUTS)
+    for name, spec in action["outputs"].items():
+        assert spec["value"] == "${{ steps.%s.outputs.%s }}" % (step["id"], name)
+    # Installs draftguard from the action's own checkout, torch-free, with the pinned constraints.
+    install = "\n".join(s.get("run", "") for s in steps)
+    assert "$GITHUB_ACTION_PATH/constraints.txt" in install
+    pip_lines = [line for line in install.replace("\\\n", " ").splitlines() if "pip install" in line]
+    assert len(pip_lines) == 2 and all('"$GITHUB_ACTION_PATH' in line for line in pip_lines)
+    assert not [line for line in pip_lines if re.search(r"torch|vllm|runner", line)]
+    for s in steps:
+        if "run" in s:
+            assert s.get("shell") == "bash", "composite run steps need a shell"
+
+
+def test_example_workflows_keep_fork_code_off_the_gpu_runner():
+    folder = ROOT / "examples/workflows"
+    flows = {p.name: yaml.safe_load(p.read_text()) for p in folder.glob("*.yml")}
+    assert len(flows) >= 2
+    texts = {p.name: p.read_text() for p in folder.glob("*.yml")}
+    for name, flow in flows.items():
+        assert "pull_request_target" not in flow[True], name  # YAML reads the key `on` as True
+        assert "${{ github.event.comment.body }}" not in texts[name].split("env:")[0], "script injection"
+    light = [f for f in flows.values() if any(j.get("runs-on") == "ubuntu-latest" for j in f["jobs"].values())
+             and "pull_request" in f[True]]
+    assert light, "no light-check workflow on GitHub-hosted runners"
+    gpu = [(n, f) for n, f in flows.items()
+           if any(j.get("runs-on") == ["self-hosted", "gpu"] for j in f["jobs"].values())]
+    assert len(gpu) == 1
+    name, flow = gpu[0]
+    assert set(flow[True]) == {"pull_request", "issue_comment"}
+    for job_name, job in flow["jobs"].items():
+        if job.get("runs-on") != ["self-hosted", "gpu"]:
+            continue
+        # The GPU job only runs behind the gate job, which admits same-repo PRs or a writer's /recheck.
+        assert "gate" in (job.get("needs") or []), job_name
+        assert "needs.gate.outputs" in job["if"]
+        checkout = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout")]
+        assert checkout and checkout[0]["with"]["ref"] == "${{ needs.gate.outputs.sha }}"
+        assert checkout[0]["with"]["persist-credentials"] is False
+        assert any(s.get("with", {}).get("mode") == "acceptance" for s in job["steps"])
+    gate = flow["jobs"]["gate"]
+    gate_text = yaml.safe_dump(gate)
+    assert gate["runs-on"] == "ubuntu-latest"
+    assert "head.repo.full_name" in gate_text and "/recheck" in gate_text
+    assert "collaborators" in gate_text and "permission" in gate_text
+
+
+@pytest.mark.parametrize("pattern,path,hit", [
+    ("config.json", "config.json", True),
+    ("*/config.json", "a/config.json", True),
+    ("*/config.json", "a/b/config.json", False),
+    ("**/config.json", "config.json", True),
+    ("**/config.json", "a/b/config.json", True),
+    ("models/**", "models/a/config.json", True),
+    ("models/[ab]/*.json", "models/b/x.json", True),
+    ("./a/config.json", "a/config.json", True),
+])
+def test_globs(pattern, path, hit):
+    assert bool(glob_regex(pattern).match(path)) is hit
