@@ -71,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="GPU (acceptance) workers in this process (default: 1 with SQLite, 0 with Redis)")
     serve.set_defaults(func=cmd_serve)
 
+    action = sub.add_parser(
+        "action", help="the GitHub Action's entry point (reads the runner's GITHUB_* and INPUT_* variables)",
+        description="Run as action.yml does on a GitHub runner: check the config files a pull request changes "
+        "(or run the acceptance test), write annotations, the step summary and outputs, and update the "
+        "sticky comment. Configured by the environment only; see draftguard/action.py.",
+    )
+    action.set_defaults(func=cmd_action)
+
     worker = sub.add_parser("worker", help="consume bot jobs from a shared (Redis) queue (needs the bot extra)")
     worker.add_argument("--queue", choices=["cpu", "gpu"], default="cpu",
                         help="cpu: light checks, comments, check runs; gpu: acceptance tests")
@@ -84,6 +92,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from draftguard.bot.cli import serve
 
     return serve(args)
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    from draftguard.action import cmd_action as run
+
+    return run(args)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -138,7 +152,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def entry() -> None:
     """The console script. Only a real process may hide torch: inside a test run or a library
     caller, hiding it would break later imports of torch in the same process."""
-    if len(sys.argv) > 1 and sys.argv[1] == "check":
+    # `action` too: its acceptance mode runs `draftguard accept` in a subprocess, never in-process.
+    if len(sys.argv) > 1 and sys.argv[1] in ("check", "action"):
         from draftguard.check.resolver import hide_torch
 
         # Before transformers is imported: the light check must never load torch.
