@@ -55,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=cmd_check)
 
+    from draftguard.runner.cli import add_accept_parser  # imports no torch: `check` must never load it
+
+    add_accept_parser(sub)
+
     serve = sub.add_parser(
         "serve", help="run the GitHub bot: webhooks, queue and (with SQLite) its workers (needs the bot extra)",
         description="Serve the webhook bot. Configuration comes from the environment: "
