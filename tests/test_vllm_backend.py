@@ -324,3 +324,26 @@ def test_gpu_job_errors_carry_the_childs_one_line(tmp_path):
     python = _fake_accept(tmp_path, "print('not json')")
     with pytest.raises(AcceptanceJobError, match="without a result"):
         run_acceptance_job("t", "d", env=env, python=python)
+
+
+def test_close_shuts_the_engine_core_down(fake_vllm):
+    backend = vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"))
+    llm = FakeLLM.instances[-1]
+    stopped = []
+    llm.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=lambda: stopped.append(1)))
+    backend.close()
+    backend.close()  # twice is harmless
+    assert stopped == [1] and backend.llm is None
+
+
+def test_accept_backend_vllm_without_vllm_exits_2_with_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "draftguard", "accept", "--target", str(MODELS / "target"),
+         "--drafter", str(MODELS / "drafter"), "--prompts", str(MODELS / "prompts.jsonl"), "--backend", "vllm",
+         "--settings", str(tmp_path)],
+        capture_output=True, text=True, env=_without_vllm(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "pip install 'draftguard[vllm]'" in lines[0] and "GPU runner" in lines[0]

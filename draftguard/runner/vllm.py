@@ -24,7 +24,9 @@ Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -419,5 +421,18 @@ class VllmBackend:
         }
 
     def close(self) -> None:
-        """Drop the engine (its memory returns only when the process ends; see the class note)."""
-        self.llm = None
+        """Stop the engine and give its GPU memory back, so the reference backend can run next in
+        this process (``--backend both``). vLLM's engine core is a child process: shutting it down
+        is what frees the memory; dropping the LLM object alone waits for the garbage collector."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        del llm, core, shutdown
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
