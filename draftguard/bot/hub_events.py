@@ -30,8 +30,6 @@ import json
 import logging
 import os
 import posixpath
-import subprocess
-import sys
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
@@ -367,15 +365,8 @@ def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: 
     """The default acceptance runner: download the drafter's folder at the PR head (huggingface_hub
     cache) and run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU
     worker)."""
-    from draftguard.runner.result import AcceptanceResult
-
     folder = posixpath.dirname(job.data["drafters"][0])
     local = client.download_folder(folder, job.head_sha or client.ref)
-    cmd = [sys.executable, "-m", "draftguard", "accept", "--target", settings.target,
-           "--drafter", os.path.join(local, folder), "--format", "json"]
-    if settings.min_acceptance_length:
-        cmd += ["--min-acceptance-length", str(settings.min_acceptance_length)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"draftguard accept exited {done.returncode}: {done.stderr.strip()[-300:]}")
-    return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+    from draftguard.runner.gpu_job import run_acceptance_job  # backend, device, runner options
+
+    return run_acceptance_job(settings.target, os.path.join(local, folder), settings)

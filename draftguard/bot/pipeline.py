@@ -11,8 +11,6 @@ import json
 import logging
 import os
 import posixpath
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -339,8 +337,6 @@ def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any
 
     Files stored with Git LFS arrive as pointers and cannot be run; such repos use the Action on a
     self-hosted GPU runner instead."""
-    from draftguard.runner.result import AcceptanceResult
-
     drafter = job.data["drafters"][0]
     folder = posixpath.dirname(drafter)
     with tempfile.TemporaryDirectory(prefix="draftguard-accept-") as tmp:
@@ -353,14 +349,9 @@ def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any
 
             with open(os.path.join(tmp, item.name), "wb") as fh:
                 fh.write(base64.b64decode(blob.content))
-        cmd = [sys.executable, "-m", "draftguard", "accept", "--target", settings.target, "--drafter", tmp,
-               "--format", "json"]
-        if settings.min_acceptance_length:
-            cmd += ["--min-acceptance-length", str(settings.min_acceptance_length)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
-        if done.returncode not in (0, 1):
-            raise RuntimeError(f"draftguard accept exited {done.returncode}: {done.stderr.strip()[-300:]}")
-        return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+        from draftguard.runner.gpu_job import run_acceptance_job  # backend, device, runner options
+
+        return run_acceptance_job(settings.target, tmp, settings)
 
 
 def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[str, str]],

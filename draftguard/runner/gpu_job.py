@@ -11,7 +11,8 @@ that ran jobs in process would leak memory and mix counters from one job into th
 The runner picks what the repo does not say, through its environment (``runner/draftguard-runner.env``):
 
 - ``DRAFTGUARD_BACKEND``: reference, vllm or both, when the repo's settings name none (default: reference);
-- ``DRAFTGUARD_DEVICE``: the reference backend's device (default: cuda);
+- ``DRAFTGUARD_DEVICE``: the reference backend's device (default: cuda when an NVIDIA GPU is visible,
+  else cpu);
 - ``DRAFTGUARD_ACCEPT_ARGS``: more ``draftguard accept`` options for every job on this runner, such as
   ``--attention-backend FLASH_ATTN --max-model-len 8192``;
 - ``DRAFTGUARD_ACCEPT_TIMEOUT``: seconds before a job is stopped (default 3000, under the queue's
@@ -21,7 +22,7 @@ Example::
 
     >>> from draftguard.settings import Settings
     >>> accept_command("Qwen/Qwen3-8B", "/tmp/drafter", Settings(min_acceptance_length=3.0, backend="both"),
-    ...                python="python", env={})
+    ...                python="python", env={"DRAFTGUARD_DEVICE": "cuda"})
     ['python', '-m', 'draftguard', 'accept', '--target', 'Qwen/Qwen3-8B', '--drafter', '/tmp/drafter', '--format', 'json', '--backend', 'both', '--device', 'cuda', '--min-acceptance-length', '3.0']
 """
 
@@ -48,6 +49,22 @@ def _setting(settings: Any, name: str) -> Any:
     return getattr(settings, name, None) if settings is not None else None
 
 
+def default_device(env: Mapping[str, str] | None = None) -> str:
+    """cuda when this machine has an NVIDIA GPU visible to the worker, else cpu. Asked without torch
+    (the worker never imports it): the driver's control device exists and CUDA_VISIBLE_DEVICES does
+    not hide every GPU.
+
+    Example::
+
+        >>> default_device({"CUDA_VISIBLE_DEVICES": ""})
+        'cpu'
+    """
+    env = os.environ if env is None else env
+    if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    return "cuda" if os.path.exists("/dev/nvidiactl") else "cpu"
+
+
 def accept_command(target: str, drafter: str, settings: Any = None, *, python: str | None = None,
                    env: Mapping[str, str] | None = None) -> list[str]:
     """The ``draftguard accept`` command line for one job: the repo's settings first, the runner's
@@ -60,7 +77,7 @@ def accept_command(target: str, drafter: str, settings: Any = None, *, python: s
     cmd = [python or sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
            "--format", "json", "--backend", backend]
     if backend != "vllm":
-        cmd += ["--device", env.get("DRAFTGUARD_DEVICE") or "cuda"]
+        cmd += ["--device", env.get("DRAFTGUARD_DEVICE") or default_device(env)]
     for name, flag in (("min_acceptance_length", "--min-acceptance-length"), ("num_prompts", "--num-prompts"),
                        ("max_new_tokens", "--max-new-tokens"), ("block_size", "--block-size")):
         value = _setting(settings, name)
