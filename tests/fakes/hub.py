@@ -72,6 +72,10 @@ class FakeHub:
         self.token: str | None = None  # when set, API calls must carry it (whoami, comments, edits)
         self.user = "draftguard-bot"  # whom the token belongs to
         self.latency = 0.0  # seconds each API request takes, to keep jobs in flight
+        # A random share of API requests fails with 500/502/503/429 (writes: half of them after
+        # storing the write); for the fault benchmark. Seeded, so a run can be repeated.
+        self.fault_rate = 0.0
+        self.random = __import__("random").Random(0)
         self._pushes = 0
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
@@ -401,6 +405,10 @@ def _api(h: _Handler, method: str) -> None:
 
         time.sleep(fake.latency)
     fault = fake._take_fault(method, path)
+    if fault is None and fake.fault_rate and fake.random.random() < fake.fault_rate:
+        status = fake.random.choice((500, 502, 503, 429))
+        fault = Fault(method, path, status, 0, 1 if status == 429 else None,
+                      apply=method == "POST" and fake.random.random() < 0.5)
     if fault is not None and not fault.apply:
         extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
         return error(fault.status, f"forced {fault.status}", headers=extra)
