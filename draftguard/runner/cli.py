@@ -58,8 +58,9 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (reference backend; default cpu)")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="weights' dtype for the reference backend (auto: float32 on CPU, bfloat16 on GPU)")
-    p.add_argument("--prompts", default="builtin",
-                   help="builtin (chat, math, code) or a JSONL file: {\"prompt\"}, {\"messages\"} or {\"input_ids\"} lines")
+    p.add_argument("--prompts",
+                   help="builtin (chat, math, code; the default) or a JSONL file: {\"prompt\"}, {\"messages\"} or "
+                   "{\"input_ids\"} lines")
     p.add_argument("--num-prompts", type=int, metavar="N", help="use the first N prompts (default: all)")
     p.add_argument("--max-new-tokens", type=int, metavar="M", help=f"new tokens per prompt (default {DEFAULT_MAX_NEW_TOKENS})")
     p.add_argument("--block-size", type=int, metavar="B", help="anchor + drafted tokens per step (default: the drafter's)")
@@ -175,6 +176,11 @@ def _settings(args: argparse.Namespace) -> None:
             if name == "tolerance" and s.baseline is None and args.baseline is None:
                 continue  # the settings' default tolerance means nothing without a baseline
             setattr(args, name, value)
+    if args.prompts is None and s.prompts:
+        given = Path(s.prompts)
+        # A prompt file named in .draftguard.yml is relative to the folder that holds it.
+        args.prompts = s.prompts if s.prompts == "builtin" or given.is_absolute() else str(Path(args.settings) / given)
+    args.prompts = args.prompts or "builtin"
     args.backend = args.backend or "reference"
     args.max_new_tokens = args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
     if not args.target:
