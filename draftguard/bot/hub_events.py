@@ -294,10 +294,13 @@ class HubHandler:
                 asked = f"/recheck by @{forced_by}: " if forced_by else ""
                 acceptance_detail = (f"{asked}{why}. GPU tests run only for the repo's owner or members of the "
                                      "organization that owns it; one of them can comment /recheck.")
-        client.upsert_sticky(lambda old: update_sticky(
-            old, light=light,
-            acceptance=render_acceptance_section(acceptance_state, detail=acceptance_detail)
-            if acceptance_state else None))
+        sections = {"light": light, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
+                    if acceptance_state else None}
+        if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
+            # A retry of this job after its GPU job already ran: leave that job's section alone.
+            del sections["acceptance"]
+            gpu_job = None
+        client.upsert_sticky(lambda old: update_sticky(old, **sections))
         queue.store.put_data(checked_key, head.encode())
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
