@@ -10,7 +10,8 @@
 # Each target ends with a smoke step that fails the build when the installed CLI does not work.
 
 ARG BASE_IMAGE=python:3.12-slim-bookworm
-ARG RUNNER_BASE_IMAGE=vllm/vllm-openai:latest
+# The vLLM the backend was checked against (0.33.0); DFlash needs a recent vLLM.
+ARG RUNNER_BASE_IMAGE=vllm/vllm-openai:v0.33.0
 
 # ---------------------------------------------------------------------------------------------------
 # bot: a virtual environment built in one stage and copied into a clean one, so neither pip's cache
@@ -58,13 +59,14 @@ CMD ["draftguard", "serve", "--host", "0.0.0.0", "--port", "8080"]
 # the versions the base ships are frozen into a constraints file first.
 FROM ${RUNNER_BASE_IMAGE} AS runner
 ARG PIP_INDEX_URL=https://pypi.org/simple
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# vLLM's images install into the system Python; newer bases mark it externally managed (PEP 668).
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_BREAK_SYSTEM_PACKAGES=1
 COPY pyproject.toml README.md /src/
 COPY draftguard /src/draftguard
 COPY examples /opt/draftguard-examples
 RUN --mount=type=secret,id=pip_cert \
     if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && python3 -m pip freeze | grep -iE '^(torch|torchvision|torchaudio|vllm|transformers|tokenizers|huggingface[-_]hub|safetensors|numpy)==' > /tmp/base-pins.txt \
+ && { python3 -m pip freeze | grep -iE '^(torch|torchvision|torchaudio|vllm|transformers|tokenizers|huggingface[-_]hub|safetensors|numpy)==' || true; } > /tmp/base-pins.txt \
  && python3 -m pip install -c /tmp/base-pins.txt "/src[runner,vllm,bot]" \
  && rm -rf /src /tmp/base-pins.txt
 ENV PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HOME=/var/lib/draftguard/hf

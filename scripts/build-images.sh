@@ -3,7 +3,7 @@
 # locally with debootstrap (no registry needed), the runner target on a vLLM image when one is given.
 #
 #   scripts/build-images.sh                 # bot only (Debian base built here if missing)
-#   RUNNER_BASE_IMAGE=vllm/vllm-openai:v0.11.0 scripts/build-images.sh runner
+#   RUNNER_BASE_IMAGE=vllm/vllm-openai:v0.33.0 scripts/build-images.sh runner
 #
 # Needs (Debian/Ubuntu, as root): apt-get install podman debootstrap. pip inside the build reaches PyPI
 # directly (PIP_CERT, when set, is passed as a build secret); set PIP_INDEX_URL to use a mirror.

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# One command to check a GPU runner (under five minutes on one GPU):
+#
+#   bench/gpu_check.sh [OUT.md]        # default: bench/results/gpu-check-<UTC time>.md
+#
+# 1. the reference backend on CUDA against the tiny fixtures (tests/fixtures/models): the healthy drafter
+#    and the three seeded faults, float32 (must match the CPU's τ) and bfloat16 (what real runs use);
+# 2. the same healthy run on CPU in the same session: the baseline for the CUDA speed-up and for τ;
+# 3. where vLLM is installed: `--backend both` on the healthy drafter and the window-lost one, so the
+#    differential verdict is exercised on a real engine.
+#
+# Every run is a separate `draftguard accept` process with a time limit; a failing run is recorded
+# (exit code and its one-line reason) and the check goes on. The file is markdown, ready for the
+# README's performance section. GPU_CHECK_DEVICE=cpu runs the whole script on CPU (to test the script).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+DEVICE=${GPU_CHECK_DEVICE:-cuda}
+FIX=tests/fixtures/models
+NEW_TOKENS=${GPU_CHECK_NEW_TOKENS:-32}
+LIMIT=${GPU_CHECK_RUN_LIMIT:-150}
+OUT=${1:-bench/results/gpu-check-$(date -u +%Y%m%dT%H%M%SZ).md}
+mkdir -p "$(dirname "$OUT")"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+started=$(date +%s)
+
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+versions=$("$PY" - <<'EOF'
+import importlib.metadata as md
+out = []
+for name in ("draftguard", "torch", "transformers", "vllm"):
+    try:
+        out.append(f"{name} {md.version(name)}")
+    except md.PackageNotFoundError:
+        out.append(f"{name} -")
+print(", ".join(out))
+EOF
+)
+cuda=$("$PY" -c "import torch; print(torch.version.cuda or '-', torch.cuda.is_available())" 2>/dev/null || echo "- False")
+has_vllm=$("$PY" -c "import vllm" >/dev/null 2>&1 && echo yes || echo no)
+
+{
+  echo "## GPU check, $(date -u +%Y-%m-%d' '%H:%M' UTC')"
+  echo
+  echo "- GPU: ${gpu:-none found by nvidia-smi}; CUDA (torch): ${cuda}"
+  echo "- ${versions}; host: $(uname -m), $(nproc) CPUs"
+  echo "- fixtures: tests/fixtures/models, $(wc -l < $FIX/prompts.jsonl) prompts x ${NEW_TOKENS} new tokens, greedy, bar τ ≥ 3, every prompt run (no early stop)"
+  echo
+  echo "| run | backend | device | dtype | τ | per-position acceptance | tokens/s | wall s | verdict / exit |"
+  echo "|---|---|---|---|---:|---|---:|---:|---|"
+} > "$OUT"
+
+# run NAME BACKEND DEVICE DTYPE DRAFTER [extra accept options...]
+run() {
+  local name=$1 backend=$2 device=$3 dtype=$4 drafter=$5
+  shift 5
+  local json="$WORK/$name.json" err="$WORK/$name.err" t0 rc wall
+  t0=$(date +%s.%N)
+  timeout "$LIMIT" "$PY" -m draftguard accept --target "$FIX/target" --drafter "$FIX/$drafter" \
+    --prompts "$FIX/prompts.jsonl" --max-new-tokens "$NEW_TOKENS" --min-acceptance-length 3 --no-early-stop --quiet \
+    --backend "$backend" --device "$device" --dtype "$dtype" --format json --settings "$WORK" "$@" \
+    > "$json" 2> "$err"
+  rc=$?
+  wall=$("$PY" -c "import time; print(f'{time.time() - $t0:.1f}')")
+  "$PY" - "$json" "$err" "$name" "$backend" "$device" "$dtype" "$rc" "$wall" >> "$OUT" <<'EOF'
+import json, sys
+path, err, name, backend, device, dtype, rc, wall = sys.argv[1:]
+try:
+    r = json.load(open(path))
+except (OSError, ValueError):
+    lines = [l for l in open(err, errors="replace").read().splitlines() if l.strip()]
+    why = (lines[-1] if lines else "no output").replace("|", "/")[:200]
+    print(f"| {name} | {backend} | {device} | {dtype} | - | - | - | {wall} | exit {rc}: {why} |")
+    sys.exit(0)
+tau = r["mean_acceptance_length"]
+pos = ", ".join(f"{x:.2f}" for x in r["per_position_acceptance"])
+verdict = r["verdict"]["status"]
+diff = (r.get("run") or {}).get("differential")
+if diff:
+    verdict = f"{diff['kind']} (reference τ {diff['reference_tau']:.2f})"
+print(f"| {name} | {backend} | {device} | {dtype} | {tau:.2f} | {pos} | {r['tokens_per_second']:.0f} | {wall} | {verdict}, exit {rc} |")
+EOF
+  echo "$name: exit $rc in ${wall}s" >&2
+}
+
+label() { if [ "$1" = drafter ]; then echo healthy; else echo "${1#drafter-}"; fi; }
+
+run healthy-cpu reference cpu float32 drafter
+for drafter in drafter drafter-window-lost drafter-layers-off drafter-wrong-mask; do
+  run "$(label "$drafter")-$DEVICE-fp32" reference "$DEVICE" float32 "$drafter"
+done
+run "healthy-$DEVICE-bf16" reference "$DEVICE" bfloat16 drafter
+if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
+  # The fixture target is tiny: keep vLLM's context and memory small, and skip CUDA graphs (startup).
+  for drafter in drafter drafter-window-lost; do
+    run "$(label "$drafter")-vllm-both" both "$DEVICE" float32 "$drafter" \
+      --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+  done
+else
+  echo "| vLLM | - | - | - | - | - | - | - | not run: $([ "$has_vllm" = yes ] && echo "device is $DEVICE" || echo "vLLM not installed") |" >> "$OUT"
+fi
+
+# The CUDA speed-up and τ agreement against the CPU baseline of the same session.
+"$PY" - "$OUT" "$DEVICE" >> "$OUT" <<'EOF'
+import sys
+out, device = sys.argv[1:]
+rows = {}
+for line in open(out):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 9 and cells[4] not in ("τ", "-", "---:"):
+        rows[cells[0]] = cells
+cpu, gpu = rows.get("healthy-cpu"), rows.get(f"healthy-{device}-fp32")
+print()
+if cpu and gpu:
+    print(f"Healthy drafter, reference backend: τ {gpu[4]} on {device} (float32) against {cpu[4]} on CPU; "
+          f"{float(gpu[6]) / max(float(cpu[6]), 1e-9):.1f}x the CPU's tokens/s ({gpu[6]} against {cpu[6]}).")
+else:
+    print("Healthy drafter: no CPU/GPU pair to compare (a run failed; see the table).")
+EOF
+echo >> "$OUT"
+echo "Whole check: $(( $(date +%s) - started )) s." >> "$OUT"
+cat "$OUT"
