@@ -329,7 +329,7 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         finish()
     if not both:
         return engine
-    del backend  # vLLM keeps its GPU memory while the engine lives; the reference needs some
+    backend.close()  # stops vLLM's engine process: its GPU memory is free for the reference
     reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
     diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
     return differential.combine(reference, engine, diff)
