@@ -372,6 +372,9 @@ class VersionMatrix:
     versions: list[str]
     columns: list[VersionColumn] = field(default_factory=list)
     rows: list[MatrixRow] = field(default_factory=list)
+    # file -> the version whose effective attention the target's attention view shows (the newest
+    # that resolved it); the other versions' show in the table's "(effective attention)" row.
+    attention_from: dict[str, str] = field(default_factory=dict)
 
     def column(self, version: str) -> VersionColumn:
         return next(c for c in self.columns if c.version == version)
@@ -543,6 +546,7 @@ def _judge_target(
     findings = _merge_findings(judged, flat, matrix.versions)
     matrix.rows.extend(_rows(shown, _flatten(raw, prefix), flat, findings, {v: a for v, (_, a) in judged.items()}))
     newest = list(nodes)[-1]
+    matrix.attention_from[shown] = newest
     return TargetResult(
         source=snapshot.source,
         file=shown,

@@ -40,7 +40,8 @@ def render_markdown(report: Report, *, title: str = "draftguard light check") ->
         out.append("")
     for t in report.targets:
         if any(layer.mismatch for layer in t.attention):
-            out += [f"<details><summary>Effective attention of <code>{t.file}</code></summary>", "",
+            under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""
+            out += [f"<details><summary>Effective attention of <code>{t.file}</code>{under}</summary>", "",
                     "| layers | config.json declares | model runs |", "|---|---|---|"]
             for layers, declared, effective in attention_runs(t.attention):
                 mark = " :x:" if declared != effective else ""

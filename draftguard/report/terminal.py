@@ -35,7 +35,8 @@ def render_text(report: Report, file: TextIO) -> None:
             if f.versions is not None:
                 console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))
         if any(layer.mismatch for layer in t.attention):
-            table = Table(title="  effective attention", title_justify="left", padding=(0, 1))
+            under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""
+            table = Table(title="  effective attention" + under, title_justify="left", padding=(0, 1))
             for name in ("layers", "config.json declares", "model runs"):
                 table.add_column(name)
             for layers, declared, effective in attention_runs(t.attention):
