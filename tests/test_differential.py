@@ -123,3 +123,20 @@ def test_a_real_reference_run_flags_a_drafter_read_wrong_as_an_engine_mismatch()
     assert d.kind == dif.ENGINE_MISMATCH, d.reason
     # Speculative decoding is lossless: the text is the same whatever the drafter did.
     assert d.same_tokens == len(prompts)
+
+
+def test_text_and_markdown_views_show_both_backends_side_by_side():
+    import io
+
+    from draftguard.runner.render import render_markdown, render_text
+
+    ref, eng = result(HEALTHY, backend="reference"), result(WINDOW_LOST)
+    combined = AcceptanceResult.from_json(dif.combine(ref, eng, dif.compare(ref, eng)).to_json())
+    md = render_markdown(combined)
+    assert "| position | reference | vLLM |" in md and "| 0 | 1.00 | 0.25 |" in md
+    out = io.StringIO()
+    render_text(combined, out)
+    text = out.getvalue()
+    assert "position  reference  vLLM" in text and "engine mismatch" in text
+    # A single-backend result has no such table.
+    assert "reference | vLLM" not in render_markdown(eng)

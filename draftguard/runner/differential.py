@@ -78,6 +78,20 @@ class Differential:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Differential":
+        """Rebuild from ``run.differential`` of a result's JSON (for renderers that only have the JSON).
+
+        Example::
+
+            >>> d = Differential(AGREE, PASS, "pass", 3.0, 3.0, 1.0, 0.9, 1.5, [PositionRow(0, 0.9, 0.9)])
+            >>> Differential.from_dict(d.to_dict()) == d
+            True
+        """
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known["per_position"] = [PositionRow(**row) for row in data.get("per_position") or []]
+        return cls(**known)
+
 
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
@@ -206,8 +220,9 @@ def combine(reference: AcceptanceResult, engine: AcceptanceResult, diff: Differe
     )
 
 
-def render_side_by_side(diff: Differential, markdown: bool = False) -> str:
-    """The verdict and the per-position rates of both backends as a table (text or markdown).
+def render_side_by_side(diff: "Differential | dict[str, Any]", markdown: bool = False) -> str:
+    """The verdict and the per-position rates of both backends as a table (text or markdown); takes the
+    Differential or its JSON form (``result.run["differential"]``).
 
     Example::
 
@@ -219,6 +234,8 @@ def render_side_by_side(diff: Differential, markdown: bool = False) -> str:
                0       0.90  0.88
                1       0.60   n/a
     """
+    if isinstance(diff, dict):
+        diff = Differential.from_dict(diff)
     lines = [diff.reason]
     if markdown:
         lines += ["", "| position | reference | vLLM |", "|---:|---:|---:|"]

@@ -68,6 +68,10 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
         console.print("per-position acceptance")
         for i, rate in enumerate(result.per_position_acceptance):
             console.print(f"  {i + 1:>3}  {_bar(rate)}  {rate:.3f}")
+    if result.run.get("differential"):  # --backend both: vLLM beside the reference
+        from draftguard.runner.differential import render_side_by_side
+
+        console.print(render_side_by_side(result.run["differential"]), markup=False)
 
 
 def render_markdown(result: AcceptanceResult) -> str:
@@ -79,6 +83,10 @@ def render_markdown(result: AcceptanceResult) -> str:
     if result.per_position_acceptance:
         lines += ["", "| position | acceptance | |", "|---:|---:|---|"]
         lines += [f"| {i + 1} | {rate:.3f} | `{_bar(rate)}` |" for i, rate in enumerate(result.per_position_acceptance)]
+    if result.run.get("differential"):  # --backend both: vLLM beside the reference
+        from draftguard.runner.differential import render_side_by_side
+
+        lines += ["", render_side_by_side(result.run["differential"], markdown=True)]
     if result.per_prompt:
         lines += ["", "<details><summary>per-prompt τ</summary>", "", "| prompt | τ | drafts | new tokens |",
                   "|---|---:|---:|---:|"]
