@@ -28,6 +28,7 @@ Use the ``fake_hub`` fixture (tests/conftest.py style, from ``tests.fakes``) in-
 from __future__ import annotations
 
 import hashlib
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +63,7 @@ class FakeHub:
         self.requests: list[Request] = []
         self.status: dict[tuple[str, str], int] = {}  # (repo, path) -> forced HTTP status
         self._lock = threading.Lock()
+        self._connections: set = set()  # open keep-alive sockets, closed by stop() like a Hub gone away
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         # The discussion API (the Hub bot): see "discussions, refs and users" below.
@@ -135,10 +137,20 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        """Stop serving and drop open connections: the client's next request is refused, as when
+        the Hub cannot be reached (keep-alive connections would otherwise go on being served)."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+                connection.close()
+            except OSError:
+                pass
 
     def __enter__(self) -> "FakeHub":
         return self.start()
@@ -247,6 +259,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # quiet test output
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._lock:
+            self.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.fake._lock:
+            self.fake._connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:  # the socket was closed by stop()
+            pass
 
     def do_HEAD(self) -> None:
         self._resolve(send_body=False)
