@@ -118,15 +118,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     try:
         versions = matrix.requested_versions(args.transformers)
-    except BadInput as exc:
-        print(f"draftguard: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if versions:
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
             progress=matrix.stderr_progress, drafter_target=args.target,
-        )
-    else:
+        ) if versions else None
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if report is None:
         report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,
                            drafter_target=args.target)
     out = sys.stdout

@@ -343,3 +343,19 @@ def test_a_speculators_drafter_is_judged_through_its_layer_config_and_against_it
     # The drafter-against-target rules run once, not per version: aux id 5 is past the target's 4 layers.
     [out_of_range] = [f for f in report.findings if f.rule == "DG102"]
     assert out_of_range.versions is None
+
+
+def test_an_unusable_cache_dir_or_time_limit_is_bad_input_not_a_crash(tmp_path, monkeypatch, capsys):
+    _host_is_pinned()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(matrix.CACHE_ENV, str(blocker))
+    assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},4.52.4", "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert f"draftguard: transformers 4.52.4: cannot use the cache dir {blocker / 'envs'}" in captured.err
+    assert f"set {matrix.CACHE_ENV} to a writable directory" in captured.err
+    assert json.loads(captured.out)["findings"]  # 5.24.0's results are still printed
+
+    monkeypatch.setenv(matrix.RESOLVE_TIMEOUT_ENV, "soon")
+    assert main(["check", SWA_DRAFTER, "--transformers", PINNED]) == 2
+    assert capsys.readouterr().err == f"draftguard: {matrix.RESOLVE_TIMEOUT_ENV}='soon' is not a number of seconds\n"

@@ -143,9 +143,18 @@ def ensure_env(
     from filelock import FileLock
 
     env = env_dir(version, cache)
-    env.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        env.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(env) + ".lock")
+        lock.acquire()
+    except OSError as exc:
+        raise MatrixError(
+            INSTALL_FAILED,
+            f"transformers {version}: cannot use the cache dir {env.parent} ({exc.strerror or exc}); set "
+            f"{CACHE_ENV} to a writable directory",
+        ) from None
     # Two checks (or two test workers) installing the same version must not build one venv together.
-    with FileLock(str(env) + ".lock"):
+    try:
         if (env / READY_MARKER).is_file() and env_python(env).exists():
             return str(env_python(env)), None
         say = progress or (lambda text: None)
@@ -158,6 +167,8 @@ def ensure_env(
         )
         say(f"installed transformers {version} in {took:.1f} s")
         return str(env_python(env)), took
+    finally:
+        lock.release()
 
 
 def _install(version: str, env: Path, timeout: float) -> None:
@@ -190,6 +201,9 @@ def _install(version: str, env: Path, timeout: float) -> None:
                 command, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()),
                 stdin=subprocess.DEVNULL,
             )
+        except OSError as exc:
+            shutil.rmtree(env, ignore_errors=True)
+            raise MatrixError(INSTALL_FAILED, f"transformers {version} could not be installed: {exc}") from None
         except subprocess.TimeoutExpired:
             shutil.rmtree(env, ignore_errors=True)
             raise MatrixError(
@@ -199,7 +213,7 @@ def _install(version: str, env: Path, timeout: float) -> None:
             ) from None
         if done.returncode != 0:
             shutil.rmtree(env, ignore_errors=True)
-            raise _install_error(version, done.stdout + "\n" + done.stderr)
+            raise _install_error(version, done.stdout + "\n" + done.stderr, env.parent.parent)
 
 
 def _host_pip_can_target() -> bool:
@@ -223,7 +237,7 @@ _NETWORK_SIGNS = (
 _MISSING_SIGNS = ("No matching distribution found", "there is no version of", "was not found in the package registry")
 
 
-def _install_error(version: str, output: str) -> MatrixError:
+def _install_error(version: str, output: str, cache: Path) -> MatrixError:
     """Tell "no such version" from "no network" from the installer's own words (pip or uv)."""
     available = re.search(r"\(from versions: ([^)]*)\)", output)
     listed = available.group(1).strip() if available else ""
@@ -234,7 +248,7 @@ def _install_error(version: str, output: str) -> MatrixError:
         return MatrixError(
             NO_NETWORK,
             f"transformers {version} is not cached and the package index could not be reached (no "
-            f"network?). Connect once so it can be installed into {cache_dir()}, or point "
+            f"network?). Connect once so it can be installed into {cache}, or point "
             f"{CACHE_ENV} at a cache that already holds it",
         )
     if any(sign in output for sign in _MISSING_SIGNS):
@@ -422,6 +436,7 @@ def check_matrix(
     drafter_target: str | None = None,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
+    Raises BadInput, before any work, for malformed versions or time limits.
 
     A version that cannot be installed or whose resolver fails becomes an InputError naming it (exit 2)
     and a column that says why; the other versions' results are still in the Report. Drafters are also
@@ -436,6 +451,7 @@ def check_matrix(
     """
     versions = parse_versions(versions)
     timeout = resolve_timeout or _timeout(RESOLVE_TIMEOUT_ENV, DEFAULT_RESOLVE_TIMEOUT)
+    install_timeout = install_timeout or _timeout(INSTALL_TIMEOUT_ENV, DEFAULT_INSTALL_TIMEOUT)
     report = Report(transformers_version=", ".join(versions))
     matrix = VersionMatrix(versions=versions, columns=[VersionColumn(v) for v in versions])
     report.matrix = matrix
@@ -473,13 +489,16 @@ def check_matrix(
         except MatrixError as exc:
             column.status, column.detail = exc.status, str(exc)
             return None
+        except OSError as exc:  # the environment's interpreter vanished or cannot be run
+            column.status, column.detail = CRASHED, f"the resolver could not be started ({exc})"
+            return None
 
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         outcomes = dict(zip(versions, pool.map(run, matrix.columns)))
 
     for column in matrix.columns:
         if column.status != OK:
-            named = (column.detail or "").startswith(f"transformers {column.version} ")
+            named = re.match(rf"transformers {re.escape(column.version)}[ :]", column.detail or "")
             report.errors.append(InputError(
                 source=f"transformers=={column.version}",
                 message=column.detail if named else f"transformers {column.version}: {column.detail}",
