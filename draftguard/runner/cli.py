@@ -277,10 +277,11 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
                    prompts: Sequence[Sequence[int]] | None = None, early_stop: bool | None = None
                    ) -> tuple[AcceptanceResult, list[list[int]]]:
     from draftguard.runner.prompts import encode_all
+    from draftguard.runner.reference import text_config
 
     backend = _reference_backend(args)
     if prompts is None:
-        prompts = encode_all(specs, backend.tokenizer, int(backend.target.config.vocab_size))
+        prompts = encode_all(specs, backend.tokenizer, int(text_config(backend.target).vocab_size))
     labels = [s.label for s in specs] + [f"extra-{i}" for i in range(len(prompts) - len(specs))]
     step, finish = _progress(len(prompts), args.quiet)
     try:

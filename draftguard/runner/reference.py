@@ -391,6 +391,13 @@ def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None
     return model, tokenizer
 
 
+def text_config(target: nn.Module) -> Any:
+    """The config of the decoder stack whose hidden states the drafter reads: the target's own, or
+    its ``text_config`` for a multimodal target."""
+    cfg = target.config
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -467,8 +474,9 @@ def load_drafter(
     if any(k.startswith("candidate_selector.") or ".attention_conv." in k for k in weights):
         raise BadInput(f"{folder}: a DFlash2 drafter (candidate selector / convolutions); the reference backend "
                        "runs DFlash only", file=str(folder))
-    check_fit(spec, target.config, weights)
-    module = DFlashDrafter(spec, int(target.config.hidden_size))
+    text = text_config(target)
+    check_fit(spec, text, weights)
+    module = DFlashDrafter(spec, int(text.hidden_size))
     expected = module.state_dict()
     missing = sorted(set(expected) - set(weights) - {k for k in expected if k.startswith("rotary_emb.")})
     unexpected = sorted(set(weights) - set(expected))
