@@ -415,9 +415,13 @@ def _api(h: _Handler, method: str) -> None:
         h.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             h.send_header(key, value)
-        h.end_headers()
-        h.wfile.write(data)
+        # Recorded before the answer is written: a client killed mid-answer was still served.
         fake.record(Request(method, "api", None, path, None, status, len(data)))
+        try:
+            h.end_headers()
+            h.wfile.write(data)
+        except OSError:  # BrokenPipe / ConnectionReset: the client went away
+            h.close_connection = True
 
     def error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
         extra = {"X-Error-Message": message, **(headers or {})}
