@@ -419,6 +419,22 @@ def test_cli_checks_a_hub_pair_through_hf_endpoint(tmp_path):
     assert [(r.method, bool(r.range)) for r in weight_requests] == [("HEAD", False), ("GET", True)]
 
 
+def test_offline_hub_pair_checks_configs_from_cache_and_says_what_it_skipped(tmp_path, fake_hub, monkeypatch):
+    from huggingface_hub import constants
+
+    drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    fake_hub.add("acme/drafter", _repo_files(drafter))
+    fake_hub.add("acme/target", {"config.json": (target / "config.json").read_bytes()})
+    online = check_targets(["acme/drafter"], drafter_target="acme/target")
+    assert errors(online) == {"DG105"} and "DG125" not in rules(online)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    offline = check_targets(["acme/drafter"], drafter_target="acme/target")
+    assert offline.errors == [] and errors(offline) == {"DG105"}  # configs from the cache
+    [note] = [f for f in offline.findings if f.rule == "DG125"]
+    assert "model.safetensors" in note.message and "offline" in note.message
+    assert "DG124" not in rules(offline)  # no weights were read, so nothing is said about them
+
+
 def test_hub_speculators_verifier_is_fetched(tmp_path, fake_hub):
     _, target = make_pair(tmp_path)
     fake_hub.add("acme/target", _repo_files(target))

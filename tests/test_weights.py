@@ -227,3 +227,13 @@ def test_fake_hub_serves_ranges_and_errors_like_the_hub(fake_hub):
     with pytest.raises(hf_errors.RepositoryNotFoundError):
         hf_hub_download("acme/none", "config.json")
     assert isinstance(fake_hub, FakeHub)
+
+
+def test_hub_out_of_reach_is_reported_not_fatal(tmp_path, fake_hub):
+    path = saved(tmp_path / "m.safetensors", {"fc.weight": ((4, 8), "float16")})
+    fake_hub.add("acme/o", {"config.json": CONFIG, "model.safetensors": path.read_bytes()})
+    snapshot = load_snapshot("acme/o")
+    fake_hub.stop()  # connection refused from now on
+    weights = read_weights(snapshot)
+    assert weights is not None and weights.tensors == {} and weights.problems == []
+    assert weights.unreachable is not None and "cannot be reached" in weights.unreachable

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from draftguard.check.findings import RULES, Finding, TargetResult
-from draftguard.check.weights import Tensor, Weights, read_weights
+from draftguard.check.weights import Tensor, Weights, is_unreachable, read_weights, unreachable_reason
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot, parse_json_object
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -258,16 +258,25 @@ def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
     shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{name}"
     try:
         path = Path(hf_hub_download(snapshot.source, name, revision=snapshot.revision))
-    except hf_errors.EntryNotFoundError:
-        return None
-    except hf_errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise BadInput(f"{shown}: the Hub answered HTTP {status}", file=shown) from None
-    except OSError as exc:
-        raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
+    except Exception as exc:
+        if is_unreachable(exc):  # before EntryNotFoundError: "not cached, offline" subclasses it
+            raise HubUnreachable(f"{shown} ({unreachable_reason(exc)})") from None
+        if isinstance(exc, hf_errors.EntryNotFoundError):
+            return None
+        if isinstance(exc, hf_errors.HfHubHTTPError):
+            status = exc.response.status_code if exc.response is not None else "?"
+            raise BadInput(f"{shown}: the Hub answered HTTP {status}", file=shown) from None
+        if isinstance(exc, OSError):
+            raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
+        raise
     if path.stat().st_size > limit:
         return None
     return path.read_bytes()
+
+
+class HubUnreachable(Exception):
+    """An optional file that could not be fetched because the Hub cannot be reached."""
+
 
 
 _JSON = json.JSONDecoder()
@@ -327,6 +336,7 @@ class TokenizerFiles:
         self._files: dict[str, bytes | None] = {}
         self._added: dict[int, tuple[str, bool]] | None = None
         self._vocab: dict[str, int] | None | bool = False  # False: not decoded yet
+        self.unreachable: list[str] = []  # files not fetched because the Hub could not be reached
 
     @classmethod
     def from_bytes(cls, tokenizer_json: bytes | None, tokenizer_config: bytes | None = None) -> "TokenizerFiles":
@@ -337,7 +347,11 @@ class TokenizerFiles:
     def raw(self, name: str) -> bytes | None:
         if name not in self._files:
             limit = MAX_TOKENIZER_BYTES if name == TOKENIZER_FILE else 8 * 1024 * 1024
-            self._files[name] = read_optional(self.snapshot, name, limit) if self.snapshot else None
+            try:
+                self._files[name] = read_optional(self.snapshot, name, limit) if self.snapshot else None
+            except HubUnreachable as exc:
+                self._files[name] = None
+                self.unreachable.append(str(exc))
         return self._files[name]
 
     def shown(self, name: str = TOKENIZER_FILE) -> str:
@@ -417,6 +431,7 @@ class DrafterCheck:
         self.target, self.weights = target, weights
         self.layer_raw = _get(raw, fmt.layer_prefix.rstrip(".")) if fmt.layer_prefix else raw
         self.values = layer_values  # the drafter's decoder config as its class resolves it
+        self.drafter_tokenizer: TokenizerFiles | None = None
         self.findings: list[Finding] = []
 
     # helpers
@@ -459,7 +474,22 @@ class DrafterCheck:
         if self.weights is not None:
             self.weight_shapes(ids)
         self.tokenizers()
+        self.not_fetched()
         return self.findings
+
+    def not_fetched(self) -> None:
+        """DG125: what could not be checked because the Hub was out of reach, said rather than skipped."""
+        missing = []
+        if self.weights is not None and self.weights.unreachable:
+            missing.append(f"safetensors headers of {self.weights.files[0]} ({self.weights.unreachable})")
+        for tokenizer in (self.target.tokenizer if self.target else None, self.drafter_tokenizer):
+            if tokenizer is not None:
+                missing.extend(tokenizer.unreachable)
+        if missing:
+            self.finding("DG125", "config.json", None, None,
+                         "Not checked, because the Hub could not be reached: " + "; ".join(missing)
+                         + ". The config rules ran from the cache. Fix: run again online.",
+                         file=self.result.file, line=None)
 
     def target_note(self) -> None:
         """DG100: which target the pair was judged against, so a reader can tell an inferred target."""
@@ -532,10 +562,11 @@ class DrafterCheck:
                          "was written as target layer ids.")
         low = shift
         if count is None:
-            bad = [i for i in ids if i < low]
-            if bad and not (shift == 1 and bad == [0]):
+            bad = [i for i in ids if i < low and not (shift == 1 and i == 0)]  # 0 is DG103's
+            if bad:
                 self.finding("DG102", stated.key, ids, None,
-                             f"`{stated.key}` holds {_show(bad)}, below {low}.")
+                             f"`{stated.key}` holds {_show(bad)}, below {low}: no target layer has that id. "
+                             "Fix: use the layer ids the drafter was trained with.")
             return
         n, why = count
         high = n - 1 + shift
@@ -713,6 +744,8 @@ class DrafterCheck:
     def weight_shapes(self, ids: list[int] | None) -> None:
         weights = self.weights
         assert weights is not None
+        if weights.unreachable:
+            return  # said by DG125
         for problem in weights.problems:
             self.finding("DG120", Path(problem.file).name, None, None,
                          f"{problem.file}: {problem.message}. Fix: re-save the checkpoint (safetensors "
@@ -809,6 +842,7 @@ class DrafterCheck:
         if self.target is None or self.target.tokenizer is None:
             return
         drafter_tok, target_tok = TokenizerFiles(self.snapshot), self.target.tokenizer
+        self.drafter_tokenizer = drafter_tok
         mine = drafter_tok.raw(TOKENIZER_FILE)
         if mine is None or mine == target_tok.raw(TOKENIZER_FILE):
             return  # none shipped, or the same bytes: nothing to compare

@@ -107,6 +107,8 @@ RULES: dict[str, Rule] = {
              "q/k/v projection shapes are not heads x head_dim (and hidden_size)."),
         Rule("DG124", "weights-dtype", Severity.INFO,
              "The dtype of the weights, and whether config.json agrees."),
+        Rule("DG125", "not-fetched", Severity.INFO,
+             "Weights or tokenizer files were not checked because the Hub could not be reached."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
              "The drafter and the target ship tokenizers with different vocabularies."),
     ]

@@ -61,6 +61,11 @@ class Weights:
     files: list[str] = field(default_factory=list)
     problems: list[WeightsProblem] = field(default_factory=list)
     sharded: bool = False
+    unreachable: str | None = None  # why the headers could not be fetched (offline), when they could not
+
+    @classmethod
+    def not_fetched(cls, file: str, why: str) -> "Weights":
+        return cls(files=[file], unreachable=why)
 
     @property
     def dtypes(self) -> dict[str, int]:
@@ -251,7 +256,6 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
 
 def _hub_weights(snapshot: Snapshot) -> Weights | None:
     from huggingface_hub import HfApi
-    from huggingface_hub import errors as hf_errors
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
@@ -260,32 +264,8 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
     disable_progress_bars()  # get_safetensors_metadata draws a bar per shard on stderr
     try:
         meta = api.get_safetensors_metadata(snapshot.source, revision=snapshot.revision)
-    except hf_errors.NotASafetensorsRepoError:
-        return None
-    except hf_errors.SafetensorsParsingError as exc:
-        name = INDEX_FILE if "index" in str(exc) else SINGLE_FILE
-        return Weights(files=[_shown(snapshot, name)], problems=[
-            WeightsProblem(_shown(snapshot, _file_in_message(str(exc)) or name), _hub_parse_message(str(exc)))
-        ])
-    except (hf_errors.EntryNotFoundError, hf_errors.RemoteEntryNotFoundError) as exc:
-        # file_exists found the index, so a missing file now is a shard the index names.
-        missing = _missing_from_url(exc)
-        index = _shown(snapshot, INDEX_FILE)
-        return Weights(sharded=True, files=[index], problems=[
-            WeightsProblem(index, f"the index names shard `{missing}`, which is not in the repo at this revision")
-        ])
-    except (TypeError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        return Weights(files=[_shown(snapshot, SINGLE_FILE)], problems=[
-            WeightsProblem(_shown(snapshot, SINGLE_FILE), f"unreadable safetensors header ({exc.__class__.__name__})")
-        ])
-    except hf_errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        shown = _shown(snapshot, SINGLE_FILE)
-        raise BadInput(f"{shown}: the Hub answered HTTP {status} while reading safetensors headers", file=shown) from None
-    except OSError as exc:
-        shown = _shown(snapshot, SINGLE_FILE)
-        raise BadInput(f"{shown}: could not read safetensors headers from the Hub ({exc.__class__.__name__})",
-                       file=shown) from None
+    except Exception as exc:  # sorted by _hub_failure; anything unknown is re-raised there
+        return _hub_failure(snapshot, exc)
     finally:
         if not quiet:
             enable_progress_bars()
@@ -298,6 +278,56 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
         for tensor, info in file_meta.tensors.items():
             weights.tensors[tensor] = Tensor(tensor, str(info.dtype), tuple(int(d) for d in info.shape), shown)
     return weights
+
+
+def _hub_failure(snapshot: Snapshot, exc: Exception) -> Weights | None:
+    """What a failed get_safetensors_metadata means for the check: no checkpoint (None), a problem
+    with the repo's files (a finding), no network (checked without weights), or bad input."""
+    from huggingface_hub import errors as hf_errors
+
+    single = _shown(snapshot, SINGLE_FILE)
+    if is_unreachable(exc):
+        # Offline, or the Hub does not answer: the config may still come from the cache, so the
+        # check goes on and says that the weights were not read.
+        return Weights.not_fetched(single, unreachable_reason(exc))
+    if isinstance(exc, hf_errors.NotASafetensorsRepoError):
+        return None
+    if isinstance(exc, hf_errors.SafetensorsParsingError):
+        shown = _shown(snapshot, _file_in_message(str(exc)) or SINGLE_FILE)
+        return Weights(files=[shown], problems=[WeightsProblem(shown, _hub_parse_message(str(exc)))])
+    if isinstance(exc, hf_errors.EntryNotFoundError):
+        # file_exists found the index, so a missing file now is a shard the index names.
+        index = _shown(snapshot, INDEX_FILE)
+        return Weights(sharded=True, files=[index], problems=[WeightsProblem(
+            index, f"the index names shard `{_missing_from_url(exc)}`, which is not in the repo at this revision"
+        )])
+    if isinstance(exc, hf_errors.HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else "?"
+        raise BadInput(f"{single}: the Hub answered HTTP {status} while reading safetensors headers",
+                       file=single) from None
+    if isinstance(exc, (TypeError, ValueError, KeyError)):  # a header whose entries are not the format's
+        return Weights(files=[single], problems=[
+            WeightsProblem(single, f"unreadable safetensors header ({exc.__class__.__name__})")
+        ])
+    if isinstance(exc, OSError):
+        raise BadInput(f"{single}: could not read safetensors headers from the Hub ({exc.__class__.__name__})",
+                       file=single) from None
+    raise exc
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True for errors that mean "no network" (offline mode, refused connection, timeout), as
+    opposed to an answer from the Hub. Checked by class name: huggingface_hub's HTTP client has
+    changed between releases (requests, httpx, httpx2)."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectionError", "ConnectError",
+                         "TransportError", "TimeoutException", "Timeout", "ProxyError"})
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    if type(exc).__name__ == "OfflineModeIsEnabled" or "offline" in str(exc).lower():
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    return f"the Hub cannot be reached ({type(exc).__name__})"
 
 
 def _file_in_message(message: str) -> str | None:
