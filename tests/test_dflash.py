@@ -289,6 +289,19 @@ def test_eagle3_format_is_recognised_and_checked():
     assert layer_config({"model_type": "qwen3"}) == ({"model_type": "qwen3"}, "")
 
 
+def test_eagle3_aux_ids_are_checked_against_the_target(tmp_path):
+    _, target = make_pair(tmp_path)
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": HIDDEN,
+              "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 8, "vocab_size": VOCAB, "draft_vocab_size": 32}
+    good = write_json(tmp_path / "e-ok" / "config.json", {**config, "eagle_aux_hidden_state_layer_ids": [1, 2, 4]}).parent
+    assert errors(check(good, target)) == set()
+    bad = write_json(tmp_path / "e-bad" / "config.json", {**config, "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}).parent
+    report = check(bad, target)
+    assert errors(report) == {"DG102", "DG103"}  # 5 is past [1, 4]; 0 is the embedding output
+    assert not {"DG109", "DG111"} & rules(report)  # no mask token or block size in EAGLE-3
+
+
 def test_block_size_inside_dflash_config_is_enough(tmp_path):
     def move(c: dict) -> None:
         c["dflash_config"]["block_size"] = c.pop("block_size")
