@@ -131,12 +131,12 @@ def connect(config: GitHubConfig, installation_id: int | None = None):
     return Github(auth=Auth.Token(config.token), **common)
 
 
-def backoff(attempt: int, base: float = 2.0, cap: float = 300.0) -> float:
+def backoff(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
     """Exponential backoff with jitter for attempt 1, 2, ...
 
     Example::
 
-        >>> 2.0 <= backoff(1) <= 3.0, backoff(20) <= 300.0 * 1.5
+        >>> 2.0 <= backoff(1) <= 3.0, backoff(20) <= 120.0 * 1.5
         (True, True)
     """
     delay = min(cap, base * (2 ** max(0, attempt - 1)))

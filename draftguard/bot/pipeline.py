@@ -162,7 +162,7 @@ class GitHubHandler:
         relevant = [(p, s) for p, s in changed if is_model_file(p)]
         if not relevant and forced_by is None:
             return "skipped: no model files changed"
-        outcome = self._check(client, head, base, relevant, forced=forced_by is not None)
+        outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
         report, settings = outcome.report, outcome.settings
         light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
                                      notes=outcome.notes)
@@ -218,67 +218,12 @@ class GitHubHandler:
             return True, f"@{author} has write access"
         return False, "the author has no write access"
 
-    def _check(self, client: PullRequestClient, head: str, base: str, relevant: list[tuple[str, str]],
-               forced: bool) -> Outcome:
-        from draftguard.check import resolver
-
-        resolver.hide_torch()
-        from draftguard.check.findings import InputError, Report
-        from draftguard.check.light import check_snapshot
-        from draftguard.settings import Settings, parse_settings
-        from draftguard.snapshot import BadInput, Snapshot
-
-        notes: list[str] = []
-        settings = Settings()
-        settings_bytes = client.read_file(SETTINGS_FILE, client.default_branch())
-        if settings_bytes is not None:
-            try:
-                settings = parse_settings(settings_bytes.decode("utf-8", "replace"), SETTINGS_FILE)
-            except BadInput as exc:
-                notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")
-        folders = sorted({posixpath.dirname(p) for p, _ in relevant})
-        if forced:
-            folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
-        configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
-        report = Report(transformers_version=resolver.transformers_version())
-        base_findings: list = []
-        have_base = False
-        drafters: list[str] = []
-        for path in configs:
-            head_bytes = client.read_file(path, head)
-            if head_bytes is None:
-                continue
-            snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
-                            files={"config.json": head_bytes}, display={"config.json": path})
-            try:
-                report.targets.append(check_snapshot(snap, trust_remote_code=False, version=report.transformers_version))
-                raw = json.loads(head_bytes)
-                if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
-                    drafters.append(path)
-            except BadInput as exc:
-                report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
-                                                column=exc.column, key=exc.key))
-                continue
-            base_bytes = client.read_file(path, base)
-            if base_bytes is None:
-                have_base = True  # a new file: everything in it is new
-                continue
-            try:
-                base_snap = Snapshot(source=f"{client.repo_name}@{base[:12]}", revision=base,
-                                     files={"config.json": base_bytes}, display={"config.json": path})
-                base_findings += check_snapshot(base_snap, version=report.transformers_version).findings
-                have_base = True
-            except BadInput:
-                have_base = True  # the base could not be checked: everything found now is new
-        new = new_findings(report.findings, base_findings) if have_base else None
-        return Outcome(report, new, settings, notes, drafters)
-
     # --- the acceptance test -------------------------------------------------------------------
     def _acceptance(self, job: Job, queue: Queue, client: PullRequestClient) -> str:
         pull = client.pull(refresh=True)
         if pull.head.sha != job.head_sha:
             return f"skipped: superseded by {pull.head.sha[:12]}"
-        settings = self._settings(client)
+        settings = read_settings(client)
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
         with queue.lock(f"sha:{job.repo}@{job.head_sha}"):
@@ -302,16 +247,6 @@ class GitHubHandler:
             client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="completed", conclusion=conclusion,
                                     title=title, summary=section)
         return f"done: acceptance {status}"
-
-    def _settings(self, client: PullRequestClient):
-        from draftguard.settings import Settings, parse_settings
-        from draftguard.snapshot import BadInput
-
-        data = client.read_file(SETTINGS_FILE, client.default_branch())
-        try:
-            return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
-        except BadInput:
-            return Settings()
 
 
 def annotations(report: Any) -> list[dict[str, Any]]:
@@ -366,9 +301,68 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
         outcome = check_pull_request(client, head_sha, base_sha, [("drafter/config.json", "modified")])
         outcome.report.findings, outcome.new, outcome.drafters
     """
-    return GitHubHandler._check(None, client, head, base, relevant, forced)  # type: ignore[arg-type]  # uses no state
+    from draftguard.check import resolver
+
+    resolver.hide_torch()
+    from draftguard.check.findings import InputError, Report
+    from draftguard.check.light import check_snapshot
+    from draftguard.settings import Settings, parse_settings
+    from draftguard.snapshot import BadInput, Snapshot
+
+    notes: list[str] = []
+    settings = Settings()
+    settings_bytes = client.read_file(SETTINGS_FILE, client.default_branch())
+    if settings_bytes is not None:
+        try:
+            settings = parse_settings(settings_bytes.decode("utf-8", "replace"), SETTINGS_FILE)
+        except BadInput as exc:
+            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")
+    folders = sorted({posixpath.dirname(p) for p, _ in relevant})
+    if forced:
+        folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
+    configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
+    report = Report(transformers_version=resolver.transformers_version())
+    base_findings: list = []
+    have_base = False
+    drafters: list[str] = []
+    for path in configs:
+        head_bytes = client.read_file(path, head)
+        if head_bytes is None:
+            continue
+        snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
+                        files={"config.json": head_bytes}, display={"config.json": path})
+        try:
+            report.targets.append(check_snapshot(snap, trust_remote_code=False, version=report.transformers_version))
+            raw = json.loads(head_bytes)
+            if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
+                drafters.append(path)
+        except BadInput as exc:
+            report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
+                                            column=exc.column, key=exc.key))
+            continue
+        base_bytes = client.read_file(path, base)
+        if base_bytes is None:
+            have_base = True  # a new file: everything in it is new
+            continue
+        try:
+            base_snap = Snapshot(source=f"{client.repo_name}@{base[:12]}", revision=base,
+                                 files={"config.json": base_bytes}, display={"config.json": path})
+            base_findings += check_snapshot(base_snap, version=report.transformers_version).findings
+            have_base = True
+        except BadInput:
+            have_base = True  # the base could not be checked: everything found now is new
+    new = new_findings(report.findings, base_findings) if have_base else None
+    return Outcome(report, new, settings, notes, drafters)
 
 
 def read_settings(client: Any) -> Any:
-    """``.draftguard.yml`` from the client's default branch (defaults when missing or invalid)."""
-    return GitHubHandler._settings(None, client)  # type: ignore[arg-type]  # uses no state
+    """``.draftguard.yml`` from the client's default branch (defaults when missing or invalid):
+    never from a pull request's head, which a fork controls."""
+    from draftguard.settings import Settings, parse_settings
+    from draftguard.snapshot import BadInput
+
+    data = client.read_file(SETTINGS_FILE, client.default_branch())
+    try:
+        return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
+    except BadInput:
+        return Settings()
