@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from draftguard.runner.result import FAIL, INCONCLUSIVE, PASS, AcceptanceResult, PromptResult, Thresholds
+from draftguard.runner.result import FAIL, PASS, AcceptanceResult, PromptResult, Thresholds
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -238,8 +238,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     thresholds = make_thresholds(args.min_acceptance_length, baseline, args.baseline, args.tolerance)
     specs = select_prompts(args.prompts, args.num_prompts)
     if args.plot:
-        from draftguard.runner.render import plot_per_position  # noqa: F401  (fail before the run, not after)
-        try:
+        try:  # fail before the run, not after it
             import matplotlib  # noqa: F401
         except ImportError:
             raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
@@ -336,4 +335,4 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     return differential.combine(reference, engine, diff)
 
 
-__all__ = ["add_accept_parser", "cmd_accept", "run_prompts", "FATAL_RULES", "INCONCLUSIVE"]
+__all__ = ["add_accept_parser", "cmd_accept", "run_prompts", "FATAL_RULES"]
