@@ -268,6 +268,16 @@ def _assert_no_secret(bot, log_text):
             assert secret not in j.to_bytes().decode()
 
 
+def test_without_the_right_to_write_check_runs_the_comment_still_carries_the_result(bot, caplog):
+    caplog.set_level(logging.WARNING)
+    bot.api.fail("POST", r"/check-runs$", "forbidden", times=5)
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="pat")
+    bot.settle()
+    assert bot.queue.get("pat").state == DONE and bot.queue.get("pat").attempts == 1
+    assert "**new**" in parse_sticky(bot.sticky()["body"])["light"]
+    assert not bot.api.check_runs and "check runs need a GitHub App" in caplog.text
+
+
 def test_a_job_that_keeps_failing_gives_up_and_says_why(bot):
     bot.api.fail("GET", r"/pulls/7$", "502", times=100)
     import draftguard.bot.jobs as jobs

@@ -194,11 +194,11 @@ class GitHubHandler:
             client.upsert_sticky(lambda old: update_sticky(old, **sections))
         # Check runs belong to the commit, which several pull requests can share.
         with queue.lock(f"sha:{job.repo}@{head}"):
-            client.upsert_check_run(
-                CONFIG_CHECK, head, status="completed", conclusion="failure" if failed else "success",
+            publish_check_run(
+                client, CONFIG_CHECK, head, status="completed", conclusion="failure" if failed else "success",
                 title=title, summary=light, annotations=annotations(report))
             if gpu_job is not None:
-                client.upsert_check_run(ACCEPTANCE_CHECK, head, status="queued", title="queued",
+                publish_check_run(client, ACCEPTANCE_CHECK, head, status="queued", title="queued",
                                         summary="Waiting for a GPU worker.")
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
@@ -227,7 +227,7 @@ class GitHubHandler:
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
         with queue.lock(f"sha:{job.repo}@{job.head_sha}"):
-            client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="in_progress", title="running")
+            publish_check_run(client, ACCEPTANCE_CHECK, job.head_sha, status="in_progress", title="running")
         try:
             result = self.acceptance_runner(job, client, settings)
             section = render_acceptance_section("done", result)
@@ -244,9 +244,25 @@ class GitHubHandler:
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, acceptance=section))
         with queue.lock(f"sha:{job.repo}@{job.head_sha}"):
-            client.upsert_check_run(ACCEPTANCE_CHECK, job.head_sha, status="completed", conclusion=conclusion,
+            publish_check_run(client, ACCEPTANCE_CHECK, job.head_sha, status="completed", conclusion=conclusion,
                                     title=title, summary=section)
         return f"done: acceptance {status}"
+
+
+def publish_check_run(client: PullRequestClient, name: str, head_sha: str, **kwargs: Any) -> int | None:
+    """Create or update a check run. Without the right to write checks (a personal token; GitHub only
+    lets Apps and Actions' token write them) this logs one warning and the sticky comment carries the
+    result alone, instead of failing the job."""
+    from github import GithubException
+
+    try:
+        return client.upsert_check_run(name, head_sha, **kwargs)
+    except GithubException as exc:
+        if exc.status in (403, 404) and retry_delay(exc) is None:
+            log.warning("%s: cannot write check run %s (HTTP %s); check runs need a GitHub App "
+                        "with checks: write", client.repo_name, name, exc.status)
+            return None
+        raise
 
 
 def annotations(report: Any) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ Fault kinds:
 - ``"502"``: answer 502 without doing anything;
 - ``"rate_limit"``: 403 with ``x-ratelimit-remaining: 0`` and ``x-ratelimit-reset`` one second ahead;
 - ``"retry_after"``: 429 with ``Retry-After: 1``;
+- ``"forbidden"``: 403 without rate-limit headers (a token that may not do this);
 - ``"forbidden"``: 403 "Resource not accessible by integration", as GitHub answers a write made
   with a read-only token (a fork pull request's ``GITHUB_TOKEN``);
 - ``"timeout"``: hold the request past the client's timeout, then drop it, without doing anything;
@@ -288,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "forbidden":
             return self._send(403, {"message": "Resource not accessible by integration",
                                     "documentation_url": "https://docs.github.com/rest"})
+        if fault == "forbidden":
+            return self._send(403, {"message": "Resource not accessible by integration"})
         if fault == "retry_after":
             return self._send(429, {"message": "You have exceeded a secondary rate limit."}, {"Retry-After": "1"})
         if fault == "timeout":
