@@ -68,6 +68,11 @@ def test_redis_queue_dedupes_and_recovers_by_lease(redis_url):
     q.store.put_data("job:r2", stale.to_bytes())
     assert q.recover(lease=True) == ["r2"]
     assert q.pending_ids() == {"r1", "r2"}
+    # Finished records stay a week (they dedupe redeliveries), then go.
+    old = Job(id="r4", source="github", kind="pull_request", repo=REPO, number=4, state=DONE)
+    old.finished = time.time() - 8 * 24 * 3600
+    q.add(old)
+    assert q.prune() == 1 and q.get("r4") is None and q.get("r1") is not None
 
 
 def test_workers_on_redis_process_webhooks_and_gpu_work_waits_for_a_gpu_worker(tmp_path, redis_url):

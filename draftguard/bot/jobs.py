@@ -46,6 +46,7 @@ MAX_ATTEMPTS = 20
 # How long a claim on a running job holds before another worker may take the job over.
 LEASE_SECONDS = {"cpu": 600.0, "gpu": 3600.0}
 TASK_NAME = "draftguard.run_job"
+KEEP_SECONDS = 7 * 24 * 3600
 
 
 class QueueConfigError(Exception):
@@ -158,6 +159,7 @@ class Queue:
         # In-process figures for /metrics: latency of jobs this process finished.
         self.latencies: collections.deque[float] = collections.deque(maxlen=10000)
         self._lock = threading.Lock()
+        self._finished = 0
 
     # --- records -------------------------------------------------------------------------------
     def add(self, job: Job) -> bool:
@@ -179,6 +181,17 @@ class Queue:
             key = key.decode() if isinstance(key, bytes) else key
             if key.startswith("job:"):
                 yield Job.from_bytes(value)
+
+    def prune(self, older_than: float = KEEP_SECONDS) -> int:
+        """Delete records of jobs finished more than ``older_than`` seconds ago. They stay a week by
+        default: the record is also the delivery's dedupe, and GitHub lets people redeliver for days."""
+        cutoff = time.time() - older_than
+        gone = 0
+        for job in self.jobs():
+            if job.state in FINISHED and (job.finished or job.updated) < cutoff:
+                self.store.delete_data(f"job:{job.id}")
+                gone += 1
+        return gone
 
     def counts(self) -> dict[str, int]:
         counts = {s: 0 for s in STATES}
@@ -235,6 +248,7 @@ class Queue:
             again.append(job.id)
         if again:
             log.warning("recovered %d unfinished job(s): %s", len(again), ", ".join(again[:20]))
+        self.prune()
         return again
 
     # --- running -------------------------------------------------------------------------------
@@ -300,6 +314,10 @@ class Queue:
         self.save(job)
         with self._lock:
             self.latencies.append(job.finished - job.created)
+            self._finished += 1
+            prune = self._finished % 1000 == 0
+        if prune:
+            self.prune()
         log.info("job %s %s: %s", job.id, state, result or "")
         return None
 
