@@ -48,11 +48,26 @@ def esc(text: Any) -> str:
         'a&#124;b &lt;!-- x --&gt; @&#8203;team'
     """
     out = html.escape(str(text), quote=False).replace("|", "&#124;").replace("\r", " ").replace("\n", " ")
-    return out.replace("@", "@&#8203;").replace("`", "&#96;")
+    # Brackets too: markdown still renders inside <code>, and a link or image (a tracking pixel) needs them.
+    return out.replace("@", "@&#8203;").replace("`", "&#96;").replace("[", "&#91;").replace("]", "&#93;")
 
 
 def code(text: Any) -> str:
     return f"<code>{esc(text)}</code>"
+
+
+def esc_message(text: str) -> str:
+    """Escape a finding's message, keeping its `backticked` spans as code.
+
+    Example::
+
+        >>> esc_message("set `use_sliding_window` <b>")
+        'set <code>use_sliding_window</code> &lt;b&gt;'
+    """
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans
+        return esc(text)
+    return "".join(code(p) if i % 2 else esc(p) for i, p in enumerate(parts))
 
 
 def is_sticky(body: str | None) -> bool:
@@ -147,7 +162,7 @@ def render_light_section(
             name = RULES[f.rule].name if f.rule in RULES else ""
             out.append(
                 f"| {_ICON[f.severity.value]} | {is_new} | {f.rule} {name} | {code(f.key)} | "
-                f"{code(location(f))} | {code(change(f))} | {esc(f.message)} |"
+                f"{code(location(f))} | {code(change(f))} | {esc_message(f.message)} |"
             )
         out.append("")
     for t in report.targets:
