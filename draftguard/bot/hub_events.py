@@ -237,8 +237,8 @@ class HubHandler:
     # --- /recheck ------------------------------------------------------------------------------
     def _comment(self, job: Job, queue: Queue, client: HubPullRequestClient) -> str:
         comment = client.comment(job.data["comment_id"])
-        if comment is None:
-            return "skipped: the comment is gone"
+        if comment is None or comment.hidden:
+            return "skipped: the comment is gone or hidden"
         if comment.author == client.me():
             return "skipped: the bot's own comment"
         if RECHECK not in parse_commands(comment.content):
