@@ -149,6 +149,10 @@ def test_a_missing_or_wrong_secret_is_refused_and_queues_nothing(bot):
     assert bot.post(payload, secret="x" * 1000).status_code == 403
     assert list(bot.queue.jobs()) == []
     assert not [r for r in bot.hub.requests if r.repo == "api"]
+    import requests
+
+    metrics = requests.get(f"{bot.server.url}/metrics", timeout=5).text
+    assert 'draftguard_webhook_deliveries_total{source="hub",outcome="bad_signature"} 5' in metrics
 
 
 def test_oversized_malformed_and_ignored_bodies(bot):
@@ -455,3 +459,18 @@ def test_kill_9_with_hub_jobs_queued_and_running_loses_nothing_and_posts_once(tm
     log = open(second.log.name).read() + open(first.log.name).read()
     assert "recovered" in log
     assert TOKEN not in log and SECRET not in log
+
+
+def test_serve_and_worker_refuse_a_hub_setup_without_a_token_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    with FakeHub() as hub:
+        env = hub_env(hub, tmp_path / "hf-cache")
+    del env["HF_TOKEN"]
+    for args in (["serve", "--queue", f"sqlite:///{tmp_path}/q.db"], ["worker", "--queue-url", f"sqlite:///{tmp_path}/q.db"]):
+        done = subprocess.run([sys.executable, "-m", "draftguard", *args], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and "HF_TOKEN" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert SECRET not in done.stderr + done.stdout
