@@ -352,12 +352,17 @@ def test_faults_are_retried_and_nothing_is_posted_twice(bot, caplog):
 def test_a_push_to_main_checks_the_changed_config(bot):
     new = bot.hub.push(REPO, {"README.md": b"hi", "drafter/config.json": BROKEN_CONFIG}, "main")
     assert bot.post(content_payload("refs/heads/main", new, old=bot.main)).status_code == 202
+    bot.settle()
     readme = bot.hub.push(REPO, {"README.md": b"hello", "drafter/config.json": BROKEN_CONFIG}, "main")
     assert bot.post(content_payload("refs/heads/main", readme, old=new)).status_code == 202
+    bot.settle()
+    # A push announced after main moved on is left to the newer push's own job.
+    assert bot.post(content_payload("refs/heads/main", "e" * 40, old=readme)).status_code == 202
     bot.settle()
     by_head = {j.head_sha: j for j in bot.queue.jobs()}
     assert by_head[new].state == DONE and "fails" in by_head[new].result
     assert by_head[readme].result == "skipped: no model files changed"
+    assert by_head["e" * 40].result == f"skipped: superseded by {readme[:12]}"
     assert not [r for r in bot.hub.requests if r.repo == "api" and r.method == "POST"]
 
 

@@ -316,7 +316,10 @@ class HubHandler:
         from draftguard.bot.pipeline import check_pull_request, is_model_file
 
         client = HubPullRequestClient(self.config, job.repo, 0)
-        head = job.head_sha or client.revision_sha("main")
+        now = client.revision_sha("main")
+        head = job.head_sha or now
+        if head != now:
+            return f"skipped: superseded by {now[:12]}"  # that push has its own job
         old = job.base_sha
         if old and set(old) == {"0"}:
             old = None
