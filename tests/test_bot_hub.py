@@ -363,6 +363,11 @@ def test_a_push_to_main_checks_the_changed_config(bot):
     assert by_head[new].state == DONE and "fails" in by_head[new].result
     assert by_head[readme].result == "skipped: no model files changed"
     assert by_head["e" * 40].result == f"skipped: superseded by {readme[:12]}"
+    # A force push: the old head is gone from the Hub, so every watched file at the new head counts.
+    forced = bot.hub.push(REPO, {"drafter/config.json": BROKEN_CONFIG}, "main")
+    assert bot.post(content_payload("refs/heads/main", forced, old="d" * 40)).status_code == 202
+    bot.settle()
+    assert "fails" in bot.queue.get(f"hub:{REPO}@main:{forced}").result
     assert not [r for r in bot.hub.requests if r.repo == "api" and r.method == "POST"]
 
 

@@ -323,7 +323,15 @@ class HubHandler:
         old = job.base_sha
         if old and set(old) == {"0"}:
             old = None
-        changed = client.changed_files(old, head) if old else [(p, "added") for p in client.tree(head)]
+        from huggingface_hub.errors import RevisionNotFoundError
+
+        try:
+            changed = client.changed_files(old, head) if old else None
+        except RevisionNotFoundError:
+            changed = None  # a force push dropped the old head: check every watched file
+        if changed is None:
+            old = None
+            changed = [(p, "added") for p in client.tree(head)]
         relevant = [(p, s) for p, s in changed if is_model_file(p)]
         if not relevant:
             return "skipped: no model files changed"
