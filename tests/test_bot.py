@@ -20,6 +20,7 @@ from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from draftguard.snapshot import key_lines  # noqa: E402
+from tests.fakes import fake_hub  # noqa: E402,F401  (a fixture: drafter targets come from a fake Hub)
 from tests.fakes.github import (  # noqa: E402
     BotServer,
     FakeGitHub,
@@ -311,6 +312,10 @@ def test_metrics_and_health(bot):
 # --- trust and the GPU queue -----------------------------------------------------------------------
 
 SETTINGS = "target: Qwen/Qwen3-27B\nmin_acceptance_length: 3.0\nfail_on: error\n"
+# The drafter reads target layers [1, 16, 31, 46, 61] of a 64-layer target with hidden size 5120.
+TARGET = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 64,
+          "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 25600,
+          "vocab_size": 248320, "max_position_embeddings": 262144}
 
 
 def _result(tau_counts=(10, 8, 6)):
@@ -322,7 +327,8 @@ def _result(tau_counts=(10, 8, 6)):
                                          thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
 
 
-def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(tmp_path):
+def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(tmp_path, fake_hub):
+    fake_hub.add("Qwen/Qwen3-27B", {"config.json": json.dumps(TARGET).encode()})
     calls = []
 
     def runner(job, client, settings):
@@ -354,7 +360,8 @@ def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(
         assert "light" in parse_sticky(bot.sticky(8)["body"])  # the GPU job kept the light section
 
 
-def test_gpu_jobs_only_reach_gpu_workers(tmp_path):
+def test_gpu_jobs_only_reach_gpu_workers(tmp_path, fake_hub):
+    fake_hub.add("Qwen/Qwen3-27B", {"config.json": json.dumps(TARGET).encode()})
     with Bot(tmp_path, acceptance_runner=lambda job, client, settings: _result(), consumers={"cpu": 1}) as bot:
         bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": SETTINGS})
         bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="p1")  # alice can write: trusted
@@ -368,6 +375,31 @@ def test_gpu_jobs_only_reach_gpu_workers(tmp_path):
         bot.settle()
         assert bot.queue.get("p1:acceptance").state == DONE
         assert "**pass**" in parse_sticky(bot.sticky()["body"])["acceptance"]
+
+
+def test_drafter_rules_run_against_the_target_the_default_branch_names(tmp_path, fake_hub):
+    small = dict(TARGET, num_hidden_layers=48)  # the drafter's layer 61 does not exist in this target
+    fake_hub.add("Qwen/Qwen3-27B", {"config.json": json.dumps(small).encode()})
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "target: Qwen/Qwen3-27B\n"})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE))
+        bot.settle()
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        rows = [line for line in light.splitlines() if "target_layer_ids" in line and line.startswith("| :")]
+        assert rows, light
+        # The base reads the same layers of the same target: that finding is not new.
+        assert not any("**new**" in r for r in rows)
+        assert "skipped" not in light
+
+
+def test_a_target_that_cannot_be_fetched_is_a_note_not_a_failure(tmp_path, fake_hub):
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "target: acme/missing\n"})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="nf")
+        bot.settle()
+        assert bot.queue.get("nf").state == DONE
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert "drafter rules for <code>drafter/config.json</code> skipped" in light
 
 
 def test_app_auth_uses_installation_tokens_and_never_logs_them(tmp_path, caplog):

@@ -25,6 +25,7 @@ def bot_env(api_url: str) -> dict[str, str]:
     env.update({
         "GITHUB_API_URL": api_url, "GITHUB_TOKEN": TOKEN, "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": SECRET,
         "DRAFTGUARD_GITHUB_WRITE_INTERVAL": "0", "DRAFTGUARD_RETRY_BASE": "0.2", "DRAFTGUARD_GITHUB_TIMEOUT": "5",
+        "HF_HUB_OFFLINE": "1",  # a drafter's target is never fetched from the real Hub in tests
     })
     return env
 

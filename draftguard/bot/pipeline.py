@@ -341,6 +341,7 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
     base_findings: list = []
     have_base = False
     drafters: list[str] = []
+    fetched: dict = {}  # target models, fetched once per job
     for path in configs:
         head_bytes = client.read_file(path, head)
         if head_bytes is None:
@@ -348,10 +349,12 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
         snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
                         files={"config.json": head_bytes}, display={"config.json": path})
         try:
-            report.targets.append(check_snapshot(snap, trust_remote_code=False, version=report.transformers_version))
+            result = check_snapshot(snap, trust_remote_code=False, version=report.transformers_version)
+            report.targets.append(result)
             raw = json.loads(head_bytes)
             if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
                 drafters.append(path)
+            result.findings.extend(_drafter_findings(snap, result, raw, settings, fetched, notes))
         except BadInput as exc:
             report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
                                             column=exc.column, key=exc.key))
@@ -363,12 +366,30 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
         try:
             base_snap = Snapshot(source=f"{client.repo_name}@{base[:12]}", revision=base,
                                  files={"config.json": base_bytes}, display={"config.json": path})
-            base_findings += check_snapshot(base_snap, version=report.transformers_version).findings
+            base_result = check_snapshot(base_snap, version=report.transformers_version)
+            base_findings += base_result.findings
+            base_findings += _drafter_findings(base_snap, base_result, json.loads(base_bytes), settings, fetched, [])
             have_base = True
         except BadInput:
             have_base = True  # the base could not be checked: everything found now is new
     new = new_findings(report.findings, base_findings) if have_base else None
     return Outcome(report, new, settings, notes, drafters)
+
+
+def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: dict, notes: list[str]) -> list:
+    """The drafter rules (issue 4) against the target that the default branch's settings name. The
+    files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
+    that cannot be fetched is a note in the comment, not a failed check."""
+    from draftguard.check.dflash import check_drafter, detect_drafter
+    from draftguard.snapshot import BadInput
+
+    if not isinstance(raw, dict) or detect_drafter(raw) is None:
+        return []
+    try:
+        return check_drafter(snap, result, target=settings.target or None, trust_remote_code=False, cache=fetched)
+    except BadInput as exc:
+        notes.append(f":warning: drafter rules for `{snap.path_of('config.json')}` skipped: {exc}")
+        return []
 
 
 def read_settings(client: Any) -> Any:

@@ -146,7 +146,7 @@ def render_light_section(
         line += f"; {n_new} new in this pull request"
     out += [f"**{state}** (fail on: {fail_on}): {line}. transformers {esc(report.transformers_version)}", ""]
     for note in notes:
-        out.append(f"- {note}")
+        out.append(f"- {esc_message(note)}")
     for e in report.errors:
         out.append(f"- :no_entry: could not check {code(e.file or e.source)}: {esc(e.message)}")
     if report.errors or notes:
