@@ -392,6 +392,20 @@ def test_drafter_rules_run_against_the_target_the_default_branch_names(tmp_path,
         assert "skipped" not in light
 
 
+def test_the_transformers_matrix_section_appears_when_configured(tmp_path):
+    from draftguard.check import resolver
+
+    installed = resolver.transformers_version()  # needs no environment: no network in the test
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": f"transformers: ['{installed}']\n"})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE))
+        bot.settle()
+        sections = parse_sticky(bot.sticky()["body"])
+        assert sections["matrix"].startswith("### transformers matrix")
+        assert f"no resolved value differs between transformers {installed}" in sections["matrix"]
+        assert list(sections) == ["light", "matrix"]
+
+
 def test_a_target_that_cannot_be_fetched_is_a_note_not_a_failure(tmp_path, fake_hub):
     with Bot(tmp_path) as bot:
         bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "target: acme/missing\n"})

@@ -10,6 +10,7 @@ from draftguard.report.comment import (
     parse_sticky,
     render_acceptance_section,
     render_light_section,
+    render_matrix_section,
     update_sticky,
 )
 
@@ -78,3 +79,11 @@ def test_commands_stand_alone_outside_code():
     assert parse_commands("/RECHECK") == []
     assert parse_commands(None) == []
     assert may_command("maintain", "User") and not may_command("triage", "User") and not may_command(None, None)
+
+
+def test_matrix_rows_are_escaped_and_values_are_code():
+    text = render_matrix_section(["file", "key", "config.json", "4.52.4", "5.24.0"],
+                                 [["a/config.json", "rope|x", "1", "<b>", "[x](y)"]], note="Not run: `4.40.0`")
+    row = [line for line in text.splitlines() if line.startswith("| a/")][0]
+    assert row == "| a/config.json | rope&#124;x | <code>1</code> | <code>&lt;b&gt;</code> | <code>&#91;x&#93;(y)</code> |"
+    assert text.endswith("Not run: <code>4.40.0</code>")

@@ -12,7 +12,7 @@ import logging
 import os
 import posixpath
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import OK_TO_TEST, RECHECK, may_command, parse_commands
@@ -104,6 +104,7 @@ class Outcome:
     settings: Any
     notes: list[str]
     drafters: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)  # each checked config.json at the head
 
 
 class GitHubHandler:
@@ -166,6 +167,7 @@ class GitHubHandler:
         report, settings = outcome.report, outcome.settings
         light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
                                      notes=outcome.notes)
+        matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         wants_gpu = bool(outcome.drafters) and bool(
             settings.target and (settings.min_acceptance_length or settings.baseline))
@@ -184,7 +186,7 @@ class GitHubHandler:
         n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
         title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
                  else "no config.json to check")
-        sections = {"light": light, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
+        sections = {"light": light, "matrix": matrix, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
                     if acceptance_state else None}
         if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
             # A retry of this job after its GPU job already ran: leave that job's section alone.
@@ -342,12 +344,14 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
     have_base = False
     drafters: list[str] = []
     fetched: dict = {}  # target models, fetched once per job
+    files: dict[str, bytes] = {}
     for path in configs:
         head_bytes = client.read_file(path, head)
         if head_bytes is None:
             continue
         snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
                         files={"config.json": head_bytes}, display={"config.json": path})
+        files[path] = head_bytes
         try:
             result = check_snapshot(snap, trust_remote_code=False, version=report.transformers_version)
             report.targets.append(result)
@@ -373,7 +377,44 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
         except BadInput:
             have_base = True  # the base could not be checked: everything found now is new
     new = new_findings(report.findings, base_findings) if have_base else None
-    return Outcome(report, new, settings, notes, drafters)
+    return Outcome(report, new, settings, notes, drafters, files)
+
+
+def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | None:
+    """The transformers-matrix section (issue 3) for the head's configs, or None without configs.
+
+    Each version other than the one installed runs in its own cached environment; the first use of a
+    version installs it (``draftguard check --transformers`` shares the cache), and a version that
+    cannot be installed says so in its column instead of failing the job."""
+    from draftguard.check.matrix import OK, check_matrix
+    from draftguard.report.comment import render_matrix_section
+    from draftguard.snapshot import BadInput
+
+    if not files:
+        return None
+    with tempfile.TemporaryDirectory(prefix="draftguard-matrix-") as tmp:
+        folders: dict[str, str] = {}
+        for i, (path, data) in enumerate(sorted(files.items())):
+            folder = os.path.join(tmp, str(i))
+            os.makedirs(folder)
+            with open(os.path.join(folder, "config.json"), "wb") as fh:
+                fh.write(data)
+            folders[folder] = path
+        try:
+            report = check_matrix(list(folders), versions, trust_remote_code=False)
+        except BadInput as exc:
+            return render_matrix_section([], [], note=f"not run: {exc}")
+    matrix = report.matrix
+    header, body = matrix.table()
+    if header and header[0] == "file":
+        shown = {os.path.join(folder, "config.json"): path for folder, path in folders.items()}
+        shown.update({folder: path for folder, path in folders.items()})
+        body = [[shown.get(row[0], row[0])] + row[1:] for row in body]
+    failed = [f"transformers {c.version}: {c.status}" for c in matrix.columns if c.status != OK]
+    note = None if body else f"no resolved value differs between transformers {', '.join(matrix.versions)}."
+    if failed:
+        note = (note + " " if note else "") + "Not run: " + "; ".join(failed) + "."
+    return render_matrix_section(header, body, note=note)
 
 
 def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: dict, notes: list[str]) -> list:

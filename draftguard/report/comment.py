@@ -178,9 +178,30 @@ def render_light_section(
     return "\n".join(out).rstrip()
 
 
-def render_matrix_section(markdown: str) -> str:
-    """The transformers-matrix section, from the matrix check's own markdown table."""
-    return "### transformers matrix\n\n" + markdown.strip()
+def render_matrix_section(header: list[str], rows: list[list[str]], *, note: str | None = None) -> str:
+    """The transformers-matrix section: the key x version table of resolved values that differ
+    (``VersionMatrix.table()``), escaped, with a note (versions that did not run, or no difference).
+
+    Example::
+
+        >>> print(render_matrix_section(["key", "config.json", "4.52.4", "5.24.0"],
+        ...                             [["sliding_window", "2048", "2048", "null"]]))
+        ### transformers matrix
+        <BLANKLINE>
+        | key | config.json | 4.52.4 | 5.24.0 |
+        |---|---|---|---|
+        | sliding_window | <code>2048</code> | <code>2048</code> | <code>null</code> |
+    """
+    out = ["### transformers matrix", ""]
+    if header and rows:
+        out += ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
+        plain = 2 if header[0] == "file" else 1  # file and key as text, values as code
+        for row in rows:
+            cells = [esc(c) for c in row[:plain]] + [code(c) for c in row[plain:]]
+            out.append("| " + " | ".join(cells) + " |")
+    if note:
+        out += ["", esc_message(note)] if rows else [esc_message(note)]
+    return "\n".join(out).rstrip()
 
 
 # --- acceptance test -----------------------------------------------------------------------------
