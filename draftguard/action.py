@@ -745,7 +745,11 @@ class StickyComment:
     instead of raising, so the check's result, summary and annotations always come out."""
 
     def __init__(self, ctx: Context, token: str, runner: Runner, secrets: list[str]):
-        self.write = sticky_writer(ctx, token)
+        try:
+            self.write = sticky_writer(ctx, token)
+        except ImportError as exc:
+            raise ActionError(f"the pull request comment needs PyGithub ({exc.name} is missing): install "
+                              "draftguard[action], or set `comment: false`") from None
         self.runner = runner
         self.secrets = secrets
         self.refused: str | None = None

@@ -266,6 +266,30 @@ def test_bad_credentials_fail_plainly_and_keep_the_summary(tmp_path, api):
     assert "### Light check" in run.summary and run.outputs["verdict"] == "pass"
 
 
+def test_a_shallow_checkout_fetches_the_base_and_a_push_diffs_against_before(tmp_path, api):
+    origin = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG, "other/config.json": HEAD_CONFIG})
+    origin.push({"drafter/config.json": HEAD_CONFIG})
+    # What actions/checkout leaves by default: one commit, with the base only on the remote.
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{origin.dir}", str(shallow)],
+                   check=True, capture_output=True)
+    assert subprocess.run(["git", "-C", str(shallow), "cat-file", "-e", f"{origin.base}^{{commit}}"]).returncode != 0
+    clone = Checkout.__new__(Checkout)
+    clone.dir, clone.base, clone.head = shallow, origin.base, origin.head
+    add_pull(api, clone)
+    run = run_action(tmp_path, clone, api, comment="false")
+    assert f"against base `{origin.base[:12]}`" in run.summary, run.stdout + run.stderr
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert [t["file"] for t in report["targets"]] == ["drafter/config.json"]
+
+    push = tmp_path / "push.json"
+    push.write_text(json.dumps({"before": origin.base, "after": origin.head, "repository": {"full_name": REPO}}))
+    run = run_action(tmp_path, origin, api, event=push, event_name="push")
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert [t["file"] for t in report["targets"]] == ["drafter/config.json"]
+    assert run.code == 1 and api.comments_on(REPO, 7) == []  # no pull request, no comment
+
+
 def test_only_changed_config_files_are_checked(tmp_path, api):
     checkout = Checkout(tmp_path, {"a/config.json": HEALTHY, "b/config.json": HEAD_CONFIG, "README.md": "x\n"})
     checkout.push({"README.md": "y\n"})
