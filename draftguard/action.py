@@ -131,10 +131,15 @@ class ActionInputs:
         fail_on = read_input(env, "fail-on") or None
         if fail_on is not None and fail_on not in FAIL_ON:
             raise ActionError(f"input `fail-on` must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+        versions = parse_list(read_input(env, "transformers-versions"))
+        if versions:
+            from draftguard.check.matrix import parse_versions
+
+            versions = parse_versions(versions, source="input `transformers-versions`")
         return cls(
             mode=mode,
             paths=parse_list(read_input(env, "paths")),
-            transformers_versions=parse_list(read_input(env, "transformers-versions")),
+            transformers_versions=versions,
             target=read_input(env, "target") or None,
             fail_on=fail_on,
             comment=parse_bool("comment", read_input(env, "comment") or "true"),
@@ -465,9 +470,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, runner: Runner) -
     notes = [note] if note else []
     settings = load_action_settings(root, base)
     fail_on = inputs.fail_on or settings.fail_on or "error"
-    versions = matrix.parse_versions(inputs.transformers_versions, source="input `transformers-versions`") \
-        if inputs.transformers_versions else (
-            matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
+    versions = inputs.transformers_versions or (
+        matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
     drafter_target = _absolute_target(root, inputs.target or settings.target)
     changed = changed_files(root, base) if base else None
     targets = select_targets(root, inputs, changed, notes)

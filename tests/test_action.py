@@ -316,6 +316,18 @@ def test_paths_globs_choose_the_files(tmp_path, api):
     assert run.code == 1 and api.comments_on(REPO, 7) == []
 
 
+def test_transformers_versions_runs_the_version_matrix(tmp_path, api):
+    import transformers
+
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, transformers_versions=transformers.__version__, comment="false")
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert report["matrix"]["versions"] == [transformers.__version__]
+    assert run.code == 1 and "**new**" in run.summary  # base and head both judged through the matrix
+
+
 def test_settings_come_from_the_base_so_a_pull_request_cannot_relax_its_gate(tmp_path, api):
     checkout = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\n", "drafter/config.json": BASE_CONFIG})
     checkout.push({".draftguard.yml": "fail_on: never\n", "drafter/config.json": HEAD_CONFIG})
@@ -341,6 +353,11 @@ def test_bad_settings_and_inputs_are_one_clear_error(tmp_path, api):
 
     run = run_action(tmp_path, checkout, api, fail_on="sometimes")
     assert run.code == 2 and "`fail-on`" in run.annotations("error")[0]
+
+    run = run_action(tmp_path, checkout, api, transformers_versions="banana")
+    [error] = run.annotations("error")
+    assert run.code == 2 and "input `transformers-versions`: 'banana' is not a transformers version" in error
+    assert "Traceback" not in run.stderr and api.comments_on(REPO, 7) == []
 
 
 def test_acceptance_mode_needs_a_target(tmp_path, api):
