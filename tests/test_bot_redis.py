@@ -68,6 +68,18 @@ def test_redis_queue_dedupes_and_recovers_by_lease(redis_url):
     q.store.put_data("job:r2", stale.to_bytes())
     assert q.recover(lease=True) == ["r2"]
     assert q.pending_ids() == {"r1", "r2"}
+    # The same, periodically, as `draftguard worker` runs it: a worker that died later is covered too.
+    dead = Job(id="r5", source="github", kind="pull_request", repo=REPO, number=5, state=RUNNING)
+    dead.updated = time.time() - 10_000
+    q.add(dead)
+    stop = q.start_recovery(interval=0.1)
+    try:
+        deadline = time.time() + 5
+        while "r5" not in q.pending_ids():
+            assert time.time() < deadline, "periodic recovery did not queue the dead worker's job"
+            time.sleep(0.05)
+    finally:
+        stop.set()
     # Finished records stay a week (they dedupe redeliveries), then go.
     old = Job(id="r4", source="github", kind="pull_request", repo=REPO, number=4, state=DONE)
     old.finished = time.time() - 8 * 24 * 3600

@@ -89,6 +89,7 @@ def worker(args: argparse.Namespace) -> int:
     if args.queue == "cpu":
         _warm_up()
     queue.recover(lease=True)
+    queue.start_recovery()
     from huey.consumer import Consumer
 
     Consumer(queue.hueys[args.queue], workers=args.workers, periodic=False, initial_delay=0.05,

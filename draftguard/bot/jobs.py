@@ -251,6 +251,22 @@ class Queue:
         self.prune()
         return again
 
+    def start_recovery(self, interval: float = 60.0) -> threading.Event:
+        """Every ``interval`` seconds, queue again the jobs whose worker died (expired leases): with
+        Redis, a worker on another machine can die while this process lives on. Set the returned
+        event to stop."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.recover(lease=True)
+                except Exception:  # the store may be briefly unreachable; try again next round
+                    log.warning("periodic recovery failed", exc_info=True)
+
+        threading.Thread(target=loop, name="draftguard-recovery", daemon=True).start()
+        return stop
+
     # --- running -------------------------------------------------------------------------------
     def _claim(self, job: Job) -> bool:
         key = f"claim:{job.id}"
