@@ -191,6 +191,23 @@ def test_the_sticky_comment_is_edited_in_place_on_every_push(bot):
     assert bot.api.runs_for(REPO, HEAD2, CONFIG_CHECK)[0]["conclusion"] == "success"  # the fix removed them all
 
 
+def test_a_push_that_takes_the_model_files_out_clears_the_old_findings(bot):
+    bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE))
+    bot.settle()
+    readme_only = "e" * 40
+    bot.api.set_files(REPO, readme_only, {"README.md": "new words", "drafter/config.json": BASE_CONFIG})
+    bot.api.add_pull(REPO, 7, head=readme_only, base=BASE)
+    bot.post("pull_request", pr_payload(REPO, 7, readme_only, BASE, action="synchronize"))
+    bot.settle()
+    light = parse_sticky(bot.sticky()["body"])["light"]
+    assert "no longer changes a model file" in light and "**new**" not in light
+    # A PR that never touched one gets no comment at all.
+    bot.api.add_pull(REPO, 9, head=readme_only, base=BASE)
+    bot.post("pull_request", pr_payload(REPO, 9, readme_only, BASE), delivery="never")
+    bot.settle()
+    assert bot.queue.get("never").result == "skipped: no model files changed" and not bot.api.comments_on(REPO, 9)
+
+
 def test_a_stale_push_is_skipped(bot):
     bot.api.add_pull(REPO, 7, head=HEAD2, base=BASE)  # the PR moved on before the job ran
     bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE, action="synchronize"), delivery="old")

@@ -162,6 +162,13 @@ class GitHubHandler:
         changed = client.changed_files()
         relevant = [(p, s) for p, s in changed if is_model_file(p)]
         if not relevant and forced_by is None:
+            # A later push can take the model files out of the PR: then the old findings must go.
+            if client.find_sticky() is not None:
+                note = (f"### Light check at `{head[:12]}`\n\nThis pull request no longer changes a model "
+                        "file (config.json, safetensors index, tokenizer, .draftguard.yml); nothing to check.")
+                with queue.lock(f"pr:{job.repo}#{job.number}"):
+                    client.upsert_sticky(lambda old: update_sticky(old, light=note, matrix=None, acceptance=None))
+                return "done: no model files changed any more"
             return "skipped: no model files changed"
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
         report, settings = outcome.report, outcome.settings
