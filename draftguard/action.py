@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from draftguard.snapshot import MAX_CONFIG_BYTES, BadInput
+from draftguard.snapshot import MAX_CONFIG_BYTES, SETTINGS_NAME, BadInput, is_model_file
 
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
@@ -47,13 +47,7 @@ INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "commen
 OUTPUTS = ("errors", "warnings", "verdict", "report-json")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
-SETTINGS_FILE = ".draftguard.yml"
-# A change to any of these can change what a model runs, so its folder's config.json is checked.
-# (The bot's list, draftguard.bot.pipeline.MODEL_FILES; that module needs the bot extra.)
-MODEL_FILES = frozenset({
-    "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json", "tokenizer.model", "generation_config.json",
-})
+SETTINGS_FILE = SETTINGS_NAME
 PR_EVENTS = ("pull_request", "pull_request_target")
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 ACCEPT_TIMEOUT_ENV = "DRAFTGUARD_ACCEPT_TIMEOUT"
@@ -365,7 +359,7 @@ def select_targets(root: Path, inputs: ActionInputs, changed: list[str] | None,
         return [f for f in files if posixpath.basename(f) == "config.json"]
     tracked = set(files)
     folders = sorted({posixpath.dirname(p) for p in changed
-                      if p == SETTINGS_FILE or posixpath.basename(p) in MODEL_FILES})
+                      if is_model_file(p)})
     configs = [posixpath.join(d, "config.json") if d else "config.json" for d in folders]
     return [c for c in configs if c in tracked and (root / c).is_file()]
 
@@ -431,7 +425,7 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
     if versions:
         from draftguard.check import matrix
 
-        return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress)
+        return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
     from draftguard.check.light import check_targets
 
     return check_targets(targets, drafter_target=drafter_target)
@@ -536,11 +530,19 @@ def accept_command(drafter: str, target: str, settings: Any, settings_dir: str, 
     Example::
 
         >>> from draftguard.settings import Settings
-        >>> accept_command("d", "t", Settings(prompts="p.jsonl"), "/s", "/repo")[3:]
-        ['accept', '--target', 't', '--drafter', 'd', '--backend', 'vllm', '--settings', '/s', '--format', 'json', '--quiet', '--prompts', '/repo/p.jsonl']
+        >>> cmd = accept_command("d", "t", Settings(prompts="p.jsonl"), "/s", "/repo")
+        >>> cmd[3:]  # doctest: +ELLIPSIS
+        ['accept', '--target', 't', '--drafter', 'd', '--backend', 'vllm', '--device', ..., '--settings', '/s', '--format', 'json', '--quiet', '--prompts', '/repo/p.jsonl']
+        >>> cmd[cmd.index("--device") + 1] in ("cpu", "cuda")
+        True
     """
+    from draftguard.runner.gpu_job import default_device
+
+    # --device matters for the reference backend (`backend: reference|both`): on a GPU runner it
+    # must not fall back to the CPU.
     cmd = [sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
-           "--backend", settings.backend or "vllm", "--settings", settings_dir, "--format", "json", "--quiet"]
+           "--backend", settings.backend or "vllm", "--device", default_device(), "--settings", settings_dir,
+           "--format", "json", "--quiet"]
     if settings.prompts and settings.prompts != "builtin":
         cmd += ["--prompts", str(Path(root) / settings.prompts)]
     return cmd

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from draftguard.snapshot import BadInput
-
-SETTINGS_NAME = ".draftguard.yml"
+from draftguard.snapshot import SETTINGS_NAME, BadInput
 MAX_SETTINGS_BYTES = 256 * 1024
 
 

@@ -16,6 +16,13 @@ from typing import Any
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 CONFIG_NAME = "config.json"
+SETTINGS_NAME = ".draftguard.yml"
+# A change to any of these can change what a model runs (or how draftguard checks it), so the bot,
+# the Hub bot and the Action check again when one changes.
+MODEL_FILES = frozenset({
+    "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "tokenizer.model", "generation_config.json",
+})
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
@@ -69,6 +76,17 @@ class Snapshot:
                 return lines[key]
             key = key.rpartition(".")[0]
         return None
+
+
+def is_model_file(path: str) -> bool:
+    """Whether a changed repo path (posix) is one the checks watch.
+
+    Example::
+
+        >>> is_model_file("drafter/config.json"), is_model_file("README.md"), is_model_file(".draftguard.yml")
+        (True, False, True)
+    """
+    return path == SETTINGS_NAME or path.rpartition("/")[2] in MODEL_FILES
 
 
 def parse_json_object(data: bytes, display: str) -> dict[str, Any]:

@@ -66,7 +66,9 @@ def test_acceptance_states_render():
               "thresholds": {"bar": 3.0}}
     text = render_acceptance_section("done", failed)
     assert ":x: **fail**: τ = **1.15**" in text and "interval [1.10, 1.20]" in text
-    assert "| 0 | 0.100 | <code>██░░░░░░░░░░░░░░░░░░</code> |" in text
+    # Positions count from 1 here, as `draftguard accept` prints them: one table, one numbering.
+    assert "| 1 | 0.100 | <code>██░░░░░░░░░░░░░░░░░░</code> |" in text
+    assert "| 2 | 0.000 |" in text and "| 0 |" not in text
 
 
 def test_commands_stand_alone_outside_code():

@@ -16,7 +16,6 @@ import hmac
 import json
 import logging
 import threading
-import time
 from typing import Any, Callable, Iterable, Sequence
 
 from starlette.applications import Starlette

@@ -262,7 +262,8 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request, is_model_file
+        from draftguard.bot.pipeline import check_pull_request
+        from draftguard.snapshot import is_model_file
         from draftguard.report.comment import render_acceptance_section, render_light_section, update_sticky
 
         checked_key = f"hub-checked:{job.repo}#{job.number}"
@@ -313,7 +314,8 @@ class HubHandler:
     def _branch(self, job: Job) -> str:
         """A push to main: check the watched files that changed; the result is the job's record
         (there is no pull request to comment on)."""
-        from draftguard.bot.pipeline import check_pull_request, is_model_file
+        from draftguard.bot.pipeline import check_pull_request
+        from draftguard.snapshot import is_model_file
 
         client = HubPullRequestClient(self.config, job.repo, 0)
         now = client.revision_sha("main")

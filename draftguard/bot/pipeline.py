@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.commands import OK_TO_TEST, RECHECK, may_command, parse_commands
+from draftguard.bot.commands import OK_TO_TEST, may_command, parse_commands
 from draftguard.bot.github import GitHubConfig, PullRequestClient, connect, retry_delay, scrub
 from draftguard.bot.jobs import Job, Queue, Retry
 from draftguard.report.comment import (
@@ -25,33 +25,19 @@ from draftguard.report.comment import (
     update_sticky,
 )
 
+from draftguard.snapshot import SETTINGS_NAME, is_model_file
+
 log = logging.getLogger("draftguard.bot")
 
 CONFIG_CHECK = "draftguard/config"
 ACCEPTANCE_CHECK = "draftguard/acceptance"
-SETTINGS_FILE = ".draftguard.yml"
-# A change to any of these files can change what a model runs, so the light check reruns.
-MODEL_FILES = frozenset({
-    "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json", "tokenizer.model", "generation_config.json",
-})
+SETTINGS_FILE = SETTINGS_NAME
 PR_ACTIONS = ("opened", "synchronize", "reopened")
 # GitHub has no check-mark reaction; "+1" is the closest it offers.
 REACT_START, REACT_DONE = "eyes", "+1"
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
 
 AcceptanceRunner = Callable[[Job, PullRequestClient, Any], "dict[str, Any]"]
-
-
-def is_model_file(path: str) -> bool:
-    """Whether a changed path can change what the model runs (or how draftguard checks it).
-
-    Example::
-
-        >>> is_model_file("drafter/config.json"), is_model_file("README.md"), is_model_file(".draftguard.yml")
-        (True, False, True)
-    """
-    return path == SETTINGS_FILE or posixpath.basename(path) in MODEL_FILES
 
 
 def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tuple[Job | None, str]:

@@ -29,11 +29,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from draftguard.check.findings import RULES, Finding, TargetResult
 from draftguard.check.weights import Tensor, Weights, is_unreachable, read_weights, unreachable_reason
-from draftguard.snapshot import BadInput, Snapshot, load_snapshot, parse_json_object
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"

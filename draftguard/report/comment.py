@@ -272,7 +272,7 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     if per_pos:
         out += ["| position | accepted | |", "|---|---|---|"]
         for i, rate in enumerate(per_pos):
-            out.append(f"| {i} | {_num(rate, 3)} | <code>{bar(rate)}</code> |")
+            out.append(f"| {i + 1} | {_num(rate, 3)} | <code>{bar(rate)}</code> |")  # 1-based, as accept prints them
         out.append("")
     if detail:
         out.append(esc(detail))
