@@ -191,11 +191,23 @@ def _split_revision(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def load_target(name: str, origin: str, *, base: Path | None = None, trust_remote_code: bool = False) -> TargetModel:
+def load_target(name: str, origin: str, *, base: Path | None = None, trust_remote_code: bool = False,
+                allow_local: bool = True) -> TargetModel:
     """Fetch a target's config.json (a folder or a Hub repo id, ``owner/name@revision`` allowed)
-    and resolve it. Raises BadInput, naming where the target came from, when it cannot be read."""
-    from draftguard.check import resolver
+    and resolve it. Raises BadInput, naming where the target came from, when it cannot be read.
 
+    ``allow_local=False`` (the bots, where the name comes from repository content) accepts only a
+    Hub repo id and never reads the host's files, even when a folder of that name exists."""
+    from draftguard.snapshot import CONFIG_NAME, _hub
+
+    if not allow_local:
+        _require_hub_id(name, origin)
+        repo, _, revision = name.partition("@")
+        try:
+            snapshot = _hub(repo, revision or None, (CONFIG_NAME,))
+        except BadInput as exc:
+            raise BadInput(f"target from {origin}: {exc}", file=exc.file, line=exc.line, key=exc.key) from None
+        return _resolved_target(name, origin, snapshot, trust_remote_code)
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
         name = os.path.normpath(base / name)
     repo, revision = _split_revision(name)
@@ -204,6 +216,23 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
     except BadInput as exc:
         hint = "" if origin == "--target" else " (or pass --target with a local folder of the target)"
         raise BadInput(f"target from {origin}: {exc}{hint}", file=exc.file, line=exc.line, key=exc.key) from None
+    return _resolved_target(name, origin, snapshot, trust_remote_code)
+
+
+# Exactly owner/name (optionally @revision): a Hub repo, never something the host could read.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?$")
+
+
+def _require_hub_id(name: str, origin: str) -> None:
+    repo = name.partition("@")[0]
+    if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")):
+        raise BadInput(f"target from {origin}: {name!r} is not a Hub repo id (owner/name); only Hub "
+                       "targets are read here, so name one in `target:` of .draftguard.yml")
+
+
+def _resolved_target(name: str, origin: str, snapshot: Snapshot, trust_remote_code: bool) -> TargetModel:
+    from draftguard.check import resolver
+
     raw = snapshot.load_json()
     try:
         node = resolver.resolve(raw, trust_remote_code=trust_remote_code,
@@ -217,9 +246,20 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
     return TargetModel(name=name, origin=origin, snapshot=snapshot, values=values, tokenizer=TokenizerFiles(snapshot))
 
 
-def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None) -> tuple[str, str, Path | None] | None:
+def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
+                allow_local: bool = True) -> tuple[str, str, Path | None] | None:
     """Which target to check against: ``--target``, then ``.draftguard.yml``, then the speculators
-    verifier. Returns (name, origin, folder that relative names are relative to)."""
+    verifier. Returns (name, origin, folder that relative names are relative to).
+
+    ``allow_local=False`` (the bots) reads no settings from the host and raises BadInput when the
+    name is not a Hub repo id (owner/name), so repository content cannot point at the host's files."""
+    if not allow_local:
+        found = (explicit, "--target") if explicit else (
+            (fmt.verifier, "speculators_config.verifier.name_or_path") if fmt.verifier else None)
+        if found is None:
+            return None
+        _require_hub_id(*found)
+        return found[0], found[1], None
     if explicit:
         return explicit, "--target", None
     if not snapshot.is_hub and snapshot.local_dir:
@@ -769,8 +809,8 @@ class DrafterCheck:
         if not _is_int(t_hidden):
             t_hidden = self.fmt.target_hidden.value if self.fmt.target_hidden else self.drafter("hidden_size")
             source = "the drafter's hidden_size" if not self.fmt.target_hidden else "`target_hidden_size`"
-        if n_ids is None or not _is_int(t_hidden):
-            return
+        if n_ids is None or not _is_int(t_hidden) or t_hidden <= 0:
+            return  # a non-positive size is reported by the size rules; nothing to divide by here
         expected_in = n_ids * t_hidden
         hidden = self.drafter("hidden_size")
         ids_key = (self.fmt.target_ids or self.fmt.aux_ids)[0].key if (self.fmt.target_ids or self.fmt.aux_ids) else "hidden_size"
