@@ -90,9 +90,11 @@ def test_several_targets_make_one_report(capsys):
         ('{"model_type": 3}', "`model_type` must be a string"),
         ('{\n"model_type": "qwen3",\n"sliding_window": "1024"\n}', ":3: StrictDataclassFieldValidationError"),
         ('{"model_type": "acme", "auto_map": {"AutoConfig": "acme.AcmeConfig"}}', "--trust-remote-code"),
+        # The class names its own attribute (rope_parameters); the error must point at the file's key.
+        ('{\n"model_type": "qwen3",\n"rope_scaling": "linear"\n}', ":3: StrictDataclassFieldValidationError"),
     ],
     ids=["invalid-json", "not-object", "no-model-type", "unknown-model-type", "model-type-type",
-         "class-rejects", "remote-code"],
+         "class-rejects", "remote-code", "class-rejects-folded-key"],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, expected):
     path = write(tmp_path, text)
@@ -106,6 +108,12 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, expected):
 def test_unknown_model_type_suggests_the_close_one(tmp_path, capsys):
     assert main(["check", str(write(tmp_path, '{"model_type": "qwen33"}'))]) == 2
     assert "Did you mean 'qwen3'" in capsys.readouterr().err
+
+
+def test_rejected_folded_key_names_the_files_key(tmp_path, capsys):
+    main(["check", str(write(tmp_path, '{\n"model_type": "qwen3",\n"rope_scaling": "linear"\n}')), "--format", "json"])
+    [error] = json.loads(capsys.readouterr().out)["errors"]
+    assert (error["key"], error["line"]) == ("rope_scaling", 3)
 
 
 def test_missing_model_type_names_the_key(tmp_path, capsys):

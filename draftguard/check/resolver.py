@@ -227,10 +227,23 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _key_in_message(message: str, raw: dict[str, Any]) -> str | None:
+# Attributes a class validates under another name than the file's key.
+_FILE_KEYS_OF = {"rope_parameters": ("rope_scaling", "rope_theta", "partial_rotary_factor"), "dtype": ("torch_dtype",)}
+
+
+def _key_in_message(message: str, raw: dict[str, Any], aliases: dict[str, str] | None = None) -> str | None:
+    """The key of the file that a class's error message is about, so the error can point at its line."""
+    quoted = lambda key: f"'{key}'" in message or f"`{key}`" in message or f'"{key}"' in message  # noqa: E731
     for key in sorted(raw, key=len, reverse=True):
-        if isinstance(key, str) and (f"'{key}'" in message or f"`{key}`" in message or f'"{key}"' in message):
+        if isinstance(key, str) and quoted(key):
             return key
+    # The class may name its own attribute: an attribute_map target, or a key it folds others into.
+    for alias, attribute in (aliases or {}).items():
+        if alias in raw and quoted(attribute):
+            return alias
+    for attribute, file_keys in _FILE_KEYS_OF.items():
+        if quoted(attribute):
+            return next((k for k in file_keys if k in raw), None)
     return None
 
 
@@ -254,6 +267,7 @@ def resolve(
     """
     _refuse_implausible(raw)
     remote = trust_remote_code and isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]
+    cls = None
     try:
         if remote and pretrained is not None:
             from transformers import AutoConfig
@@ -270,7 +284,8 @@ def resolve(
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[1:2])
         message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
-        raise ResolveError("class_rejected", message, key=_key_in_message(str(exc), raw)) from None
+        aliases = getattr(cls, "attribute_map", None)
+        raise ResolveError("class_rejected", message, key=_key_in_message(str(exc), raw, aliases)) from None
     return _node(config, raw)
 
 
