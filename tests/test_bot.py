@@ -455,3 +455,38 @@ def test_app_auth_uses_installation_tokens_and_never_logs_them(tmp_path, caplog)
         bot.sticky()
         _assert_no_secret(bot, caplog.text)
         assert "PRIVATE KEY" not in caplog.text
+
+
+def _speculators_drafter(verifier: str) -> str:
+    layers = {k: v for k, v in DRAFTER.items() if k not in ("architectures", "dflash_config", "block_size", "num_target_layers")}
+    return json.dumps({"architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash",
+                       "model_type": "speculators", "transformer_layer_config": layers,
+                       "aux_hidden_state_layer_ids": [2, 17, 32, 47, 62], "block_size": 16, "mask_token_id": 151669,
+                       "speculators_config": {"algorithm": "dflash", "verifier": {"name_or_path": verifier}}}, indent=2)
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute-path", "hub-shaped-local-folder"])
+def test_a_verifier_naming_a_path_on_the_bot_host_is_never_read(tmp_path, fake_hub, monkeypatch, relative):
+    # A folder on the bot's host whose config would make drafter rules fire and quote it.
+    secret = tmp_path / "acme" / "secretmodel"
+    secret.mkdir(parents=True)
+    (secret / "config.json").write_text(json.dumps(dict(TARGET, num_hidden_layers=7, hidden_size=777)))
+    if relative:
+        monkeypatch.chdir(tmp_path)  # "acme/secretmodel" is both a folder here and shaped like a Hub id
+    verifier = "acme/secretmodel" if relative else str(secret)
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, HEAD, {"drafter/config.json": _speculators_drafter(verifier)})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="lp")
+        bot.settle()
+        assert bot.queue.get("lp").state == DONE
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert "drafter rules for <code>drafter/config.json</code> skipped" in light
+        assert ("not a Hub repo id" in light) if not relative else ("404" in light or "not found" in light.lower())
+        assert "777" not in light and "secretmodel/config.json" not in light
+        assert not any(f.startswith("DG1") for f in _rule_ids(light)), light
+
+
+def _rule_ids(light: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"\bDG\d{3}\b", light))

@@ -414,12 +414,18 @@ def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: 
     """The drafter rules (issue 4) against the target that the default branch's settings name. The
     files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
     that cannot be fetched is a note in the comment, not a failed check."""
-    from draftguard.check.dflash import check_drafter, detect_drafter
+    from draftguard.check.dflash import check_drafter, detect_drafter, find_target, load_target
     from draftguard.snapshot import BadInput
 
-    if not isinstance(raw, dict) or detect_drafter(raw) is None:
+    fmt = detect_drafter(raw) if isinstance(raw, dict) else None
+    if fmt is None:
         return []
     try:
+        # The target's name comes from the repository (a PR head's verifier, even): fetch it from the
+        # Hub only, never from this host's disk, into the cache that check_drafter then reads it from.
+        where = find_target(snap, fmt, settings.target or None, allow_local=False)
+        if where is not None and where[0] not in fetched:
+            fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False)
         return check_drafter(snap, result, target=settings.target or None, trust_remote_code=False, cache=fetched)
     except BadInput as exc:
         notes.append(f":warning: drafter rules for `{snap.path_of('config.json')}` skipped: {exc}")
