@@ -432,15 +432,16 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
 
 
 def matrix_markdown(report: Any) -> str | None:
-    """The version-matrix table of a Report, escaped for a comment; None when there is none."""
-    from draftguard.report.comment import esc, render_matrix_section
+    """The version-matrix section of a Report, as the bot renders it; None when no value differs.
+
+    The bot's ``pipeline.matrix_section`` would re-run the matrix from file bytes, and this Report
+    already holds it, so only the shared table and renderer are reused."""
+    from draftguard.report.comment import render_matrix_section
 
     if report.matrix is None or not report.matrix.rows:
         return None
     header, body = report.matrix.table()
-    rows = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
-    rows += ["| " + " | ".join(f"<code>{esc(c)}</code>" for c in row) + " |" for row in body]
-    return render_matrix_section("Resolved values that differ by transformers version:\n\n" + "\n".join(rows))
+    return render_matrix_section(header, body)
 
 
 @dataclass
