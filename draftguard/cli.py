@@ -136,7 +136,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         from draftguard.report.markdown import render_markdown
 
-        out.write(render_markdown(report))
+        out.write(render_markdown(report, fail_on=args.fail_on))
     elif args.format == "github":
         from draftguard.report.annotations import render_annotations
 

@@ -60,8 +60,21 @@ def test_github_format_writes_workflow_annotations(capsys):
 def test_markdown_format_has_table_and_attention(capsys):
     main(["check", str(EXAMPLE), "--format", "markdown"])
     out = capsys.readouterr().out
-    assert "| :x: | DG001 value-overridden | `sliding_window` |" in out
+    assert "| :x: |  | DG001 value-overridden | <code>sliding_window</code> |" in out
     assert "| 0-3 | sliding(2048) | full :x: |" in out
+
+
+def test_markdown_format_escapes_what_the_file_says(tmp_path, capsys):
+    """The markdown view goes into PR comments: a config value must not close a table cell,
+    mention anyone or inject HTML."""
+    # Two keys for one attribute: the DG002 message quotes the value that wins.
+    raw = {"model_type": "gpt2", "n_embd": 64, "hidden_size": "a|b <img src=x> @team"}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    main(["check", str(tmp_path), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "&lt;img src=x&gt;" in out  # the value is shown...
+    assert "<img" not in out and "@team" not in out and "a|b" not in out  # ...but inert
+    assert "| :x: |" in out
 
 
 def test_fail_on_levels(tmp_path, capsys):

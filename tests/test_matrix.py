@@ -185,7 +185,7 @@ def test_cli_json_and_markdown_carry_versions_and_the_table(shared_cache, old_en
     assert main(["check", SWA_DRAFTER, "--transformers", f"{OLD},{PINNED}", "--format", "markdown"]) == 1
     md = capsys.readouterr().out
     assert "| key | config.json | 4.52.4 | 5.24.0 |" in md
-    assert "| `sliding_window` | `2048` | `2048` | `null` |" in md
+    assert "| sliding_window | <code>2048</code> | <code>2048</code> | <code>null</code> |" in md
     assert f"Effective attention of <code>{SWA_DRAFTER}/config.json</code> (transformers {PINNED})" in md
 
     assert main(["check", SWA_DRAFTER, "--transformers", f"{OLD},{PINNED}"]) == 1

@@ -167,7 +167,9 @@ def render_light_section(
         out.append("")
     for t in report.targets:
         if any(layer.mismatch for layer in t.attention):
-            out += [f"<details><summary>Effective attention of {code(t.file)}</summary>", "",
+            matrix = getattr(report, "matrix", None)
+            under = f" (transformers {esc(matrix.attention_from[t.file])})" if matrix and t.file in matrix.attention_from else ""
+            out += [f"<details><summary>Effective attention of {code(t.file)}{under}</summary>", "",
                     "| layers | config.json declares | model runs |", "|---|---|---|"]
             for layers, declared, effective in attention_runs(t.attention):
                 mark = " :x:" if declared != effective else ""
