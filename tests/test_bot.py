@@ -371,7 +371,7 @@ def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(
         assert calls == [("gpu", HEAD, "Qwen/Qwen3-27B")]
         acceptance = parse_sticky(bot.sticky(8)["body"])["acceptance"]
         assert "**pass**" in acceptance and "τ = **3.40**" in acceptance
-        assert acceptance.count("█") > 0 and "| 0 | 1.000 |" in acceptance
+        assert acceptance.count("█") > 0 and "| 1 | 1.000 |" in acceptance  # positions are 1-based
         run = api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
         assert len(run) == 1 and run[0]["conclusion"] == "success"
         assert "light" in parse_sticky(bot.sticky(8)["body"])  # the GPU job kept the light section
@@ -490,3 +490,41 @@ def _rule_ids(light: str) -> set[str]:
     import re
 
     return set(re.findall(r"\bDG\d{3}\b", light))
+
+
+def test_a_traceback_carrying_a_token_is_scrubbed_from_the_log(tmp_path, capsys):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from draftguard.bot.app import configure_logging
+    from draftguard.bot.github import connect
+    from draftguard.bot.jobs import Job
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    api = fake_api()
+    api.app_public_key = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                       serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        config = GitHubConfig(api_url=api.url, app_id="12345", private_key=pem, timeout=1.0)
+        connect(config, 99)  # mints an installation token, which the logs must scrub too
+        [minted] = api.installation_tokens
+        configure_logging([TOKEN, SECRET, pem])
+        queue = Queue(f"sqlite:///{tmp_path}/queue.db")
+
+        def handler(job, queue):
+            raise RuntimeError(f"GET failed: Authorization: token {TOKEN} / installation token {minted}")
+
+        queue.handlers["github"] = handler
+        queue.add(Job(id="boom", source="github", kind="pull_request", repo=REPO, number=7))
+        queue.run("boom")
+    finally:
+        for h in set(root.handlers) - set(before):
+            root.removeHandler(h)
+        api.stop()
+    err = capsys.readouterr().err
+    assert "job boom failed" in err and "Traceback" in err and "RuntimeError: GET failed" in err
+    assert TOKEN not in err and minted not in err

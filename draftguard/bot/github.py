@@ -127,7 +127,10 @@ def connect(config: GitHubConfig, installation_id: int | None = None):
             raise BotConfigError("a GitHub App needs the webhook's installation id; is the App installed on the repo?")
         integration = GithubIntegration(auth=Auth.AppAuth(config.app_id, config.private_key), **common)
         with _translated("installation token"):
-            return integration.get_github_for_installation(int(installation_id))
+            # Minted here, not lazily inside PyGithub, so the logs scrub it like the configured secrets.
+            token = integration.get_access_token(int(installation_id)).token
+        remember_secret(token)
+        return Github(auth=Auth.Token(token), **common)
     return Github(auth=Auth.Token(config.token), **common)
 
 
@@ -344,17 +347,48 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+# Secrets that exist only at run time (GitHub App installation tokens): every SecretFilter scrubs
+# them too, since the filter is built at start-up, before any token is minted.
+_MINTED: set[str] = set()
+
+
+def remember_secret(secret: str) -> None:
+    """Have every SecretFilter scrub ``secret`` from now on (a token minted at run time)."""
+    if secret:
+        _MINTED.add(secret)
+
+
 class SecretFilter(logging.Filter):
-    """A logging filter that scrubs the configured secrets from every record's message."""
+    """A logging filter that scrubs the configured secrets (and tokens minted since) from every
+    record's message and traceback.
+
+    Example::
+
+        >>> record = logging.LogRecord("bot", logging.ERROR, __file__, 1, "token %s", ("ghp_abc",), None)
+        >>> SecretFilter(["ghp_abc"]).filter(record), record.getMessage()
+        (True, 'token ***')
+    """
 
     def __init__(self, secrets: Iterable[str]):
         super().__init__()
         self.secrets = [s for s in secrets if s]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            clean = scrub(message, self.secrets)
-            if clean != message:
-                record.msg, record.args = clean, ()
+        secrets = self.secrets + sorted(_MINTED)
+        if not secrets:
+            return True
+        message = record.getMessage()
+        clean = scrub(message, secrets)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        # A traceback is formatted after the filters ran, by the handler; an exception's message can
+        # carry a token, so format it now, scrubbed, and leave the handler nothing else to format.
+        if record.exc_info:
+            if not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, secrets)
         return True
