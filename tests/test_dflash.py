@@ -480,3 +480,32 @@ def test_tokenizer_vocab_in_an_unusual_layout_is_still_found():
     assert TokenizerFiles.from_bytes(text).vocab() == {"x": 0, "y": 1}
     odd = json.dumps({"post_processor": {"model": {"vocab": ["no"]}}, "model": {"vocab": {"z": 0}}}).encode()
     assert TokenizerFiles.from_bytes(odd).vocab() == {"z": 0}
+
+
+REMOTE_DRAFTER_CLASS = '''
+from transformers import PretrainedConfig
+
+
+class AcmeDrafterConfig(PretrainedConfig):
+    model_type = "acme_drafter"
+
+    def __init__(self, hidden_size=32, **kwargs):
+        # The repo's own class halves the width it is given: the model code sees hidden_size // 2.
+        self.hidden_size = hidden_size // 2
+        super().__init__(**kwargs)
+'''
+
+
+def test_drafter_rules_read_the_values_its_own_config_class_resolves(tmp_path, monkeypatch):
+    """With --trust-remote-code the drafter rules judge what the repo's class resolves, not the raw
+    file (they re-resolved without remote code, fell back to raw values, and missed this)."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    drafter, target = make_pair(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    config.update(model_type="acme_drafter", auto_map={"AutoConfig": "configuration_acme.AcmeDrafterConfig"})
+    (drafter / "config.json").write_text(json.dumps(config, indent=2))
+    (drafter / "configuration_acme.py").write_text(REMOTE_DRAFTER_CLASS)
+    report = check_targets([str(drafter)], drafter_target=str(target), trust_remote_code=True)
+    assert not report.errors, report.errors
+    sizes = [f for f in report.findings if f.key.endswith("hidden_size") and f.severity.value == "error"]
+    assert sizes and any(16 in (f.raw, f.resolved) or "16" in f.message for f in sizes)

@@ -991,10 +991,14 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         if target_model is None:
             target_model = load_target(name, origin, base=base, trust_remote_code=trust_remote_code)
             cache[cache_key] = target_model
-    layers_raw, _ = layer_config(raw)
-    try:
-        values = resolver.resolve(layers_raw)["values"]
-    except resolver.ResolveError:
-        values = {}
+    values = result.values
+    if values is None:  # a result made elsewhere (the version matrix): resolve the same way
+        layers_raw, _ = layer_config(raw)
+        try:
+            values = resolver.resolve(layers_raw, trust_remote_code=trust_remote_code,
+                                      pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
+                                      revision=snapshot.revision)["values"]
+        except resolver.ResolveError:
+            values = {}
     weights = read_weights(snapshot)
     return DrafterCheck(snapshot, raw, fmt, result, target_model, weights, values).run()

@@ -206,6 +206,9 @@ class TargetResult:
     config_class: str | None
     findings: list[Finding] = field(default_factory=list)
     attention: list[LayerAttention] = field(default_factory=list)
+    # What the model code reads (the resolver node's values), for rules that need it after the
+    # fidelity check (the drafter rules). Not part of the json view.
+    values: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -49,6 +49,7 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
         config_class=node["__config__"],
         findings=findings,
         attention=attention,
+        values=node["values"],
     )
 
 
