@@ -484,3 +484,23 @@ def test_serve_and_worker_refuse_a_hub_setup_without_a_token_in_one_line(tmp_pat
         assert done.returncode == 2 and "HF_TOKEN" in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert SECRET not in done.stderr + done.stdout
+
+
+def test_the_transformers_matrix_section_appears_when_configured(monkeypatch, tmp_path):
+    # 4.52.4 is the version tests/test_matrix.py installs once into the shared cache
+    # ($DRAFTGUARD_CACHE_DIR, else ~/.cache/draftguard); the installed one needs no environment.
+    from draftguard.check import resolver
+
+    installed = resolver.transformers_version()
+    settings = f"transformers: ['4.52.4', '{installed}']\n".encode()
+    with Bot(monkeypatch, tmp_path, settings=settings) as bot:
+        bot.hub.open_pr(REPO, 3, {"README.md": b"hi", "drafter/config.json": BROKEN_CONFIG}, author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle(timeout=120)
+        sections = bot.sections()
+        assert list(sections) == ["light", "matrix"]
+        matrix = sections["matrix"]
+        assert matrix.startswith("### transformers matrix") and "Not run" not in matrix, matrix
+        # The drafter's window is kept by 4.52.4 and dropped by the installed version's Qwen3Config gate.
+        row = next(line for line in matrix.splitlines() if line.startswith("| sliding_window |"))
+        assert row.split("|")[3:5] == [" <code>2048</code> ", " <code>null</code> "], matrix

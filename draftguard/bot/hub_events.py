@@ -262,7 +262,7 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request
+        from draftguard.bot.pipeline import check_pull_request, matrix_section
         from draftguard.snapshot import is_model_file
         from draftguard.report.comment import render_acceptance_section, render_light_section, update_sticky
 
@@ -280,6 +280,7 @@ class HubHandler:
         report, settings = outcome.report, outcome.settings
         light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
                                      notes=outcome.notes)
+        matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         wants_gpu = bool(outcome.drafters) and bool(
             settings.target and (settings.min_acceptance_length or settings.baseline))
@@ -295,7 +296,8 @@ class HubHandler:
                 asked = f"/recheck by @{forced_by}: " if forced_by else ""
                 acceptance_detail = (f"{asked}{why}. GPU tests run only for the repo's owner or members of the "
                                      "organization that owns it; one of them can comment /recheck.")
-        sections = {"light": light, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
+        sections = {"light": light, "matrix": matrix,
+                    "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
                     if acceptance_state else None}
         if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
             # A retry of this job after its GPU job already ran: leave that job's section alone.
