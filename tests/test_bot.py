@@ -521,6 +521,8 @@ def test_a_traceback_carrying_a_token_is_scrubbed_from_the_log(tmp_path, capsys)
         queue.handlers["github"] = handler
         queue.add(Job(id="boom", source="github", kind="pull_request", repo=REPO, number=7))
         queue.run("boom")
+        stored = queue.get("boom").result  # the job record keeps the error; it must be scrubbed too
+        assert "RuntimeError: GET failed" in stored and TOKEN not in stored and minted not in stored
     finally:
         for h in set(root.handlers) - set(before):
             root.removeHandler(h)

@@ -358,6 +358,12 @@ def remember_secret(secret: str) -> None:
         _MINTED.add(secret)
 
 
+def scrub_known(text: str) -> str:
+    """Scrub every secret this process knows of: those its log filters were given, and tokens
+    minted since. For text stored outside the log, such as a failed job's error."""
+    return scrub(text, sorted(_MINTED)) if _MINTED else text
+
+
 class SecretFilter(logging.Filter):
     """A logging filter that scrubs the configured secrets (and tokens minted since) from every
     record's message and traceback.
@@ -372,6 +378,8 @@ class SecretFilter(logging.Filter):
     def __init__(self, secrets: Iterable[str]):
         super().__init__()
         self.secrets = [s for s in secrets if s]
+        for secret in self.secrets:  # job records are scrubbed with the same list (scrub_known)
+            remember_secret(secret)
 
     def filter(self, record: logging.LogRecord) -> bool:
         secrets = self.secrets + sorted(_MINTED)

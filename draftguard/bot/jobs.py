@@ -326,7 +326,10 @@ class Queue:
             self._release(job)
 
     def _finish(self, job: Job, state: str, result: str | None) -> None:
-        job.state, job.result, job.finished = state, result, time.time()
+        from draftguard.bot.github import scrub_known
+
+        # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
+        job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()
         self.save(job)
         with self._lock:
             self.latencies.append(job.finished - job.created)
