@@ -258,3 +258,14 @@ def test_head_dim_derived_from_another_key_is_not_an_injected_default(tmp_path):
     raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 2,
            "qk_rope_head_dim": 64, "kv_lora_rank": 512, "q_lora_rank": 1536}
     assert by_key(check(tmp_path, raw), "head_dim") == []
+
+
+def test_heterogeneous_per_layer_config_is_read_per_layer(tmp_path):
+    # transformers 5.x refuses global reads of per-layer attributes (they raised, so the keys read as
+    # dropped); the global value and each overridden layer's value are what the model code uses.
+    raw = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
+           "num_hidden_layers": 3, "intermediate_size": 128, "per_layer_config": {"1": {"intermediate_size": 256}}}
+    assert check(tmp_path, raw).findings == []
+    node = resolve(raw)
+    assert node["values"]["intermediate_size"] == 128
+    assert node["values"]["per_layer_config"] == {"1": {"intermediate_size": 256}}
