@@ -432,16 +432,20 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
 
 
 def matrix_markdown(report: Any) -> str | None:
-    """The version-matrix section of a Report, as the bot renders it; None when no value differs.
+    """The version-matrix section of a Report, as the bot renders it (table, and the versions that did
+    not run); None when every version ran and no value differs.
 
     The bot's ``pipeline.matrix_section`` would re-run the matrix from file bytes, and this Report
     already holds it, so only the shared table and renderer are reused."""
-    from draftguard.report.comment import render_matrix_section
+    from draftguard.report.comment import matrix_note, render_matrix_section
 
-    if report.matrix is None or not report.matrix.rows:
+    if report.matrix is None:
         return None
     header, body = report.matrix.table()
-    return render_matrix_section(header, body)
+    note = matrix_note(report.matrix, bool(body))
+    if not body and (note is None or "Not run" not in note):
+        return None  # every version ran and agrees: nothing to show
+    return render_matrix_section(header, body, note=note)
 
 
 @dataclass

@@ -180,6 +180,26 @@ def render_light_section(
     return "\n".join(out).rstrip()
 
 
+def matrix_note(matrix: Any, has_rows: bool) -> str | None:
+    """The note under the matrix table: no value differs, and which versions did not run.
+
+    Example::
+
+        >>> from types import SimpleNamespace as NS
+        >>> m = NS(versions=["4.52.4", "5.24.0"], columns=[NS(version="4.52.4", status="install failed"),
+        ...                                                 NS(version="5.24.0", status="ok")])
+        >>> matrix_note(m, has_rows=False)
+        'no resolved value differs between transformers 4.52.4, 5.24.0. Not run: transformers 4.52.4: install failed.'
+    """
+    from draftguard.check.matrix import OK
+
+    failed = [f"transformers {c.version}: {c.status}" for c in matrix.columns if c.status != OK]
+    note = None if has_rows else f"no resolved value differs between transformers {', '.join(matrix.versions)}."
+    if failed:
+        note = (note + " " if note else "") + "Not run: " + "; ".join(failed) + "."
+    return note
+
+
 def render_matrix_section(header: list[str], rows: list[list[str]], *, note: str | None = None) -> str:
     """The transformers-matrix section: the key x version table of resolved values that differ
     (``VersionMatrix.table()``), escaped, with a note (versions that did not run, or no difference).
