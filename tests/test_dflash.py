@@ -511,3 +511,55 @@ def test_drafter_rules_read_the_values_its_own_config_class_resolves(tmp_path, m
     [size] = [f for f in report.findings if f.rule == "DG106"]
     assert (size.raw, size.resolved) == (16, HIDDEN)
     assert "DG121" in {f.rule for f in report.findings}  # fc projects to 32, the drafter is 16 wide
+
+
+# --- a Hub drafter's own .draftguard.yml ------------------------------------------------------------
+
+
+def test_hub_drafter_reads_target_from_its_draftguard_yml(tmp_path, fake_hub):
+    drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    fake_hub.add("acme/target", _repo_files(target))
+    fake_hub.add("acme/drafter", {**_repo_files(drafter), ".draftguard.yml": b"# the target\ntarget: acme/target\n"})
+    report = check_targets(["acme/drafter"])
+    assert report.errors == [] and errors(report) == {"DG105"}
+    [note] = [f for f in report.findings if f.rule == "DG100"]
+    assert (note.file, note.line) == ("acme/drafter@main/.draftguard.yml", 2)
+    assert "acme/target" in note.message
+
+
+def test_hub_draftguard_yml_is_read_at_the_drafters_revision(tmp_path, fake_hub):
+    drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    fake_hub.add("acme/target", _repo_files(target))
+    fake_hub.add("acme/drafter", _repo_files(drafter))  # main: no settings, no target
+    fake_hub.add("acme/drafter", {**_repo_files(drafter), ".draftguard.yml": b"target: acme/target\n"}, revision="v1")
+    assert errors(check_targets(["acme/drafter"])) == set()
+    at_v1 = check_targets(["acme/drafter"], revision="v1")
+    assert errors(at_v1) == {"DG105"}
+    assert any(r.path == ".draftguard.yml" and r.revision == "v1" for r in fake_hub.requests_for("acme/drafter"))
+
+
+def test_hub_drafter_without_draftguard_yml_is_checked_without_a_target(tmp_path, fake_hub):
+    drafter, _ = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    fake_hub.add("acme/drafter", _repo_files(drafter))
+    report = check_targets(["acme/drafter"])
+    assert report.errors == [] and errors(report) == set() and "DG100" not in rules(report)
+
+
+def test_hub_draftguard_yml_may_name_only_a_hub_target(tmp_path, fake_hub):
+    drafter, _ = make_pair(tmp_path)
+    fake_hub.add("acme/drafter", {**_repo_files(drafter), ".draftguard.yml": b"target: ../../etc\n"})
+    [error] = check_targets(["acme/drafter"]).errors
+    assert "acme/drafter@main/.draftguard.yml" in error.message and "not a Hub repo id" in error.message
+
+
+def test_hub_drafter_offline_without_cached_settings_is_still_checked(tmp_path, fake_hub, monkeypatch):
+    from huggingface_hub import constants, hf_hub_download
+
+    drafter, target = make_pair(tmp_path, drafter=_set("num_target_layers", 36))
+    fake_hub.add("acme/target", _repo_files(target))
+    fake_hub.add("acme/drafter", {**_repo_files(drafter), ".draftguard.yml": b"target: acme/target\n"})
+    hf_hub_download("acme/drafter", "config.json")  # only config.json is in the cache
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    report = check_targets(["acme/drafter"])
+    assert report.errors == [] and errors(report) == set() and "DG100" not in rules(report)
+    assert "DG125" in rules(report)  # the weights were not read either, and it says so

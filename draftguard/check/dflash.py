@@ -33,7 +33,7 @@ from typing import Any
 
 from draftguard.check.findings import RULES, Finding, TargetResult
 from draftguard.check.weights import Tensor, Weights, is_unreachable, read_weights, unreachable_reason
-from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -262,8 +262,12 @@ def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
         return found[0], found[1], None
     if explicit:
         return explicit, "--target", None
+    if snapshot.is_hub:
+        found = _hub_settings_target(snapshot)
+        if found is not None:
+            return found
     if not snapshot.is_hub and snapshot.local_dir:
-        from draftguard.settings import SETTINGS_NAME, load_settings
+        from draftguard.settings import load_settings
 
         settings = load_settings(snapshot.local_dir)
         if settings.target:
@@ -272,6 +276,31 @@ def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
         base = Path(snapshot.local_dir) if not snapshot.is_hub and snapshot.local_dir else None
         return fmt.verifier, "speculators_config.verifier.name_or_path", base
     return None
+
+
+def _hub_settings_target(snapshot: Snapshot) -> tuple[str, str, None] | None:
+    """``target:`` of a Hub drafter's own .draftguard.yml, at the drafter's revision.
+
+    The file is optional: absent, or not fetched because the Hub is out of reach (offline with
+    nothing cached), the target comes from elsewhere and the check goes on. Its text is kept in the
+    snapshot so that DG100 can point at the `target:` line. The name must be a Hub repo id: a file
+    in someone's Hub repo must not make this host read its own folders."""
+    from draftguard.settings import MAX_SETTINGS_BYTES, parse_settings
+
+    shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{SETTINGS_NAME}"
+    try:
+        data = read_optional(snapshot, SETTINGS_NAME, MAX_SETTINGS_BYTES)
+    except HubUnreachable:
+        return None
+    if data is None:
+        return None
+    settings = parse_settings(data.decode("utf-8", errors="replace"), shown)
+    if not settings.target:
+        return None
+    _require_hub_id(settings.target, shown)
+    snapshot.files[SETTINGS_NAME] = data
+    snapshot.display[SETTINGS_NAME] = shown
+    return settings.target, shown, None
 
 
 # --- files beside config.json ---------------------------------------------------------------------
@@ -538,9 +567,11 @@ class DrafterCheck:
         origin = self.target.origin
         text = (f"Checked as a {self.fmt.label} drafter against the target {self.target.name} "
                 f"({self.target.shown}), named by {origin}.")
-        if origin.endswith(".draftguard.yml"):
-            self.finding("DG100", "target", self.target.name, self.target.shown, text, file=origin,
-                         line=_yaml_key_line(origin, "target"))
+        if origin.endswith(SETTINGS_NAME):
+            hub_text = self.snapshot.files.get(SETTINGS_NAME) if self.snapshot.is_hub else None
+            line = (_yaml_line_in(hub_text.decode("utf-8", "replace"), "target") if hub_text is not None
+                    else _yaml_key_line(origin, "target"))
+            self.finding("DG100", "target", self.target.name, self.target.shown, text, file=origin, line=line)
         elif origin == "--target":
             self.finding("DG100", "--target", self.target.name, self.target.shown, text, file=self.result.file,
                          line=None)
@@ -937,10 +968,13 @@ def _layer_indices(tensors: dict[str, Tensor]) -> set[int]:
 
 def _yaml_key_line(path: str, key: str) -> int | None:
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        return _yaml_line_in(Path(path).read_text(encoding="utf-8", errors="replace"), key)
     except OSError:
         return None
-    return next((i for i, line in enumerate(lines, 1) if re.match(rf"{re.escape(key)}\s*:", line)), None)
+
+
+def _yaml_line_in(text: str, key: str) -> int | None:
+    return next((i for i, line in enumerate(text.splitlines(), 1) if re.match(rf"{re.escape(key)}\s*:", line)), None)
 
 
 def _show(value: Any) -> str:
@@ -989,7 +1023,10 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         cache_key = str(base / name) if base is not None and (base / name).exists() else name
         target_model = cache.get(cache_key)
         if target_model is None:
-            target_model = load_target(name, origin, base=base, trust_remote_code=trust_remote_code)
+            # A Hub drafter's own .draftguard.yml names Hub targets only (checked in find_target).
+            hub_named = snapshot.is_hub and origin == snapshot.display.get(SETTINGS_NAME)
+            target_model = load_target(name, origin, base=base, trust_remote_code=trust_remote_code,
+                                       allow_local=not hub_named)
             cache[cache_key] = target_model
     values = result.values
     if values is None:  # a result made elsewhere (the version matrix): resolve the same way
