@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from draftguard.bot.github import GitHubConfig
@@ -100,59 +100,110 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
+Authorize = Callable[[Request, "bytes | None"], "Response | None"]
+ToJobs = Callable[[Request, "dict[str, Any]"], "tuple[list[Job] | None, str]"]
+
+
 def webhook_endpoint(
     queue: Queue,
     metrics: Metrics,
     *,
     source: str,
-    secret: str | None,
-    verify: Callable[[str, bytes, str | None], bool],
-    signature_header: str,
-    delivery_header: str,
-    event_header: str,
-    to_job: Callable[[str, str, Any], tuple[Job | None, str]],
+    authorize: Authorize,
+    to_jobs: ToJobs,
+    body_signed: bool = True,
+    delivery_header: str | None = None,
+    many: bool = False,
 ) -> Callable:
-    """Build a webhook route handler: cap, verify, parse, dedupe, queue. Shared by GitHub and the Hub."""
+    """Build a webhook route handler: authorize, cap, parse, dedupe, queue. Shared by GitHub and the Hub.
 
-    async def endpoint(request: Request) -> JSONResponse:
+    ``authorize(request, body)`` answers a refused delivery (None lets it in). With ``body_signed``
+    it gets the body (a signature over it); without, it runs before the body is read, with None.
+    ``delivery_header``, when named, must be present (400 otherwise). ``to_jobs(request, payload)``
+    returns the Jobs the payload asks for, or none and the reason. Answers name the queued job as
+    ``"job": id``, or with ``many`` as ``"jobs": [ids]``.
+
+    Example::
+
+        >>> from starlette.testclient import TestClient
+        >>> import tempfile
+        >>> app = Starlette(routes=[Route("/h", webhook_endpoint(
+        ...     Queue(f"sqlite:///{tempfile.mkdtemp()}/q.db"), Metrics(), source="demo",
+        ...     authorize=lambda request, body: None, to_jobs=lambda request, payload: (None, "ignored: demo"),
+        ...     ), methods=["POST"])])
+        >>> TestClient(app).post("/h", content=b"{}").json()
+        {'status': 'ignored: demo'}
+    """
+
+    def refused(answer: Response) -> Response:
+        metrics.delivery(source, "bad_signature")
+        return answer
+
+    def ids(names: list[str]) -> Any:
+        return names if many else names[0]
+
+    async def endpoint(request: Request) -> Response:
+        if not body_signed and (answer := authorize(request, None)) is not None:
+            return refused(answer)
         try:
             body = await read_body(request)
         except BodyTooLarge:
             metrics.delivery(source, "too_large")
             return JSONResponse({"error": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        if not secret or not verify(secret, body, request.headers.get(signature_header)):
-            metrics.delivery(source, "bad_signature")
-            return JSONResponse({"error": "missing or invalid signature"}, status_code=401)
-        delivery = request.headers.get(delivery_header, "").strip()
-        event = request.headers.get(event_header, "").strip()
-        if not delivery or len(delivery) > 200:
-            metrics.delivery(source, "malformed")
-            return JSONResponse({"error": f"missing {delivery_header} header"}, status_code=400)
+        if body_signed and (answer := authorize(request, body)) is not None:
+            return refused(answer)
+        if delivery_header is not None:
+            delivery = request.headers.get(delivery_header, "").strip()
+            if not delivery or len(delivery) > 200:
+                metrics.delivery(source, "malformed")
+                return JSONResponse({"error": f"missing {delivery_header} header"}, status_code=400)
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):
                 raise ValueError("not an object")
-            job, reason = to_job(event, delivery, payload)
+            jobs, reason = to_jobs(request, payload)
         except (ValueError, KeyError, TypeError) as exc:
             metrics.delivery(source, "malformed")
             return JSONResponse({"error": f"malformed payload: {type(exc).__name__}"}, status_code=400)
-        if job is None:
+        if not jobs:
             metrics.delivery(source, "ignored")
             return JSONResponse({"status": reason}, status_code=200)
+        queued = []
         try:
-            # SQLite writes block; keep them off the event loop so other deliveries keep flowing.
-            queued = await run_in_threadpool(queue.submit, job)
+            for job in jobs:
+                # SQLite writes block; keep them off the event loop so other deliveries keep flowing.
+                if await run_in_threadpool(queue.submit, job):
+                    queued.append(job.id)
         except Exception:
-            log.exception("could not queue delivery %s", delivery)
+            log.exception("could not queue %s delivery %s", source, ", ".join(j.id for j in jobs))
             metrics.delivery(source, "queue_error")
             return JSONResponse({"error": "queue unavailable; redeliver later"}, status_code=503)
+        key = "jobs" if many else "job"
         if not queued:
             metrics.delivery(source, "duplicate")
-            return JSONResponse({"status": "duplicate", "job": delivery}, status_code=200)
+            return JSONResponse({"status": "duplicate", key: ids([j.id for j in jobs])}, status_code=200)
         metrics.delivery(source, "queued")
-        return JSONResponse({"status": "queued", "job": job.id}, status_code=202)
+        return JSONResponse({"status": "queued", key: ids(queued)}, status_code=202)
 
     return endpoint
+
+
+def github_authorize(secret: str | None) -> Authorize:
+    """GitHub's check: ``X-Hub-Signature-256`` over the body, else 401 (always 401 without a secret)."""
+
+    def authorize(request: Request, body: bytes | None) -> Response | None:
+        if not secret or body is None or not verify_signature(secret, body, request.headers.get("x-hub-signature-256")):
+            return JSONResponse({"error": "missing or invalid signature"}, status_code=401)
+        return None
+
+    return authorize
+
+
+def github_jobs(request: Request, payload: dict[str, Any]) -> tuple[list[Job] | None, str]:
+    """``job_from_github`` on the delivery's event and id headers, as the shared endpoint's ``to_jobs``."""
+    job, reason = job_from_github(request.headers.get("x-github-event", "").strip(),
+                                  request.headers.get("x-github-delivery", "").strip(), payload)
+    return ([job] if job is not None else None), reason
 
 
 def create_app(
@@ -178,9 +229,8 @@ def create_app(
     """
     metrics = metrics or Metrics()
     github = webhook_endpoint(
-        queue, metrics, source="github", secret=config.webhook_secret, verify=verify_signature,
-        signature_header="x-hub-signature-256", delivery_header="x-github-delivery",
-        event_header="x-github-event", to_job=job_from_github,
+        queue, metrics, source="github", authorize=github_authorize(config.webhook_secret),
+        to_jobs=github_jobs, delivery_header="x-github-delivery",
     )
 
     extra = list(routes)

@@ -142,60 +142,32 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
 
 # --- the webhook route ---------------------------------------------------------------------------
 
-def hub_webhook_endpoint(queue: Queue, metrics: Any, *, secret: str) -> Callable:
-    """The ``POST /webhooks/hub`` handler: secret, cap, parse, dedupe, queue; 202 once queued.
-
-    The Hub sends the webhook's secret verbatim in ``X-Webhook-Secret`` (no signature over the
-    body), so it is compared in constant time before the body is read: missing is 401, wrong 403.
-    """
-    from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+def hub_authorize(secret: str) -> Callable:
+    """The Hub's check, for the shared endpoint's ``authorize``: the Hub sends the webhook's secret
+    verbatim in ``X-Webhook-Secret`` (no signature over the body), so it is compared in constant
+    time before the body is read: missing is 401, wrong 403."""
     from starlette.responses import JSONResponse
-
-    from draftguard.bot.app import MAX_BODY_BYTES, BodyTooLarge, read_body
 
     expected = secret.encode()
 
-    async def endpoint(request: Request) -> JSONResponse:
+    def authorize(request: Any, body: bytes | None) -> Any:
         given = request.headers.get("x-webhook-secret")
         if not given:
-            metrics.delivery("hub", "bad_signature")
             return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
         if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-            metrics.delivery("hub", "bad_signature")
             return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
-        try:
-            body = await read_body(request)
-        except BodyTooLarge:
-            metrics.delivery("hub", "too_large")
-            return JSONResponse({"error": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        try:
-            payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise ValueError("not an object")
-            jobs, reason = jobs_from_hub(payload)
-        except (ValueError, KeyError, TypeError) as exc:
-            metrics.delivery("hub", "malformed")
-            return JSONResponse({"error": f"malformed payload: {type(exc).__name__}"}, status_code=400)
-        if not jobs:
-            metrics.delivery("hub", "ignored")
-            return JSONResponse({"status": reason}, status_code=200)
-        queued = []
-        try:
-            for job in jobs:
-                if await run_in_threadpool(queue.submit, job):
-                    queued.append(job.id)
-        except Exception:
-            log.exception("could not queue a Hub webhook")
-            metrics.delivery("hub", "queue_error")
-            return JSONResponse({"error": "queue unavailable; redeliver later"}, status_code=503)
-        if not queued:
-            metrics.delivery("hub", "duplicate")
-            return JSONResponse({"status": "duplicate", "jobs": [j.id for j in jobs]}, status_code=200)
-        metrics.delivery("hub", "queued")
-        return JSONResponse({"status": "queued", "jobs": queued}, status_code=202)
+        return None
 
-    return endpoint
+    return authorize
+
+
+def hub_webhook_endpoint(queue: Queue, metrics: Any, *, secret: str) -> Callable:
+    """The ``POST /webhooks/hub`` handler: the shared webhook endpoint with the Hub's secret check
+    (before the body is read) and ``jobs_from_hub``; 202 once queued."""
+    from draftguard.bot.app import webhook_endpoint
+
+    return webhook_endpoint(queue, metrics, source="hub", authorize=hub_authorize(secret),
+                            to_jobs=lambda request, payload: jobs_from_hub(payload), body_signed=False, many=True)
 
 
 # --- what a Hub Job does -------------------------------------------------------------------------
@@ -213,26 +185,13 @@ class HubHandler:
         return HubPullRequestClient(self.config, job.repo, job.number)
 
     def __call__(self, job: Job, queue: Queue) -> str | None:
-        from draftguard.bot.github import scrub
+        from draftguard.bot.pipeline import run_job
 
-        try:
-            if job.kind == "branch":
-                return self._branch(job)
-            client = self.client(job)
-            if job.kind == "comment":
-                return self._comment(job, queue, client)
-            if job.kind == "pull_request":
-                return self._pull_request(job, queue, client)
-            if job.kind == "acceptance":
-                return self._acceptance(job, queue, client)
-            return f"skipped: unknown job kind {job.kind}"
-        except Retry:
-            raise
-        except Exception as exc:
-            delay = hub_retry_delay(exc, job.attempts, base=self.config.retry_base)
-            if delay is not None:
-                raise Retry(scrub(str(exc), self.config.secrets), delay) from None
-            raise
+        kinds = {"branch": lambda job, queue, client: self._branch(job), "comment": self._comment,
+                 "pull_request": self._pull_request, "acceptance": self._acceptance}
+        # A push to main has no pull request, so no client.
+        return run_job(job, queue, kinds, self.config, hub_retry_delay,
+                       client=lambda job: None if job.kind == "branch" else self.client(job))
 
     # --- /recheck ------------------------------------------------------------------------------
     def _comment(self, job: Job, queue: Queue, client: HubPullRequestClient) -> str:

@@ -83,6 +83,44 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
     return None, f"ignored: {event}"
 
 
+def run_job(
+    job: Job,
+    queue: Queue,
+    kinds: Mapping[str, Callable[[Job, Queue, Any], str | None]],
+    config: Any,
+    retry_delay: Callable[..., float | None],
+    *,
+    client: Callable[[Job], Any],
+) -> str | None:
+    """Run ``job`` with the handler ``kinds`` names for its kind, on ``client(job)``: the dispatch
+    and retry shared by the GitHub and Hub handlers. A fault that ``retry_delay(exc, attempts,
+    base=config.retry_base)`` gives a delay for becomes a ``Retry`` (its message scrubbed of
+    ``config.secrets``); any other is raised.
+
+    Example::
+
+        >>> job, config = Job(id="d1", source="demo", kind="ping", repo="acme/m", number=1), GitHubConfig()
+        >>> run_job(job, None, {"ping": lambda job, queue, client: f"done: {client}"}, config, retry_delay,
+        ...         client=lambda job: "c")
+        'done: c'
+        >>> run_job(job, None, {}, config, retry_delay, client=lambda job: "c")
+        'skipped: unknown job kind ping'
+    """
+    try:
+        connected = client(job)
+        handler = kinds.get(job.kind)
+        if handler is None:
+            return f"skipped: unknown job kind {job.kind}"
+        return handler(job, queue, connected)
+    except Retry:
+        raise
+    except Exception as exc:
+        delay = retry_delay(exc, job.attempts, base=config.retry_base)
+        if delay is not None:
+            raise Retry(scrub(str(exc), config.secrets), delay) from None
+        raise
+
+
 @dataclass
 class Outcome:
     report: Any
@@ -102,22 +140,9 @@ class GitHubHandler:
         self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
 
     def __call__(self, job: Job, queue: Queue) -> str | None:
-        try:
-            client = PullRequestClient(connect(self.config, job.installation_id), job.repo, job.number)
-            if job.kind == "comment":
-                return self._comment(job, queue, client)
-            if job.kind == "pull_request":
-                return self._pull_request(job, queue, client)
-            if job.kind == "acceptance":
-                return self._acceptance(job, queue, client)
-            return f"skipped: unknown job kind {job.kind}"
-        except Retry:
-            raise
-        except Exception as exc:
-            delay = retry_delay(exc, job.attempts, base=self.config.retry_base)
-            if delay is not None:
-                raise Retry(scrub(str(exc), self.config.secrets), delay) from None
-            raise
+        kinds = {"comment": self._comment, "pull_request": self._pull_request, "acceptance": self._acceptance}
+        return run_job(job, queue, kinds, self.config, retry_delay, client=lambda job: PullRequestClient(
+            connect(self.config, job.installation_id), job.repo, job.number))
 
     # --- comments ------------------------------------------------------------------------------
     def _comment(self, job: Job, queue: Queue, client: PullRequestClient) -> str:
