@@ -404,8 +404,8 @@ def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | Non
     Each version other than the one installed runs in its own cached environment; the first use of a
     version installs it (``draftguard check --transformers`` shares the cache), and a version that
     cannot be installed says so in its column instead of failing the job."""
-    from draftguard.check.matrix import OK, check_matrix
-    from draftguard.report.comment import render_matrix_section
+    from draftguard.check.matrix import check_matrix
+    from draftguard.report.comment import matrix_note, render_matrix_section
     from draftguard.snapshot import BadInput
 
     if not files:
@@ -428,11 +428,7 @@ def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | Non
         shown = {os.path.join(folder, "config.json"): path for folder, path in folders.items()}
         shown.update({folder: path for folder, path in folders.items()})
         body = [[shown.get(row[0], row[0])] + row[1:] for row in body]
-    failed = [f"transformers {c.version}: {c.status}" for c in matrix.columns if c.status != OK]
-    note = None if body else f"no resolved value differs between transformers {', '.join(matrix.versions)}."
-    if failed:
-        note = (note + " " if note else "") + "Not run: " + "; ".join(failed) + "."
-    return render_matrix_section(header, body, note=note)
+    return render_matrix_section(header, body, note=matrix_note(matrix, bool(body)))
 
 
 def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: dict, notes: list[str]) -> list:
