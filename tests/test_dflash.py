@@ -563,3 +563,87 @@ def test_hub_drafter_offline_without_cached_settings_is_still_checked(tmp_path, 
     report = check_targets(["acme/drafter"])
     assert report.errors == [] and errors(report) == set() and "DG100" not in rules(report)
     assert "DG125" in rules(report)  # the weights were not read either, and it says so
+
+
+# --- reduced draft vocabulary (speculators d2t / t2d) ---------------------------------------------
+
+DRAFT_VOCAB = 32
+
+
+def vocab_tensors(*, d2t: int | None = DRAFT_VOCAB, t2d: int | None = VOCAB, head: int | None = DRAFT_VOCAB,
+                  embed: int | None = VOCAB) -> dict[str, np.ndarray]:
+    """A speculators checkpoint's vocabulary tensors with these lengths (None: not shipped)."""
+    out: dict[str, np.ndarray] = {}
+    if d2t is not None:
+        out["d2t"] = np.zeros((d2t,), dtype=np.int64)
+    if t2d is not None:
+        out["t2d"] = np.zeros((t2d,), dtype=np.bool_)
+    if head is not None:
+        out["lm_head.weight"] = np.zeros((head, HIDDEN), dtype=np.float16)
+    if embed is not None:
+        out["embed_tokens.weight"] = np.zeros((embed, HIDDEN), dtype=np.float16)
+    return out
+
+
+def reduced_vocab_drafter(root: Path, *, draft_vocab: Any = DRAFT_VOCAB, **shapes: int | None) -> Path:
+    config = speculators_config([1, 3])
+    config["draft_vocab_size"] = draft_vocab
+    folder = write_json(root / "config.json", config).parent
+    save_file(vocab_tensors(**shapes), str(folder / "model.safetensors"))
+    return folder
+
+
+def test_reduced_draft_vocabulary_with_matching_tensors_is_healthy(tmp_path):
+    _, target = make_pair(tmp_path)
+    report = check(reduced_vocab_drafter(tmp_path / "d"), target)
+    assert report.errors == [] and errors(report) == set()
+
+
+VOCAB_FAULTS = [
+    # (id, draft_vocab_size, tensor lengths, (raw, resolved) of the finding, tensor the message names)
+    ("draft-vocab-above-target", VOCAB + 16, {"d2t": VOCAB + 16, "head": VOCAB + 16}, (VOCAB + 16, VOCAB), None),
+    ("draft-vocab-not-positive", 0, {}, (0, None), None),
+    ("d2t-shape", DRAFT_VOCAB, {"d2t": VOCAB}, ([VOCAB], [DRAFT_VOCAB]), "`d2t`"),
+    ("t2d-shape", DRAFT_VOCAB, {"t2d": DRAFT_VOCAB}, ([DRAFT_VOCAB], [VOCAB]), "`t2d`"),
+    ("lm-head-rows", DRAFT_VOCAB, {"head": VOCAB}, ([VOCAB, HIDDEN], [DRAFT_VOCAB, HIDDEN]), "`lm_head.weight`"),
+    ("embed-rows", DRAFT_VOCAB, {"embed": DRAFT_VOCAB}, ([DRAFT_VOCAB, HIDDEN], [VOCAB, HIDDEN]), "`embed_tokens.weight`"),
+    ("d2t-missing", DRAFT_VOCAB, {"d2t": None, "t2d": None}, (DRAFT_VOCAB, VOCAB), "no `d2t`"),
+]
+
+
+@pytest.mark.parametrize("name, draft_vocab, shapes, values, names", VOCAB_FAULTS, ids=[f[0] for f in VOCAB_FAULTS])
+def test_each_draft_vocabulary_fault_is_caught(tmp_path, name, draft_vocab, shapes, values, names):
+    _, target = make_pair(tmp_path)
+    drafter = reduced_vocab_drafter(tmp_path / "d", draft_vocab=draft_vocab, **shapes)
+    report = check(drafter, target)
+    assert report.errors == [] and errors(report) == {"DG131"}
+    [finding] = [f for f in report.findings if f.rule == "DG131"]
+    assert (finding.raw, finding.resolved) == values
+    assert finding.key == "draft_vocab_size" and finding.file == str(drafter / "config.json")
+    assert '"draft_vocab_size"' in (drafter / "config.json").read_text().splitlines()[finding.line - 1]
+    if names:
+        assert names in finding.message and "model.safetensors" in finding.message
+
+
+def test_draft_vocabulary_without_a_target_is_judged_against_the_drafters_vocab(tmp_path):
+    drafter = reduced_vocab_drafter(tmp_path / "d", draft_vocab=VOCAB + 1, d2t=VOCAB + 1, head=VOCAB + 1)
+    report = check(drafter, None)
+    [finding] = [f for f in report.findings if f.rule == "DG131"]
+    assert "transformer_layer_config.vocab_size" in finding.message and finding.resolved == VOCAB
+
+
+def test_full_draft_vocabulary_needs_no_mapping(tmp_path):
+    _, target = make_pair(tmp_path)
+    drafter = reduced_vocab_drafter(tmp_path / "d", draft_vocab=VOCAB, d2t=None, t2d=None, head=VOCAB)
+    assert errors(check(drafter, target)) == set()
+
+
+def test_hub_draft_vocabulary_shapes_come_from_headers_only(tmp_path, fake_hub):
+    _, target = make_pair(tmp_path)
+    drafter = reduced_vocab_drafter(tmp_path / "d", d2t=VOCAB)
+    fake_hub.add("acme/target", _repo_files(target))
+    fake_hub.add("acme/spec", _repo_files(drafter))
+    report = check_targets(["acme/spec"], drafter_target="acme/target")
+    assert errors(report) == {"DG131"}
+    weight_gets = [r for r in fake_hub.requests_for("acme/spec", ".safetensors") if r.method == "GET"]
+    assert weight_gets and all(r.range is not None for r in weight_gets)

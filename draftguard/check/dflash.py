@@ -542,6 +542,7 @@ class DrafterCheck:
             self.window()
         if self.weights is not None:
             self.weight_shapes(ids)
+        self.draft_vocab()
         self.tokenizers()
         self.not_fetched()
         return self.findings
@@ -907,6 +908,60 @@ class DrafterCheck:
         self.finding("DG124", key, stated, sorted(dtypes),
                      f"Weights ({where}) are {text}{note}.")
 
+    # reduced draft vocabulary
+
+    def draft_vocab(self) -> None:
+        """DG131. A drafter that drafts over ``draft_vocab_size`` tokens of the target's vocabulary,
+        mapped back by ``d2t`` (draft id -> target id) and ``t2d`` (target id -> in the draft vocab),
+        as speculators and EAGLE-3 save them. Tensor shapes come from the headers only."""
+        stated = next(iter(_stated(self.raw, ("draft_vocab_size", self.layer_key("draft_vocab_size")))), None)
+        if stated is None:
+            return
+        key, draft = stated.key, stated.value
+        if not _is_int(draft) or draft < 1:
+            self.finding("DG131", key, draft, None,
+                         f"`{key}` must be a positive integer (the rows of the drafter's lm_head), got {_show(draft)}.")
+            return
+        full, whose = self.target_value("vocab_size"), f"{self.target_name}'s vocab_size" if self.target else ""
+        if not _is_int(full):
+            full, whose = self.drafter("vocab_size"), f"the drafter's `{self.layer_key('vocab_size')}`"
+        if not _is_int(full):
+            full = None
+        if full is not None and draft > full:
+            self.finding("DG131", key, draft, full,
+                         f"`{key}` is {draft}, above {whose} ({full}). The draft vocabulary is a subset of the "
+                         "target's (d2t maps each draft id to a target id), so it cannot be larger. Fix: set "
+                         "`draft_vocab_size` to the rows of the trained lm_head, for this target.")
+        if self.weights is None or self.weights.unreachable:
+            return  # no checkpoint, or DG125 says it was not read
+        tensors = _strip_prefix(self.weights.tensors)
+        if not tensors:
+            return
+        d2t, t2d = _tensor(tensors, "d2t"), _tensor(tensors, "t2d")
+        head, embed = _tensor(tensors, "lm_head.weight"), _tensor(tensors, "embed_tokens.weight")
+        faults: list[tuple[Tensor, list[int], str]] = []
+        if d2t is not None and d2t.shape != (draft,):
+            faults.append((d2t, [draft], f"one target id per draft token, [{key}]"))
+        if t2d is not None and full is not None and t2d.shape != (full,):
+            faults.append((t2d, [full], f"one flag per target token, [{whose}]"))
+        if head is not None and len(head.shape) == 2 and head.shape[0] != draft:
+            faults.append((head, [draft, head.shape[1]], f"its rows are the draft vocabulary, `{key}`"))
+        if embed is not None and full is not None and len(embed.shape) == 2 and embed.shape[0] != full:
+            faults.append((embed, [full, embed.shape[1]],
+                           f"the drafter embeds target token ids, so its rows are {whose}; only the head is reduced"))
+        for tensor, expected, why in faults:
+            self.finding("DG131", key, list(tensor.shape), expected,
+                         f"`{tensor.name}` in {tensor.file} has shape {list(tensor.shape)}, expected {expected} "
+                         f"({why}). Engines index it with the other size and fail to load, or map drafted "
+                         f"tokens to the wrong target ids. Fix: ship the tensors saved with this `{key}` "
+                         f"({draft}), built for this target's vocabulary.")
+        if d2t is None and head is not None and full is not None and draft < full and head.shape[0] == draft:
+            self.finding("DG131", key, draft, full,
+                         f"`{key}` is {draft}, below {whose} ({full}), and `{head.name}` in {head.file} drafts "
+                         f"over {draft} tokens, but the checkpoint has no `d2t` to map draft ids to target ids. "
+                         "Engines then read draft ids as target ids (vLLM expects full-vocabulary logits and "
+                         "fails). Fix: ship the `d2t` and `t2d` tensors saved with the drafter.")
+
     # tokenizers
 
     def tokenizers(self) -> None:
@@ -955,6 +1010,15 @@ def _strip_prefix(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
         if tensors and all(name.startswith(prefix) for name in tensors):
             return {name[len(prefix):]: t for name, t in tensors.items()}
     return tensors
+
+
+def _tensor(tensors: dict[str, Tensor], name: str) -> Tensor | None:
+    """A tensor by name, or by a name that ends with it: EAGLE-3 checkpoints mix bare (``d2t``) and
+    prefixed (``model.embed_tokens.weight``) names, which _strip_prefix leaves as they are."""
+    found = tensors.get(name)
+    if found is None:
+        found = next((t for n, t in sorted(tensors.items()) if n.endswith("." + name)), None)
+    return found
 
 
 def _layer_indices(tensors: dict[str, Tensor]) -> set[int]:

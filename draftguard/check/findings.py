@@ -111,6 +111,9 @@ RULES: dict[str, Rule] = {
              "Weights or tokenizer files were not checked because the Hub could not be reached."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
              "The drafter and the target ship tokenizers with different vocabularies."),
+        Rule("DG131", "draft-vocab-mismatch", Severity.ERROR,
+             "draft_vocab_size exceeds the target's vocab_size, or d2t, t2d, lm_head or embed_tokens "
+             "shapes disagree with it."),
     ]
 }
 
