@@ -221,9 +221,9 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request, matrix_section
+        from draftguard.bot.pipeline import check_pull_request, check_sections
         from draftguard.snapshot import is_model_file
-        from draftguard.report.comment import render_acceptance_section, render_light_section, update_sticky
+        from draftguard.report.comment import render_acceptance_section, update_sticky
 
         checked_key = f"hub-checked:{job.repo}#{job.number}"
         if forced_by is None and _peek(queue, checked_key) == head:
@@ -236,13 +236,9 @@ class HubHandler:
             return "skipped: no model files changed"
         # The light check and its base comparison are the GitHub bot's, on the Hub client.
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
-        report, settings = outcome.report, outcome.settings
-        light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
-                                     notes=outcome.notes)
-        matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
+        report = outcome.report
+        light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
-        wants_gpu = bool(outcome.drafters) and bool(
-            settings.target and (settings.min_acceptance_length or settings.baseline))
         if wants_gpu:
             trusted, why = gpu_allowed if gpu_allowed is not None else client.is_owner_or_member(details.author)
             if trusted:

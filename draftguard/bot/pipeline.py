@@ -183,12 +183,8 @@ class GitHubHandler:
             return "skipped: no model files changed"
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
         report, settings = outcome.report, outcome.settings
-        light = render_light_section(report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
-                                     notes=outcome.notes)
-        matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
+        light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
-        wants_gpu = bool(outcome.drafters) and bool(
-            settings.target and (settings.min_acceptance_length or settings.baseline))
         if wants_gpu:
             trusted, why = self._trusted(job, queue, client, head, forced_by)
             if trusted:
@@ -396,6 +392,17 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
             have_base = True  # the base could not be checked: everything found now is new
     new = new_findings(report.findings, base_findings) if have_base else None
     return Outcome(report, new, settings, notes, drafters, files)
+
+
+def check_sections(outcome: Any, head: str, base: str) -> tuple[str, str | None, bool]:
+    """The light-check and matrix sections for a checked PR head (GitHub or Hub), and whether the
+    repo's settings ask for a GPU acceptance test of its drafters."""
+    settings = outcome.settings
+    light = render_light_section(outcome.report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
+                                 notes=outcome.notes)
+    matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
+    wants_gpu = bool(outcome.drafters) and bool(settings.target and (settings.min_acceptance_length or settings.baseline))
+    return light, matrix, wants_gpu
 
 
 def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | None:
