@@ -32,6 +32,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import loopback  # bench/loopback.py: sys.path[0] is this folder when run as a script
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,55 +71,12 @@ def run_fake_hub(args: argparse.Namespace) -> None:
     threading.Event().wait()
 
 
-def bare_app():
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    async def hook(request):
-        await request.body()
-        return JSONResponse({"status": "queued"}, status_code=202)
-
-    async def health(request):
-        return JSONResponse({"ok": True})
-
-    return Starlette(routes=[Route("/webhooks/hub", hook, methods=["POST"]), Route("/healthz", health)])
-
-
 def run_bare(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    uvicorn.run(bare_app(), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    import requests
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            if requests.get(url, timeout=1).ok:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
+    loopback.run_bare("/webhooks/hub", args.port)
 
 
 def serve(tmp: str, endpoint: str, queue_url: str, log_name: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    port = loopback.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DRAFTGUARD_", "HF_"))}
     env.update({"HF_ENDPOINT": endpoint, "HF_TOKEN": TOKEN, "HF_HUB_CACHE": os.path.join(tmp, "hf-cache"),
                 "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -126,7 +85,7 @@ def serve(tmp: str, endpoint: str, queue_url: str, log_name: str) -> tuple[subpr
     proc = subprocess.Popen([sys.executable, "-m", "draftguard", "serve", "--port", str(port), "--queue", queue_url,
                              "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthz", proc)
+    loopback.wait_http(f"{url}/healthz", proc)
     return proc, url
 
 
@@ -220,7 +179,7 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
     url_file = os.path.join(tmp, "fake.json")
     fake = subprocess.Popen([sys.executable, __file__, "--fake-hub", "--url-file", url_file, "--prs", str(n_prs)],
                             cwd=ROOT)
-    port = free_port()
+    port = loopback.free_port()
     bare = subprocess.Popen([sys.executable, __file__, "--bare", "--port", str(port)], cwd=ROOT)
     try:
         deadline = time.time() + 60
@@ -230,7 +189,7 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
             time.sleep(0.05)
         info = json.load(open(url_file))
         bare_url = f"http://127.0.0.1:{port}"
-        wait_http(f"{bare_url}/healthz", bare)
+        loopback.wait_http(f"{bare_url}/healthz", bare)
         queue_url = f"sqlite:///{tmp}/load.db"
         bot, bot_url = serve(tmp, info["url"], queue_url, "load.log")
         try:

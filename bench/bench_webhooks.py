@@ -37,6 +37,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import loopback  # bench/loopback.py: sys.path[0] is this folder when run as a script
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,51 +81,8 @@ def run_fake_api(args: argparse.Namespace) -> None:
     threading.Event().wait()
 
 
-def bare_app():
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    async def hook(request):
-        await request.body()
-        return JSONResponse({"status": "queued"}, status_code=202)
-
-    async def health(request):
-        return JSONResponse({"ok": True})
-
-    return Starlette(routes=[Route("/webhooks/github", hook, methods=["POST"]), Route("/healthz", health)])
-
-
 def run_bare(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    uvicorn.run(bare_app(), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    import requests
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            if requests.get(url, timeout=1).ok:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
+    loopback.run_bare("/webhooks/github", args.port)
 
 
 class FakeAPI:
@@ -150,7 +109,7 @@ class FakeAPI:
 
 
 def serve(tmp: str, api_url: str, queue_url: str, log_name: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    port = loopback.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DRAFTGUARD_"))}
     env.update({"GITHUB_API_URL": api_url, "GITHUB_TOKEN": TOKEN, "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": SECRET,
                 "DRAFTGUARD_GITHUB_WRITE_INTERVAL": "0", "DRAFTGUARD_RETRY_BASE": "0.5",
@@ -159,7 +118,7 @@ def serve(tmp: str, api_url: str, queue_url: str, log_name: str) -> tuple[subpro
     proc = subprocess.Popen([sys.executable, "-m", "draftguard", "serve", "--port", str(port), "--queue", queue_url,
                              "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthz", proc)
+    loopback.wait_http(f"{url}/healthz", proc)
     return proc, url
 
 
@@ -279,10 +238,10 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
     unique = {d for d, _ in deliveries}
     out: dict = {"rate": rate, "seconds": seconds, "sent": len(deliveries), "unique": len(unique)}
     try:
-        port = free_port()
+        port = loopback.free_port()
         bare = subprocess.Popen([sys.executable, __file__, "--bare", "--port", str(port)], cwd=ROOT)
         try:
-            wait_http(f"http://127.0.0.1:{port}/healthz", bare)
+            loopback.wait_http(f"http://127.0.0.1:{port}/healthz", bare)
             base = load(f"http://127.0.0.1:{port}", [(f"b-{d}", n) for d, n in deliveries], rate)
         finally:
             bare.kill()
