@@ -24,17 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import timed  # bench/timing.py: sys.path[0] is this folder when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "qwen3-swa-drafter"
-
-
-def timed(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    wall = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
-    return wall
 
 
 def peak_rss(cmd: list[str]) -> int:
@@ -60,8 +53,8 @@ def cold(python: str, runs: int, target: Path) -> dict:
     timed(draftguard), timed(bare)  # warm the page cache for both
     ours, theirs = [], []
     for _ in range(runs):
-        ours.append(timed(draftguard))
-        theirs.append(timed(bare))
+        ours.append(timed(draftguard)[0])
+        theirs.append(timed(bare)[0])
     result = {
         "torch_installed": torch_installed,
         "runs": runs,

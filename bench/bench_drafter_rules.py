@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import struct
 import subprocess
@@ -35,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import timed  # bench/timing.py: sys.path[0] is this folder when run as a script
 
 HIDDEN, LAYERS, VOCAB, HEADS, KV, HEAD_DIM, INTER = 4096, 36, 151936, 32, 8, 128, 12288
 
@@ -106,21 +107,6 @@ def build(root: Path) -> dict[str, Path]:
         sparse_safetensors(paths[name] / "model.safetensors")
     (paths["drafter-tok"] / "tokenizer.json").write_text(tokenizer(indent=1))  # same vocab, other bytes
     return paths
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall time and CPU time (user + system) of one fresh process. CPU time is the steadier figure
-    on a shared machine: waiting for a core does not count."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1):
-        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
