@@ -18,7 +18,7 @@ from draftguard.bot.hub import HubConfig  # noqa: E402
 from draftguard.bot.hub_events import HubHandler, jobs_from_hub  # noqa: E402
 from draftguard.bot.jobs import DONE, SKIPPED, Queue  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
-from tests.fakes.github import BotServer  # noqa: E402
+from tests.fakes.github import BotServer, ServeProcess  # noqa: E402
 from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
 
 TOKEN = "hf_SECRETtoken0123456789abcdefXYZ"
@@ -393,32 +393,7 @@ def hub_env(hub: FakeHub, cache) -> dict[str, str]:
     return env
 
 
-class Serve:
-    def __init__(self, tmp_path, env: dict[str, str], queue_url: str):
-        import subprocess
-        import sys
-
-        import requests
-
-        from tests.fakes.github import free_port
-
-        self.port = free_port()
-        self.log = open(tmp_path / f"serve-{self.port}.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
-             "--workers", "2"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(open(self.log.name).read()[-2000:])
-            time.sleep(0.1)
-
+class Serve(ServeProcess):
     def post(self, payload):
         import requests
 

@@ -16,7 +16,7 @@ pytest.importorskip("github")
 
 from draftguard.bot.jobs import FINISHED, RUNNING, Queue  # noqa: E402
 from draftguard.report.comment import MARKER  # noqa: E402
-from tests.fakes.github import free_port, post_webhook, pr_payload  # noqa: E402
+from tests.fakes.github import ServeProcess, post_webhook, pr_payload  # noqa: E402
 from tests.test_bot import BASE, HEAD, REPO, SECRET, TOKEN, fake_api  # noqa: E402
 
 
@@ -53,29 +53,9 @@ def test_serve_refuses_bad_configuration_in_one_line(tmp_path):
         assert TOKEN not in out and SECRET not in out
 
 
-class Serve:
+class Serve(ServeProcess):
     def __init__(self, tmp_path, api_url: str, queue_url: str):
-        self.port = free_port()
-        self.log = open(tmp_path / f"serve-{self.port}.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
-             "--workers", "2"],
-            env=bot_env(api_url), stdout=self.log, stderr=subprocess.STDOUT,
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-        import requests
-
-        deadline = time.time() + 60
-        while True:
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(open(self.log.name).read()[-2000:])
-            time.sleep(0.1)
-
+        super().__init__(tmp_path, bot_env(api_url), queue_url)
 
 def test_kill_9_with_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
     api = fake_api()

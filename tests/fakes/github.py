@@ -445,6 +445,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServeProcess:
+    """`draftguard serve` as a real process on a free loopback port (SQLite queue, 2 workers),
+    started and waited for until /healthz answers. Its output goes to a log file under ``tmp_path``.
+    Tests kill it with ``proc.send_signal`` to check what survives."""
+
+    def __init__(self, tmp_path, env: dict[str, str], queue_url: str, timeout: float = 60.0):
+        import subprocess
+        import sys
+        import time
+
+        import requests
+
+        self.port = free_port()
+        self.log = open(tmp_path / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
+             "--workers", "2"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + timeout
+        while True:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    return
+            except requests.ConnectionError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(open(self.log.name).read()[-2000:])
+            time.sleep(0.1)
+
+
 class BotServer:
     """Serve an ASGI app with uvicorn on loopback in a thread (lifespan included)."""
 
