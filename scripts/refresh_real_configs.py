@@ -10,6 +10,9 @@ Each corpus folder holds a config.json and a SOURCE note of `key: value` lines:
     hub: Qwen/Qwen3-8B                      optional: the Hub model the file mirrors
     format: file                            optional: `file` (default) or `mlc-preset`
     key: qwen3_8b                           with format mlc-preset: the MODEL_PRESETS entry
+    drop: context_window_size, prefill_chunk_size
+                                            with format mlc-preset: keys mlc-llm added to the Hub
+                                            config, removed again
 
 `file` sources are copied byte for byte from raw.githubusercontent.com at the pinned commit.
 `mlc-preset` sources are Hub configs that mlc-llm keeps verbatim as Python dicts in
@@ -37,7 +40,7 @@ CORPUS = ROOT / "tests" / "data" / "real-configs"
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 FORMATS = ("file", "mlc-preset")
 REQUIRED = ("repo", "path", "commit")
-KNOWN = REQUIRED + ("hub", "format", "key", "note")
+KNOWN = REQUIRED + ("hub", "format", "key", "drop", "note")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -56,6 +59,7 @@ class SourceNote:
     hub: str | None = None
     format: str = "file"
     key: str | None = None
+    drop: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -98,9 +102,12 @@ def parse_source(text: str, where: str = "SOURCE") -> SourceNote:
         raise SourceNoteError(f"{where}: key 'format' must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "mlc-preset" and "key" not in fields:
         raise SourceNoteError(f"{where}: format mlc-preset needs key 'key' (the MODEL_PRESETS entry)")
+    if "drop" in fields and fmt != "mlc-preset":
+        raise SourceNoteError(f"{where}: key 'drop' applies only to format mlc-preset")
+    drop = tuple(name.strip() for name in fields.get("drop", "").split(",") if name.strip())
     return SourceNote(
         repo=fields["repo"], path=fields["path"], commit=fields["commit"], hub=fields.get("hub"),
-        format=fmt, key=fields.get("key"),
+        format=fmt, key=fields.get("key"), drop=drop,
     )
 
 
@@ -169,7 +176,8 @@ def fetch_config(note: SourceNote) -> bytes:
     """The config.json bytes that a SOURCE note points at."""
     body = fetch_text(note.url)
     if note.format == "mlc-preset":
-        return (json.dumps(mlc_preset(body, note.key or ""), indent=2) + "\n").encode()
+        preset = {k: v for k, v in mlc_preset(body, note.key or "").items() if k not in note.drop}
+        return (json.dumps(preset, indent=2) + "\n").encode()
     json.loads(body)  # a vendored file that is no longer JSON is a failure, not a new config
     return body
 

@@ -51,6 +51,7 @@ def test_check_mode_passes_on_the_corpus_and_fetches_nothing():
     (f"repo: a/b\npath: x.json\ncommit: {COMMIT}\nsha: 1\n", "SOURCE:4: unknown key 'sha'"),
     (f"repo: a/b\nrepo: a/c\npath: x.json\ncommit: {COMMIT}\n", "given twice"),
     (f"repo a/b\npath: x.json\ncommit: {COMMIT}\n", "SOURCE:1: expected 'key: value'"),
+    (f"repo: a/b\npath: x.json\ncommit: {COMMIT}\ndrop: a\n", "only to format mlc-preset"),
 ])
 def test_malformed_source_notes_are_refused_with_line_and_key(text, says):
     with pytest.raises(refresh.SourceNoteError) as caught:
@@ -72,6 +73,12 @@ def test_check_mode_reports_a_folder_without_model_type_and_exits_2(tmp_path):
     assert done.returncode == 2
     assert "bad/config.json: no string model_type" in done.stderr
     assert "good" not in done.stderr
+
+
+def test_mlc_preset_notes_list_the_keys_mlc_added():
+    note = refresh.parse_source(f"repo: a/b\npath: p.py\ncommit: {COMMIT}\nformat: mlc-preset\nkey: x\n"
+                                "drop: context_window_size, prefill_chunk_size\n")
+    assert note.drop == ("context_window_size", "prefill_chunk_size")
 
 
 def test_mlc_preset_entries_are_read_without_running_the_file():
