@@ -86,3 +86,15 @@ def test_mlc_preset_entries_are_read_without_running_the_file():
     assert refresh.mlc_preset(source, "x") == {"model_type": "llama", "rope_scaling": None, "use_cache": True}
     with pytest.raises(KeyError):
         refresh.mlc_preset(source, "y")
+
+
+def test_corpus_is_large_and_broad_enough_to_stand_for_real_repos():
+    model_types = {json.loads((f / "config.json").read_text())["model_type"] for f in FOLDERS}
+    assert len(FOLDERS) >= 200
+    assert len(model_types) >= 60
+    # Both rope idioms: 4.x rope_theta/rope_scaling and 5.x rope_parameters, top level or nested.
+    texts = [(f / "config.json").read_text() for f in FOLDERS]
+    assert sum('"rope_parameters"' in t for t in texts) >= 10
+    assert sum('"rope_scaling"' in t for t in texts) >= 10
+    # Encoder-decoder configs that carry generation settings (issue 12, mechanism 5).
+    assert {"bart", "m2m_100", "whisper", "t5"} <= model_types
