@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` under plain `pytest` too
 
-from draftguard.check.dflash import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
+from draftguard.check.drafter import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
 from draftguard.check.light import check_targets  # noqa: E402
 from draftguard.cli import main  # noqa: E402
 from tests.fakes import FakeHub, fake_hub  # noqa: E402,F401  (fake_hub is a fixture)
@@ -126,7 +126,8 @@ def test_healthy_pair_gives_no_error_or_warning(tmp_path):
     drafter, target = make_pair(tmp_path)
     report = check(drafter, target)
     assert report.errors == []
-    assert rules(report) == {"DG100", "DG124"}  # which target, and the dtype note
+    # which target, the dtype note, and that vLLM's V1 runner refuses its mixed sliding/full layers
+    assert rules(report) == {"DG100", "DG117", "DG124"}
     notes = {f.rule: f for f in report.findings}
     assert "F16" in notes["DG124"].message and notes["DG124"].file == str(drafter / "config.json")
     assert str(target) in notes["DG100"].message and "--target" in notes["DG100"].message
@@ -199,7 +200,9 @@ def test_out_of_range_id_explains_the_plus_one_convention(tmp_path):
     drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]))
     [finding] = [f for f in check(drafter, target).findings if f.rule == "DG102"]
     assert "[4]" in finding.message and "[0, 4)" in finding.message
-    assert "one past the last layer" in finding.message and "hidden_states[id + 1]" in finding.message
+    # Said once, plainly (issue 13: "4 = 4 is one past the last layer" read badly): what, why, fix.
+    assert "the aux id (layer + 1) of the last layer" in finding.message
+    assert finding.message.count("[4]") == 1 and "Fix: subtract 1 from every id" in finding.message
 
 
 def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
