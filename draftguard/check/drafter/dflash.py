@@ -32,7 +32,7 @@ class DFlashCheck(DrafterCheck):
         draft_layers = self.drafter("num_hidden_layers")
         if count is not None:
             fallbacks = dflash_fallbacks(count[0], draft_layers if _is_int(draft_layers) else None)
-            instead = (f" With {count[1]}, " + "; ".join(f.describe() for f in fallbacks)
+            instead = (f" Instead ({count[1]}): " + "; ".join(f.describe() for f in fallbacks)
                        + ". These differ, so the drafter reads other layers in each.")
         else:
             instead = " Engines then fall back to their own defaults, which differ from engine to engine."

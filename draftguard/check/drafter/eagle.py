@@ -19,7 +19,7 @@ class Eagle3Check(DrafterCheck):
             n, why = count
             target = [i - 1 for i in eagle3_default_aux_ids(n)]
             said = "; ".join(f.describe() for f in eagle3_fallbacks(n))
-            instead = (f"With {why}, {said}. They agree, so a head trained with SpecForge's or the EAGLE "
+            instead = (f"Instead ({why}): {said}. They agree, so a head trained with SpecForge's or the EAGLE "
                        f"authors' defaults works; one trained on other layers (NVIDIA's "
                        f"Llama-3.3-70B-Instruct-Eagle3 in vLLM PR #50170 ran at 1.2% acceptance) reads the "
                        f"wrong features and nothing reports it.")
@@ -60,5 +60,5 @@ class MtpCheck(DrafterCheck):
                      f"This config declares {stated.value if stated else 'its own'} MTP (multi-token "
                      f"prediction) layer(s) through `{key}`: the model drafts for itself. draftguard "
                      "recognises MTP heads but has no drafter rule for them yet, so only the config rules "
-                     "above ran. Fix: none needed; `draftguard accept` measures such a model's acceptance.")
+                     "above ran. Fix: nothing to fix; this note says what was not checked.")
         return self.findings
