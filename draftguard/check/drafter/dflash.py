@@ -44,7 +44,10 @@ class DFlashCheck(DrafterCheck):
         layers = self.drafter("num_hidden_layers")
         if not _is_int(layers) or layers < 1 or n < 4:
             return None
-        return build_target_layer_ids(n, layers), f"z-lab's build_target_layer_ids({n}, {layers})"
+        ids = build_target_layer_ids(n, layers)
+        if len(set(ids)) != len(ids):
+            return None  # a target too shallow for this many draft layers: no usual list to compare with
+        return ids, f"z-lab's build_target_layer_ids({n}, {layers})"
 
     # mask token
 
