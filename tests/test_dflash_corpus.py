@@ -57,7 +57,7 @@ BROKEN: dict[str, tuple[str | None, str, str]] = {
     "nemo-2461-mask-is-pad": (None, "DG116", "error"),
     "nemo-2461-mask-is-target-eos": ("targets/qwen3-8b", "DG116", "error"),
     "vllm-48113-qwen3-4b-dflash-on-32-layers": ("broken/vllm-48113-qwen3-4b-dflash-on-32-layers/target", "DG102", "error"),
-    "vllm-v1-mixed-sliding-full": (None, "DG117", "info"),
+    "vllm-v1-mixed-sliding-full": ("targets/qwen3-8b", "DG117", "info"),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from draftguard.check.drafter.detect import RECOGNISED_FORMATS, DrafterFormat, detect_drafter, layer_config
+from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, layer_config
 from draftguard.check.drafter.dflash import DFlashCheck
 from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MtpCheck
 from draftguard.check.drafter.rules import DrafterCheck

@@ -5,7 +5,6 @@ layers, and what vLLM's runners refuse (DG101, DG109-DG117)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from draftguard.check.drafter.engines import (
     VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks, dflash_v1_refusal,
@@ -164,7 +163,11 @@ class DFlashCheck(DrafterCheck):
                      "or added token that the target never emits, as the drafter was trained with.")
 
     def engine_refusal(self) -> None:
-        """DG117: what vLLM will refuse to run, said before deployment rather than at engine start."""
+        """DG117: what vLLM will refuse to run, said before deployment rather than at engine start.
+        Only for a pair, drafter and target, which is what gets deployed: a drafter checked alone (the
+        shipped examples, every pull request on a drafter repo) is not told this again and again."""
+        if self.target is None:
+            return
         layer_types = (self.layer_raw or {}).get("layer_types")
         reason = dflash_v1_refusal(layer_types if isinstance(layer_types, list) else None, self.fmt.architecture)
         if reason is None:

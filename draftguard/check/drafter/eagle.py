@@ -3,7 +3,7 @@ EAGLE 1/2 heads, and MTP heads that a model declares (DG114, DG115, DG118)."""
 
 from __future__ import annotations
 
-from draftguard.check.drafter.engines import eagle3_default_aux_ids, eagle3_fallbacks
+from draftguard.check.drafter.engines import eagle3_default_aux_ids
 from draftguard.check.drafter.detect import MTP_KEYS
 from draftguard.check.drafter.rules import DrafterCheck
 
@@ -18,8 +18,10 @@ class Eagle3Check(DrafterCheck):
         if count is not None:
             n, why = count
             target = [i - 1 for i in eagle3_default_aux_ids(n)]
-            said = "; ".join(f.describe() for f in eagle3_fallbacks(n))
-            instead = (f"Instead ({why}): {said}. They agree, so a head trained with SpecForge's or the EAGLE "
+            instead = (f"Instead ({why}), vLLM, SGLang and the EAGLE authors' trainer read aux ids "
+                       f"{eagle3_default_aux_ids(n)}, the (2, N//2, N-3) default, which are the outputs of target "
+                       f"layers {target}, and SpecForge's trainer trains on those same layers. They agree, so a "
+                       f"head trained with SpecForge's or the EAGLE "
                        f"authors' defaults works; one trained on other layers (NVIDIA's "
                        f"Llama-3.3-70B-Instruct-Eagle3 in vLLM PR #50170 ran at 1.2% acceptance) reads the "
                        f"wrong features and nothing reports it.")

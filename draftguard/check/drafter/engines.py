@@ -66,16 +66,6 @@ class LayerFallback:
         return f"{self.who} reads target layers {self.target_ids} (aux ids {aux}){self.note}"
 
 
-def eagle3_fallbacks(num_layers: int) -> list[LayerFallback]:
-    """Each engine's and trainer's choice for an EAGLE-3 head without aux ids: they agree."""
-    target = [i - 1 for i in eagle3_default_aux_ids(num_layers)]
-    return [
-        LayerFallback("vLLM", target, " (2, N//2, N-3 as aux ids)"),
-        LayerFallback("SGLang", target),
-        LayerFallback("SpecForge's EAGLE-3 trainer", target, " ([1, N//2-1, N-4], shifted by SGLang's +1)"),
-    ]
-
-
 def dflash_fallbacks(num_layers: int, num_draft_layers: int | None) -> list[LayerFallback]:
     """Each engine's and trainer's choice for a DFlash drafter without target layer ids: they differ."""
     vllm = [i - 1 for i in eagle3_default_aux_ids(num_layers)]

@@ -7,7 +7,6 @@ ids, ``canonical_ids`` for the ids its trainer would choose. Weight-shape rules 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from draftguard.check.drafter.detect import show_value as _show
 from draftguard.check.drafter.detect import stated as stated_keys
 from draftguard.check.drafter.files import _is_int
 from draftguard.check.weights import Tensor, Weights
-
-if TYPE_CHECKING:
-    from draftguard.check.drafter.rules import DrafterCheck
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _PREFIXES = ("model.", "drafter.", "draft_model.")
