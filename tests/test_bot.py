@@ -14,7 +14,8 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("github")
 
-from draftguard.bot.app import create_app  # noqa: E402
+from draftguard.bot.github_events import github_route  # noqa: E402
+from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.bot.github import GitHubConfig  # noqa: E402
 from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
@@ -79,7 +80,7 @@ class Bot:
         self.config.secrets = [TOKEN, SECRET]
         self.queue = Queue(queue_url or f"sqlite:///{tmp_path}/queue.db")
         self.queue.handlers["github"] = GitHubHandler(self.config, acceptance_runner=acceptance_runner)
-        self.app = create_app(self.queue, self.config, consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
+        self.app = create_app(self.queue, [github_route(SECRET)], consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
         self.server = BotServer(self.app)
 
     def __enter__(self) -> "Bot":

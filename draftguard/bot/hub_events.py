@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.hub import HubConfig, HubPullRequestClient, hub_retry_delay
 from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 
 log = logging.getLogger("draftguard.bot")
 
@@ -47,7 +48,7 @@ BOT_MARKER = "<!-- draftguard:"
 AcceptanceRunner = Callable[[Job, HubPullRequestClient, Any], "dict[str, Any]"]
 
 
-class HubPayloadError(ValueError):
+class HubPayloadError(PayloadError):
     """The webhook body is JSON but not a Hub webhook payload (answered 400)."""
 
 
@@ -142,32 +143,27 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
 
 # --- the webhook route ---------------------------------------------------------------------------
 
-def hub_authorize(secret: str) -> Callable:
-    """The Hub's check, for the shared endpoint's ``authorize``: the Hub sends the webhook's secret
-    verbatim in ``X-Webhook-Secret`` (no signature over the body), so it is compared in constant
-    time before the body is read: missing is 401, wrong 403."""
-    from starlette.responses import JSONResponse
+def hub_route(secret: str, path: str = "/webhooks/hub") -> WebhookRoute:
+    """``POST /webhooks/hub`` for the edge: the Hub sends the webhook's secret verbatim in
+    ``X-Webhook-Secret`` (no signature over the body), so it is compared in constant time before the
+    body is read: missing is 401, wrong 403. 202 once queued.
 
+    Example::
+
+        >>> hub_route("s").path, hub_route("s").many
+        ('/webhooks/hub', True)
+    """
     expected = secret.encode()
 
-    def authorize(request: Any, body: bytes | None) -> Any:
-        given = request.headers.get("x-webhook-secret")
+    def admit(headers: Mapping[str, str]) -> None:
+        given = headers.get("x-webhook-secret")
         if not given:
-            return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
+            raise WebhookRefused(401, "missing X-Webhook-Secret")
         if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-            return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
-        return None
+            raise WebhookRefused(403, "wrong X-Webhook-Secret")
 
-    return authorize
-
-
-def hub_webhook_endpoint(queue: Queue, metrics: Any, *, secret: str) -> Callable:
-    """The ``POST /webhooks/hub`` handler: the shared webhook endpoint with the Hub's secret check
-    (before the body is read) and ``jobs_from_hub``; 202 once queued."""
-    from draftguard.bot.app import webhook_endpoint
-
-    return webhook_endpoint(queue, metrics, source="hub", authorize=hub_authorize(secret),
-                            to_jobs=lambda request, payload: jobs_from_hub(payload), body_signed=False, many=True)
+    return WebhookRoute(path, "hub", to_jobs=lambda headers, payload: jobs_from_hub(payload), admit=admit,
+                        many=True)
 
 
 # --- what a Hub Job does -------------------------------------------------------------------------
