@@ -385,13 +385,13 @@ def test_gpu_jobs_only_reach_gpu_workers(tmp_path, fake_hub):
         bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="p1")  # alice can write: trusted
         assert bot.queue.wait_idle(30, ids=["p1"])
         time.sleep(1.0)
-        gpu = bot.queue.get("p1:acceptance")
+        gpu = bot.queue.get(f"gpu:github:{REPO}#7@{HEAD}")  # one GPU job per head
         assert gpu is not None and gpu.queue == "gpu" and gpu.state == "queued"
         assert bot.queue.hueys["gpu"].pending_count() == 1
         assert "queued" in parse_sticky(bot.sticky()["body"])["acceptance"]
         bot.queue.start_consumers({"gpu": 1})
         bot.settle()
-        assert bot.queue.get("p1:acceptance").state == DONE
+        assert bot.queue.get(f"gpu:github:{REPO}#7@{HEAD}")  # one GPU job per head.state == DONE
         assert "**pass**" in parse_sticky(bot.sticky()["body"])["acceptance"]
 
 

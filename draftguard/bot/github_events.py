@@ -35,13 +35,19 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
 
 def github_route(secret: str | None, path: str = "/webhooks/github") -> WebhookRoute:
     """``POST /webhooks/github``: signed with the webhook's secret (401 otherwise, and always 401
-    without a secret), one Job per delivery id.
+    without a secret; a delivery with no signature header is refused before its body is read), one
+    Job per delivery id. GitHub sends JSON, or for repo webhooks set so, a form with ``payload=``.
 
     Example::
 
         >>> github_route("s").path, github_route("s").delivery_header
         ('/webhooks/github', 'x-github-delivery')
     """
+
+    def admit(headers: Mapping[str, str]) -> None:
+        # Refused before a byte of the body is read: no secret configured, or no signature sent.
+        if not secret or not (headers.get(SIGNATURE_HEADER) or "").startswith("sha256="):
+            raise WebhookRefused(401, "missing or invalid signature")
 
     def verify(headers: Mapping[str, str], body: bytes) -> None:
         if not secret or not verify_signature(secret, body, headers.get(SIGNATURE_HEADER)):
@@ -52,4 +58,4 @@ def github_route(secret: str | None, path: str = "/webhooks/github") -> WebhookR
                                       headers.get("x-github-delivery", "").strip(), payload)
         return ([job] if job is not None else None), reason
 
-    return WebhookRoute(path, "github", to_jobs=to_jobs, verify=verify, delivery_header="x-github-delivery")
+    return WebhookRoute(path, "github", to_jobs=to_jobs, admit=admit, verify=verify, delivery_header="x-github-delivery")

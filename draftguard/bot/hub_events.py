@@ -64,6 +64,19 @@ def _pr_number(ref: str) -> int | None:
     return None
 
 
+def _valid_repo_id(name: str) -> bool:
+    """A Hub repo id: ``namespace/name``, or a legacy name without a namespace (``gpt2``).
+
+    Example::
+
+        >>> [_valid_repo_id(n) for n in ("acme/m", "gpt2", "a/b/c", "../x", "")]
+        [True, True, False, False, False]
+    """
+    parts = name.split("/")
+    return 1 <= len(parts) <= 2 and all(p and p not in (".", "..") and len(p) <= 96 and
+                                        all(c.isalnum() or c in "-_." for c in p) for p in parts)
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -84,7 +97,7 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
     repo = _obj(payload.get("repo"), "repo")
     scope, action = event.get("scope"), event.get("action")
     name = repo.get("name")
-    if not isinstance(scope, str) or not isinstance(name, str) or name.count("/") != 1:
+    if not isinstance(scope, str) or not isinstance(name, str) or not _valid_repo_id(name):
         raise HubPayloadError("event.scope or repo.name is missing")
     if repo.get("type", "model") != "model":
         return [], f"ignored: {repo.get('type')} repo"
@@ -217,7 +230,7 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request, check_sections
+        from draftguard.bot.pipeline import check_pull_request, check_sections, check_title, gpu_job_id
         from draftguard.snapshot import is_model_file
         from draftguard.report.comment import render_acceptance_section, update_sticky
 
@@ -233,12 +246,15 @@ class HubHandler:
         # The light check and its base comparison are the GitHub bot's, on the Hub client.
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
         report = outcome.report
+        if forced_by is not None:
+            # The Hub has no reactions: the comment itself shows that the command ran, and on what.
+            outcome.notes.append(f"Rechecked at `{head[:12]}` for @{forced_by}.")
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
             trusted, why = gpu_allowed if gpu_allowed is not None else client.is_owner_or_member(details.author)
             if trusted:
-                gpu_job = Job(id=f"{job.id}:acceptance", source="hub", kind="acceptance", queue="gpu",
+                gpu_job = Job(id=gpu_job_id("hub", job, head, forced_by), source="hub", kind="acceptance", queue="gpu",
                               repo=job.repo, number=job.number, head_sha=head, base_sha=base,
                               data={"drafters": outcome.drafters})
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
@@ -258,10 +274,7 @@ class HubHandler:
         queue.store.put_data(checked_key, head.encode())
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
-        n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
-        title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
-                 else "no config.json to check")
-        return f"done: {title}" + (", acceptance queued" if gpu_job else "")
+        return f"done: {check_title(outcome)}" + (", acceptance queued" if gpu_job else "")
 
     # --- a push to main ------------------------------------------------------------------------
     def _branch(self, job: Job) -> str:

@@ -206,8 +206,21 @@ class Queue:
             raise ValueError(f"job queue must be one of {KINDS}, not {job.queue!r}")
         if not self.add(job):
             return False
+        if job.kind == "pull_request" and job.head_sha:
+            self.mark_head_seen(job.source, job.repo, job.number, job.head_sha, job.created)
         self.enqueue(job)
         return True
+
+    def mark_head_seen(self, source: str, repo: str, number: int, head: str, when: float | None = None) -> None:
+        """Record when the bot first learnt of a pull request's head (kept if already recorded)."""
+        self.store.put_if_empty(f"seen:{source}:{repo}#{number}@{head}", repr(when or time.time()).encode())
+
+    def head_seen(self, source: str, repo: str, number: int, head: str) -> float | None:
+        """When the bot first learnt of a pull request's head (its delivery arrived), or None."""
+        from huey.constants import EmptyData
+
+        value = self.store.peek_data(f"seen:{source}:{repo}#{number}@{head}")
+        return None if value is EmptyData else float(bytes(value))
 
     def enqueue(self, job: Job, delay: float | None = None) -> None:
         self.tasks[job.queue].schedule(args=(job.id,), delay=delay) if delay else self.tasks[job.queue](job.id)

@@ -16,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -112,21 +114,75 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES, budget: Unver
     return b"".join(chunks)
 
 
-def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any]:
-    """A webhook body as a JSON object; anything else raises PayloadError.
+def parse_payload(body: bytes, content_type: str | None, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    """A webhook body as a JSON object: ``application/json``, or a form whose ``payload`` field holds
+    the JSON (``application/x-www-form-urlencoded``). Nesting over ``max_depth``, numbers that are
+    not finite (``1e999``, ``NaN``) and anything but an object raise PayloadError.
 
     Example::
 
         >>> parse_payload(b'{"a": [1]}', "application/json")
         {'a': [1]}
+        >>> parse_payload(b"payload=%7B%22a%22%3A1%7D", "application/x-www-form-urlencoded")
+        {'a': 1}
+        >>> parse_payload(b'{"n": 1e999}', None)
+        Traceback (most recent call last):
+        ...
+        draftguard.bot.webhooks.PayloadError: malformed payload: a number that is not finite
     """
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        try:
+            fields = parse_qs(body.decode("utf-8"), max_num_fields=16, strict_parsing=False)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise PayloadError(f"malformed form body: {type(exc).__name__}") from None
+        values = fields.get("payload")
+        if not values:
+            raise PayloadError("malformed form body: no payload field")
+        body = values[0].encode("utf-8")
+    _check_depth(body, max_depth)
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise PayloadError("malformed payload: a number that is not finite")
+        return value
+
+    def constant(name: str) -> Any:
+        raise PayloadError("malformed payload: a number that is not finite")
+
     try:
-        payload = json.loads(body)
-    except ValueError as exc:
+        payload = json.loads(body, parse_float=finite, parse_constant=constant)
+    except PayloadError:
+        raise
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and huge int literals are ValueErrors
         raise PayloadError(f"malformed payload: {type(exc).__name__}") from None
     if not isinstance(payload, dict):
         raise PayloadError("malformed payload: not an object")
     return payload
+
+
+def _check_depth(body: bytes, max_depth: int) -> None:
+    """Refuse JSON nested deeper than ``max_depth`` before parsing it (brackets inside strings are
+    skipped), so a 100k-deep body costs one scan, not a RecursionError deep in the parser."""
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > max_depth:
+                raise PayloadError(f"malformed payload: nested deeper than {max_depth} levels")
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
 
 
 class Metrics:
@@ -234,7 +290,7 @@ def webhook_endpoint(route: WebhookRoute, queue: Queue, metrics: Metrics,
         try:
             payload = parse_payload(body, headers.get("content-type"))
             jobs, reason = route.to_jobs(headers, payload)
-        except (PayloadError, ValueError, KeyError, TypeError) as exc:
+        except (PayloadError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             text = str(exc) if isinstance(exc, PayloadError) else f"malformed payload: {type(exc).__name__}"
             return answer("malformed", {"error": text}, 400)
         if not jobs:
