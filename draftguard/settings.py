@@ -134,6 +134,11 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",
                                file=source, line=line, key=key)
             value = [str(v) for v in value]
+            if key == "paths":
+                for folder in value:
+                    if folder.startswith("/") or "\\" in folder or ".." in folder.split("/"):
+                        raise BadInput(f"{where}: `paths` entries are folders inside the repo; {folder!r} is not",
+                                       file=source, line=line, key=key)
         if key in _CHOICES and value not in _CHOICES[key]:
             raise BadInput(
                 f"{where}: `{key}` must be one of {', '.join(_CHOICES[key])}, got {value!r}",

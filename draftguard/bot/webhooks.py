@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
@@ -107,7 +107,7 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES, budget: Unver
                 size -= len(chunk)
                 raise WebhookRefused(503, "too many unverified bytes in flight; redeliver later", "busy")
             chunks.append(chunk)
-    except WebhookRefused:
+    except BaseException:  # refused, the client went away (ClientDisconnect), or cancelled
         if budget is not None:
             budget.give(size)
         raise
@@ -276,6 +276,8 @@ def webhook_endpoint(route: WebhookRoute, queue: Queue, metrics: Metrics,
             body = await read_body(request, budget=budget if route.verify is not None else None)
         except WebhookRefused as exc:
             return answer(exc.outcome, {"error": str(exc)}, exc.status)
+        except ClientDisconnect:  # the sender went away mid-body: nobody to answer, nothing to log
+            return answer("disconnected", {"error": "client disconnected"}, 400)
         if route.verify is not None:
             try:
                 route.verify(headers, body)

@@ -508,7 +508,8 @@ class ServeProcess:
     started and waited for until /healthz answers. Its output goes to a log file under ``tmp_path``.
     Tests kill it with ``proc.send_signal`` to check what survives."""
 
-    def __init__(self, tmp_path, env: dict[str, str], queue_url: str, timeout: float = 60.0):
+    def __init__(self, tmp_path, env: dict[str, str], queue_url: str, timeout: float = 60.0,
+                 args: tuple[str, ...] = ()):
         import subprocess
         import sys
         import time
@@ -519,7 +520,7 @@ class ServeProcess:
         self.log = open(tmp_path / f"serve-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
-             "--workers", "2"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+             "--workers", "2", *args], env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + timeout
         while True:

@@ -460,7 +460,10 @@ def _api(h: _Handler, method: str) -> None:
                             for m in fake.orgs[segs[1]]])
     if len(segs) < 4 or segs[0] != "models":
         return error(404, "no such route")
-    repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
+    if segs[1] in fake.repos:  # a legacy repo id without a namespace (gpt2)
+        repo, rest = segs[1], segs[2:]
+    else:
+        repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
     if repo not in fake.repos:
         return error(404, "Repository not found", "RepoNotFound")
     if rest[0] == "revision" and method == "GET":
