@@ -103,7 +103,8 @@ def world(tmp_path_factory):
     hub.add_org("acme", ["alice", "mona"])
     env = bot_env(api.url)
     env.update(hub.env(str(tmp / "hf-cache")))
-    env.update({"HF_TOKEN": HF_TOKEN, "DRAFTGUARD_HUB_WEBHOOK_SECRET": HUB_SECRET})
+    env.update({"HF_TOKEN": HF_TOKEN, "DRAFTGUARD_HUB_WEBHOOK_SECRET": HUB_SECRET,
+                "DRAFTGUARD_HEADER_TIMEOUT": "1", "DRAFTGUARD_BODY_TIMEOUT": "2"})
     url = f"sqlite:///{tmp}/queue.db"
     # No GPU worker: GPU jobs stay queued, where the tests count them.
     serve = ServeProcess(tmp, env, url, args=("--gpu-workers", "0"))
@@ -376,6 +377,37 @@ def test_unverified_bodies_in_flight_are_bounded(world):
             sock.close()
     assert any(a.startswith("HTTP/1.1 503") for a in answers), answers
     assert requests.get(f"{world.url}/healthz", timeout=5).ok
+
+
+def test_slow_connections_are_closed_and_healthz_stays_fast(world):
+    socks = []
+    try:
+        for _ in range(100):  # slowloris: a request line, then nothing
+            sock = socket.create_connection(("127.0.0.1", world.serve.port), timeout=5)
+            sock.sendall(b"POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            socks.append(sock)
+        started = time.perf_counter()
+        assert requests.get(f"{world.url}/healthz", timeout=5).ok
+        assert time.perf_counter() - started < 1.0
+        time.sleep(1.5)  # past the 1 s header deadline set for this server
+        closed = 0
+        for sock in socks:
+            sock.settimeout(1)
+            try:
+                closed += sock.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(socks)
+        # A body that trickles in past its deadline is answered 408.
+        sock = _raw_request(world, {"Content-Type": "application/json", "Content-Length": "100",
+                                    "X-GitHub-Event": "ping", "X-GitHub-Delivery": "slow-body",
+                                    "X-Hub-Signature-256": "sha256=" + "0" * 64}, b"{")
+        socks.append(sock)
+        sock.settimeout(5)
+        assert sock.recv(200).decode().startswith("HTTP/1.1 408")
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 # --- real clients: form bodies, the Re-run button ------------------------------------------------

@@ -7,6 +7,7 @@ In: environment variables (secrets, tokens, API URLs) and a queue URL. Out: a St
 from __future__ import annotations
 
 import logging
+import os
 from typing import Sequence
 
 from starlette.applications import Starlette
@@ -17,7 +18,7 @@ from draftguard.bot.hub import HubConfig
 from draftguard.bot.hub_events import HubHandler, hub_route
 from draftguard.bot.jobs import Queue
 from draftguard.bot.pipeline import GitHubHandler
-from draftguard.bot.webhooks import WebhookRoute, create_app
+from draftguard.bot.webhooks import BODY_TIMEOUT, WebhookRoute, create_app
 
 
 def build_from_env(
@@ -43,7 +44,9 @@ def build_from_env(
         hub.require_auth()
         queue.handlers["hub"] = HubHandler(hub)
         routes.append(hub_route(hub.webhook_secret))
-    return create_app(queue, routes, consumers=consumers)
+    env_ = os.environ if env is None else env
+    body_timeout = float(env_.get("DRAFTGUARD_BODY_TIMEOUT") or BODY_TIMEOUT)
+    return create_app(queue, routes, consumers=consumers, body_timeout=body_timeout)
 
 
 def configure_logging(secrets: Sequence[str], level: int = logging.INFO) -> None:

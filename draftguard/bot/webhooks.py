@@ -13,6 +13,7 @@ Routes: the platforms' webhook routes, ``GET /healthz``, ``GET /metrics`` (Prome
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -40,6 +41,9 @@ MAX_UNVERIFIED_BYTES = 32 * 1024 * 1024
 # JSON nesting any real webhook stays far below (GitHub's deepest examples nest about 6 levels).
 MAX_JSON_DEPTH = 64
 MAX_DELIVERY_ID_CHARS = 200
+# Seconds a body may take to arrive once its headers are in (the server's own header deadline is in
+# bot/server.py). GitHub and the Hub send a whole body in well under a second.
+BODY_TIMEOUT = 30.0
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 
 
@@ -249,7 +253,7 @@ class WebhookRoute:
 
 
 def webhook_endpoint(route: WebhookRoute, queue: Queue, metrics: Metrics,
-                     budget: UnverifiedBudget | None = None) -> Callable:
+                     budget: UnverifiedBudget | None = None, body_timeout: float = BODY_TIMEOUT) -> Callable:
     """The Starlette handler for ``route``: admit, read (capped), verify, parse, dedupe, queue.
 
     Example::
@@ -273,7 +277,10 @@ def webhook_endpoint(route: WebhookRoute, queue: Queue, metrics: Metrics,
         headers = request.headers
         try:
             route.admit(headers)
-            body = await read_body(request, budget=budget if route.verify is not None else None)
+            body = await asyncio.wait_for(read_body(request, budget=budget if route.verify is not None else None),
+                                          body_timeout)
+        except asyncio.TimeoutError:
+            return answer("slow_body", {"error": f"body not received within {body_timeout:g} s"}, 408)
         except WebhookRefused as exc:
             return answer(exc.outcome, {"error": str(exc)}, exc.status)
         except ClientDisconnect:  # the sender went away mid-body: nobody to answer, nothing to log
@@ -325,6 +332,7 @@ def create_app(
     recover: bool = True,
     metrics: Metrics | None = None,
     budget: UnverifiedBudget | None = None,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
     """The bot's ASGI app: each ``WebhookRoute`` served by the edge (other Starlette routes as they
     are), plus ``/healthz`` and ``/metrics``. ``consumers`` (``{"cpu": 2, "gpu": 1}``) start in process
@@ -343,7 +351,8 @@ def create_app(
     served: list[BaseRoute] = []
     for route in routes:
         if isinstance(route, WebhookRoute):
-            served.append(Route(route.path, webhook_endpoint(route, queue, metrics, budget), methods=["POST"]))
+            served.append(Route(route.path, webhook_endpoint(route, queue, metrics, budget, body_timeout),
+                                methods=["POST"]))
         else:
             served.append(route)
 
