@@ -85,3 +85,16 @@ def test_the_action_installs_once_and_can_be_used_twice_in_one_job(tmp_path):
     bins = [line.split("=", 1)[1] for line in out.read_text().splitlines() if line.startswith("bin=")]
     assert len(bins) == 2 and bins[0] == bins[1]
     assert subprocess.run([bins[1]], capture_output=True, text=True).stdout.strip() == "standin"
+
+
+def test_the_app_manifest_asks_for_the_least_and_documents_each_permission():
+    import json
+
+    manifest = json.loads((ROOT / "bot/github-app-manifest.json").read_text())
+    permissions = manifest["default_permissions"]
+    # Comments and reactions on a pull request need pull_requests, not issues.
+    assert permissions == {"checks": "write", "contents": "read", "metadata": "read", "pull_requests": "write"}
+    assert set(manifest["default_events"]) == {"pull_request", "issue_comment", "check_run"}
+    readme = (ROOT / "bot/README.md").read_text()
+    for name, level in permissions.items():
+        assert f"| {name.replace('_', ' ')}: {level} |" in readme, name
