@@ -36,10 +36,8 @@ log = logging.getLogger("draftguard.bot")
 MAX_BODY_BYTES = 10 * 1024 * 1024
 # Bytes of bodies not yet authenticated that all connections together may hold in memory. A delivery
 # that would go over waits for none: it is answered 503 (the sender redelivers), so 50 connections of
-# 9 MB each cost this much, not 450 MB.
-MAX_UNVERIFIED_BYTES = 32 * 1024 * 1024
-# JSON nesting any real webhook stays far below (GitHub's deepest examples nest about 6 levels).
-MAX_JSON_DEPTH = 64
+# 9 MB each cost about this much, not 450 MB (bench/bench_webhooks.py, door).
+MAX_UNVERIFIED_BYTES = 16 * 1024 * 1024
 MAX_DELIVERY_ID_CHARS = 200
 # Seconds a body may take to arrive once its headers are in (the server's own header deadline is in
 # bot/server.py). GitHub and the Hub send a whole body in well under a second.
@@ -93,7 +91,8 @@ class UnverifiedBudget:
             self.held = max(0, self.held - n)
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES, budget: UnverifiedBudget | None = None) -> bytes:
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES,
+                    budget: UnverifiedBudget | None = None) -> bytearray:
     """The raw request body, refusing more than ``limit`` bytes before reading them all, and (with a
     ``budget``) refusing with 503 when the bytes in flight of all unauthenticated bodies would pass
     it. The caller gives the taken bytes back (``budget.give(len(body))``) once the body is verified
@@ -101,7 +100,8 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES, budget: Unver
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(limit)
-    chunks, size = [], 0
+    # One growing buffer, not a list of chunks joined at the end: the join would hold the body twice.
+    body, size = bytearray(), 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
@@ -110,18 +110,19 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES, budget: Unver
             if budget is not None and not budget.take(len(chunk)):
                 size -= len(chunk)
                 raise WebhookRefused(503, "too many unverified bytes in flight; redeliver later", "busy")
-            chunks.append(chunk)
+            body += chunk
     except BaseException:  # refused, the client went away (ClientDisconnect), or cancelled
         if budget is not None:
             budget.give(size)
         raise
-    return b"".join(chunks)
+    return body
 
 
-def parse_payload(body: bytes, content_type: str | None, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+def parse_payload(body: bytes | bytearray, content_type: str | None) -> dict[str, Any]:
     """A webhook body as a JSON object: ``application/json``, or a form whose ``payload`` field holds
-    the JSON (``application/x-www-form-urlencoded``). Nesting over ``max_depth``, numbers that are
-    not finite (``1e999``, ``NaN``) and anything but an object raise PayloadError.
+    the JSON (``application/x-www-form-urlencoded``). Nesting deeper than the interpreter's recursion
+    limit (the C parser stops there with a RecursionError, in one pass), numbers that are not finite
+    (``1e999``, ``NaN``) and anything but an object raise PayloadError.
 
     Example::
 
@@ -144,7 +145,6 @@ def parse_payload(body: bytes, content_type: str | None, max_depth: int = MAX_JS
         if not values:
             raise PayloadError("malformed form body: no payload field")
         body = values[0].encode("utf-8")
-    _check_depth(body, max_depth)
 
     def finite(text: str) -> float:
         value = float(text)
@@ -164,29 +164,6 @@ def parse_payload(body: bytes, content_type: str | None, max_depth: int = MAX_JS
     if not isinstance(payload, dict):
         raise PayloadError("malformed payload: not an object")
     return payload
-
-
-def _check_depth(body: bytes, max_depth: int) -> None:
-    """Refuse JSON nested deeper than ``max_depth`` before parsing it (brackets inside strings are
-    skipped), so a 100k-deep body costs one scan, not a RecursionError deep in the parser."""
-    depth = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > max_depth:
-                raise PayloadError(f"malformed payload: nested deeper than {max_depth} levels")
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
 
 
 class Metrics:
