@@ -495,3 +495,35 @@ def test_a_hub_recheck_says_it_ran(world):
 def test_no_probe_left_a_traceback(world):
     assert os.path.exists(world.serve.log.name)
     assert "Traceback" not in world.log()
+
+
+def test_a_hub_recheck_approves_the_head_the_member_saw_not_a_later_push(world):
+    repo = "acme/hub-gpu"
+    world.hub.push(repo, {"drafter/config.json": BASE_CONFIG.encode(), ".draftguard.yml": SETTINGS.encode()}, "main")
+    world.hub.open_pr(repo, 5, {"drafter/config.json": HEAD_CONFIG.encode()}, author="eve")
+    base = {"repo": {"type": "model", "name": repo}}
+    world.post_hub(dict(base, event={"action": "create", "scope": "discussion"},
+                        discussion={"num": 5, "isPullRequest": True, "status": "open"}))
+    world.settle()
+    event = world.hub.add_comment(repo, 5, "/recheck", author="alice")  # alice is a member of acme
+    time.sleep(0.05)
+    # eve pushes after alice wrote the command, and the Hub announces it before the command's job runs.
+    pushed = world.hub.push(repo, {"drafter/config.json": (HEAD_CONFIG + " ").encode()}, "refs/pr/5")
+    world.post_hub(dict(base, event={"action": "update", "scope": "repo.content"},
+                        updatedRefs=[{"ref": "refs/pr/5", "oldSha": "0" * 40, "newSha": pushed}]))
+    world.settle()
+    world.post_hub(dict(base, event={"action": "create", "scope": "discussion.comment"},
+                        discussion={"num": 5, "isPullRequest": True, "status": "open"},
+                        comment={"id": event["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}))
+    world.settle()
+    gpu = [j for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo]
+    assert [j.head_sha for j in gpu] == []
+    body = world.hub.comments_on(repo, 5, author=HUB_BOT)[0]["data"]["latest"]["raw"]
+    assert "moved to" in parse_sticky(body)["acceptance"]
+    # A /recheck written now approves that head.
+    again = world.hub.add_comment(repo, 5, "/recheck", author="alice")
+    world.post_hub(dict(base, event={"action": "create", "scope": "discussion.comment"},
+                        discussion={"num": 5, "isPullRequest": True, "status": "open"},
+                        comment={"id": again["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}))
+    world.settle()
+    assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [pushed]

@@ -211,7 +211,18 @@ class HubHandler:
             return "skipped: the bot's own comment"
         if RECHECK not in parse_commands(comment.content):
             return "skipped: no /recheck"
+        from draftguard.bot.pipeline import command_saw_head
+
         trusted, why = client.is_owner_or_member(comment.author)
+        # The command approves the head its author saw (the Hub's time of the comment against when
+        # the bot first learnt of the head), never a commit pushed after it.
+        created = getattr(comment, "created_at", None)
+        if created is not None:
+            job.data["created_at"] = created.isoformat()
+        head = client.head()
+        if trusted and not command_saw_head(queue, job, head):
+            trusted, why = False, (f"the head moved to {head[:12]} after @{comment.author}'s /recheck, so it is "
+                                   "not approved")
         return self._pull_request(job, queue, client, forced_by=comment.author, gpu_allowed=(trusted, why))
 
     # --- the light check -----------------------------------------------------------------------
@@ -235,6 +246,8 @@ class HubHandler:
         from draftguard.report.comment import render_acceptance_section, update_sticky
 
         checked_key = f"hub-checked:{job.repo}#{job.number}"
+        # When the bot first learnt of this head: its delivery's arrival, else now (kept if earlier).
+        queue.mark_head_seen("hub", job.repo, job.number, head, job.created if job.head_sha == head else None)
         if forced_by is None and _peek(queue, checked_key) == head:
             return f"skipped: {head[:12]} already checked"
         base_branch = client.default_branch()

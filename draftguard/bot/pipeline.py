@@ -219,8 +219,12 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
             pass
     seen = queue.head_seen(job.source, job.repo, job.number, head)
     if seen is None:
-        queue.mark_head_seen(job.source, job.repo, job.number, head)
-        return False
+        # That head's own job has not run yet (it records the time): look for its delivery.
+        seen = min((j.created for j in queue.jobs() if j.kind == "pull_request" and j.head_sha == head
+                    and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)), default=None)
+        queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
+        if seen is None:
+            return False
     return seen <= said
 
 
@@ -294,6 +298,8 @@ class GitHubHandler:
     # --- the light check -----------------------------------------------------------------------
     def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None,
                       command_saw_head: bool = True) -> str:
+        if job.kind == "pull_request" and job.head_sha:
+            queue.mark_head_seen(job.source, job.repo, job.number, job.head_sha, job.created)
         pull = client.pull(refresh=True)
         head, base = pull.head.sha, pull.base.sha
         if forced_by is None and job.head_sha and head != job.head_sha:

@@ -239,7 +239,11 @@ class FakeHub:
         with self._lock:
             self._pushes += 1
             n = self._pushes
-        return {"id": f"{n:024x}", "type": kind, "createdAt": "2026-11-30T05:00:00.000Z",
+        import datetime
+
+        # The Hub stamps each event with its own clock when it happens.
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return {"id": f"{n:024x}", "type": kind, "createdAt": now,
                 "author": {"name": author, "type": "user"}, "data": data}
 
     def _take_fault(self, method: str, path: str) -> "Fault | None":
