@@ -28,7 +28,7 @@ from draftguard.bot.jobs import FAILED, FINISHED, Queue  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from tests.fakes.github import FakeGitHub, ServeProcess, Symlink, post_webhook, pr_payload, sign  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
-from tests.test_bot import BASE, BASE_CONFIG, HEAD, HEAD2, HEAD_CONFIG, REPO, SECRET, SETTINGS, TARGET, TOKEN  # noqa: E402
+from tests.test_bot import BASE, BASE_CONFIG, HEAD, HEAD_CONFIG, REPO, SECRET, SETTINGS, TARGET, TOKEN  # noqa: E402
 from tests.test_bot import fake_api  # noqa: E402
 from tests.test_bot_process import bot_env  # noqa: E402
 
@@ -336,7 +336,7 @@ def test_a_signed_payload_without_a_repository_is_400_at_the_door(world):
 
 def _raw_request(world: World, headers: dict[str, str], body: bytes = b"") -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", world.serve.port), timeout=5)
-    lines = [f"POST /webhooks/github HTTP/1.1", f"Host: 127.0.0.1:{world.serve.port}"]
+    lines = ["POST /webhooks/github HTTP/1.1", f"Host: 127.0.0.1:{world.serve.port}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
     return sock

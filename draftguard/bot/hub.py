@@ -22,14 +22,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.github import (
-    MAX_FILE_BYTES,
-    REPLY_MARKER,
-    BotConfigError,
-    FileTooLarge,
-    backoff,
-    safe_repo_path,
-)
+from draftguard.bot.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
+from draftguard.bot.github import REPLY_MARKER, BotConfigError, backoff
 from draftguard.report.comment import is_sticky
 
 log = logging.getLogger("draftguard.bot")

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.hub import HubConfig, HubPullRequestClient, hub_retry_delay
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 
 log = logging.getLogger("draftguard.bot")
@@ -211,8 +211,6 @@ class HubHandler:
             return "skipped: the bot's own comment"
         if RECHECK not in parse_commands(comment.content):
             return "skipped: no /recheck"
-        from draftguard.bot.pipeline import command_saw_head
-
         trusted, why = client.is_owner_or_member(comment.author)
         # The command approves the head its author saw (the Hub's time of the comment against when
         # the bot first learnt of the head), never a commit pushed after it.
@@ -241,7 +239,7 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request, check_sections, check_title, gpu_job_id
+        from draftguard.bot.pipeline import check_pull_request, check_sections, check_title
         from draftguard.snapshot import is_model_file
         from draftguard.report.comment import render_acceptance_section, update_sticky
 
@@ -258,7 +256,6 @@ class HubHandler:
             return "skipped: no model files changed"
         # The light check and its base comparison are the GitHub bot's, on the Hub client.
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
-        report = outcome.report
         if forced_by is not None:
             # The Hub has no reactions: the comment itself shows that the command ran, and on what.
             outcome.notes.append(f"Rechecked at `{head[:12]}` for @{forced_by}.")

@@ -1,8 +1,7 @@
-"""What a GitHub Job does: webhook payloads in, a light check of head against base, one sticky
-comment, check runs, and (for trusted pull requests) an acceptance test on the GPU queue.
-
-``job_from_github`` is pure (payload in, Job or a reason out), so the ASGI app stays thin and the
-decisions are testable without a server. ``GitHubHandler`` is the Job handler the queue calls.
+"""What a GitHub Job does: a Job in (``github_events.job_from_github`` made it from a webhook), a
+light check of head against base, one sticky comment, check runs, and (for trusted pull requests)
+an acceptance test on the GPU queue out. ``GitHubHandler`` is the Job handler the queue calls; the
+light check and its sections (``check_pull_request``, ``check_sections``) are shared with the Hub.
 """
 
 from __future__ import annotations
@@ -15,19 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.commands import OK_TO_TEST, RECHECK, may_command, parse_commands
-from draftguard.bot.github import (
-    FileTooLarge,
-    GitHubConfig,
-    PullRequestClient,
-    UnreadableFile,
-    bot_login,
-    connect,
-    retry_delay,
-    scrub,
-)
-from draftguard.bot.jobs import Job, Queue, Retry
-from draftguard.bot.webhooks import PayloadError
+from draftguard.bot.commands import OK_TO_TEST, may_command
+from draftguard.bot.files import FileTooLarge, UnreadableFile
+from draftguard.bot.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay, scrub
+from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.report.comment import (
     esc,
     new_findings,
@@ -40,118 +30,14 @@ from draftguard.snapshot import SETTINGS_NAME, is_model_file
 
 log = logging.getLogger("draftguard.bot")
 
-CHECK_PREFIX = "draftguard/"
 CONFIG_CHECK = "draftguard/config"
 ACCEPTANCE_CHECK = "draftguard/acceptance"
 SETTINGS_FILE = SETTINGS_NAME
-PR_ACTIONS = ("opened", "synchronize", "reopened")
 # GitHub has no check-mark reaction; "+1" is the closest it offers.
 REACT_START, REACT_DONE = "eyes", "+1"
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
 
 AcceptanceRunner = Callable[[Job, PullRequestClient, Any], "dict[str, Any]"]
-
-
-def _repo_name(payload: Mapping[str, Any]) -> str:
-    """``repository.full_name`` of a payload that asks for work; PayloadError (400) without one."""
-    repo = payload.get("repository")
-    name = repo.get("full_name") if isinstance(repo, dict) else None
-    if not isinstance(name, str) or name.count("/") != 1 or ".." in name or not all(name.split("/")):
-        raise PayloadError("malformed payload: no repository.full_name")
-    return name
-
-
-def _number(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
-        raise PayloadError(f"malformed payload: {what} is not a pull request number")
-    return value
-
-
-def _installation(payload: Mapping[str, Any]) -> int | None:
-    value = (payload.get("installation") or {}).get("id") if isinstance(payload.get("installation"), dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _sha(value: Any) -> str | None:
-    return value if isinstance(value, str) and 7 <= len(value) <= 64 and value.isalnum() else None
-
-
-def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tuple[Job | None, str]:
-    """The Job a webhook asks for, or None with the reason it is ignored. A payload that asks for work
-    but lacks what the work needs (a repository, a pull request number) raises PayloadError.
-
-    Example::
-
-        >>> job, why = job_from_github("ping", "d1", {"zen": "..."})
-        >>> job, why
-        (None, 'ignored: ping')
-    """
-    action = payload.get("action")
-    if event == "pull_request":
-        if action not in PR_ACTIONS:
-            return None, f"ignored: pull_request {action}"
-        repo = _repo_name(payload)
-        pr = payload.get("pull_request")
-        if not isinstance(pr, dict):
-            raise PayloadError("malformed payload: no pull_request")
-        head, base = pr.get("head") or {}, pr.get("base") or {}
-        head_repo = (head.get("repo") or {}).get("full_name")
-        return Job(
-            id=delivery, source="github", kind="pull_request", repo=repo, number=_number(pr.get("number"), "number"),
-            head_sha=_sha(head.get("sha")), base_sha=_sha(base.get("sha")), installation_id=_installation(payload),
-            data={"author": (pr.get("user") or {}).get("login"), "fork": head_repo != repo},
-        ), "queued"
-    if event == "issue_comment":
-        issue = payload.get("issue") or {}
-        comment = payload.get("comment") or {}
-        if action != "created" or not isinstance(issue, dict) or not issue.get("pull_request"):
-            return None, f"ignored: issue_comment {action} on an issue"
-        if not isinstance(comment, dict):
-            raise PayloadError("malformed payload: no comment")
-        user = comment.get("user") or {}
-        if user.get("type") == "Bot":
-            return None, "ignored: comment from a bot"
-        body = comment.get("body")
-        commands = parse_commands(body if isinstance(body, str) else None)
-        if not commands:
-            return None, "ignored: no command"
-        return Job(
-            id=delivery, source="github", kind="comment", repo=_repo_name(payload),
-            number=_number(issue.get("number"), "issue.number"), installation_id=_installation(payload),
-            data={"comment_id": comment.get("id"), "user": user.get("login"), "user_type": user.get("type"),
-                  "commands": commands, "created_at": comment.get("created_at")},
-        ), "queued"
-    if event == "check_run":
-        run = payload.get("check_run") or {}
-        if action != "rerequested":
-            return None, f"ignored: check_run {action}"
-        if not isinstance(run, dict) or not str(run.get("name") or "").startswith(CHECK_PREFIX):
-            return None, "ignored: not a draftguard check run"
-        repo = _repo_name(payload)
-        number = _check_run_pull(run, repo)
-        if number is None:
-            return None, "ignored: the check run names no pull request"
-        sender = payload.get("sender") or {}
-        # The "Re-run" button: a /recheck by whoever pressed it, under the same rules as a comment.
-        return Job(
-            id=delivery, source="github", kind="comment", repo=repo, number=number,
-            installation_id=_installation(payload),
-            data={"comment_id": None, "user": sender.get("login"), "user_type": sender.get("type"),
-                  "commands": [RECHECK], "rerequested": run.get("name")},
-        ), "queued"
-    return None, f"ignored: {event}"
-
-
-def _check_run_pull(run: Mapping[str, Any], repo: str) -> int | None:
-    """The pull request a check run belongs to: its ``pull_requests`` (empty for forks), else the
-    ``external_id`` the bot set when it created the run (``owner/name#N``)."""
-    for pr in run.get("pull_requests") or []:
-        if isinstance(pr, dict) and isinstance(pr.get("number"), int):
-            return _number(pr["number"], "check_run.pull_requests[].number")
-    external = run.get("external_id")
-    if isinstance(external, str) and external.startswith(f"{repo}#") and external[len(repo) + 1:].isdigit():
-        return _number(int(external[len(repo) + 1:]), "check_run.external_id")
-    return None
 
 
 def run_job(
@@ -190,42 +76,6 @@ def run_job(
         if delay is not None:
             raise Retry(scrub(str(exc), config.secrets), delay) from None
         raise
-
-
-def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
-    """The id of the GPU job for a pull request head: one per (repo, PR, head), whatever delivery
-    asked for it, so a reopened PR or a replayed webhook never queues a second run. A command by a
-    trusted person may run it again; its id names the comment (or re-run request) it answers."""
-    base = f"gpu:{source}:{job.repo}#{job.number}@{head}"
-    if forced_by is None:
-        return base
-    asked = job.data.get("comment_id") or job.data.get("rerequested") or job.id
-    return f"{base}:asked:{asked}"
-
-
-def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
-    """Whether the command in ``job`` was written after the bot first learnt of ``head`` (its
-    ``pull_request`` delivery was received): only then can its author have seen that commit. The
-    comment's time is GitHub's ``created_at`` (else when its delivery arrived). A head the bot never
-    heard of is recorded now, so the next command approves it."""
-    from datetime import datetime
-
-    said = job.created
-    stamp = job.data.get("created_at")
-    if isinstance(stamp, str):
-        try:
-            said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    seen = queue.head_seen(job.source, job.repo, job.number, head)
-    if seen is None:
-        # That head's own job has not run yet (it records the time): look for its delivery.
-        seen = min((j.created for j in queue.jobs() if j.kind == "pull_request" and j.head_sha == head
-                    and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)), default=None)
-        queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
-        if seen is None:
-            return False
-    return seen <= said
 
 
 def check_title(outcome: "Outcome") -> str:
