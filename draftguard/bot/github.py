@@ -30,6 +30,7 @@ log = logging.getLogger("draftguard.bot")
 DEFAULT_API_URL = "https://api.github.com"
 MAX_ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run create or update
 REPLY_MARKER = "<!-- draftguard:reply:{} -->"
+ACTIONS_LOGIN = "github-actions[bot]"  # who an Actions workflow's GITHUB_TOKEN comments as
 
 
 class BotConfigError(Exception):
@@ -306,8 +307,22 @@ class PullRequestClient:
 
     def _mine(self, comment: Any) -> bool:
         if self.me is None:
-            self.me = self.gh.get_user().login
+            self.me = self._whoami()
         return comment.user is not None and comment.user.login == self.me
+
+    def _whoami(self) -> str:
+        """The token's login. GitHub closes ``GET /user`` to installation tokens (403); the only one
+        that reaches a client without ``me`` is the Action's ``GITHUB_TOKEN``, which comments as
+        github-actions[bot] (the bot passes its App's login)."""
+        from github import GithubException
+
+        with _translated("read the token's user"):
+            try:
+                return self.gh.get_user().login
+            except GithubException as exc:
+                if exc.status == 403:
+                    return ACTIONS_LOGIN
+                raise
 
     def find_sticky(self):
         """The bot's own sticky comment, or None. A comment by anyone else that starts with the
