@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from draftguard.errors import ActionError, CommentRefused
 from draftguard.snapshot import MAX_CONFIG_BYTES, SETTINGS_NAME, BadInput, is_model_file
 
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
@@ -56,14 +57,6 @@ NO_COMMENT = (
     "({status} {message}). Pull requests from forks get a read-only token, and same-repo workflows "
     "need `permissions: pull-requests: write`. The results are in this job's summary and annotations."
 )
-
-
-class ActionError(Exception):
-    """Bad input to the Action (an input, the event, the checkout); the message says what to fix."""
-
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None):
-        super().__init__(message)
-        self.file, self.line = file, line
 
 
 # --- the runner's environment --------------------------------------------------------------------
@@ -649,13 +642,6 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, runner: Runn
 
 # --- the sticky comment -------------------------------------------------------------------------
 
-class CommentRefused(Exception):
-    """GitHub refused the write (403/404): a read-only token, typically a fork's."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"{status} {message}")
-        self.status, self.message = status, message
-
 
 def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: float = 30.0
                   ) -> Callable[[dict[str, str | None]], None]:
@@ -665,7 +651,8 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
     seconds; a refusal raises CommentRefused."""
     from github import GithubException
 
-    from draftguard.bot.github import GitHubConfig, PullRequestClient, TransientGitHubError, connect, retry_delay
+    from draftguard.bot.github import GitHubConfig, PullRequestClient, connect, retry_delay
+    from draftguard.hosts.retry import call_with_retries
     from draftguard.report.comment import update_sticky
 
     # One or two writes per job: no pacing between writes is needed. DRAFTGUARD_RETRY_BASE is the
@@ -675,23 +662,14 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
     client = PullRequestClient(connect(config), ctx.repository, ctx.pr_number)
 
     def write(sections: dict[str, str | None]) -> None:
-        waited = 0.0
-        for attempt in range(1, attempts + 1):
-            try:
-                client.upsert_sticky(lambda old: update_sticky(old, **sections))
-                return
-            except TransientGitHubError as exc:
-                delay = retry_delay(exc.cause, attempt, base=config.retry_base) if exc.cause else exc.delay
-                delay = exc.delay if delay is None else delay
-                if attempt == attempts or waited + delay > max_wait:
-                    raise
-                time.sleep(delay)
-                waited += delay
-            except GithubException as exc:
-                if exc.status in (403, 404):
-                    message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
-                    raise CommentRefused(exc.status, message or "Forbidden") from None
-                raise
+        try:
+            call_with_retries(lambda: client.upsert_sticky(lambda old: update_sticky(old, **sections)),
+                              delay_of=retry_delay, attempts=attempts, max_wait=max_wait, base=config.retry_base)
+        except GithubException as exc:
+            if exc.status in (403, 404):
+                message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
+                raise CommentRefused(exc.status, message or "Forbidden") from None
+            raise
     return write
 
 

@@ -14,6 +14,8 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
+from draftguard.errors import BadInput
+
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 CONFIG_NAME = "config.json"
 SETTINGS_NAME = ".draftguard.yml"
@@ -24,22 +26,6 @@ MODEL_FILES = frozenset({
     "special_tokens_map.json", "tokenizer.model", "generation_config.json",
 })
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-class BadInput(Exception):
-    """Input that cannot be checked. Carries where it is, so the CLI can say so in one line."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        line: int | None = None,
-        column: int | None = None,
-        key: str | None = None,
-    ):
-        super().__init__(message)
-        self.file, self.line, self.column, self.key = file, line, column, key
 
 
 @dataclass

@@ -7,22 +7,7 @@ error finding that fails the check, never "nothing to check". Used by the GitHub
 
 from __future__ import annotations
 
-
-class FileTooLarge(Exception):
-    """A file the check needs is over the size the bot reads. It becomes an error finding that fails
-    the check ("not checked: N MB, over the limit"), never "nothing to check"."""
-
-    def __init__(self, path: str, size: int, limit: int):
-        super().__init__(f"{path}: not checked: {size / 1e6:.1f} MB, over the limit of {limit / 1e6:.0f} MB")
-        self.path, self.size, self.limit = path, size, limit
-
-
-class UnreadableFile(Exception):
-    """A path the check needs is not a regular file (a symlink out of the repo, a submodule)."""
-
-    def __init__(self, path: str, why: str):
-        super().__init__(f"{path}: not checked: {why}")
-        self.path = path
+from draftguard.errors import FileTooLarge, UnreadableFile
 
 
 MAX_FILE_BYTES = 5 * 1024 * 1024  # config files only; anything bigger is not what we check
@@ -39,7 +24,7 @@ def safe_repo_path(path: str) -> str:
         >>> safe_repo_path("../../user/repos")
         Traceback (most recent call last):
         ...
-        draftguard.bot.files.UnreadableFile: ../../user/repos: not checked: a path with '..', an empty or absolute part
+        draftguard.errors.UnreadableFile: ../../user/repos: not checked: a path with '..', an empty or absolute part
     """
     parts = path.split("/")
     if (not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from draftguard.bot.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
+from draftguard.errors import BotConfigError, TransientGitHubError
+from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
 
 log = logging.getLogger("draftguard.bot")
@@ -31,19 +32,6 @@ DEFAULT_API_URL = "https://api.github.com"
 MAX_ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run create or update
 REPLY_MARKER = "<!-- draftguard:reply:{} -->"
 ACTIONS_LOGIN = "github-actions[bot]"  # who an Actions workflow's GITHUB_TOKEN comments as
-
-
-class BotConfigError(Exception):
-    """The bot's configuration is missing or inconsistent; the message says which variable to set."""
-
-
-class TransientGitHubError(Exception):
-    """GitHub failed in a way worth retrying (5xx, rate limit, timeout). ``delay`` is in seconds."""
-
-    def __init__(self, message: str, delay: float, cause: BaseException | None = None):
-        super().__init__(message)
-        self.delay = delay
-        self.cause = cause
 
 
 @dataclass(repr=False)
@@ -159,18 +147,6 @@ def bot_login(config: GitHubConfig, gh: Any) -> str:
     return _LOGINS[key]
 
 
-def backoff(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
-    """Exponential backoff with jitter for attempt 1, 2, ...
-
-    Example::
-
-        >>> 2.0 <= backoff(1) <= 3.0, backoff(20) <= 120.0 * 1.5
-        (True, True)
-    """
-    delay = min(cap, base * (2 ** max(0, attempt - 1)))
-    return delay * (1 + random.random() * 0.5)
-
-
 def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now: float | None = None,
                 cap: float = 900.0) -> float | None:
     """Seconds to wait before retrying after ``exc``, or None when retrying cannot help.
@@ -204,23 +180,9 @@ def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now:
     return None
 
 
-class _translated:
+def _translated(what: str) -> transient_errors:
     """Turn retryable PyGithub and requests errors into TransientGitHubError, naming the operation."""
-
-    def __init__(self, what: str):
-        self.what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None or isinstance(exc, TransientGitHubError):
-            return False
-        delay = retry_delay(exc)
-        if delay is not None:
-            status = getattr(exc, "status", None)
-            raise TransientGitHubError(f"GitHub {self.what}: {status or type(exc).__name__}", delay, exc) from None
-        return False
+    return transient_errors(what, retry_delay, TransientGitHubError, "GitHub")
 
 
 class PullRequestClient:

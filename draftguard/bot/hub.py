@@ -23,20 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
-from draftguard.bot.github import REPLY_MARKER, BotConfigError, backoff
+from draftguard.bot.github import REPLY_MARKER, BotConfigError
+from draftguard.errors import TransientHubError
+from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
 
 log = logging.getLogger("draftguard.bot")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-
-
-class TransientHubError(Exception):
-    """The Hub failed in a way worth retrying (5xx, 429, timeout). ``delay`` is in seconds."""
-
-    def __init__(self, message: str, delay: float):
-        super().__init__(message)
-        self.delay = delay
 
 
 @dataclass(repr=False)
@@ -114,26 +108,6 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
     return None
 
 
-class _translated:
-    """Turn retryable Hub errors into TransientHubError, naming the operation (never a URL with a
-    token, never the error body)."""
-
-    def __init__(self, what: str, base: float = 2.0):
-        self.what, self.base = what, base
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None or isinstance(exc, TransientHubError):
-            return False
-        delay = hub_retry_delay(exc, base=self.base)
-        if delay is not None:
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            raise TransientHubError(f"Hub {self.what}: {status or type(exc).__name__}", delay) from None
-        return False
-
-
 _WHOAMI: dict[tuple[str, str], str] = {}
 _WHOAMI_LOCK = threading.Lock()
 
@@ -162,8 +136,10 @@ class HubPullRequestClient:
         self.api = HfApi(endpoint=config.endpoint, token=config.token or False)
         self._details = None
 
-    def _t(self, what: str) -> _translated:
-        return _translated(what, self.config.retry_base)
+    def _t(self, what: str) -> transient_errors:
+        """Turn retryable Hub errors into TransientHubError, naming the operation (never a URL with
+        a token, never the error body)."""
+        return transient_errors(what, hub_retry_delay, TransientHubError, "Hub", self.config.retry_base)
 
     # --- reading ---------------------------------------------------------------------------------
     def me(self) -> str:

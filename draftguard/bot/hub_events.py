@@ -36,6 +36,7 @@ from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.hub import HubConfig, HubPullRequestClient, hub_retry_delay
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
+from draftguard.errors import HubPayloadError
 
 log = logging.getLogger("draftguard.bot")
 
@@ -46,10 +47,6 @@ OPEN_STATES = ("open", "draft")
 BOT_MARKER = "<!-- draftguard:"
 
 AcceptanceRunner = Callable[[Job, HubPullRequestClient, Any], "dict[str, Any]"]
-
-
-class HubPayloadError(PayloadError):
-    """The webhook body is JSON but not a Hub webhook payload (answered 400)."""
 
 
 def _obj(value: Any, what: str) -> Mapping[str, Any]:

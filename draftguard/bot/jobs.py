@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+from draftguard.errors import QueueConfigError, Retry
+
 log = logging.getLogger("draftguard.bot")
 
 DEFAULT_QUEUE_URL = "sqlite:///draftguard-queue.db"
@@ -47,10 +49,6 @@ MAX_ATTEMPTS = 20
 LEASE_SECONDS = {"cpu": 600.0, "gpu": 3600.0}
 TASK_NAME = "draftguard.run_job"
 KEEP_SECONDS = 7 * 24 * 3600
-
-
-class QueueConfigError(Exception):
-    """The queue URL cannot be used; the message says what form it should take."""
 
 
 @dataclass
@@ -87,14 +85,6 @@ class Job:
         raw = json.loads(bytes(data))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in raw.items() if k in known})
-
-
-class Retry(Exception):
-    """Raised by a handler: run the job again after ``delay`` seconds (counts as an attempt)."""
-
-    def __init__(self, message: str, delay: float):
-        super().__init__(message)
-        self.delay = delay
 
 
 Handler = Callable[["Job", "Queue"], "str | None"]

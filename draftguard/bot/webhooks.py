@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from draftguard.bot.jobs import Job, Queue
+from draftguard.errors import PayloadError, WebhookRefused
 
 log = logging.getLogger("draftguard.bot")
 
@@ -43,20 +44,6 @@ MAX_DELIVERY_ID_CHARS = 200
 # bot/server.py). GitHub and the Hub send a whole body in well under a second.
 BODY_TIMEOUT = 30.0
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
-
-
-class WebhookRefused(Exception):
-    """A delivery refused at the door. ``status`` is the HTTP answer (401, 403, 413, 503, ...) and
-    ``outcome`` the /metrics label it is counted under."""
-
-    def __init__(self, status: int, message: str, outcome: str = "bad_signature"):
-        super().__init__(message)
-        self.status = status
-        self.outcome = outcome
-
-
-class PayloadError(ValueError):
-    """The body is authentic but not a payload the route understands (answered 400)."""
 
 
 class BodyTooLarge(WebhookRefused):
@@ -133,7 +120,7 @@ def parse_payload(body: bytes | bytearray, content_type: str | None) -> dict[str
         >>> parse_payload(b'{"n": 1e999}', None)
         Traceback (most recent call last):
         ...
-        draftguard.bot.webhooks.PayloadError: malformed payload: a number that is not finite
+        draftguard.errors.PayloadError: malformed payload: a number that is not finite
     """
     kind = (content_type or "").split(";", 1)[0].strip().lower()
     if kind == "application/x-www-form-urlencoded":

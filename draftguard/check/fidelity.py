@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention
+from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention, show
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
 # Keys that transformers 5.x folds into `rope_parameters`, and the sub-key each lands in.
@@ -73,15 +73,6 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     return type(a) is type(b) and a == b
-
-
-def show(value: Any) -> str:
-    if value is ABSENT:
-        return "absent"
-    import json
-
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def judge_config(

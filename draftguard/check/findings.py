@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,20 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
+
+
+def show(value: Any) -> str:
+    """A config value as JSON for a message ("absent" for a missing key), cut to 80 characters.
+
+    Example::
+
+        >>> show(ABSENT), show({"rope_type": "yarn"}), len(show(list(range(100))))
+        ('absent', '{"rope_type": "yarn"}', 80)
+    """
+    if value is ABSENT:
+        return "absent"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,25 @@ class LayerAttention:
     @property
     def mismatch(self) -> bool:
         return self.declared != self.effective
+
+
+def attention_runs(layers: list[LayerAttention]) -> list[tuple[str, str, str]]:
+    """Consecutive layers with the same (declared, effective) pair, as (layers, declared, effective).
+
+    Example::
+
+        >>> attention_runs([LayerAttention(0, "full", "full"), LayerAttention(1, "full", "full"),
+        ...                 LayerAttention(2, "sliding(4096)", "full")])
+        [('0-1', 'full', 'full'), ('2', 'sliding(4096)', 'full')]
+    """
+    runs: list[tuple[int, int, str, str]] = []
+    for layer in layers:
+        if runs and runs[-1][2:] == (layer.declared, layer.effective) and runs[-1][1] == layer.index - 1:
+            start, _, d, e = runs[-1]
+            runs[-1] = (start, layer.index, d, e)
+        else:
+            runs.append((layer.index, layer.index, layer.declared, layer.effective))
+    return [(str(a) if a == b else f"{a}-{b}", d, e) for a, b, d, e in runs]
 
 
 @dataclass

@@ -35,7 +35,9 @@ from typing import Any, Callable, Iterable
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.fidelity import judge_config, same, show
-from draftguard.check.findings import ABSENT, Finding, InputError, LayerAttention, Report, TargetResult
+from draftguard.check.findings import (ABSENT, Finding, InputError, LayerAttention, Report, TargetResult,
+                                      attention_runs)
+from draftguard.errors import MatrixError
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 CACHE_ENV = "DRAFTGUARD_CACHE_DIR"
@@ -52,14 +54,6 @@ _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}((a|b|rc)[0-9]+)?(\.post[0-9]+)
 
 # Column states.
 OK, INSTALL_FAILED, NO_NETWORK, CRASHED, TIMED_OUT = "ok", "install failed", "no network", "crashed", "timed out"
-
-
-class MatrixError(Exception):
-    """A transformers version could not be prepared or run. ``status`` is the column state."""
-
-    def __init__(self, status: str, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 def parse_versions(values: Iterable[str], *, source: str = "--transformers") -> list[str]:
@@ -681,8 +675,6 @@ def _rows(
 
 
 def _attention_text(layers: list[LayerAttention], declared: bool = False) -> str:
-    from draftguard.report.views import attention_runs
-
     if not layers:
         return "n/a"
     runs = attention_runs(layers)

@@ -50,7 +50,7 @@ def transformers_version() -> str:
     return transformers.__version__
 
 
-class ResolveError(Exception):
+class ResolveError(Exception):  # not errors.DraftguardError: this file runs without draftguard
     """The config could not be resolved. ``kind`` is one of: model_type_missing, model_type_unknown,
     remote_code_required, class_rejected."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from draftguard.errors import HeaderError
 from draftguard.snapshot import BadInput, Snapshot, key_lines
 
 SINGLE_FILE = "model.safetensors"
@@ -74,10 +75,6 @@ class Weights:
         for tensor in self.tensors.values():
             counts[tensor.dtype] = counts.get(tensor.dtype, 0) + 1
         return counts
-
-
-class HeaderError(ValueError):
-    """A safetensors header that is truncated, too large, or not the format's JSON."""
 
 
 def parse_header(head: bytes, file_size: int | None = None) -> dict[str, tuple[str, tuple[int, ...]]]:

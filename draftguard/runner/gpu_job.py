@@ -34,15 +34,12 @@ import subprocess
 import sys
 from typing import Any, Mapping
 
+from draftguard.errors import AcceptanceJobError
 from draftguard.runner.result import AcceptanceResult
 from draftguard.snapshot import BadInput
 
 BACKENDS = ("reference", "vllm", "both")
 DEFAULT_TIMEOUT = 3000.0
-
-
-class AcceptanceJobError(Exception):
-    """``draftguard accept`` could not produce a result; the message carries its own one-line reason."""
 
 
 def _setting(settings: Any, name: str) -> Any:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from draftguard.errors import MetricsError
 from draftguard.runner.result import PromptResult
 
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -35,10 +36,6 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 SPEC_DECODE_METRICS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
-
-
-class MetricsError(Exception):
-    """vLLM's metrics cannot give acceptance figures; the message says what to change."""
 
 
 @dataclass
@@ -152,7 +149,7 @@ def require_spec_decode(counts: SpecDecodeCounts) -> None:
         >>> require_spec_decode(read_counts([]))
         Traceback (most recent call last):
         ...
-        draftguard.runner.metrics.MetricsError: vLLM reported no speculative-decoding metrics (vllm:spec_decode_num_drafts ...): start the engine with a speculative_config and disable_log_stats=False
+        draftguard.errors.MetricsError: vLLM reported no speculative-decoding metrics (vllm:spec_decode_num_drafts ...): start the engine with a speculative_config and disable_log_stats=False
     """
     if not counts.found:
         raise MetricsError(

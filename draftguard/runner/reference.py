@@ -38,6 +38,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from draftguard.errors import DrafterMismatch, MissingWeights
 from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput
 
@@ -46,15 +47,6 @@ SMALL_MODEL_PARAMS = 50_000_000
 # Keys a drafter config may carry inside ``dflash_config`` or (older drafters) at the top level.
 _DFLASH_KEYS = ("block_size", "mask_token_id", "target_layer_ids", "input_embedding_scale",
                 "output_multiplier", "final_logit_softcapping")
-
-
-class DrafterMismatch(BadInput):
-    """A drafter that does not fit its target (layer ids, sizes, mask token). Fix the drafter's
-    config.json or pass the target it was trained for."""
-
-
-class MissingWeights(BadInput):
-    """A drafter folder without the weights the format requires."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -431,7 +423,7 @@ def check_fit(spec: DrafterSpec, target_config: Any, weights: dict[str, torch.Te
         >>> check_fit(spec, NS(num_hidden_layers=2, hidden_size=64, vocab_size=48))
         Traceback (most recent call last):
         ...
-        draftguard.runner.reference.DrafterMismatch: tests/fixtures/models/drafter/config.json: `dflash_config.target_layer_ids` [0, 2] reads layer 2, but the target has 2 layers (ids 0..1)
+        draftguard.errors.DrafterMismatch: tests/fixtures/models/drafter/config.json: `dflash_config.target_layer_ids` [0, 2] reads layer 2, but the target has 2 layers (ids 0..1)
     """
     where = f"{spec.source}/config.json"
     n = int(target_config.num_hidden_layers)

@@ -308,7 +308,7 @@ class AcceptanceResult:
             >>> AcceptanceResult.from_json("[]", "base.json")
             Traceback (most recent call last):
             ...
-            draftguard.snapshot.BadInput: base.json: an acceptance result must be a JSON object
+            draftguard.errors.BadInput: base.json: an acceptance result must be a JSON object
         """
         if isinstance(text, bytes):
             try:

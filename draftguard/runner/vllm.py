@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
+from draftguard.errors import EngineStartError, VllmMissing, VllmOptionError
 from draftguard.runner.metrics import SpecDecodeCounts, prompt_result, read_counts, require_spec_decode
 from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput, load_snapshot
@@ -42,15 +43,6 @@ MODEL_RUNNERS = ("auto", "v1", "v2")
 # vLLM reads this when the engine starts; unset means vLLM's own default for the model.
 RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-
-
-class VllmMissing(BadInput):
-    """vLLM is not importable here. Install the extra on a GPU runner, or use the reference backend."""
-
-
-class EngineStartError(BadInput):
-    """vLLM is installed but could not start the target with the drafter; the message carries vLLM's
-    own reason (an unsupported drafter, an attention backend this GPU lacks, too little memory)."""
 
 
 @dataclass
@@ -110,7 +102,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         >>> engine_options(argparse.Namespace(max_model_len=0))
         Traceback (most recent call last):
         ...
-        draftguard.runner.vllm.VllmOptionError: --max-model-len must be a positive number of tokens, got 0
+        draftguard.errors.VllmOptionError: --max-model-len must be a positive number of tokens, got 0
     """
     opts = EngineOptions(
         attention_backend=getattr(args, "attention_backend", None),
@@ -124,10 +116,6 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     )
     validate_options(opts)
     return opts
-
-
-class VllmOptionError(BadInput):
-    """An engine option out of range; the message names the option."""
 
 
 def validate_options(opts: EngineOptions) -> None:

@@ -32,9 +32,9 @@ lies in [0, N) and an aux id in [1, N], where N is the target's ``num_hidden_lay
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
 
 LAYER_CONFIG_KEY = "transformer_layer_config"
 DFLASH_ARCHITECTURES = {
@@ -121,12 +121,6 @@ def _first(raw: dict[str, Any], keys: tuple[str, ...]) -> Stated | None:
 def _architectures(raw: dict[str, Any]) -> list[str]:
     archs = raw.get("architectures")
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
-
-
-def show_value(value: Any) -> str:
-    """A config value as JSON for a message, cut to 80 characters."""
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_int(value: Any) -> bool:

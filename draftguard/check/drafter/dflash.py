@@ -9,11 +9,11 @@ import json
 from draftguard.check.drafter.engines import (
     VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks, dflash_v1_refusal,
 )
-from draftguard.check.drafter.files import _is_int
 from draftguard.check.drafter.detect import Stated
-from draftguard.check.drafter.detect import show_value as _show
+from draftguard.check.drafter.files import _is_int
 from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import special_token_ids
+from draftguard.check.findings import show as _show
 
 
 class DFlashCheck(DrafterCheck):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.weights import is_unreachable, unreachable_reason
+from draftguard.errors import HubUnreachable
 from draftguard.snapshot import BadInput, Snapshot
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -57,11 +58,6 @@ def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
     if path.stat().st_size > limit:
         return None
     return path.read_bytes()
-
-
-class HubUnreachable(Exception):
-    """An optional file that could not be fetched because the Hub cannot be reached."""
-
 
 
 _JSON = json.JSONDecoder()

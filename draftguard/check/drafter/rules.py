@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.drafter.detect import DrafterFormat, Stated, get_key
-from draftguard.check.drafter.detect import show_value as _show
 from draftguard.check.drafter.engines import shifted
 from draftguard.check.drafter.files import TOKENIZER_FILE, TokenizerFiles, _is_int
 from draftguard.check.drafter.target import TargetModel
 from draftguard.check.drafter.weight_rules import WeightRules
+from draftguard.check.findings import show as _show
 from draftguard.check.findings import RULES, Finding, TargetResult
 from draftguard.check.weights import Weights
 from draftguard.snapshot import SETTINGS_NAME, Snapshot

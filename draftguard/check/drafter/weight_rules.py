@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from draftguard.check.drafter.detect import show_value as _show
 from draftguard.check.drafter.detect import stated as stated_keys
 from draftguard.check.drafter.files import _is_int
+from draftguard.check.findings import show as _show
 from draftguard.check.weights import Tensor, Weights
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")

@@ -97,7 +97,7 @@ def load_prompt_file(path: str | Path) -> list[PromptSpec]:
         >>> load_prompt_file(f.name)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        draftguard.snapshot.BadInput: ...:2: not JSONL: each line must be a JSON object (Expecting value)
+        draftguard.errors.BadInput: ...:2: not JSONL: each line must be a JSON object (Expecting value)
         >>> os.unlink(f.name)
     """
     p = Path(path)
