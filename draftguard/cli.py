@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         "action", help="the GitHub Action's entry point (reads the runner's GITHUB_* and INPUT_* variables)",
         description="Run as action.yml does on a GitHub runner: check the config files a pull request changes "
         "(or run the acceptance test), write annotations, the step summary and outputs, and update the "
-        "sticky comment. Configured by the environment only; see draftguard/action.py.",
+        "sticky comment. Configured by the environment only; see draftguard/action/.",
     )
     action.set_defaults(func=cmd_action)
 

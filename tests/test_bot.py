@@ -15,10 +15,10 @@ pytest.importorskip("huey")
 pytest.importorskip("github")
 
 from draftguard.bot.github_events import github_route  # noqa: E402
-from draftguard.bot.webhooks import create_app  # noqa: E402
-from draftguard.bot.github import GitHubConfig  # noqa: E402
 from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
+from draftguard.bot.webhooks import create_app  # noqa: E402
+from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from draftguard.snapshot import key_lines  # noqa: E402
 from tests.fakes import fake_hub  # noqa: E402,F401  (a fixture: drafter targets come from a fake Hub)
@@ -498,7 +498,7 @@ def test_a_traceback_carrying_a_token_is_scrubbed_from_the_log(tmp_path, capsys)
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     from draftguard.bot.app import configure_logging
-    from draftguard.bot.github import connect
+    from draftguard.hosts.github import connect
     from draftguard.bot.jobs import Job
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

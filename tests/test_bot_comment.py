@@ -102,7 +102,7 @@ def test_an_actions_token_edits_only_its_own_sticky():
     github-actions[bot]. A sticky planted by someone else is never taken for its own."""
     from github import Auth, Github
 
-    from draftguard.bot.github import PullRequestClient
+    from draftguard.hosts.github import PullRequestClient
     from tests.fakes.github import FakeGitHub
 
     api = FakeGitHub(token="ghp_unused").start()

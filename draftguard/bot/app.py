@@ -12,13 +12,15 @@ from typing import Sequence
 
 from starlette.applications import Starlette
 
-from draftguard.bot.github import BotConfigError, GitHubConfig, SecretFilter
+from draftguard.hosts.github import BotConfigError, GitHubConfig
+
 from draftguard.bot.github_events import github_route
-from draftguard.bot.hub import HubConfig
 from draftguard.bot.hub_events import HubHandler, hub_route
 from draftguard.bot.jobs import Queue
 from draftguard.bot.pipeline import GitHubHandler
 from draftguard.bot.webhooks import BODY_TIMEOUT, WebhookRoute, create_app
+from draftguard.hosts.hub import HubConfig
+from draftguard.secrets import SecretFilter
 
 
 def build_from_env(

@@ -35,13 +35,13 @@ def serve(args: argparse.Namespace) -> int:
     if missing:
         return _fail(missing)
     from draftguard.bot.app import build_from_env, configure_logging
-    from draftguard.bot.github import BotConfigError, GitHubConfig
+    from draftguard.hosts.github import BotConfigError, GitHubConfig
     from draftguard.bot.jobs import QueueConfigError, _parse_url
 
     try:
         backend, _ = _parse_url(args.queue)
         config = GitHubConfig.from_env()
-        from draftguard.bot.hub import HubConfig
+        from draftguard.hosts.hub import HubConfig
 
         configure_logging(config.secrets + HubConfig.from_env().secrets)
         sqlite = backend == "sqlite"
@@ -66,9 +66,9 @@ def worker(args: argparse.Namespace) -> int:
     if missing:
         return _fail(missing)
     from draftguard.bot.app import configure_logging
-    from draftguard.bot.github import BotConfigError, GitHubConfig
+    from draftguard.hosts.github import BotConfigError, GitHubConfig
     from draftguard.bot.jobs import Queue, QueueConfigError
-    from draftguard.bot.hub import HubConfig
+    from draftguard.hosts.hub import HubConfig
     from draftguard.bot.hub_events import HubHandler
     from draftguard.bot.pipeline import GitHubHandler
 

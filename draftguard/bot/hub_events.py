@@ -33,10 +33,10 @@ import posixpath
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.hub import HubConfig, HubPullRequestClient, hub_retry_delay
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 from draftguard.errors import HubPayloadError
+from draftguard.hosts.hub import HubConfig, HubPullRequestClient, hub_retry_delay
 
 log = logging.getLogger("draftguard.bot")
 
@@ -317,7 +317,7 @@ class HubHandler:
 
     # --- the acceptance test -------------------------------------------------------------------
     def _acceptance(self, job: Job, queue: Queue, client: HubPullRequestClient) -> str:
-        from draftguard.bot.github import scrub
+        from draftguard.secrets import scrub
         from draftguard.bot.pipeline import read_settings
         from draftguard.report.comment import render_acceptance_section, update_sticky
 

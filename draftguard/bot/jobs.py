@@ -329,7 +329,7 @@ class Queue:
             self._release(job)
 
     def _finish(self, job: Job, state: str, result: str | None) -> None:
-        from draftguard.bot.github import scrub_known
+        from draftguard.secrets import scrub_known
 
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
         job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()

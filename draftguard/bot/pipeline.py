@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import OK_TO_TEST, may_command
-from draftguard.bot.files import FileTooLarge, UnreadableFile
-from draftguard.bot.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay, scrub
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
+from draftguard.hosts.files import FileTooLarge, UnreadableFile
+from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay
 from draftguard.report.comment import (
     esc,
     new_findings,
@@ -25,7 +25,7 @@ from draftguard.report.comment import (
     render_light_section,
     update_sticky,
 )
-
+from draftguard.secrets import scrub
 from draftguard.snapshot import SETTINGS_NAME, is_model_file
 
 log = logging.getLogger("draftguard.bot")
@@ -309,7 +309,7 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
                        forced: bool = False) -> Outcome:
     """The light check of a pull request's changed configs at ``head``, with findings new against
     ``base``. ``client`` is any pull-request client with ``repo_name``, ``read_file(path, ref)`` and
-    ``default_branch()``: the GitHub one or the Hub one (``draftguard.bot.hub``), so both bots
+    ``default_branch()``: the GitHub one or the Hub one (``draftguard.hosts.hub``), so both bots
     judge and render alike.
 
     Example::

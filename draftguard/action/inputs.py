@@ -1,0 +1,196 @@
+"""What the Action is given: its inputs, the workflow run's context, and the runner's side channels.
+
+In: the runner's environment (``INPUT_<NAME>`` for each input in ``INPUTS``, ``GITHUB_EVENT_PATH``,
+``GITHUB_EVENT_NAME``, ``GITHUB_REPOSITORY``, ...). Out: ``ActionInputs`` (validated; an
+``ActionError`` names a wrong input), ``Context`` (the event, the pull request, base and head), and
+``WorkflowCommands``, which writes ``::error::`` annotations, the step summary and the outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from draftguard.check.matrix import parse_versions
+from draftguard.errors import ActionError
+from draftguard.snapshot import SETTINGS_NAME
+
+
+# Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
+# its run step passes each as INPUT_<NAME> with dashes turned into underscores.
+INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token")
+OUTPUTS = ("errors", "warnings", "verdict", "report-json")
+MODES = ("check", "acceptance")
+FAIL_ON = ("error", "warning", "never")
+SETTINGS_FILE = SETTINGS_NAME
+PR_EVENTS = ("pull_request", "pull_request_target")
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+ACCEPT_TIMEOUT_ENV = "DRAFTGUARD_ACCEPT_TIMEOUT"
+
+
+# --- the runner's environment --------------------------------------------------------------------
+
+def read_input(env: Mapping[str, str], name: str) -> str:
+    """An input's value as the runner passes it (``INPUT_FAIL_ON`` for ``fail-on``), stripped.
+
+    Example::
+
+        >>> read_input({"INPUT_FAIL_ON": " warning "}, "fail-on")
+        'warning'
+    """
+    if name not in INPUTS:
+        raise KeyError(f"input {name!r} is not declared in INPUTS (and so not in action.yml)")
+    upper = name.upper()
+    # JavaScript actions keep dashes (INPUT_FAIL-ON); our composite run step maps them to underscores.
+    value = env.get("INPUT_" + upper.replace("-", "_"))
+    if value is None:
+        value = env.get("INPUT_" + upper, "")
+    return value.strip()
+
+def parse_list(text: str) -> list[str]:
+    """Split a multi-line or comma-separated input into its items."""
+    return [item.strip() for item in re.split(r"[\n,]", text) if item.strip()]
+
+def parse_bool(name: str, text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off", ""):
+        return False
+    raise ActionError(f"input `{name}` must be true or false, got {text!r}")
+
+@dataclass
+class ActionInputs:
+    mode: str = "check"
+    paths: list[str] = field(default_factory=list)
+    transformers_versions: list[str] = field(default_factory=list)
+    target: str | None = None
+    fail_on: str | None = None  # None: .draftguard.yml `fail_on`, else error
+    comment: bool = True
+    token: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
+        """Validate the inputs; an ActionError names the one that is wrong.
+
+        Example::
+
+            >>> ActionInputs.from_env({"INPUT_MODE": "check", "INPUT_PATHS": "a/config.json"}).paths
+            ['a/config.json']
+        """
+        mode = read_input(env, "mode") or "check"
+        if mode not in MODES:
+            raise ActionError(f"input `mode` must be one of {', '.join(MODES)}, got {mode!r}")
+        fail_on = read_input(env, "fail-on") or None
+        if fail_on is not None and fail_on not in FAIL_ON:
+            raise ActionError(f"input `fail-on` must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+        versions = parse_list(read_input(env, "transformers-versions"))
+        if versions:
+
+            versions = parse_versions(versions, source="input `transformers-versions`")
+        return cls(
+            mode=mode,
+            paths=parse_list(read_input(env, "paths")),
+            transformers_versions=versions,
+            target=read_input(env, "target") or None,
+            fail_on=fail_on,
+            comment=parse_bool("comment", read_input(env, "comment") or "true"),
+            token=read_input(env, "github-token") or None,
+        )
+
+@dataclass
+class Context:
+    """What the workflow run is about: the event, the pull request, base and head."""
+
+    event_name: str
+    event: dict[str, Any]
+    repository: str | None
+    api_url: str
+    sha: str | None
+    base_ref: str | None
+    pr_number: int | None = None
+    head_sha: str | None = None  # the pull request's head, for display; HEAD may be a merge commit
+    base_sha: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Context":
+        path = env.get("GITHUB_EVENT_PATH")
+        event: dict[str, Any] = {}
+        if path:
+            try:
+                event = json.loads(Path(path).read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ActionError(f"GITHUB_EVENT_PATH={path}: cannot read it ({exc.strerror})", file=path) from None
+            except json.JSONDecodeError as exc:
+                raise ActionError(f"{path}:{exc.lineno}: the event file is not JSON ({exc.msg})",
+                                  file=path, line=exc.lineno) from None
+            if not isinstance(event, dict):
+                raise ActionError(f"{path}: the event file must hold a JSON object", file=path)
+        name = env.get("GITHUB_EVENT_NAME", "")
+        ctx = cls(event_name=name, event=event, repository=env.get("GITHUB_REPOSITORY") or None,
+                  api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
+                  sha=env.get("GITHUB_SHA") or None, base_ref=env.get("GITHUB_BASE_REF") or None)
+        pr = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else None
+        if name in PR_EVENTS and pr:
+            ctx.pr_number = _int(pr.get("number"))
+            ctx.head_sha = (pr.get("head") or {}).get("sha")
+            ctx.base_sha = (pr.get("base") or {}).get("sha")
+        elif name == "issue_comment":
+            issue = event.get("issue") or {}
+            if issue.get("pull_request"):
+                ctx.pr_number = _int(issue.get("number"))
+            # A comment event names no base; the default branch is what the pull request merges into.
+            ctx.base_ref = ctx.base_ref or (event.get("repository") or {}).get("default_branch")
+        elif name == "push":
+            before = event.get("before")
+            if isinstance(before, str) and before.strip("0"):
+                ctx.base_sha = before
+        if ctx.repository is None:
+            ctx.repository = (event.get("repository") or {}).get("full_name")
+        return ctx
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+class WorkflowCommands:
+    """The runner's side channels: annotations on stdout, the step summary, the outputs file."""
+
+    def __init__(self, env: Mapping[str, str], out=None):
+        self.env = env
+        self.out = out or sys.stdout
+        self.summary: list[str] = []
+        self.outputs: dict[str, str] = {}
+
+    def command(self, level: str, message: str, **props: Any) -> None:
+        """One workflow command, ``::level props::message``, escaped as GitHub reads it."""
+        data = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        shown = ",".join(
+            f"{k}={str(v).replace('%', '%25').replace(chr(13), '%0D').replace(chr(10), '%0A').replace(':', '%3A').replace(',', '%2C')}"
+            for k, v in props.items() if v is not None
+        )
+        self.write(f"::{level}{' ' + shown if shown else ''}::{data}\n")
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def flush(self) -> None:
+        """Append the step summary and set the outputs (heredoc syntax, safe for any value)."""
+        summary_path = self.env.get("GITHUB_STEP_SUMMARY")
+        if summary_path and self.summary:
+            with open(summary_path, "a", encoding="utf-8") as fh:
+                fh.write("\n\n".join(part.strip("\n") for part in self.summary) + "\n")
+        output_path = self.env.get("GITHUB_OUTPUT")
+        if output_path and self.outputs:
+            with open(output_path, "a", encoding="utf-8") as fh:
+                for name, value in self.outputs.items():
+                    delimiter = f"ghadelimiter_{uuid.uuid4()}"
+                    fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")

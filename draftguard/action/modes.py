@@ -1,0 +1,260 @@
+"""The Action's two modes: the light check of a pull request (head against base) and the acceptance test.
+
+In: the checkout, the ``Context``, the ``ActionInputs`` and ``WorkflowCommands``. Out: an ``Outcome``
+(exit code, verdict, counts, the sticky comment's sections, the JSON report's path); annotations and
+the step summary go out through ``WorkflowCommands``. The acceptance test runs ``draftguard accept``
+in a subprocess, so this process never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from draftguard.action.git import _cwd, changed_files, find_base, git, materialize, select_targets
+from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
+                                      ActionInputs, Context, WorkflowCommands)
+from draftguard.check import matrix
+from draftguard.check.drafter import detect_drafter
+from draftguard.check.light import check_targets
+from draftguard.errors import ActionError
+from draftguard.report.annotations import render_annotations
+from draftguard.report.comment import (matrix_note, new_findings, render_acceptance_section, render_light_section,
+                                       render_matrix_section)
+from draftguard.report.json import render_json
+from draftguard.runner.gpu_job import default_device
+from draftguard.runner.result import AcceptanceResult
+from draftguard.secrets import scrub
+from draftguard.settings import Settings, parse_settings
+from draftguard.snapshot import BadInput, parse_json_object
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+def settings_text(root: Path, base: str | None) -> str | None:
+    """The text of ``.draftguard.yml`` at the base commit when there is one (as the bot reads it from
+    the default branch: a pull request cannot relax its own gate), else in the checkout."""
+    if base:
+        done = subprocess.run(["git", "-C", str(root), "show", f"{base}:{SETTINGS_FILE}"], capture_output=True)
+        return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+    path = root / SETTINGS_FILE
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+def load_action_settings(root: Path, base: str | None):
+
+    text = settings_text(root, base)
+    return parse_settings(text, SETTINGS_FILE) if text is not None else Settings()
+
+# --- the light check ----------------------------------------------------------------------------
+
+def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None):
+    """One Report for targets relative to the current folder (so findings name repo paths)."""
+    if versions:
+
+        return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
+
+    return check_targets(targets, drafter_target=drafter_target)
+
+def matrix_markdown(report: Any) -> str | None:
+    """The version-matrix section of a Report, as the bot renders it (table, and the versions that did
+    not run); None when every version ran and no value differs.
+
+    The bot's ``pipeline.matrix_section`` would re-run the matrix from file bytes, and this Report
+    already holds it, so only the shared table and renderer are reused."""
+
+    if report.matrix is None:
+        return None
+    header, body = report.matrix.table()
+    note = matrix_note(report.matrix, bool(body))
+    if not body and (note is None or "Not run" not in note):
+        return None  # every version ran and agrees: nothing to show
+    return render_matrix_section(header, body, note=note)
+
+@dataclass
+class Outcome:
+    code: int
+    verdict: str
+    errors: int
+    warnings: int
+    sections: dict[str, str | None]
+    report_json: str
+    failure: str | None = None
+
+def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
+
+    base, note = find_base(root, ctx)
+    notes = [note] if note else []
+    settings = load_action_settings(root, base)
+    fail_on = inputs.fail_on or settings.fail_on or "error"
+    versions = inputs.transformers_versions or (
+        matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
+    drafter_target = _absolute_target(root, inputs.target or settings.target)
+    changed = changed_files(root, base) if base else None
+    targets = select_targets(root, inputs, changed, notes)
+    head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
+    report_path = _report_path(commands.env)
+    if not targets:
+        why = "no config file changed in this pull request" if changed is not None else "no config file to check"
+        commands.summary.append(f"### draftguard light check\n\nSkipped: {why}." +
+                              "".join(f"\n- {n}" for n in notes))
+        Path(report_path).write_text(json.dumps({"skipped": why, "targets": []}, indent=2) + "\n", encoding="utf-8")
+        return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
+
+    with _cwd(root):
+        report = run_check(targets, versions, drafter_target)
+    new = None
+    if base:
+        with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
+            present = materialize(root, base, targets, Path(tmp))
+            base_findings = []
+            if present:
+                with _cwd(tmp):
+                    base_findings = run_check(present, versions, drafter_target).findings
+        new = new_findings(report.findings, base_findings)
+
+    light = render_light_section(report, new, head=head, base=base if new is not None else None,
+                                 fail_on=fail_on, notes=notes)
+    sections = {"light": light, "matrix": matrix_markdown(report)}
+    commands.write(render_annotations(report))
+    commands.summary.append("\n\n".join(s for s in sections.values() if s))
+    Path(report_path).write_text(render_json(report), encoding="utf-8")
+    counts = report.summary()
+    errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)
+    if report.errors:
+        return Outcome(EXIT_BAD_INPUT, "fail", errors, warnings, sections, report_path,
+                       failure=f"draftguard could not check {len(report.errors)} file(s); see the annotations")
+    if report.fails(fail_on):
+        n_new = len(new) if new is not None else None
+        return Outcome(EXIT_FAIL, "fail", errors, warnings, sections, report_path,
+                       failure=f"draftguard: {errors} error(s), {warnings} warning(s) (fail-on: {fail_on})"
+                       + (f", {n_new} new in this pull request" if n_new is not None else ""))
+    return Outcome(EXIT_OK, "pass", errors, warnings, sections, report_path)
+
+def _absolute_target(root: Path, target: str | None) -> str | None:
+    """A target folder in the repo, as an absolute path, so base and head checks find the same one."""
+    if target and (root / target).exists():
+        return str((root / target).resolve())
+    return target
+
+def _report_path(env: Mapping[str, str]) -> str:
+    folder = env.get("RUNNER_TEMP") or tempfile.gettempdir()
+    return str(Path(folder) / f"draftguard-report-{os.getpid()}.json")
+
+# --- the acceptance test -----------------------------------------------------------------------
+
+def accept_command(drafter: str, target: str, settings: Any, settings_dir: str, root: str | Path = ".") -> list[str]:
+    """The ``draftguard accept`` command line for a drafter folder. Thresholds and prompt counts come
+    from ``settings_dir``'s .draftguard.yml (the base's copy), the backend defaults to vLLM.
+
+    Example::
+
+        >>> from draftguard.settings import Settings
+        >>> cmd = accept_command("d", "t", Settings(prompts="p.jsonl"), "/s", "/repo")
+        >>> cmd[3:]  # doctest: +ELLIPSIS
+        ['accept', '--target', 't', '--drafter', 'd', '--backend', 'vllm', '--device', ..., '--settings', '/s', '--format', 'json', '--quiet', '--prompts', '/repo/p.jsonl']
+        >>> cmd[cmd.index("--device") + 1] in ("cpu", "cuda")
+        True
+    """
+
+    # --device matters for the reference backend (`backend: reference|both`): on a GPU runner it
+    # must not fall back to the CPU.
+    cmd = [sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
+           "--backend", settings.backend or "vllm", "--device", default_device(), "--settings", settings_dir,
+           "--format", "json", "--quiet"]
+    if settings.prompts and settings.prompts != "builtin":
+        cmd += ["--prompts", str(Path(root) / settings.prompts)]
+    return cmd
+
+def find_drafters(root: Path, targets: list[str]) -> list[str]:
+
+    out = []
+    for t in targets:
+        try:
+            raw = parse_json_object((root / t).read_bytes(), t)
+        except (OSError, BadInput):
+            continue
+        if detect_drafter(raw) is not None:
+            out.append(t)
+    return out
+
+def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands,
+                    comment: Callable[[dict[str, str | None]], None] | None) -> Outcome:
+
+    base, note = find_base(root, ctx)
+    settings = load_action_settings(root, base)
+    target = _absolute_target(root, inputs.target or settings.target)
+    if not target:
+        raise ActionError("mode `acceptance` needs the target model: set the `target` input, or `target:` in "
+                          f"{SETTINGS_FILE} on the default branch")
+    notes = [note] if note else []
+    changed = changed_files(root, base) if base else None
+    drafters = find_drafters(root, select_targets(root, inputs, changed, notes))
+    report_path = _report_path(commands.env)
+    if not drafters:
+        section = render_acceptance_section("skipped", detail="no speculative-decoding drafter config to test")
+        commands.summary.append(section)
+        Path(report_path).write_text(json.dumps({"skipped": "no drafter", "results": []}) + "\n", encoding="utf-8")
+        return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
+    if comment is not None:
+        comment({"acceptance": render_acceptance_section(
+            "running", detail=f"{', '.join(drafters)} against {inputs.target or settings.target}")})
+    timeout = float(os.environ.get(ACCEPT_TIMEOUT_ENV) or 3600)
+    parts, results, statuses, problems = [], [], [], []
+    secrets = [inputs.token] if inputs.token else []
+    settings_dir = tempfile.mkdtemp(prefix="draftguard-settings-")
+    text = settings_text(root, base)
+    if text is not None:
+        Path(settings_dir, SETTINGS_FILE).write_text(text, encoding="utf-8")
+    # The token stays out of the test's environment: it runs the pull request's model code.
+    child_env = {k: v for k, v in os.environ.items() if k not in ("INPUT_GITHUB_TOKEN", "GITHUB_TOKEN")}
+    for drafter in drafters:
+        folder = str(root / posixpath.dirname(drafter))
+        cmd = accept_command(folder, target, settings, settings_dir, root)
+        commands.write(f"draftguard: {' '.join(cmd[3:])}\n")
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root, env=child_env)
+        except subprocess.TimeoutExpired:
+            problem = f"{drafter}: draftguard accept ran past {timeout:.0f} s ({ACCEPT_TIMEOUT_ENV})"
+            problems.append(problem)
+            parts.append(render_acceptance_section("error", detail=problem))
+            statuses.append("error")
+            continue
+        sys.stderr.write(scrub(done.stderr, secrets))
+        result = None
+        if done.returncode in (0, 1):
+            try:
+                result = AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+            except BadInput as exc:
+                problem = f"{drafter}: {exc}"
+        else:
+            tail = scrub(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "", secrets)
+            problem = f"{drafter}: draftguard accept exited {done.returncode}: {tail}"
+        if result is None:
+            problems.append(problem)
+            parts.append(render_acceptance_section("error", detail=problem))
+            statuses.append("error")
+            continue
+        results.append({"drafter": drafter, "result": result})
+        status = str((result.get("verdict") or {}).get("status", "inconclusive"))
+        statuses.append(status)
+        parts.append(render_acceptance_section("done", result, detail=f"drafter {drafter}"))
+    section = "\n\n".join(parts)
+    commands.summary.append(section)
+    Path(report_path).write_text(json.dumps({"results": results, "errors": problems}, indent=2) + "\n",
+                                 encoding="utf-8")
+    errors, warnings = statuses.count("fail") + statuses.count("error"), statuses.count("inconclusive")
+    if problems:
+        return Outcome(EXIT_BAD_INPUT, "error", errors, warnings, {"acceptance": section}, report_path,
+                       failure="; ".join(problems))
+    if "fail" in statuses:
+        return Outcome(EXIT_FAIL, "fail", errors, warnings, {"acceptance": section}, report_path,
+                       failure=f"draftguard: {statuses.count('fail')} drafter(s) failed the acceptance test")
+    verdict = "inconclusive" if "inconclusive" in statuses else "pass"
+    return Outcome(EXIT_OK, verdict, errors, warnings, {"acceptance": section}, report_path)
