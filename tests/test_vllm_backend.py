@@ -351,12 +351,13 @@ def test_accept_backend_vllm_without_vllm_exits_2_with_one_line(tmp_path):
 
 def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, capsys):
     """`draftguard accept --backend both`: the fake engine accepts less than the healthy fixture drafter
-    does in the reference, so the verdict is an engine mismatch, with both per-position rows."""
+    does in the reference, so the verdict is an engine mismatch, with both per-position rows. All 24
+    prompts: the paired interval must rule the gap in, which 3 prompts cannot."""
     pytest.importorskip("torch")
     from draftguard.cli import main
 
     code = main(["accept", "--target", str(MODELS / "target"), "--drafter", str(MODELS / "drafter"),
-                 "--prompts", str(MODELS / "prompts.jsonl"), "--num-prompts", "3", "--max-new-tokens", "16",
+                 "--prompts", str(MODELS / "prompts.jsonl"), "--max-new-tokens", "16",
                  "--backend", "both", "--format", "json", "--quiet", "--settings", str(tmp_path),
                  "--attention-backend", "TRITON_ATTN"])
     out = json.loads(capsys.readouterr().out)
@@ -364,11 +365,12 @@ def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, 
     llm = FakeLLM.instances[-1]
     assert llm.kwargs["attention_config"] == {"backend": "TRITON_ATTN"}
     # Three prompts plus the long-context one, twice the drafter's window of 6.
-    assert [p["label"] for p in out["per_prompt"]][-1] == "long-context" and len(out["per_prompt"]) == 4
+    assert [p["label"] for p in out["per_prompt"]][-1] == "long-context" and len(out["per_prompt"]) == 25
     assert [p["accepted_tokens"] for p in out["per_prompt"]] == [t["accepted"] for t in llm.requests]
     diff = out["run"]["differential"]
     assert out["run"]["backend"] == "both" and diff["kind"] == "engine mismatch"
-    assert out["verdict"]["status"] == "fail" and out["verdict"]["reason"].startswith("engine mismatch")
+    assert out["verdict"]["status"] == "fail" and out["diagnosis"]["cause"] == "engine"
+    assert out["verdict"]["reason"].startswith("engine: vllm τ")
     assert diff["reference_tau"] > 3.0 > out["mean_acceptance_length"]  # healthy reference, weak engine
     assert out["run"]["reference"]["mean_acceptance_length"] == diff["reference_tau"]
     rows = diff["per_position"]

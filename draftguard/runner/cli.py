@@ -525,7 +525,7 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         served = differential.combine(cells[key_ref], cells[key_eng], diff)
     else:
         served = cells[(served_view, engine_name if use_engine else differential.REFERENCE)]
-    served.run["config_view"] = run["config_view"]
+    served.run["config_view"] = run.get("config_view", "both" if len(views) > 1 else views[0])
     return differential.with_diagnosis(served, cells, diagnosis)
 
 

@@ -405,8 +405,8 @@ def diagnose(
 
     - **config-rewrite**: the reference's resolved view is clearly below its raw view;
     - **engine**: an engine is clearly below the reference in the same view;
-    - **drafter**: every cell is low;
-    - **none**: every cell is ok, and nothing is clearly below anything;
+    - **drafter**: every cell is low (two or more cells);
+    - **none**: every cell is ok, and every paired interval rules out a drop beyond the tolerance;
     - **catastrophic**: none of those, but the served cell (resolved, the engine if one ran) is low
       against the floor;
     - None (inconclusive): nothing decided.
@@ -475,11 +475,16 @@ def diagnose(
         return Diagnosis(ENGINE, FAIL, f"{engine_text}: the drafter is fine as the reference runs it; "
                          f"{ENGINE_HINT}", **base)
     taus = ", ".join(f"{cell_name(*k)} τ {_fmt(r.mean_acceptance_length)} ({states[k][1]})" for k, r in cells.items())
-    if states and all(s == LOW for s, _ in states.values()):
+    # One run alone cannot tell the drafter from the engine or the config: that is "catastrophic" below.
+    if len(states) > 1 and all(s == LOW for s, _ in states.values()):
         return Diagnosis(DRAFTER, FAIL, f"every run is low ({taus}): the drafter's weights or config are at fault, "
                          "whichever view or backend runs it", **base)
-    if states and all(s == OK for s, _ in states.values()):
-        return Diagnosis(NONE, PASS, f"every run is healthy ({taus}) and none is clearly below another", **base)
+    # "none" needs evidence of agreement, not only the absence of a clear gap: every pair's interval
+    # must rule out a drop beyond the tolerance.
+    agree = all(p["interval"][0] >= SAME_TOLERANCE for p in intervals)
+    if states and all(s == OK for s, _ in states.values()) and agree:
+        return Diagnosis(NONE, PASS, f"every run is healthy ({taus}) and agrees with the others within "
+                         f"{1 - SAME_TOLERANCE:.0%}", **base)
     served = ("resolved" if "resolved" in views else views[0], engines[0] if engines else REFERENCE)
     floor = catastrophic(cells[served].per_prompt, thresholds.min_first_position, confidence) \
         if served in cells and thresholds.bar is None else None
