@@ -1,4 +1,15 @@
-"""``--backend both``: the same prompts through vLLM and the reference, and a verdict on who is at fault.
+"""Runs of one drafter on the same prompts, compared: config views x backends, and who is at fault.
+
+Two layers live here:
+
+- ``diagnose`` (the verdict of ``--config-view both`` and ``--backend both``): cells keyed by
+  (view, backend), compared pairwise with a paired bootstrap on per-prompt τ, and one named cause:
+  config-rewrite, engine, drafter, none, or catastrophic. It needs no threshold. ``rewrites_from``
+  takes the rewritten keys from the light check's report of the same drafter, for the reason text.
+- ``compare`` (kept for its per-position side-by-side table, ``run.differential``): one vLLM run against
+  one reference run, judged on point estimates, as described below.
+
+``compare``, for ``--backend both``: the same prompts through vLLM and the reference.
 
 The reference backend runs the drafter's checkpoint format as written; vLLM runs it as users serve
 it. Their τ tell apart the two ways a drafter deployment fails:
@@ -403,7 +414,7 @@ def diagnose(
 ) -> Diagnosis:
     """Name the cause from runs of the same prompts keyed by (view, backend).
 
-    - **config-rewrite**: the reference's resolved view is clearly below its raw view;
+    - **config-rewrite**: the resolved view is clearly below the raw view (in the reference when it ran);
     - **engine**: an engine is clearly below the reference in the same view;
     - **drafter**: every cell is low (two or more cells);
     - **none**: every cell is ok, and every paired interval rules out a drop beyond the tolerance;
@@ -444,15 +455,18 @@ def diagnose(
             intervals.append(p.to_dict())
         return p
 
-    rewrite = pair(("raw", REFERENCE), ("resolved", REFERENCE))
+    # The views are compared in the reference when it ran (the engine may add faults of its own), else
+    # in the one engine that did.
+    base = REFERENCE if any(b == REFERENCE for _, b in cells) else (engines[0] if engines else REFERENCE)
+    rewrite = pair(("raw", base), ("resolved", base))
     engine_gaps = []
     for engine in engines:
         for view in views:
             gap = pair((view, REFERENCE), (view, engine))
             if gap is not None and gap.clearly_below(SAME_TOLERANCE) and states[(view, REFERENCE)][0] != LOW:
                 engine_gaps.append((view, engine, gap))
-    base = dict(rewritten=list(rewrites), intervals=intervals, config_class=config_class, confidence=confidence,
-                cells={cell_name(*k): s for k, (s, _) in states.items()})
+    common = dict(rewritten=list(rewrites), intervals=intervals, config_class=config_class, confidence=confidence,
+                  cells={cell_name(*k): s for k, (s, _) in states.items()})
 
     def ci(p: Any) -> str:
         return f"paired {confidence:.0%} CI of the ratio {p.interval[0]:.2f}-{p.interval[1]:.2f}, {p.prompts} prompts"
@@ -470,31 +484,31 @@ def diagnose(
         detail = f" [{ci(rewrite)}]"
         if engine_text:
             detail += f"; also {engine_text}"
-        return Diagnosis(CONFIG_REWRITE, FAIL, reason + detail, **base)
+        return Diagnosis(CONFIG_REWRITE, FAIL, reason + detail, **common)
     if engine_gaps:
         return Diagnosis(ENGINE, FAIL, f"{engine_text}: the drafter is fine as the reference runs it; "
-                         f"{ENGINE_HINT}", **base)
+                         f"{ENGINE_HINT}", **common)
     taus = ", ".join(f"{cell_name(*k)} τ {_fmt(r.mean_acceptance_length)} ({states[k][1]})" for k, r in cells.items())
     # One run alone cannot tell the drafter from the engine or the config: that is "catastrophic" below.
     if len(states) > 1 and all(s == LOW for s, _ in states.values()):
         return Diagnosis(DRAFTER, FAIL, f"every run is low ({taus}): the drafter's weights or config are at fault, "
-                         "whichever view or backend runs it", **base)
+                         "whichever view or backend runs it", **common)
     # "none" needs evidence of agreement, not only the absence of a clear gap: every pair's interval
     # must rule out a drop beyond the tolerance.
     agree = all(p["interval"][0] >= SAME_TOLERANCE for p in intervals)
     if states and all(s == OK for s, _ in states.values()) and agree:
         return Diagnosis(NONE, PASS, f"every run is healthy ({taus}) and agrees with the others within "
-                         f"{1 - SAME_TOLERANCE:.0%}", **base)
+                         f"{1 - SAME_TOLERANCE:.0%}", **common)
     served = ("resolved" if "resolved" in views else views[0], engines[0] if engines else REFERENCE)
     floor = catastrophic(cells[served].per_prompt, thresholds.min_first_position, confidence) \
         if served in cells and thresholds.bar is None else None
     if floor is not None and floor[0]:
-        return Diagnosis(CATASTROPHIC, FAIL, f"{cell_name(*served)}: {floor[1]}", **base)
+        return Diagnosis(CATASTROPHIC, FAIL, f"{cell_name(*served)}: {floor[1]}", **common)
     if served in cells and states[served][0] == LOW:
         return Diagnosis(None, FAIL, f"{cell_name(*served)} is below the bar, but no single cause shows ({taus})",
                          **base)
     return Diagnosis(None, INCONCLUSIVE, f"no cause decided ({taus}); run more prompts or longer outputs, or set "
-                     "--min-acceptance-length / --baseline", **base)
+                     "--min-acceptance-length / --baseline", **common)
 
 
 def cell_summary(result: AcceptanceResult, confidence: float = 0.95) -> dict[str, Any]:
