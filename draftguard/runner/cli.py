@@ -295,13 +295,14 @@ def config_views(asked: str, drafter: str) -> tuple[tuple[str, ...], str | None,
     """
     from draftguard.runner.differential import light_check_rewrites
 
+    if asked not in ("both", "auto"):
+        return (asked,), None, []
     try:
         config_class, rewrites = light_check_rewrites(drafter)
     except BadInput:
-        if asked in ("both", "auto") and not Path(drafter).is_dir():
-            config_class, rewrites = None, []
-        else:
-            raise
+        if Path(drafter).is_dir():
+            raise  # a local config the light check cannot read is the user's to fix, as in `check`
+        config_class, rewrites = None, []
     if asked == "both" or (asked == "auto" and rewrites):
         return ("resolved", "raw"), config_class, rewrites
     return (("resolved",) if asked == "auto" else (asked,)), config_class, rewrites

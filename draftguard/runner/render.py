@@ -137,7 +137,7 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     said = "" if table_lines else f" — {escape(result.verdict.reason)}"
     console.print(f"[{style}]acceptance test: {status}[/]{said}")
     if table_lines:
-        console.print("\n".join(table_lines), markup=False)
+        console.print("\n".join(table_lines) + "\n", markup=False)
     table = Table(show_header=False, box=None, pad_edge=False)
     for k, v in _summary_rows(result):
         table.add_row(k, v)
