@@ -303,9 +303,9 @@ def config_views(asked: str, drafter: str) -> tuple[tuple[str, ...], str | None,
         if Path(drafter).is_dir():
             raise  # a local config the light check cannot read is the user's to fix, as in `check`
         config_class, rewrites = None, []
-    if asked == "both" or (asked == "auto" and rewrites):
+    if asked == "both" or rewrites:
         return ("resolved", "raw"), config_class, rewrites
-    return (("resolved",) if asked == "auto" else (asked,)), config_class, rewrites
+    return ("resolved",), config_class, rewrites
 
 
 def _note_catastrophic(result: AcceptanceResult, view: str, backend: str, thresholds: Thresholds) -> None:
@@ -357,40 +357,22 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
 
 def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds,
               run: dict[str, Any]) -> AcceptanceResult:
-    """``--backend vllm``: vLLM alone; ``both``: vLLM and the reference on the same prompts, judged
-    against each other (draftguard.runner.differential)."""
-    from draftguard.runner import differential
-    from draftguard.runner.prompts import encode_all
-    from draftguard.runner.vllm import VllmBackend, engine_options, long_context_length, long_context_prompt
+    """``--backend vllm`` in one config view: vLLM alone. (``both``, and several views, go through
+    ``run_cells``.)"""
+    from draftguard.runner.vllm import VllmBackend, engine_options
 
-    opts = engine_options(args)
-    backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size)
-    tokenizer = None
-    if backend.tokenizer:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.target)
-    prompts = encode_all(specs, tokenizer)
-    extra = long_context_length(opts, backend.facts, args.max_new_tokens)
-    if extra:
-        prompts.append(long_context_prompt(prompts, extra))
-    labels = [s.label for s in specs] + (["long-context"] if extra else [])
+    backend = VllmBackend(args.target, args.drafter, engine_options(args), block_size=args.block_size)
+    prompts, labels = _engine_prompts(args, specs, backend)
     step, finish = _progress(len(prompts), args.quiet)
-    both = args.backend == "both"
     try:
-        engine, engine_tokens = run_prompts(
+        engine, _ = run_prompts(
             backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
-            block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
+            block_size=None, early_stop=not args.no_early_stop, on_prompt=step,
             run={**run, **backend.run_info(), "block_size": backend.block_size},
         )
     finally:
         finish()
-    if not both:
-        return engine
-    backend.close()  # stops vLLM's engine process: its GPU memory is free for the reference
-    reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
-    diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
-    return differential.combine(reference, engine, diff)
+    return engine
 
 
 def run_prompts_views(
