@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,30 @@ def test_vllm_engine_agrees_with_the_reference_on_a_healthy_drafter(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["diagnosis"]["cause"] == "none", out["diagnosis"]["reason"]
     assert code == 0
+
+
+def test_vllm_gets_the_raw_view_as_a_folder_whose_config_keeps_the_window(monkeypatch, capsys):
+    """`--backend vllm` with both views on the fake engine (tests/test_vllm_backend.py): one engine per
+    view, the raw one started on a copy whose config.json keeps `sliding_window` through the class."""
+    from draftguard.runner import vllm as vb
+    from tests.test_vllm_backend import FakeLLM, FakeSamplingParams
+
+    module = types.ModuleType("vllm")
+    module.LLM, module.SamplingParams, module.__version__ = FakeLLM, FakeSamplingParams, "0.0-fake"
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    FakeLLM.instances.clear()
+    seen: list[dict] = []
+    start = FakeLLM.__init__
+
+    def record(self, **kwargs):
+        drafter = Path(kwargs["speculative_config"]["model"])
+        seen.append(json.loads((drafter / "config.json").read_text()))
+        start(self, **kwargs)
+
+    monkeypatch.setattr(FakeLLM, "__init__", record)
+    monkeypatch.delenv(vb.RUNNER_ENV, raising=False)
+    code, out = accept(capsys, "drafter-window-lost", "--backend", "vllm", "--num-prompts", "6")
+    assert [c.get("use_sliding_window") for c in seen] == [None, True]  # resolved first, then raw
+    assert set(out["views"]) == {"raw", "resolved"} and out["run"]["backend"] == "vllm"
+    pair = out["diagnosis"]["intervals"][0]
+    assert (pair["a"], pair["b"]) == ("raw/vllm", "resolved/vllm")  # no reference ran: views compared in vLLM
