@@ -264,7 +264,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         run["config_view_chosen"] = (f"both: the light check finds {config_class or 'the config class'} rewrites "
                                      + ", ".join(f"`{r.key}`" for r in rewrites)) if len(views) > 1 else \
             "resolved: the light check finds no key the config class rewrites"
-    if len(views) > 1 or args.backend == "both":
+    if len(views) > 1:
         result = run_cells(args, specs, thresholds, run, views, config_class=config_class, rewrites=rewrites)
     elif args.backend == "reference":
         args.config_view = views[0]
@@ -273,7 +273,14 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     else:
         args.config_view = views[0]
         result = _run_vllm(args, specs, thresholds, run)
-        _note_catastrophic(result, views[0], "vllm", thresholds)
+        if args.backend == "both":  # one view, two backends: the same paired diagnosis as the 2 x 2
+            from draftguard.runner import differential
+
+            cells = differential.cells_of_combined(result, views[0])
+            diagnosis = differential.diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
+            result = differential.with_diagnosis(result, cells, diagnosis)
+        else:
+            _note_catastrophic(result, views[0], "vllm", thresholds)
     if args.plot:
         from draftguard.runner.render import plot_per_position
 
@@ -357,22 +364,40 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
 
 def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds,
               run: dict[str, Any]) -> AcceptanceResult:
-    """``--backend vllm`` in one config view: vLLM alone. (``both``, and several views, go through
-    ``run_cells``.)"""
-    from draftguard.runner.vllm import VllmBackend, engine_options
+    """``--backend vllm``: vLLM alone; ``both``: vLLM and the reference on the same prompts, judged
+    against each other (draftguard.runner.differential)."""
+    from draftguard.runner import differential
+    from draftguard.runner.prompts import encode_all
+    from draftguard.runner.vllm import VllmBackend, engine_options, long_context_length, long_context_prompt
 
-    backend = VllmBackend(args.target, args.drafter, engine_options(args), block_size=args.block_size)
-    prompts, labels = _engine_prompts(args, specs, backend)
+    opts = engine_options(args)
+    backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size)
+    tokenizer = None
+    if backend.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.target)
+    prompts = encode_all(specs, tokenizer)
+    extra = long_context_length(opts, backend.facts, args.max_new_tokens)
+    if extra:
+        prompts.append(long_context_prompt(prompts, extra))
+    labels = [s.label for s in specs] + (["long-context"] if extra else [])
     step, finish = _progress(len(prompts), args.quiet)
+    both = args.backend == "both"
     try:
-        engine, _ = run_prompts(
+        engine, engine_tokens = run_prompts(
             backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
-            block_size=None, early_stop=not args.no_early_stop, on_prompt=step,
+            block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
             run={**run, **backend.run_info(), "block_size": backend.block_size},
         )
     finally:
         finish()
-    return engine
+    if not both:
+        return engine
+    backend.close()  # stops vLLM's engine process: its GPU memory is free for the reference
+    reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
+    diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
+    return differential.combine(reference, engine, diff)
 
 
 def run_prompts_views(

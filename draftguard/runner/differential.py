@@ -195,8 +195,17 @@ def reference_summary(result: AcceptanceResult) -> dict[str, Any]:
     """The reference run, kept inside the combined result's ``run`` block (totals, not per prompt)."""
     d = result.to_dict()
     keep = ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance", "drafts",
-            "draft_tokens", "accepted_tokens", "tokens_per_second", "wall_seconds", "verdict", "run")
+            "draft_tokens", "accepted_tokens", "per_prompt", "tokens_per_second", "wall_seconds", "verdict", "run")
     return {k: d[k] for k in keep}
+
+
+def cells_of_combined(result: AcceptanceResult, view: str) -> dict[tuple[str, str], AcceptanceResult]:
+    """The two cells of a ``combine``d result (vLLM's figures at the top, the reference's under
+    ``run.reference``), for ``diagnose``."""
+    ref = result.run["reference"]
+    reference = AcceptanceResult.from_dict({**ref, "thresholds": asdict(result.thresholds)}, "run.reference")
+    engine = AcceptanceResult.from_dict({**result.to_dict(), "views": None, "diagnosis": None}, "result")
+    return {(view, REFERENCE): reference, (view, "vllm"): engine}
 
 
 def combine(reference: AcceptanceResult, engine: AcceptanceResult, diff: Differential) -> AcceptanceResult:
