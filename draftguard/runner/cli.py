@@ -57,7 +57,9 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
                    "the two on the same prompts, judged against each other (default: reference)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (reference backend; default cpu)")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
-                   help="weights' dtype for the reference backend (auto: float32 on CPU, bfloat16 on GPU)")
+                   help="weights' dtype, for both backends (auto: the reference runs float32 on CPU and bfloat16 "
+                   "on GPU; vLLM picks its own, bfloat16 for float32 checkpoints; --backend both runs vLLM in the "
+                   "reference's dtype)")
     p.add_argument("--prompts",
                    help="builtin (chat, math, code; the default) or a JSONL file: {\"prompt\"}, {\"messages\"} or "
                    "{\"input_ids\"} lines")
@@ -303,33 +305,42 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     against each other (draftguard.runner.differential)."""
     from draftguard.runner import differential
     from draftguard.runner.prompts import encode_all
-    from draftguard.runner.vllm import VllmBackend, engine_options, long_context_length, long_context_prompt
+    from draftguard.runner.vllm import (EngineConsole, VllmBackend, engine_options, long_context_length,
+                                        long_context_prompt)
 
     opts = engine_options(args)
-    backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size)
-    tokenizer = None
-    if backend.tokenizer:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.target)
-    prompts = encode_all(specs, tokenizer)
-    extra = long_context_length(opts, backend.facts, args.max_new_tokens)
-    if extra:
-        prompts.append(long_context_prompt(prompts, extra))
-    labels = [s.label for s in specs] + (["long-context"] if extra else [])
-    step, finish = _progress(len(prompts), args.quiet)
     both = args.backend == "both"
-    try:
-        engine, engine_tokens = run_prompts(
-            backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
-            block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
-            run={**run, **backend.run_info(), "block_size": backend.block_size},
-        )
-    finally:
-        finish()
+    if both and opts.dtype == "auto":
+        # Judge like with like: vLLM's "auto" would run a float32 checkpoint in bfloat16 beside a
+        # float32 reference on CPU.
+        opts.dtype = "float32" if args.device == "cpu" else "bfloat16"
+    # vLLM prints to stdout, which carries only the result; the console sends it all to stderr.
+    with EngineConsole() as console:
+        backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size, console=console)
+        try:
+            tokenizer = None
+            if backend.tokenizer:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(args.target)
+            prompts = encode_all(specs, tokenizer)
+            extra = long_context_length(opts, backend.facts, args.max_new_tokens)
+            if extra:
+                prompts.append(long_context_prompt(prompts, extra))
+            labels = [s.label for s in specs] + (["long-context"] if extra else [])
+            step, finish = _progress(len(prompts), args.quiet)
+            try:
+                engine, engine_tokens = run_prompts(
+                    backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
+                    block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
+                    run={**run, **backend.run_info(), "block_size": backend.block_size},
+                )
+            finally:
+                finish()
+        finally:
+            backend.close()  # stops vLLM's engine process: its memory is free for the reference
     if not both:
         return engine
-    backend.close()  # stops vLLM's engine process: its GPU memory is free for the reference
     reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
     diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
     return differential.combine(reference, engine, diff)

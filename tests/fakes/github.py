@@ -15,6 +15,11 @@ Fault kinds:
 - ``"apply_then_timeout"``: do the write, then hold the answer past the client's timeout (the
   client cannot know it happened: the nastiest case for duplicate comments).
 
+Git LFS files are served as GitHub serves them: ``add_lfs(data)`` stores the object and returns its
+pointer, which goes into ``set_files`` like any file. The contents API and the blob API then answer
+the pointer; the file's ``download_url`` (GitHub's media endpoint, here ``/_media/...``) gives the
+real bytes, with the token.
+
 Example::
 
     >>> api = FakeGitHub(token="t0k").start()
@@ -27,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
@@ -70,6 +76,7 @@ class FakeGitHub:
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         self.installation_tokens: set[str] = set()
+        self.lfs_objects: dict[str, bytes] = {}  # sha256 hex -> bytes
         self._ids = iter(range(1000, 10**9))
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -107,6 +114,13 @@ class FakeGitHub:
             self.repos[full_name].commits[ref] = {
                 p: (v.encode() if isinstance(v, str) else v) for p, v in files.items()
             }
+
+    def add_lfs(self, data: bytes) -> bytes:
+        """Store a Git LFS object and return its pointer file, to put in ``set_files``."""
+        oid = hashlib.sha256(data).hexdigest()
+        with self.lock:
+            self.lfs_objects[oid] = data
+        return lfs_pointer(data)
 
     def add_pull(self, full_name: str, number: int, *, head: str, base: str, author: str = "alice",
                  head_repo: str | None = None, changed: list[str] | None = None) -> dict[str, Any]:
@@ -213,6 +227,19 @@ _RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
 _RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs/(?P<id>\d+)$")
 _COMMIT_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[^/]+)/check-runs$")
 _ACCESS_TOKENS = re.compile(r"^/app/installations/(?P<id>\d+)/access_tokens$")
+_BLOB = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/git/blobs/(?P<sha>[0-9a-f]{40})$")
+_MEDIA = re.compile(r"^/_media/(?P<repo>[^/]+/[^/]+)/(?P<ref>[^/]+)/(?P<path>.+)$")
+_POINTER = re.compile(rb"^version https://git-lfs.github.com/spec/v1\noid sha256:(?P<oid>[0-9a-f]{64})\nsize (?P<size>\d+)\n$")
+
+
+def lfs_pointer(data: bytes) -> bytes:
+    """The Git LFS pointer file of ``data``, byte for byte as ``git lfs`` writes it."""
+    return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\n"
+            f"size {len(data)}\n").encode()
+
+
+def git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -232,9 +259,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("PATCH")
 
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+        raw = isinstance(body, bytes)  # a file's bytes (the media endpoint), not JSON
+        data = body if raw else (b"" if body is None else json.dumps(body).encode())
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", "application/octet-stream" if raw else "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -337,10 +365,49 @@ class _Handler(BaseHTTPRequestHandler):
             if (m := _CONTENTS.match(path)) and method == "GET":
                 repo = api.repos[m["repo"]]
                 ref = query.get("ref", repo.default_branch)
-                data = repo.commits[ref][m["path"]]
-                return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": m["path"].rsplit("/", 1)[-1],
-                             "path": m["path"], "sha": "1" * 40, "content": base64.b64encode(data).decode(),
-                             "url": f"{url}/repos/{repo.full_name}/contents/{m['path']}?ref={ref}"}, {}
+                files = repo.commits[ref]
+                wanted = m["path"].strip("/")
+
+                def entry(p: str) -> dict[str, Any]:
+                    data = files[p]
+                    return {"type": "file", "size": len(data), "name": p.rsplit("/", 1)[-1], "path": p,
+                            "sha": git_blob_sha(data),
+                            "url": f"{url}/repos/{repo.full_name}/contents/{p}?ref={ref}",
+                            "download_url": f"{url}/_media/{repo.full_name}/{ref}/{p}"}
+
+                if wanted in files:  # a file: its (pointer) bytes inline, as GitHub answers
+                    return 200, {**entry(wanted), "encoding": "base64",
+                                 "content": base64.b64encode(files[wanted]).decode()}, {}
+                inside = sorted(p for p in files if p.startswith(wanted + "/"))
+                if not inside:
+                    raise KeyError(wanted)
+                listing: dict[str, dict[str, Any]] = {}
+                for p in inside:
+                    rest = p[len(wanted) + 1:]
+                    if "/" in rest:
+                        sub = f"{wanted}/{rest.split('/', 1)[0]}"
+                        listing[sub] = {"type": "dir", "size": 0, "name": sub.rsplit("/", 1)[-1], "path": sub,
+                                        "sha": "0" * 40, "url": f"{url}/repos/{repo.full_name}/contents/{sub}?ref={ref}",
+                                        "download_url": None}
+                    else:
+                        listing[p] = entry(p)
+                return 200, list(listing.values()), {}
+            if (m := _BLOB.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                for files in repo.commits.values():
+                    for data in files.values():
+                        if git_blob_sha(data) == m["sha"]:
+                            return 200, {"sha": m["sha"], "size": len(data), "encoding": "base64",
+                                         "content": base64.b64encode(data).decode(),
+                                         "url": f"{url}/repos/{repo.full_name}/git/blobs/{m['sha']}"}, {}
+                raise KeyError(m["sha"])
+            if (m := _MEDIA.match(path)) and method == "GET":
+                # GitHub's media endpoint: an LFS file's object, any other file's own bytes.
+                data = api.repos[m["repo"]].commits[m["ref"]][m["path"]]
+                pointer = _POINTER.match(data)
+                if pointer:
+                    data = api.lfs_objects[pointer["oid"].decode()]
+                return 200, data, {}
             if (m := _ISSUE_COMMENTS.match(path)):
                 repo = api.repos[m["repo"]]
                 n = int(m["n"])
