@@ -68,7 +68,7 @@ def worker_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GITHUB_", "DRAFTGUARD_", "HF_", "VLLM_"))}
     env.update(DRAFTGUARD_RETRY_BASE="0.2", DRAFTGUARD_ACCEPT_ARGS="--enforce-eager --quiet",
-               TOKENIZERS_PARALLELISM="false", **extra)
+               TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE="1", **extra)
     return env
 
 

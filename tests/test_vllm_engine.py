@@ -37,7 +37,9 @@ COMMON = ["--prompts", str(PROMPTS), "--num-prompts", "6", "--max-new-tokens", "
 def accept(drafter: Path, *args: str, target: Path = VLLM_MODELS / "target") -> subprocess.CompletedProcess:
     """One ``draftguard accept`` process, run once per argument list and shared by the tests that read it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAFTGUARD_", "VLLM_"))}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # On CPU, --gpu-memory-utilization is the share of the machine's memory vLLM reserves (0.85 by
+    # default); the tiny fixtures need a KV cache of 1 GiB, and the machine is shared.
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE="1")
     return subprocess.run(
         [sys.executable, "-m", "draftguard", "accept", "--target", str(target), "--drafter", str(drafter),
          "--settings", str(ROOT / "tests" / "fixtures"), *COMMON, *args],
