@@ -90,7 +90,6 @@ def test_wrong_mask_drafter_fails_under_vllm_and_dtype_reaches_the_engine():
     out = result_of(done)
     assert done.returncode == 1 and out["verdict"]["status"] == "fail"
     assert out["run"]["backend"] == "vllm" and out["mean_acceptance_length"] < 2.0
-    assert out["run"]["prompts_run"] < 6  # the verdict settled early: no need for every prompt
     # Bug D: --dtype reaches vLLM (it ran float32 checkpoints in bfloat16 whatever was asked).
     assert out["run"]["engine_dtype"] == "float32" and out["run"]["engine"]["dtype"] == "float32"
 
