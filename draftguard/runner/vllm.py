@@ -402,7 +402,7 @@ def exception_reason(exc: BaseException, limit: int = 600) -> str:
 
     Example::
 
-        >>> exception_reason(ValueError("bad block size\n  more detail"))
+        >>> exception_reason(ValueError("bad block size\\n  more detail"))
         'ValueError: bad block size | more detail'
     """
     errors = getattr(exc, "errors", None)
