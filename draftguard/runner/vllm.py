@@ -324,6 +324,7 @@ class EngineConsole:
         self._thread: threading.Thread | None = None
         self._saved: tuple[int, int] | None = None
         self._python_stdout: Any = None
+        self._last_read = 0.0
 
     def __enter__(self) -> "EngineConsole":
         sys.stdout.flush()
@@ -345,6 +346,7 @@ class EngineConsole:
     def _pump(self, read_end: int, out: int) -> None:
         try:
             while chunk := os.read(read_end, 65536):
+                self._last_read = time.monotonic()
                 try:
                     os.write(out, chunk)
                 except OSError:
@@ -374,9 +376,14 @@ class EngineConsole:
         """The last lines written so far."""
         return list(self._lines) + ([self._partial.decode("utf-8", "replace")] if self._partial else [])
 
-    def last_error(self) -> str | None:
+    def last_error(self, settle: float = 0.2, wait: float = 2.0) -> str | None:
         """The last exception the output shows, as ``Type: message``, leaving out the envelopes that
-        only say the engine died (``EngineDeadError``)."""
+        only say the engine died (``EngineDeadError``). Waits until the output has been quiet for
+        ``settle`` seconds (at most ``wait``): the engine process logs its cause just before the
+        parent learns that it died, and the copy may not have read it yet."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() - self._last_read < settle and time.monotonic() < deadline:
+            time.sleep(0.05)
         return last_exception(self.lines())
 
 
