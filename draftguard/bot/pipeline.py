@@ -436,7 +436,7 @@ def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: 
     """The drafter rules (issue 4) against the target that the default branch's settings name. The
     files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
     that cannot be fetched is a note in the comment, not a failed check."""
-    from draftguard.check.dflash import check_drafter, detect_drafter, find_target, load_target
+    from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
     from draftguard.snapshot import BadInput
 
     fmt = detect_drafter(raw) if isinstance(raw, dict) else None
