@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -58,7 +59,9 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
                    "the two on the same prompts, judged against each other (default: reference)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (reference backend; default cpu)")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
-                   help="weights' dtype for the reference backend (auto: float32 on CPU, bfloat16 on GPU)")
+                   help="weights' dtype, for both backends (auto: the reference runs float32 on CPU and bfloat16 "
+                   "on GPU; vLLM picks its own, bfloat16 for float32 checkpoints; --backend both runs vLLM in the "
+                   "reference's dtype)")
     p.add_argument("--prompts",
                    help="builtin (chat, math, code; the default) or a JSONL file: {\"prompt\"}, {\"messages\"} or "
                    "{\"input_ids\"} lines")
@@ -362,39 +365,56 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
     return result, tokens
 
 
+def _engine_options(args: argparse.Namespace) -> Any:
+    """vLLM's engine options from the flags; with ``--backend both`` and ``--dtype auto``, the
+    reference's dtype, so that the two are judged like with like (vLLM's "auto" would run a float32
+    checkpoint in bfloat16 beside a float32 reference on CPU)."""
+    from draftguard.runner.vllm import engine_options
+
+    opts = engine_options(args)
+    if args.backend == "both" and opts.dtype == "auto":
+        opts.dtype = "float32" if args.device == "cpu" else "bfloat16"
+    return opts
+
+
 def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds,
               run: dict[str, Any]) -> AcceptanceResult:
     """``--backend vllm``: vLLM alone; ``both``: vLLM and the reference on the same prompts, judged
     against each other (draftguard.runner.differential)."""
     from draftguard.runner import differential
     from draftguard.runner.prompts import encode_all
-    from draftguard.runner.vllm import VllmBackend, engine_options, long_context_length, long_context_prompt
+    from draftguard.runner.vllm import (EngineConsole, VllmBackend, long_context_length,
+                                        long_context_prompt)
 
-    opts = engine_options(args)
-    backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size)
-    tokenizer = None
-    if backend.tokenizer:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.target)
-    prompts = encode_all(specs, tokenizer)
-    extra = long_context_length(opts, backend.facts, args.max_new_tokens)
-    if extra:
-        prompts.append(long_context_prompt(prompts, extra))
-    labels = [s.label for s in specs] + (["long-context"] if extra else [])
-    step, finish = _progress(len(prompts), args.quiet)
+    opts = _engine_options(args)
     both = args.backend == "both"
-    try:
-        engine, engine_tokens = run_prompts(
-            backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
-            block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
-            run={**run, **backend.run_info(), "block_size": backend.block_size},
-        )
-    finally:
-        finish()
+    # vLLM prints to stdout, which carries only the result; the console sends it all to stderr.
+    with EngineConsole() as console:
+        backend = VllmBackend(args.target, args.drafter, opts, block_size=args.block_size, console=console)
+        try:
+            tokenizer = None
+            if backend.tokenizer:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(args.target)
+            prompts = encode_all(specs, tokenizer)
+            extra = long_context_length(opts, backend.facts, args.max_new_tokens)
+            if extra:
+                prompts.append(long_context_prompt(prompts, extra))
+            labels = [s.label for s in specs] + (["long-context"] if extra else [])
+            step, finish = _progress(len(prompts), args.quiet)
+            try:
+                engine, engine_tokens = run_prompts(
+                    backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
+                    block_size=None, early_stop=not (args.no_early_stop or both), on_prompt=step,
+                    run={**run, **backend.run_info(), "block_size": backend.block_size},
+                )
+            finally:
+                finish()
+        finally:
+            backend.close()  # stops vLLM's engine process: its memory is free for the reference
     if not both:
         return engine
-    backend.close()  # stops vLLM's engine process: its GPU memory is free for the reference
     reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
     diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
     return differential.combine(reference, engine, diff)
@@ -446,16 +466,24 @@ def run_prompts_views(
     return out
 
 
-def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any], scratch: str) -> Any:
+def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any], scratch: str,
+                    console: Any = None) -> Any:
     """vLLM for one config view: the drafter folder as is for resolved (vLLM reads config.json through
-    the config class), a copy that keeps the raw values for raw (``differential.raw_view_folder``)."""
+    the config class), a copy that keeps the raw values for raw (``differential.raw_view_folder``).
+    ``console`` (an ``EngineConsole``) keeps vLLM's output off stdout and its last error."""
     from draftguard.runner.differential import raw_view_folder
-    from draftguard.runner.vllm import VllmBackend, engine_options
+    from draftguard.runner.vllm import VllmBackend
 
     drafter = args.drafter
     if view == "raw" and rewrites:
         drafter = raw_view_folder(args.drafter, rewrites, str(Path(scratch) / "raw-view"))
-    return VllmBackend(args.target, drafter, engine_options(args), block_size=args.block_size)
+    return VllmBackend(args.target, drafter, _engine_options(args), block_size=args.block_size, console=console)
+
+
+def _engine_console() -> Any:
+    from draftguard.runner.vllm import EngineConsole  # vLLM's own module loads only with this backend
+
+    return EngineConsole()
 
 
 def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds, run: dict[str, Any],
@@ -482,22 +510,25 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     engine_name = None
     with tempfile.TemporaryDirectory(prefix="draftguard-views-") as scratch:
         for view in views if use_engine else ():
-            backend = engine(view) if engine is not None else _engine_backend(args, view, rewrites, scratch)
-            engine_name = getattr(backend, "name", "engine")
-            if prompts is None:
-                prompts, labels = _engine_prompts(args, specs, backend)
-            step, finish = _progress(len(prompts), args.quiet)
-            try:
-                info = backend.run_info() if hasattr(backend, "run_info") else {"backend": engine_name}
-                cells[(view, engine_name)], tokens[(view, engine_name)] = run_prompts(
-                    backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
-                    block_size=args.block_size, early_stop=False,
-                    on_prompt=step, run={**run, **info, "config_view": view,
-                                         "block_size": args.block_size or backend.block_size})
-            finally:
-                finish()
-                if hasattr(backend, "close"):
-                    backend.close()  # frees the engine's memory for the next view or the reference
+            # vLLM prints to stdout, which carries only the result; its console sends it all to stderr.
+            with contextlib.nullcontext() if engine is not None else _engine_console() as console:
+                backend = (engine(view) if engine is not None
+                           else _engine_backend(args, view, rewrites, scratch, console=console))
+                engine_name = getattr(backend, "name", "engine")
+                if prompts is None:
+                    prompts, labels = _engine_prompts(args, specs, backend)
+                step, finish = _progress(len(prompts), args.quiet)
+                try:
+                    info = backend.run_info() if hasattr(backend, "run_info") else {"backend": engine_name}
+                    cells[(view, engine_name)], tokens[(view, engine_name)] = run_prompts(
+                        backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
+                        block_size=args.block_size, early_stop=False,
+                        on_prompt=step, run={**run, **info, "config_view": view,
+                                             "block_size": args.block_size or backend.block_size})
+                finally:
+                    finish()
+                    if hasattr(backend, "close"):
+                        backend.close()  # frees the engine's memory for the next view or the reference
     if use_reference:
         backend = _reference_backend(args, views)
         if prompts is None:

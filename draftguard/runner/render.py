@@ -190,6 +190,7 @@ def plot_per_position(result: AcceptanceResult, path: str | Path) -> None:
     fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(rates) + 2), 3.2))
     ax.bar(range(1, len(rates) + 1), rates, color="#3b7dd8")
     ax.set_ylim(0, 1)
+    ax.set_xticks(range(1, len(rates) + 1))  # positions are whole numbers, not 0.5 steps
     ax.set_xlabel("drafted position")
     ax.set_ylabel("acceptance rate")
     ax.set_title(f"τ {_f(result.mean_acceptance_length)} — {result.verdict.status}")
