@@ -80,6 +80,17 @@ class EngineStartError(BadInput):
     own reason (an unsupported drafter, an attention backend this GPU lacks, too little memory)."""
 
 
+class EngineRunError(BadInput):
+    """vLLM started, then its engine failed while generating (``EngineDeadError``: an attention kernel
+    that does not take this head size, memory that ran out). Not a bug in draftguard: the message says
+    what vLLM's engine process logged as the cause."""
+
+
+class RawViewUnavailable(BadInput):
+    """The engine cannot be given the drafter's raw view: the config class rewrites a key that no
+    config.json setting is known to keep. Run the raw view with the reference backend only."""
+
+
 class VllmOptionError(BadInput):
     """An engine option out of range; the message names the option."""
 
@@ -184,6 +195,10 @@ class CommentRefused(DraftguardError):
     def __init__(self, status: int, message: str):
         super().__init__(f"{status} {message}")
         self.status, self.message = status, message
+
+
+class LfsError(DraftguardError):
+    """A Git LFS file whose real bytes could not be fetched, or did not match the pointer's oid and size."""
 
 
 class FileTooLarge(DraftguardError):

@@ -37,13 +37,15 @@ from draftguard.action.comment import StickyComment
 from draftguard.action.git import glob_regex, repo_root
 from draftguard.action.inputs import (EXIT_BAD_INPUT, EXIT_FAIL, INPUTS, OUTPUTS, ActionInputs, Context,
                                       WorkflowCommands, parse_list)
-from draftguard.action.modes import acceptance_mode, check_mode
+from draftguard.action.modes import ACTION_BACKEND, acceptance_mode, check_mode
+from draftguard.runner.gpu_job import accept_command
 from draftguard.errors import ActionError
 from draftguard.secrets import scrub
 from draftguard.snapshot import BadInput
 
-__all__ = ["INPUTS", "OUTPUTS", "ActionInputs", "Context", "WorkflowCommands", "cmd_action", "glob_regex", "parse_list",
+__all__ = ["ACTION_BACKEND", "INPUTS", "accept_command", "OUTPUTS", "ActionInputs", "Context", "WorkflowCommands", "cmd_action", "glob_regex", "parse_list",
            "run_action"]
+
 
 # --- the entry point ----------------------------------------------------------------------------
 
@@ -98,6 +100,7 @@ def run_action(env: Mapping[str, str] | None = None, cwd: str | Path | None = No
         return EXIT_BAD_INPUT
     finally:
         commands.flush()
+
 
 def cmd_action(args: Any) -> int:
     """``draftguard action``: the CLI hook (the runner's environment carries every input)."""

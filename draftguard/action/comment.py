@@ -56,6 +56,7 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
             raise
     return write
 
+
 class StickyComment:
     """Merges sections into the pull request's sticky comment; remembers a refusal or a failure
     instead of raising, so the check's result, summary and annotations always come out."""

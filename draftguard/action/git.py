@@ -29,8 +29,10 @@ def git(root: str | Path, *args: str, check: bool = True, timeout: float = 120) 
         raise ActionError(f"git {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:] or ['?']}")
     return done.stdout
 
+
 def git_bytes(root: str | Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=True, timeout=120).stdout
+
 
 def repo_root(cwd: str | Path) -> Path:
     done = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
@@ -38,9 +40,11 @@ def repo_root(cwd: str | Path) -> Path:
         raise ActionError(f"{cwd} is not a git checkout: add `- uses: actions/checkout@v4` before draftguard")
     return Path(done.stdout.strip())
 
+
 def has_commit(root: Path, sha: str) -> bool:
     return subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}^{{commit}}"],
                           capture_output=True).returncode == 0
+
 
 def find_base(root: Path, ctx: Context) -> tuple[str | None, str | None]:
     """The commit to diff against, and a note when there is none.
@@ -69,6 +73,7 @@ def find_base(root: Path, ctx: Context) -> tuple[str | None, str | None]:
                       "with `fetch-depth: 0`)")
     return None, None
 
+
 def changed_files(root: Path, base: str) -> list[str]:
     """Paths that HEAD changes since it left ``base`` (and that still exist at HEAD).
 
@@ -79,8 +84,10 @@ def changed_files(root: Path, base: str) -> list[str]:
     out = done.stdout if done.returncode == 0 else git(root, *args, base, "HEAD")
     return [p for p in out.split("\0") if p]
 
+
 def tracked_files(root: Path) -> list[str]:
     return [p for p in git(root, "ls-files", "-z").split("\0") if p]
+
 
 def glob_regex(pattern: str) -> re.Pattern:
     """A path glob as a regex: ``*`` and ``?`` stay within a folder, ``**`` crosses folders."""
@@ -114,6 +121,7 @@ def glob_regex(pattern: str) -> re.Pattern:
             i += 1
     return re.compile("".join(out).rstrip("/") + r"\Z")
 
+
 def select_targets(root: Path, inputs: ActionInputs, changed: list[str] | None,
                    notes: list[str]) -> list[str]:
     """Config files to check, relative to the repo root.
@@ -140,6 +148,7 @@ def select_targets(root: Path, inputs: ActionInputs, changed: list[str] | None,
     configs = [posixpath.join(d, "config.json") if d else "config.json" for d in folders]
     return [c for c in configs if c in tracked and (root / c).is_file()]
 
+
 @contextmanager
 def _cwd(path: str | Path) -> Iterator[None]:
     before = os.getcwd()
@@ -148,6 +157,7 @@ def _cwd(path: str | Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+
 
 def materialize(root: Path, commit: str, targets: list[str], into: Path) -> list[str]:
     """Write each target's folder at ``commit`` (files up to the config size limit, not weights'

@@ -52,9 +52,11 @@ def read_input(env: Mapping[str, str], name: str) -> str:
         value = env.get("INPUT_" + upper, "")
     return value.strip()
 
+
 def parse_list(text: str) -> list[str]:
     """Split a multi-line or comma-separated input into its items."""
     return [item.strip() for item in re.split(r"[\n,]", text) if item.strip()]
+
 
 def parse_bool(name: str, text: str) -> bool:
     lowered = text.lower()
@@ -63,6 +65,7 @@ def parse_bool(name: str, text: str) -> bool:
     if lowered in ("false", "no", "0", "off", ""):
         return False
     raise ActionError(f"input `{name}` must be true or false, got {text!r}")
+
 
 @dataclass
 class ActionInputs:
@@ -91,7 +94,6 @@ class ActionInputs:
             raise ActionError(f"input `fail-on` must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
         versions = parse_list(read_input(env, "transformers-versions"))
         if versions:
-
             versions = parse_versions(versions, source="input `transformers-versions`")
         return cls(
             mode=mode,
@@ -102,6 +104,7 @@ class ActionInputs:
             comment=parse_bool("comment", read_input(env, "comment") or "true"),
             token=read_input(env, "github-token") or None,
         )
+
 
 @dataclass
 class Context:
@@ -154,11 +157,13 @@ class Context:
             ctx.repository = (event.get("repository") or {}).get("full_name")
         return ctx
 
+
 def _int(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
+
 
 class WorkflowCommands:
     """The runner's side channels: annotations on stdout, the step summary, the outputs file."""

@@ -29,7 +29,7 @@ from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import (matrix_note, new_findings, render_acceptance_section, render_light_section,
                                        render_matrix_section)
 from draftguard.report.json import render_json
-from draftguard.runner.gpu_job import default_device
+from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
 from draftguard.secrets import scrub
 from draftguard.settings import Settings, parse_settings
@@ -47,20 +47,21 @@ def settings_text(root: Path, base: str | None) -> str | None:
     path = root / SETTINGS_FILE
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
-def load_action_settings(root: Path, base: str | None):
 
+def load_action_settings(root: Path, base: str | None):
     text = settings_text(root, base)
     return parse_settings(text, SETTINGS_FILE) if text is not None else Settings()
+
 
 # --- the light check ----------------------------------------------------------------------------
 
 def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None):
     """One Report for targets relative to the current folder (so findings name repo paths)."""
     if versions:
-
         return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
 
     return check_targets(targets, drafter_target=drafter_target)
+
 
 def matrix_markdown(report: Any) -> str | None:
     """The version-matrix section of a Report, as the bot renders it (table, and the versions that did
@@ -77,6 +78,7 @@ def matrix_markdown(report: Any) -> str | None:
         return None  # every version ran and agrees: nothing to show
     return render_matrix_section(header, body, note=note)
 
+
 @dataclass
 class Outcome:
     code: int
@@ -87,8 +89,8 @@ class Outcome:
     report_json: str
     failure: str | None = None
 
-def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
 
+def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
     base, note = find_base(root, ctx)
     notes = [note] if note else []
     settings = load_action_settings(root, base)
@@ -137,43 +139,27 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
                        + (f", {n_new} new in this pull request" if n_new is not None else ""))
     return Outcome(EXIT_OK, "pass", errors, warnings, sections, report_path)
 
+
 def _absolute_target(root: Path, target: str | None) -> str | None:
     """A target folder in the repo, as an absolute path, so base and head checks find the same one."""
     if target and (root / target).exists():
         return str((root / target).resolve())
     return target
 
+
 def _report_path(env: Mapping[str, str]) -> str:
     folder = env.get("RUNNER_TEMP") or tempfile.gettempdir()
     return str(Path(folder) / f"draftguard-report-{os.getpid()}.json")
 
+
 # --- the acceptance test -----------------------------------------------------------------------
 
-def accept_command(drafter: str, target: str, settings: Any, settings_dir: str, root: str | Path = ".") -> list[str]:
-    """The ``draftguard accept`` command line for a drafter folder. Thresholds and prompt counts come
-    from ``settings_dir``'s .draftguard.yml (the base's copy), the backend defaults to vLLM.
+# A GitHub Action's acceptance job runs on a GPU runner with vLLM (docs/action.md); the bot's worker
+# defaults to the reference backend. The repo's `backend:` setting wins over both.
+ACTION_BACKEND = "vllm"
 
-    Example::
-
-        >>> from draftguard.settings import Settings
-        >>> cmd = accept_command("d", "t", Settings(prompts="p.jsonl"), "/s", "/repo")
-        >>> cmd[3:]  # doctest: +ELLIPSIS
-        ['accept', '--target', 't', '--drafter', 'd', '--backend', 'vllm', '--device', ..., '--settings', '/s', '--format', 'json', '--quiet', '--prompts', '/repo/p.jsonl']
-        >>> cmd[cmd.index("--device") + 1] in ("cpu", "cuda")
-        True
-    """
-
-    # --device matters for the reference backend (`backend: reference|both`): on a GPU runner it
-    # must not fall back to the CPU.
-    cmd = [sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
-           "--backend", settings.backend or "vllm", "--device", default_device(), "--settings", settings_dir,
-           "--format", "json", "--quiet"]
-    if settings.prompts and settings.prompts != "builtin":
-        cmd += ["--prompts", str(Path(root) / settings.prompts)]
-    return cmd
 
 def find_drafters(root: Path, targets: list[str]) -> list[str]:
-
     out = []
     for t in targets:
         try:
@@ -184,9 +170,9 @@ def find_drafters(root: Path, targets: list[str]) -> list[str]:
             out.append(t)
     return out
 
+
 def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands,
                     comment: Callable[[dict[str, str | None]], None] | None) -> Outcome:
-
     base, note = find_base(root, ctx)
     settings = load_action_settings(root, base)
     target = _absolute_target(root, inputs.target or settings.target)
@@ -216,7 +202,9 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
     child_env = {k: v for k, v in os.environ.items() if k not in ("INPUT_GITHUB_TOKEN", "GITHUB_TOKEN")}
     for drafter in drafters:
         folder = str(root / posixpath.dirname(drafter))
-        cmd = accept_command(folder, target, settings, settings_dir, root)
+        prompts = settings.prompts if settings.prompts and settings.prompts != "builtin" else None
+        cmd = accept_command(target, folder, settings, backend_default=ACTION_BACKEND, env=os.environ,
+                             prompts=str(root / prompts) if prompts else None, settings_dir=settings_dir, quiet=True)
         commands.write(f"draftguard: {' '.join(cmd[3:])}\n")
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root, env=child_env)
