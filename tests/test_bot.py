@@ -15,8 +15,8 @@ pytest.importorskip("huey")
 pytest.importorskip("github")
 
 from draftguard.bot.github_events import github_route  # noqa: E402
+from draftguard.bot.github_handler import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
 from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
-from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402

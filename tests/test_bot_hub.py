@@ -15,7 +15,8 @@ pytest.importorskip("huey")
 from draftguard.bot.app import build_from_env  # noqa: E402
 from draftguard.bot.github_events import github_route  # noqa: E402
 from draftguard.bot.hub_events import hub_route  # noqa: E402
-from draftguard.bot.hub_events import HubHandler, jobs_from_hub  # noqa: E402
+from draftguard.bot.hub_events import jobs_from_hub  # noqa: E402
+from draftguard.bot.hub_handler import HubHandler  # noqa: E402
 from draftguard.bot.jobs import DONE, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import BotConfigError, GitHubConfig  # noqa: E402

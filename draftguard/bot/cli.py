@@ -69,8 +69,8 @@ def worker(args: argparse.Namespace) -> int:
     from draftguard.hosts.github import BotConfigError, GitHubConfig
     from draftguard.bot.jobs import Queue, QueueConfigError
     from draftguard.hosts.hub import HubConfig
-    from draftguard.bot.hub_events import HubHandler
-    from draftguard.bot.pipeline import GitHubHandler
+    from draftguard.bot.hub_handler import HubHandler
+    from draftguard.bot.github_handler import GitHubHandler
 
     try:
         config = GitHubConfig.from_env()

@@ -35,6 +35,8 @@ from draftguard.report.comment import is_sticky
 log = logging.getLogger("draftguard.bot")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+# A Hub pull request in these states is checked; closed and merged ones are not.
+OPEN_STATES = ("open", "draft")
 
 
 @dataclass(repr=False)
