@@ -19,12 +19,7 @@ How it runs:
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,302 +27,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
+from draftguard.check.environments import (  # noqa: F401 (the matrix's public names, kept importable here)
+    CACHE_ENV,
+    CRASHED,
+    DEFAULT_INSTALL_TIMEOUT,
+    DEFAULT_RESOLVE_TIMEOUT,
+    INSTALL_FAILED,
+    INSTALL_TIMEOUT_ENV,
+    NO_NETWORK,
+    OK,
+    READY_MARKER,
+    RESOLVE_TIMEOUT_ENV,
+    RESOLVER_SCRIPT,
+    TIMED_OUT,
+    _timeout,
+    cache_dir,
+    ensure_env,
+    env_dir,
+    env_python,
+    host_transformers_version,
+    parse_versions,
+    run_resolver,
+)
 from draftguard.check.fidelity import judge_config, same, show
 from draftguard.check.findings import (ABSENT, Finding, InputError, LayerAttention, Report, TargetResult,
                                       attention_runs)
 from draftguard.errors import MatrixError
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
-
-CACHE_ENV = "DRAFTGUARD_CACHE_DIR"
-RESOLVE_TIMEOUT_ENV = "DRAFTGUARD_RESOLVE_TIMEOUT"
-INSTALL_TIMEOUT_ENV = "DRAFTGUARD_INSTALL_TIMEOUT"
-DEFAULT_RESOLVE_TIMEOUT = 60.0
-DEFAULT_INSTALL_TIMEOUT = 900.0
-READY_MARKER = "draftguard-env.json"
-RESOLVER_SCRIPT = Path(resolver.__file__).resolve()
-
-# A PEP 440 release, optionally a pre, post or dev release. Nothing else reaches the pip command line:
-# no specifiers, no URLs, no local versions, no option-looking text.
-_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
-
-# Column states.
-OK, INSTALL_FAILED, NO_NETWORK, CRASHED, TIMED_OUT = "ok", "install failed", "no network", "crashed", "timed out"
-
-
-def parse_versions(values: Iterable[str], *, source: str = "--transformers") -> list[str]:
-    """Validate, deduplicate and sort transformers versions (oldest first). Raises BadInput naming
-    the bad one: these strings end up on a pip command line.
-
-    Example::
-
-        >>> parse_versions(["5.24.0", "4.52.4", "4.52.4"])
-        ['4.52.4', '5.24.0']
-    """
-    from packaging.version import Version
-
-    seen: dict[str, Version] = {}
-    for item in values:
-        text = str(item).strip()
-        if not _VERSION_RE.match(text):
-            raise BadInput(
-                f"{source}: {text!r} is not a transformers version; give release numbers such as "
-                "4.52.4 or 5.0.0rc1, separated by commas",
-                file=source if source != "--transformers" else None,
-                key="transformers",
-            )
-        seen.setdefault(str(Version(text)), Version(text))
-    if not seen:
-        raise BadInput(f"{source}: no transformers version given", key="transformers")
-    return [text for text, _ in sorted(seen.items(), key=lambda kv: kv[1])]
-
-
-def cache_dir() -> Path:
-    """Where version environments live: ``$DRAFTGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/draftguard``,
-    else ``~/.cache/draftguard``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "draftguard"
-
-
-def env_dir(version: str, cache: Path | None = None) -> Path:
-    """The environment of one transformers version. Keyed by the Python minor version too: a venv
-    built for one interpreter does not run under another."""
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return (cache or cache_dir()) / "envs" / f"transformers-{version}-{tag}"
-
-
-def env_python(env: Path) -> Path:
-    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def host_transformers_version() -> str | None:
-    """The transformers version installed beside draftguard, read without importing it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("transformers")
-    except PackageNotFoundError:
-        return None
-
-
-# --- environments ----------------------------------------------------------------------------------
-
-
-def ensure_env(
-    version: str,
-    *,
-    cache: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-    install_timeout: float | None = None,
-) -> tuple[str, float | None]:
-    """The interpreter that has transformers ``version``, installing it on first use. Returns
-    (python, seconds the install took or None when it was cached). Raises MatrixError.
-
-    Example::
-
-        >>> python, took = ensure_env(host_transformers_version())  # draftguard's own: no install
-        >>> took is None
-        True
-    """
-    if version == host_transformers_version():
-        return sys.executable, None
-    from filelock import FileLock
-
-    env = env_dir(version, cache)
-    try:
-        env.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(env) + ".lock")
-        lock.acquire()
-    except OSError as exc:
-        raise MatrixError(
-            INSTALL_FAILED,
-            f"transformers {version}: cannot use the cache dir {env.parent} ({exc.strerror or exc}); set "
-            f"{CACHE_ENV} to a writable directory",
-        ) from None
-    # Two checks (or two test workers) installing the same version must not build one venv together.
-    try:
-        if (env / READY_MARKER).is_file() and env_python(env).exists():
-            return str(env_python(env)), None
-        say = progress or (lambda text: None)
-        say(f"installing transformers {version} (first use of this version) into {env}")
-        started = time.monotonic()
-        _install(version, env, install_timeout or _timeout(INSTALL_TIMEOUT_ENV, DEFAULT_INSTALL_TIMEOUT))
-        took = time.monotonic() - started
-        (env / READY_MARKER).write_text(
-            json.dumps({"transformers": version, "python": sys.version.split()[0], "install_seconds": round(took, 1)})
-        )
-        say(f"installed transformers {version} in {took:.1f} s")
-        return str(env_python(env)), took
-    finally:
-        lock.release()
-
-
-def _install(version: str, env: Path, timeout: float) -> None:
-    if env.exists():  # a half-built env from an interrupted install
-        shutil.rmtree(env)
-    uv = shutil.which("uv")
-    if uv:
-        steps = [
-            [uv, "venv", "--quiet", "--python", sys.executable, str(env)],
-            [uv, "pip", "install", "--quiet", "--python", str(env_python(env)), f"transformers=={version}"],
-        ]
-    elif _host_pip_can_target():
-        # A venv without its own pip is made in a tenth of a second, against seconds for ensurepip;
-        # draftguard's own pip installs into it.
-        steps = [
-            [sys.executable, "-m", "venv", "--without-pip", str(env)],
-            [sys.executable, "-m", "pip", "--python", str(env_python(env)), "install",
-             "--disable-pip-version-check", "--no-input", "--quiet", f"transformers=={version}"],
-        ]
-    else:
-        steps = [
-            [sys.executable, "-m", "venv", str(env)],
-            [str(env_python(env)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-             "--quiet", f"transformers=={version}"],
-        ]
-    deadline = time.monotonic() + timeout
-    for command in steps:
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()),
-                stdin=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            shutil.rmtree(env, ignore_errors=True)
-            raise MatrixError(INSTALL_FAILED, f"transformers {version} could not be installed: {exc}") from None
-        except subprocess.TimeoutExpired:
-            shutil.rmtree(env, ignore_errors=True)
-            raise MatrixError(
-                INSTALL_FAILED,
-                f"installing transformers {version} took over {timeout:.0f} s and was stopped; check the "
-                f"network, or raise {INSTALL_TIMEOUT_ENV}",
-            ) from None
-        if done.returncode != 0:
-            shutil.rmtree(env, ignore_errors=True)
-            raise _install_error(version, done.stdout + "\n" + done.stderr, env.parent.parent)
-
-
-def _host_pip_can_target() -> bool:
-    """pip 22.3 and later install into another interpreter's environment with ``--python``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from packaging.version import Version
-
-    try:
-        return Version(version("pip")) >= Version("22.3")
-    except (PackageNotFoundError, ValueError):
-        return False
-
-
-_NETWORK_SIGNS = (
-    "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
-    "Name or service not known", "Network is unreachable", "Connection refused", "ConnectTimeoutError",
-    "Max retries exceeded", "ConnectionError", "dns error", "error sending request", "Could not connect",
-    "Failed to fetch", "tcp connect error",
-)
-_MISSING_SIGNS = ("No matching distribution found", "there is no version of", "was not found in the package registry")
-
-
-def _install_error(version: str, output: str, cache: Path) -> MatrixError:
-    """Tell "no such version" from "no network" from the installer's own words (pip or uv)."""
-    available = re.search(r"\(from versions: ([^)]*)\)", output)
-    listed = available.group(1).strip() if available else ""
-    # pip lists no versions at all when the index cannot be reached (with retries off it says
-    # nothing else); every real index has some transformers release.
-    offline = listed == "none" or (any(sign in output for sign in _NETWORK_SIGNS) and listed == "")
-    if offline:
-        return MatrixError(
-            NO_NETWORK,
-            f"transformers {version} is not cached and the package index could not be reached (no "
-            f"network?). Connect once so it can be installed into {cache}, or point "
-            f"{CACHE_ENV} at a cache that already holds it",
-        )
-    if any(sign in output for sign in _MISSING_SIGNS):
-        newest = listed.split(",")[-1].strip() if listed and listed != "none" else None
-        hint = f"; the newest on the index is {newest}" if newest else ""
-        return MatrixError(
-            INSTALL_FAILED,
-            f"transformers {version} does not exist on the package index{hint}. Fix the version in "
-            "--transformers or .draftguard.yml",
-        )
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.lower().startswith(("error", "×", "x "))] or lines[-1:]
-    return MatrixError(
-        INSTALL_FAILED,
-        f"transformers {version} could not be installed: {errors[-1] if errors else 'the installer failed'}",
-    )
-
-
-def _timeout(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    try:
-        return float(text) if text else default
-    except ValueError:
-        raise BadInput(f"{name}={text!r} is not a number of seconds", key=name) from None
-
-
-# --- resolving -------------------------------------------------------------------------------------
-
-
-def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
-    """Run resolver.py under ``python`` with the script protocol; one result per config (a node or
-    ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout`` or answers junk.
-
-    Example::
-
-        >>> [r] = run_resolver(sys.executable, [{"raw": {"model_type": "qwen3"}}], timeout=60)
-        >>> r["__config__"]
-        'Qwen3Config'
-    """
-    # runpy rather than `python resolver.py`: the script's folder must not land on sys.path, where a
-    # module of draftguard's could shadow one that transformers imports. -I keeps out PYTHONPATH,
-    # user site-packages and the working directory for the same reason.
-    bootstrap = "import runpy, sys; sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
-    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
-    proc = subprocess.Popen(
-        [python, "-I", "-c", bootstrap, str(RESOLVER_SCRIPT)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,  # so a hung resolver's children die with it
-    )
-    try:
-        out, err = proc.communicate(json.dumps({"configs": configs}), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        proc.communicate()
-        raise MatrixError(TIMED_OUT, f"the resolver did not answer within {timeout:g} s and was stopped") from None
-    if proc.returncode != 0:
-        raise MatrixError(CRASHED, f"the resolver crashed ({_exit_text(proc.returncode)}): {_last_line(err)}")
-    try:
-        results = json.loads(out)["results"]
-        if not isinstance(results, list) or len(results) != len(configs):
-            raise ValueError("wrong number of results")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MatrixError(CRASHED, f"the resolver's answer was unreadable ({exc}): {_last_line(err)}") from None
-    return results
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, AttributeError):
-        proc.kill()
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no message"
 
 
 # --- the matrix in the Report ------------------------------------------------------------------------
