@@ -23,7 +23,6 @@ Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
 
 from __future__ import annotations
 
-import argparse
 import collections
 import gc
 import os
@@ -31,230 +30,31 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
-from draftguard.errors import EngineRunError, EngineStartError, VllmMissing, VllmOptionError
+from draftguard.errors import EngineRunError, EngineStartError, VllmMissing, VllmOptionError  # noqa: F401 (VllmOptionError: as before)
+from draftguard.runner.engine_options import (  # noqa: F401 (the options, importable from here as before)
+    DTYPES,
+    INSTALL_HINT,
+    LOG_STREAM_ENV,
+    MODEL_RUNNERS,
+    RUNNER_ENV,
+    TOKENIZER_FILES,
+    DrafterFacts,
+    EngineOptions,
+    add_engine_arguments,
+    drafter_facts,
+    engine_options,
+    has_tokenizer,
+    long_context_length,
+    long_context_prompt,
+    target_stop_ids,
+    validate_options,
+)
 from draftguard.runner.metrics import SpecDecodeCounts, prompt_result, read_counts, require_spec_decode
 from draftguard.runner.result import PromptResult
-from draftguard.snapshot import BadInput, load_snapshot
-
-INSTALL_HINT = "pip install 'draftguard[vllm]'"
-MODEL_RUNNERS = ("auto", "v1", "v2")
-# vLLM reads this when the engine starts; unset means vLLM's own default for the model.
-RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-# Where vLLM's logger writes; its default is stdout, which must carry only the result (--format json).
-LOG_STREAM_ENV = "VLLM_LOGGING_STREAM"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-@dataclass
-class EngineOptions:
-    """vLLM engine settings for the acceptance test.
-
-    ``long_context_tokens``: None picks twice the drafter's largest sliding window (no long prompt
-    when the drafter has no sliding layers); 0 turns the long prompt off."""
-
-    attention_backend: str | None = None
-    draft_attention_backend: str | None = None
-    model_runner: str = "auto"
-    max_model_len: int | None = None
-    long_context_tokens: int | None = None
-    num_speculative_tokens: int | None = None
-    gpu_memory_utilization: float = 0.85
-    enforce_eager: bool = False
-    dtype: str = "auto"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the vLLM engine options to ``draftguard accept``'s parser (used by --backend vllm|both).
-
-    Example::
-
-        >>> p = argparse.ArgumentParser(); add_engine_arguments(p)
-        >>> engine_options(p.parse_args(["--model-runner", "v2", "--max-model-len", "4096"])).model_runner
-        'v2'
-    """
-    g = parser.add_argument_group("vLLM engine (--backend vllm|both)")
-    g.add_argument("--attention-backend", metavar="NAME",
-                   help="vLLM attention backend for the target and the drafter, e.g. FLASH_ATTN, "
-                   "FLASHINFER, TRITON_ATTN (default: vLLM picks)")
-    g.add_argument("--draft-attention-backend", metavar="NAME",
-                   help="attention backend for the drafter only (vLLM's speculative_config.attention_backend)")
-    g.add_argument("--model-runner", choices=MODEL_RUNNERS, default="auto",
-                   help=f"vLLM's model runner: v1 or v2 ({RUNNER_ENV}=0/1); default: vLLM's choice")
-    g.add_argument("--max-model-len", type=int, metavar="N", help="vLLM max_model_len (default: the target's)")
-    g.add_argument("--long-context-tokens", type=int, metavar="N",
-                   help="add one prompt of N tokens, longer than the drafter's sliding window "
-                   "(default: twice the window when the drafter slides; 0: none)")
-    g.add_argument("--num-speculative-tokens", type=int, metavar="N",
-                   help="tokens vLLM drafts per step (default: the drafter's block size - 1)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.85, metavar="F",
-                   help="share of GPU memory vLLM may take (default 0.85)")
-    g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs: slower, starts faster")
-
-
-def engine_options(args: argparse.Namespace) -> EngineOptions:
-    """EngineOptions from parsed arguments; raises BadInput on values vLLM would reject late.
-
-    Example::
-
-        >>> engine_options(argparse.Namespace(max_model_len=0))
-        Traceback (most recent call last):
-        ...
-        draftguard.errors.VllmOptionError: --max-model-len must be a positive number of tokens, got 0
-    """
-    opts = EngineOptions(
-        attention_backend=getattr(args, "attention_backend", None),
-        draft_attention_backend=getattr(args, "draft_attention_backend", None),
-        model_runner=getattr(args, "model_runner", None) or "auto",
-        max_model_len=getattr(args, "max_model_len", None),
-        long_context_tokens=getattr(args, "long_context_tokens", None),
-        num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
-        gpu_memory_utilization=getattr(args, "gpu_memory_utilization", None) or 0.85,
-        enforce_eager=bool(getattr(args, "enforce_eager", False)),
-        # `accept --dtype` is one option for both backends: vLLM's "auto" runs float32 checkpoints in
-        # bfloat16, so a differential run that left it out compared unlike with like.
-        dtype=getattr(args, "dtype", None) or "auto",
-    )
-    validate_options(opts)
-    return opts
-
-
-def validate_options(opts: EngineOptions) -> None:
-    """Raise VllmOptionError naming the first option that is out of range."""
-    if opts.model_runner not in MODEL_RUNNERS:
-        raise VllmOptionError(f"--model-runner must be one of {', '.join(MODEL_RUNNERS)}, got {opts.model_runner!r}")
-    if opts.max_model_len is not None and opts.max_model_len <= 0:
-        raise VllmOptionError(f"--max-model-len must be a positive number of tokens, got {opts.max_model_len}")
-    if opts.long_context_tokens is not None and opts.long_context_tokens < 0:
-        raise VllmOptionError(f"--long-context-tokens must be 0 or more, got {opts.long_context_tokens}")
-    if opts.num_speculative_tokens is not None and opts.num_speculative_tokens < 1:
-        raise VllmOptionError(f"--num-speculative-tokens must be at least 1, got {opts.num_speculative_tokens}")
-    if not 0.0 < opts.gpu_memory_utilization <= 1.0:
-        raise VllmOptionError(f"--gpu-memory-utilization must be in (0, 1], got {opts.gpu_memory_utilization}")
-    if opts.dtype not in DTYPES:
-        raise VllmOptionError(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
-
-
-# --------------------------------------------------------------------------------------------------
-# What the drafter and target say (raw config.json, no transformers, no torch)
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DrafterFacts:
-    """The drafter's raw block size and sliding window, as its config.json states them."""
-
-    block_size: int
-    sliding_window: int | None
-    sliding_layers: int
-
-
-def drafter_facts(drafter: str, revision: str | None = None) -> DrafterFacts:
-    """Read block size and sliding window from the drafter's raw config.json (folder or Hub id).
-
-    The raw file, not the config class: a window the class drops (the incident) is still the window
-    the drafter was trained with, and the long prompt must run past it.
-
-    Example::
-
-        >>> drafter_facts("tests/fixtures/models/drafter-window-lost")
-        DrafterFacts(block_size=4, sliding_window=6, sliding_layers=1)
-    """
-    raw = load_snapshot(drafter, revision).load_json()
-    block = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
-    size = block.get("block_size", raw.get("block_size", 16))
-    if not isinstance(size, int) or isinstance(size, bool) or size < 2:
-        raise BadInput(f"{drafter}/config.json: `dflash_config.block_size` must be an int of at least 2, got {size!r}",
-                       file=f"{drafter}/config.json", key="dflash_config.block_size")
-    types = raw.get("layer_types") if isinstance(raw.get("layer_types"), list) else []
-    sliding = sum(1 for t in types if t == "sliding_attention")
-    window = raw.get("sliding_window")
-    window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
-    return DrafterFacts(block_size=size, sliding_window=window if sliding else None, sliding_layers=sliding)
-
-
-def target_stop_ids(target: str, revision: str | None = None) -> list[int]:
-    """End-of-sequence ids of the target, as the reference backend stops on them: generation_config.json's
-    ``eos_token_id``, else config.json's. Passed to vLLM explicitly, so both stop on the same tokens
-    even when vLLM runs without a tokenizer.
-
-    Example::
-
-        >>> target_stop_ids("tests/fixtures/models/target")
-        [41]
-    """
-    snap = load_snapshot(target, revision, names=("config.json", "generation_config.json"))
-    ids: Any = None
-    if "generation_config.json" in snap.files:
-        ids = snap.load_json("generation_config.json").get("eos_token_id")
-    if ids is None:
-        ids = snap.load_json().get("eos_token_id")
-    if ids is None:
-        return []
-    return [int(i) for i in (ids if isinstance(ids, list) else [ids])]
-
-
-def has_tokenizer(target: str) -> bool:
-    """A local folder without tokenizer files runs with ``skip_tokenizer_init`` (prompts are token ids
-    already); a Hub repo is assumed to have one."""
-    folder = Path(target)
-    if folder.is_dir():
-        return any((folder / n).is_file() for n in TOKENIZER_FILES)
-    return True
-
-
-def long_context_prompt(prompts: Sequence[Sequence[int]], length: int) -> list[int]:
-    """One prompt of exactly ``length`` tokens, made by joining the given prompts end to end (again
-    from the first when they run out). Real text keeps the target in its domain, so the drafter's
-    acceptance there still means something, while the context runs past the sliding window.
-
-    Example::
-
-        >>> long_context_prompt([[1, 2, 3], [4, 5]], 7)
-        [1, 2, 3, 4, 5, 1, 2]
-    """
-    pool = [list(p) for p in prompts if len(p)]
-    if length <= 0 or not pool:
-        raise BadInput("a long-context prompt needs at least one non-empty prompt and a positive length")
-    out: list[int] = []
-    while len(out) < length:
-        for p in pool:
-            out.extend(p)
-            if len(out) >= length:
-                break
-    return out[:length]
-
-
-def long_context_length(opts: EngineOptions, facts: DrafterFacts, max_new_tokens: int) -> int:
-    """Tokens of the long-context prompt: the option, else twice the window (0 when nothing slides).
-    Capped so prompt plus output fit ``max_model_len``.
-
-    Example::
-
-        >>> long_context_length(EngineOptions(), DrafterFacts(4, 6, 1), 32)
-        12
-        >>> long_context_length(EngineOptions(max_model_len=100), DrafterFacts(16, 2048, 3), 32)
-        52
-    """
-    want = opts.long_context_tokens
-    if want is None:
-        want = 2 * facts.sliding_window if facts.sliding_window else 0
-    if want and opts.max_model_len:
-        room = opts.max_model_len - max_new_tokens - facts.block_size
-        if room <= facts.block_size:
-            raise VllmOptionError(
-                f"--max-model-len {opts.max_model_len} leaves no room for a long-context prompt and "
-                f"{max_new_tokens} new tokens; raise it or pass --long-context-tokens 0")
-        want = min(want, room)
-    return max(0, want)
+from draftguard.snapshot import BadInput
 
 
 # --------------------------------------------------------------------------------------------------
