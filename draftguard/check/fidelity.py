@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention, show
+from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention, is_int as _is_int, show
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
 # Keys that transformers 5.x folds into `rope_parameters`, and the sub-key each lands in.
@@ -423,10 +423,6 @@ def _is_default(defaults: dict[str, Any] | None, key: str, value: Any) -> bool:
     if defaults is None or key not in defaults:
         return defaults is None
     return same(defaults[key], value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _sliding_layers(values: dict[str, Any]) -> list[int]:

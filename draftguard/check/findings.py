@@ -38,6 +38,11 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+def is_int(value: Any) -> bool:
+    """An int from JSON, not a bool (``True`` is an ``int`` to Python, never a count to a config)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def show(value: Any) -> str:
     """A config value as JSON for a message ("absent" for a missing key), cut to 80 characters.
 

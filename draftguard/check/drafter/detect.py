@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from draftguard.check.findings import is_int as _is_int
 
 LAYER_CONFIG_KEY = "transformer_layer_config"
 DFLASH_ARCHITECTURES = {
@@ -121,10 +122,6 @@ def _first(raw: dict[str, Any], keys: tuple[str, ...]) -> Stated | None:
 def _architectures(raw: dict[str, Any]) -> list[str]:
     archs = raw.get("architectures")
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None) -> DrafterFormat | None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from draftguard.check.findings import is_int as _is_int
 from draftguard.check.weights import is_unreachable, unreachable_reason
 from draftguard.errors import HubUnreachable
 from draftguard.snapshot import BadInput, Snapshot
@@ -17,10 +18,6 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 GENERATION_CONFIG = "generation_config.json"
 # tokenizer.json of large vocabularies runs to tens of MB (Gemma's is 33 MB).
 MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_optional(snapshot: Snapshot, name: str, limit: int = MAX_TOKENIZER_BYTES) -> bytes | None:

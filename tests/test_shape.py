@@ -1,0 +1,114 @@
+"""The package's shape, kept by a test: the import graph of draftguard/ (read with ast, so imports
+inside functions count too) has no circle, the core never imports a surface, and no module grows
+past 500 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "draftguard"
+MAX_LINES = 500
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The draftguard module an import names: itself, or the package holding the imported name."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each draftguard module -> the draftguard modules it imports (at the top or in a function)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            for target in targets:
+                found = _resolve(target, modules) if target.startswith("draftguard") else None
+                if found and found != name and not name.startswith(found + "."):
+                    edges.add(found)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_circle_and_passes_a_tree():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_graph_sees_imports_inside_functions():
+    graph = import_graph()
+    assert "draftguard.snapshot" in graph["draftguard.check.light"]
+    assert graph["draftguard.errors"] == set()
+
+
+def test_the_import_graph_has_no_circle():
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_check_core_never_imports_a_surface():
+    graph = import_graph()
+    surfaces = ("draftguard.report", "draftguard.bot", "draftguard.action", "draftguard.runner", "draftguard.cli")
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.check")
+             for dep in deps if dep.startswith(surfaces)}
+    assert not wrong
+
+
+def test_the_action_imports_nothing_from_the_bot():
+    graph = import_graph()
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.action")
+             for dep in deps if dep.startswith("draftguard.bot")}
+    assert not wrong
+
+
+def test_no_module_is_over_500_lines():
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long
