@@ -17,6 +17,7 @@ Script protocol (one JSON document each way)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -130,7 +131,7 @@ def _is_config(value: Any) -> bool:
 
 # Keys whose class default the judge compares against (was a missing key filled by a default, or
 # derived from another key of the file?).
-DEFAULTED_KEYS = ("head_dim", "sliding_window")
+DEFAULTED_KEYS = ("head_dim", "sliding_window", "hidden_size", "num_attention_heads")
 _DEFAULTS_CACHE: dict[type, dict[str, Any]] = {}
 
 
@@ -270,15 +271,521 @@ def _key_in_message(message: str, raw: dict[str, Any], aliases: dict[str, str] |
     return None
 
 
+
+# --- evidence: what the class itself shows about a value it changed --------------------------------
+#
+# A value that differs between config.json and the resolved config is judged from the class's own
+# behaviour, not from tables of known renames that lag behind transformers:
+#
+# - tracing: the changed keys are set to unique sentinels and the class is built again; where a
+#   sentinel lands is where the class moved the value (rope_theta -> rope_parameters.rope_theta,
+#   rotary_pct -> partial_rotary_factor, a flat key -> text_config.key, a list into a nested dict);
+# - the class's own voice: what it logged or warned while building ("Setting hidden_act=...");
+# - flags: a value that survives when a boolean the file sets to false is flipped depends on a
+#   feature the file switched off (use_sliding_window: false);
+# - serialisation: a class that writes the file's value back in to_dict() converted it on purpose;
+# - generation settings: GenerationConfig.from_model_config(config.json) rebuilds what the model
+#   config pops;
+# - unread aliases: a key the class does not declare that another transformers class declares as an
+#   attribute_map alias of a field this class does have (a Mamba file's n_layer beside
+#   num_hidden_layers).
+
+_TRACE_CACHE: dict[Any, Any] = {}
+_FLAG_CACHE: dict[Any, Any] = {}
+_MAX_TRACED = 48
+
+
+class _Collect:
+    """A logging handler that keeps each record's text."""
+
+    def __init__(self, into: list[str] | None):
+        import logging
+
+        self.handler = logging.Handler()
+        self.handler.emit = self.emit  # type: ignore[method-assign]
+        self.into = into
+
+    def emit(self, record: Any) -> None:
+        if self.into is not None:
+            try:
+                self.into.append(record.getMessage())
+            except Exception:  # a malformed log call in the class must not stop the check
+                pass
+
+
+@contextlib.contextmanager
+def class_voice(messages: list[str] | None):
+    """Collect what transformers logs (INFO and up) and warns while the block runs, into
+    ``messages``; with None, keep it quiet. Nothing reaches stderr either way."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("transformers")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    collect = _Collect(messages)
+    logger.handlers = [collect.handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO if messages is not None else logging.CRITICAL + 1)
+    for name in ("warning_once", "info_once"):  # lru-cached: a second config of a family says it again
+        cached = getattr(logging.Logger, name, None)
+        if messages is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            logger.handlers, _, logger.propagate = saved[0], None, saved[2]
+            logger.setLevel(saved[1])
+            if messages is not None:
+                messages.extend(str(w.message) for w in caught)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as model code uses them (fidelity.same's rules, repeated here: this module is standalone)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+_MISSING: Any = object()
+
+
+def _changed_leaves(raw: dict[str, Any], node: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of the file's values that the model code does not read as written."""
+    out: list[str] = []
+    values = node["values"]
+    for key, raw_value in raw.items():
+        if not isinstance(key, str) or key in BOOKKEEPING_KEYS:
+            continue
+        resolved = values.get(key, _MISSING)
+        if isinstance(resolved, dict) and "__config__" in resolved:
+            if isinstance(raw_value, dict):
+                out += _changed_leaves(raw_value, resolved, f"{prefix}{key}.")
+            continue
+        out += _changed_values(raw_value, resolved, prefix + key)
+    return out
+
+
+def _changed_values(raw_value: Any, resolved: Any, path: str) -> list[str]:
+    if resolved is not _MISSING and _same(raw_value, _plain(resolved, None)):
+        return []
+    if isinstance(raw_value, dict) and raw_value:
+        sub = resolved if isinstance(resolved, dict) else {}
+        return [p for k, v in raw_value.items() if isinstance(k, str)
+                for p in _changed_values(v, sub.get(k, _MISSING), f"{path}.{k}")]
+    return [path]
+
+
+def _get(tree: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(tree, dict) and part in tree:
+            tree = tree[part]
+        else:
+            return _MISSING
+    return tree
+
+
+def _set(tree: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    for part in parts[:-1]:
+        tree = tree[part]
+    tree[parts[-1]] = value
+
+
+def _sentinel(value: Any, index: int) -> Any:
+    """A value of the same type as ``value`` that no config holds, unique per index; None when the
+    value cannot be traced this way (booleans, None, mixed lists)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return 7919 + 104 * index
+    if isinstance(value, float):
+        # Ratios stay ratios: a class may check 0 < partial_rotary_factor <= 1.
+        return round(0.0917 + 0.0013 * index, 4) if 0 < value <= 1 else 7919.375 + 104 * index
+    if isinstance(value, str):
+        return f"{value}~dg{index}"
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        kind = float if any(isinstance(v, float) for v in value) else int
+        return [kind(50000 + 1000 * index + j) for j in range(len(value))]
+    return None
+
+
+def _storage(config: Any, prefix: str = "", out: dict[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
+    """Every stored value of a config object, private attributes included, by dotted path. Nested
+    configs and dicts are walked; lists are kept whole, and walked too when they hold dicts."""
+    out = {} if out is None else out
+    if depth > 6:
+        return out
+    items = vars(config).items() if _is_config(config) else config.items()
+    for name, value in items:
+        if not isinstance(name, str) or name in BOOKKEEPING_KEYS:
+            continue
+        path = prefix + name
+        if _is_config(value) or isinstance(value, dict):
+            _storage(value, path + ".", out, depth + 1)
+        else:
+            out[path] = value
+            if isinstance(value, (list, tuple)) and any(_is_config(v) or isinstance(v, dict) for v in value):
+                for i, item in enumerate(value):
+                    if _is_config(item) or isinstance(item, dict):
+                        _storage(item, f"{path}.{i}.", out, depth + 1)
+    return out
+
+
+def _comparable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _shape(value: Any) -> Any:
+    """The part of a file that decides where a class puts things: keys, flags and names, not numbers
+    (what the trace cache is keyed by)."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _shape(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", len(value), tuple(sorted({type(v).__name__ for v in value})))
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    return type(value).__name__
+
+
+def _build_quietly(cls: type, raw: dict[str, Any]) -> Any:
+    with class_voice(None):
+        return cls(**_copy(raw))
+
+
+def _trace(cls: type, raw: dict[str, Any], leaves: list[str], original: dict[str, Any]) -> dict[str, list[list[str]]]:
+    """Where the class puts each of ``leaves``: [[storage path, "same" | "converted"], ...]."""
+    assigned = {leaf: _sentinel(_get(raw, leaf), i) for i, leaf in enumerate(leaves)}
+    assigned = {leaf: s for leaf, s in assigned.items() if s is not None}
+    landed: dict[str, list[list[str]]] = {leaf: [] for leaf in leaves}
+
+    def run(batch: dict[str, Any]) -> bool:
+        trial = _copy(raw)
+        for leaf, value in batch.items():
+            _set(trial, leaf, value)
+        try:
+            traced = _storage(_build_quietly(cls, trial))
+        except Exception:
+            return False
+        owner = {_comparable(s): leaf for leaf, s in batch.items()}
+        for path, value in traced.items():
+            before = original.get(path, _MISSING)
+            if before is not _MISSING and _same(_plain(before, None), _plain(value, None)):
+                continue
+            try:
+                leaf = owner.get(_comparable(value))
+            except TypeError:  # unhashable: a dict or a nested list
+                leaf = None
+            if leaf is not None:
+                landed[leaf].append([path, "same"])
+            elif len(batch) == 1:
+                landed[next(iter(batch))].append([path, "converted"])
+        return True
+
+    refused = [leaf for leaf in leaves if leaf not in assigned]
+    if assigned and not run(assigned):
+        for leaf, value in list(assigned.items())[:8]:  # the class refused a sentinel: one at a time
+            if not run({leaf: value}):
+                refused.append(leaf)
+    for leaf in refused[:8]:
+        # No sentinel fits (a flag, a name the class validates): take the key out instead, and see
+        # which stored values move away from the file's value.
+        trial = _copy(raw)
+        parts = leaf.split(".")
+        holder = _get(trial, ".".join(parts[:-1])) if len(parts) > 1 else trial
+        if not isinstance(holder, dict):
+            continue
+        holder.pop(parts[-1], None)
+        try:
+            traced = _storage(_build_quietly(cls, trial))
+        except Exception:
+            continue
+        want = _get(raw, leaf)
+        for path, value in original.items():
+            if _same(want, _plain(value, None)) and not _same(_plain(traced.get(path, _MISSING), None), want):
+                landed[leaf].append([path, "same"])
+    return landed
+
+
+def _flag_flips(cls: type, raw: dict[str, Any], leaves: list[str], landed: dict[str, list[list[str]]]) -> dict[str, str]:
+    """For each leaf the class changed, the boolean of the file set to false whose flip to true keeps
+    the leaf's value: the leaf belongs to a feature the file switched off."""
+    flags = [k for k, v in raw.items() if v is False]
+    flags += [f"{k}.{s}" for k, v in raw.items() if isinstance(v, dict) for s, w in v.items() if w is False]
+    if not flags or not leaves:
+        return {}
+
+    def kept(flipped: list[str]) -> set[str] | None:
+        trial = _copy(raw)
+        for flag in flipped:
+            _set(trial, flag, True)
+        try:
+            stored = _storage(_build_quietly(cls, trial))
+        except Exception:
+            return None
+        out = set()
+        for leaf in leaves:
+            want = _get(raw, leaf)
+            name = leaf.rsplit(".", 1)[-1]
+            # Where it went when kept: its own place, a traced place, or a nested config that a
+            # composite class moves flat keys into (qwen2_vl's text_config).
+            places = [leaf] + [path for path, how in landed.get(leaf, []) if how == "same"]
+            places += [path for path in stored if path.endswith("." + name) and path.count(".") == leaf.count(".") + 1]
+            if any(path in stored and _same(want, _plain(stored[path], None)) for path in places):
+                out.add(leaf)
+        return out
+
+    found: dict[str, str] = {}
+    together = kept(flags)
+    if len(flags) == 1:
+        return {leaf: flags[0] for leaf in together or ()}
+    for flag in flags[:6]:  # several flags: which one switches each leaf
+        for leaf in kept([flag]) or ():
+            found.setdefault(leaf, flag)
+    return found
+
+
+def _leaves_of(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(tree, dict):
+        return [leaf for k, v in tree.items() if isinstance(k, str) for leaf in _leaves_of(v, f"{prefix}.{k}")]
+    return [(prefix, tree)]
+
+
+def _winners(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[str, Any]) -> dict[str, list[Any]]:
+    """For each leaf the class did not keep, another key of the file that decides its place instead:
+    without that key the class keeps the leaf (rope_scaling beside rope_parameters, rope_theta
+    beside rope_parameters.rope_theta). {leaf: [the other file path, the stored path, its value]}."""
+    found: dict[str, list[Any]] = {}
+    builds = 0
+    for index, leaf in enumerate(leaves):
+        name, top = leaf.rsplit(".", 1)[-1], leaf.split(".", 1)[0]
+        here = stored.get(leaf, _MISSING)
+        for key, value in raw.items():
+            if key == top or not isinstance(key, str) or builds >= 8:
+                continue
+            rivals = [(path, v) for path, v in _leaves_of(value, key)
+                      if path.rsplit(".", 1)[-1] == name or (here is not _MISSING and _same(v, _plain(here, None)))]
+            if not rivals:
+                continue
+            trial = _copy(raw)
+            del trial[key]
+            sentinel = _sentinel(_get(raw, leaf), index)
+            if sentinel is not None:
+                _set(trial, leaf, sentinel)
+            builds += 1
+            try:
+                without = _storage(_build_quietly(cls, trial))
+            except Exception:
+                continue
+            want = sentinel if sentinel is not None else _get(raw, leaf)
+            places = [path for path, v in without.items() if _same(want, _plain(v, None))]
+            for place in places:
+                for rival, rival_value in rivals:
+                    if place in stored and _same(rival_value, _plain(stored[place], None)):
+                        found[leaf] = [rival, place, rival_value]
+                        break
+                if leaf in found:
+                    break
+            if leaf in found:
+                break
+    return found
+
+
+_DECLARED_CACHE: dict[type, frozenset[str]] = {}
+
+
+def _declared(cls: type) -> frozenset[str]:
+    """Names a config class reads: its fields or __init__ parameters, its aliases, and the base
+    class's own attributes."""
+    if cls not in _DECLARED_CACHE:
+        import dataclasses
+        import inspect
+
+        names: set[str] = set(getattr(cls, "attribute_map", {}) or {})
+        for klass in cls.__mro__:
+            if dataclasses.is_dataclass(klass):
+                names.update(f.name for f in dataclasses.fields(klass))
+            init = vars(klass).get("__init__")
+            if init is not None:
+                try:
+                    names.update(inspect.signature(init).parameters)
+                except (TypeError, ValueError):
+                    pass
+            names.update(k for k, v in vars(klass).items() if not k.startswith("__"))
+        try:
+            from transformers import PretrainedConfig
+
+            with class_voice(None):
+                names.update(vars(PretrainedConfig()))
+        except Exception:
+            pass
+        _DECLARED_CACHE[cls] = frozenset(names)
+    return _DECLARED_CACHE[cls]
+
+
+_ALIAS_PAIRS: dict[str, set[str]] | None = None
+
+
+def alias_vocabulary() -> dict[str, set[str]]:
+    """Every attribute_map pair that transformers' config classes declare, both ways round (n_layer
+    <-> num_hidden_layers), read from their source text: importing every class would take seconds."""
+    global _ALIAS_PAIRS
+    if _ALIAS_PAIRS is None:
+        import re
+        from pathlib import Path
+
+        import transformers.models
+
+        pairs: dict[str, set[str]] = {}
+        block = re.compile(r"attribute_map(?:\s*:\s*[^=]+)?\s*=\s*\{([^}]*)\}")
+        pair = re.compile(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']\s*:\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+        for folder in transformers.models.__path__:
+            for path in Path(folder).glob("*/configuration_*.py"):
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                for match in block.finditer(text):
+                    for a, b in pair.findall(match.group(1)):
+                        pairs.setdefault(a, set()).add(b)
+                        pairs.setdefault(b, set()).add(a)
+        _ALIAS_PAIRS = pairs
+    return _ALIAS_PAIRS
+
+
+def _unread_aliases(cls: type, raw: dict[str, Any], config: Any) -> dict[str, str]:
+    """Keys of the file the class does not read that other classes read as another name for one of
+    this class's fields: {file key: the field the model code reads instead}."""
+    declared = _declared(cls)
+    unread = [k for k, v in raw.items() if isinstance(k, str) and k not in declared and not k.startswith("_")
+              and isinstance(v, int) and not isinstance(v, bool)]
+    if not unread:
+        return {}
+    vocabulary = alias_vocabulary()
+    out = {}
+    for key in unread:
+        for field_name in sorted(vocabulary.get(key, ())):
+            if field_name in declared and field_name not in getattr(cls, "attribute_map", {}) and hasattr(config, field_name):
+                out[key] = field_name
+                break
+    return out
+
+
+def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    """The dropped keys that GenerationConfig rebuilds from config.json with the same value (what
+    transformers does when a repo has no generation_config.json)."""
+    try:
+        from transformers import GenerationConfig
+
+        with class_voice(None):
+            generation = GenerationConfig.from_model_config(_copy(raw))
+    except Exception:
+        return {}
+    out = {}
+    for key in dropped:
+        value = getattr(generation, key, _MISSING)
+        if value is not _MISSING and _same(raw[key], _plain(value, None)):
+            out[key] = raw[key]
+    return out
+
+
+def _serialised(config: Any, raw: dict[str, Any], leaves: list[str]) -> dict[str, Any]:
+    """Leaves whose file value the class writes back in to_dict() although it reads another: a
+    deliberate conversion (the class keeps what it converted from, so a reload converts again)."""
+    top = [leaf for leaf in leaves if "." not in leaf]
+    if not top:
+        return {}
+    try:
+        with class_voice(None):
+            saved = config.to_dict()
+    except Exception:
+        return {}
+    return {leaf: raw[leaf] for leaf in top if leaf in saved and _same(raw[leaf], _plain(saved[leaf], None))}
+
+
+def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str, Any], messages: list[str]) -> dict[str, Any]:
+    """What the class shows about the values it changed. Plain JSON:
+
+    - ``messages``: what it logged or warned while building;
+    - ``landed``: {file path: [[where the class stored it, "same" | "converted"], ...]} from tracing;
+    - ``flags``: {file path: the false flag whose flip keeps the value};
+    - ``serialised``: {file key: value}, keys the class writes back unchanged in to_dict();
+    - ``generation``: {file key: value}, dropped keys that GenerationConfig rebuilds;
+    - ``unread``: {file key: field}, keys the class ignores that name one of its fields elsewhere;
+    - ``winners``: {file path: [other file path, stored path, value]}, another key that decides;
+    - ``stored_tables``: the dicts the traced values landed in, as stored.
+
+    Example::
+
+        >>> from transformers import GPTNeoXConfig
+        >>> raw = {"model_type": "gpt_neox", "rotary_pct": 0.25}
+        >>> config = GPTNeoXConfig(**raw)
+        >>> gather_evidence(GPTNeoXConfig, raw, config, _node(config, raw), [])["landed"]["rotary_pct"][0][0]
+        'rope_parameters.partial_rotary_factor'
+    """
+    leaves = _changed_leaves(raw, node)[:_MAX_TRACED]
+    evidence: dict[str, Any] = {"messages": [m for m in messages if m.strip()][:20], "landed": {}, "flags": {},
+                                "serialised": {}, "generation": {}, "unread": {}, "winners": {}}
+    if leaves:
+        stored = _storage(config)
+        key = (cls, _shape(raw), tuple(leaves))
+        if key not in _TRACE_CACHE:
+            _TRACE_CACHE[key] = _trace(cls, raw, leaves, stored)
+        landed = _TRACE_CACHE[key]
+        evidence["landed"] = {
+            leaf: [[path, how, _plain(stored.get(path), None)] for path, how in places if path in stored]
+            for leaf, places in landed.items()
+        }
+        tables = {path.rsplit(".", 1)[0] for places in landed.values() for path, how in places if "." in path}
+        evidence["stored_tables"] = {
+            table: {path[len(table) + 1:]: _plain(value, None) for path, value in stored.items()
+                    if path.startswith(table + ".") and "." not in path[len(table) + 1:]}
+            for table in sorted(tables)
+        }
+        unexplained = [leaf for leaf in leaves if not any(
+            how == "same" and path in stored and _same(_get(raw, leaf), _plain(stored[path], None))
+            for path, how in landed.get(leaf, []))]
+        if unexplained:
+            if key not in _FLAG_CACHE:
+                _FLAG_CACHE[key] = _flag_flips(cls, raw, unexplained, landed)
+            evidence["flags"] = {k: v for k, v in _FLAG_CACHE[key].items() if k in unexplained}
+            rest = [leaf for leaf in unexplained if leaf not in evidence["flags"]]
+            if rest:
+                if ("winners", key) not in _FLAG_CACHE:
+                    _FLAG_CACHE[("winners", key)] = _winners(cls, raw, rest, stored)
+                evidence["winners"] = {
+                    leaf: [rival, place, _plain(stored.get(place), None)]
+                    for leaf, (rival, place, _) in _FLAG_CACHE[("winners", key)].items()
+                    if place in stored and _same(_get(raw, rival), _plain(stored[place], None))
+                }
+            evidence["serialised"] = _serialised(config, raw, unexplained)
+            dropped = [leaf for leaf in unexplained if "." not in leaf and leaf not in node["values"]]
+            if dropped:
+                evidence["generation"] = _generation_kept(raw, dropped)
+    evidence["unread"] = _unread_aliases(cls, raw, config)
+    return evidence
+
+
 def resolve(
     raw: dict[str, Any],
     *,
     trust_remote_code: bool = False,
     pretrained: str | None = None,
     revision: str | None = None,
+    trace: bool = True,
 ) -> dict[str, Any]:
     """Resolve ``raw`` through its transformers config class and return the node of what the model
     code reads. Raises ResolveError when no class applies or the class rejects the values.
+
+    With ``trace`` (the default) the node also holds ``evidence``: what the class itself shows about
+    each value that changed (``gather_evidence``). ``trace=False`` skips that work, for benchmarks.
 
     ``pretrained`` (a folder or Hub repo id) is used only with ``trust_remote_code``, to load the
     repo's own config class.
@@ -291,6 +798,7 @@ def resolve(
     _refuse_implausible(raw)
     remote = trust_remote_code and isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]
     cls = None
+    messages: list[str] = []
     try:
         if remote and pretrained is not None:
             from transformers import AutoConfig
@@ -299,8 +807,10 @@ def resolve(
         else:
             cls = _config_class(raw, trust_remote_code)
             # Same as cls.from_dict(raw) when no kwargs are passed, which is what from_pretrained
-            # does, minus from_dict's eager f-string log of the whole config (half its cost).
-            config = cls(**_copy(raw))
+            # does, minus from_dict's eager f-string log of the whole config (half its cost). What the
+            # class says while it builds is kept: it is the evidence of a deliberate correction.
+            with class_voice(messages) if trace else contextlib.nullcontext():
+                config = cls(**_copy(raw))
     except ResolveError:
         raise
     except Exception as exc:  # the class's own validation: any exception type is possible
@@ -309,7 +819,10 @@ def resolve(
         message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
         aliases = getattr(cls, "attribute_map", None)
         raise ResolveError("class_rejected", message, key=_key_in_message(str(exc), raw, aliases)) from None
-    return _node(config, raw)
+    node = _node(config, raw)
+    if trace and cls is not None:
+        node["evidence"] = gather_evidence(cls, raw, config, node, messages)
+    return node
 
 
 def main() -> int:
@@ -325,6 +838,7 @@ def main() -> int:
                     trust_remote_code=bool(item.get("trust_remote_code")),
                     pretrained=item.get("pretrained"),
                     revision=item.get("revision"),
+                    trace=item.get("trace", True) is not False,
                 )
             )
         except ResolveError as exc:
