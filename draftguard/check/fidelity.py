@@ -259,14 +259,25 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
             f"`{key}` is moved to `{_shown_place(ctx, place)}` by {ctx.config_class} (transformers {ctx.version}) "
             "with the same value: a rename.",
         )
-    winner = ctx.evidence.get("winners", {}).get(path)
-    if winner is not None:
-        other, place, value = winner
+    decider = ctx.evidence.get("deciders", {}).get(path)
+    if decider is not None:
+        return _decided(ctx, key, raw_value, *decider)
+    translation = ctx.evidence.get("translations", {}).get(path)
+    if translation:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in sorted(translation.items()))
         return ctx.finding(
-            "DG002", key, raw_value, value,
-            f"`{path}` is {show(raw_value)} but `{other}` is {show(value)}; both set `{place}`, and "
-            f"transformers {ctx.version} keeps `{other}`'s value without a warning, so the model reads "
-            f"{show(value)}. Fix: keep only one of `{path}` and `{other.split('.')[0]}`, with the value you mean.",
+            "DG009", key, raw_value, resolved,
+            f"`{key}` is translated by {ctx.config_class} into its own names ({pairs}), one for one, and the "
+            f"class keeps the translated list as it is (transformers {ctx.version}): the same layers, renamed.",
+        )
+    converted = [place for place, how, _ in places if how == "converted"]
+    if converted and not kept:
+        shown = ", ".join(f"`{_shown_place(ctx, p)}`" for p in converted[:3]) + (", ..." if len(converted) > 3 else "")
+        return ctx.finding(
+            "DG009", key, raw_value, resolved if resolved is not ABSENT else converted[0],
+            f"`{key}` is read by {ctx.config_class} into {shown} in another form: tracing shows that "
+            f"changing `{key}` changes what is stored there (transformers {ctx.version}). A legacy key the "
+            "class converts on load; the model code reads the converted value.",
         )
     # The value landed somewhere but another key of the file decided what is stored there.
     for place, how, value in places:
@@ -283,6 +294,40 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
                     f"Fix: keep only `{other}`, with the value you mean.",
                 )
     return None
+
+
+def _decided(ctx: Context, key: str, raw_value: Any, other: str, place: str, how: str, is_input: bool, value: Any) -> Finding:
+    """Another value of the file decides what is stored in this key's place."""
+    path = ctx.prefix + key
+    other_value = _lookup(ctx.root, other)
+    if how == "copies" and same(raw_value, other_value):
+        return ctx.finding(
+            "DG007", key, raw_value, place,
+            f"`{key}` is also given as `{other}` with the same value; {ctx.config_class} keeps it once, in "
+            f"`{_shown_place(ctx, place)}` (transformers {ctx.version}): a rename.",
+        )
+    if not is_input:
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` {show(raw_value)} is not read by {ctx.config_class}: the class always sets `{place}` "
+            f"from `{other}` ({show(other_value)} -> {show(value)}), whatever the file says (transformers "
+            f"{ctx.version}). Remove `{key}` if you like; the model code reads {show(value)}.",
+        )
+    if how == "derives" and same(raw_value, other_value):
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` and `{other}` are both {show(raw_value)}; {ctx.config_class} computes `{place}` = "
+            f"{show(value)} from `{other}` (tracing shows it follows that key), the same setting counted its "
+            f"own way (transformers {ctx.version}).",
+        )
+    return ctx.finding(
+        "DG002", key, raw_value, value,
+        f"`{path}` is {show(raw_value)} but `{other}` is {show(other_value)}; both set `{place}`, and "
+        f"transformers {ctx.version} keeps "
+        + (f"`{other}`'s value" if how == "copies" else f"{show(value)}, computed from `{other}`,")
+        + f" without a warning, so the model reads {show(value)}. Fix: keep only one of `{path}` and "
+        f"`{other.split('.')[0]}`, with the value you mean.",
+    )
 
 
 def _sibling_keys(ctx: Context, parent: str) -> list[str]:
@@ -376,13 +421,25 @@ def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -
     """transformers pops generation parameters (num_beams, max_length...) out of the model config on
     purpose; GenerationConfig rebuilds them from config.json when the repo has no
     generation_config.json."""
-    if ctx.prefix or resolved is not ABSENT or key not in ctx.evidence.get("generation", {}):
+    if resolved is not ABSENT or ctx.prefix + key not in ctx.evidence.get("generation", {}):
         return None
     return ctx.finding(
         "DG010", key, raw_value, raw_value,
         f"`{key}` is a generation setting: {ctx.config_class} leaves it to GenerationConfig, which reads "
         f"{show(raw_value)} from config.json when the repo has no generation_config.json (transformers "
         f"{ctx.version}). Nothing is lost; generation_config.json is its place if you add one.",
+    )
+
+
+def _private_key(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Keys with a leading underscore (`_attn_implementation`) are a library's private state saved
+    with the file, such as the attention kernel it last ran with; no model code reads them as a value."""
+    if not key.rsplit(".", 1)[-1].startswith("_"):
+        return None
+    return ctx.finding(
+        "DG007", key, raw_value, resolved,
+        f"`{key}` is private state saved with the file (a runtime choice such as the attention kernel); "
+        f"{ctx.config_class} does not take it as a value of the model (transformers {ctx.version}).",
     )
 
 
@@ -409,6 +466,14 @@ def _said_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fin
                 f"`{key}` {show(raw_value)} is corrected by {ctx.config_class} to {show(resolved)}, and the "
                 f"class says so (transformers {ctx.version}): \"{_quote(message)}\"",
             )
+    path = ctx.prefix + key
+    if resolved is not ABSENT and any(place == path and how == "same" for place, how, _ in ctx.landed(key)):
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is read by {ctx.config_class} as {show(resolved)}, while any other value "
+            f"is kept as written (tracing; transformers {ctx.version}): the class's own reading of "
+            f"{show(raw_value)}, which for it means {show(resolved)}.",
+        )
     if not ctx.prefix and key in ctx.evidence.get("serialised", {}) and resolved is not ABSENT:
         return ctx.finding(
             "DG009", key, raw_value, resolved,
@@ -417,6 +482,20 @@ def _said_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fin
             f"{ctx.version}): the same setting in the form its code counts it in.",
         )
     return None
+
+
+def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """The class stores one value whatever the file says, and no switch of the class makes it keep
+    the file's (a vision tower's rope type that is the only one it supports)."""
+    path = ctx.prefix + key
+    if resolved is ABSENT or path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
+        return None
+    return ctx.finding(
+        "DG009", key, raw_value, resolved,
+        f"`{key}` {show(raw_value)} is not an input of {ctx.config_class}: the class stores {show(resolved)} "
+        f"whatever the file says, and no flag of the class changes that (tracing; transformers {ctx.version}). "
+        "Remove it if you like.",
+    )
 
 
 def _names(message: str, key: str) -> bool:
@@ -450,13 +529,15 @@ def _overridden(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Findin
 
 
 def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[str, str]:
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None:
+        flag = _shown_place(ctx, gate)
+        return (
+            f"{ctx.config_class} keeps `{key}` only when `{flag}` is true, and `{flag}` defaults to false; "
+            "the file does not set it.",
+            f'add "{flag}": true next to "{key}".',
+        )
     if key == "sliding_window" and resolved is None and "use_sliding_window" in ctx.values:
-        if "use_sliding_window" not in ctx.raw:
-            return (
-                f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true, and "
-                "`use_sliding_window` defaults to false; the file does not set it.",
-                'add "use_sliding_window": true next to "sliding_window".',
-            )
         return (
             f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true.",
             'set "use_sliding_window": true, or remove the window if none is meant.',
@@ -472,8 +553,8 @@ def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[s
     )
 
 
-_JUDGES = [_alias_contradiction, _traced, _moved_into_sub_config, _dtype_renamed, _file_asked, _generation_setting,
-           _class_label, _said_by_class, _overridden]
+_JUDGES = [_alias_contradiction, _generation_setting, _private_key, _class_label, _file_asked, _traced,
+           _moved_into_sub_config, _dtype_renamed, _said_by_class, _fixed_by_class, _overridden]
 
 
 # --- keys the file did not give -------------------------------------------------------------------
@@ -609,6 +690,7 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
         ))
     if (
         not isinstance(raw_types, list)
+        and set(types) <= {"full_attention", "sliding_attention"}  # other kinds may use the window their own way
         and _is_int(raw.get("sliding_window"))
         and raw.get("use_sliding_window") is not False
         and _is_int(window)

@@ -405,7 +405,8 @@ def _sentinel(value: Any, index: int) -> Any:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return 7919 + 104 * index
+        # Even and highly divisible: classes check that head sizes are even and that heads divide.
+        return 7920 + 240 * index
     if isinstance(value, float):
         # Ratios stay ratios: a class may check 0 < partial_rotary_factor <= 1.
         return round(0.0917 + 0.0013 * index, 4) if 0 < value <= 1 else 7919.375 + 104 * index
@@ -413,7 +414,7 @@ def _sentinel(value: Any, index: int) -> Any:
         return f"{value}~dg{index}"
     if isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         kind = float if any(isinstance(v, float) for v in value) else int
-        return [kind(50000 + 1000 * index + j) for j in range(len(value))]
+        return [kind(50000 + 1000 * index + 2 * j) for j in range(len(value))]
     return None
 
 
@@ -423,12 +424,13 @@ def _storage(config: Any, prefix: str = "", out: dict[str, Any] | None = None, d
     out = {} if out is None else out
     if depth > 6:
         return out
-    items = vars(config).items() if _is_config(config) else config.items()
+    items = config.items() if isinstance(config, dict) else vars(config).items()
     for name, value in items:
-        if not isinstance(name, str) or name in BOOKKEEPING_KEYS:
+        name = str(name)
+        if name in BOOKKEEPING_KEYS:
             continue
         path = prefix + name
-        if _is_config(value) or isinstance(value, dict):
+        if _is_config(value) or isinstance(value, dict) or _is_record(value):
             _storage(value, path + ".", out, depth + 1)
         else:
             out[path] = value
@@ -437,6 +439,13 @@ def _storage(config: Any, prefix: str = "", out: dict[str, Any] | None = None, d
                     if _is_config(item) or isinstance(item, dict):
                         _storage(item, f"{path}.{i}.", out, depth + 1)
     return out
+
+
+def _is_record(value: Any) -> bool:
+    """A plain dataclass a config keeps its structure in (per-layer override specs)."""
+    import dataclasses
+
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "__dict__")
 
 
 def _comparable(value: Any) -> Any:
@@ -465,6 +474,7 @@ def _trace(cls: type, raw: dict[str, Any], leaves: list[str], original: dict[str
     assigned = {leaf: _sentinel(_get(raw, leaf), i) for i, leaf in enumerate(leaves)}
     assigned = {leaf: s for leaf, s in assigned.items() if s is not None}
     landed: dict[str, list[list[str]]] = {leaf: [] for leaf in leaves}
+    ignored: set[str] = set()
 
     def run(batch: dict[str, Any]) -> bool:
         trial = _copy(raw)
@@ -475,6 +485,7 @@ def _trace(cls: type, raw: dict[str, Any], leaves: list[str], original: dict[str
         except Exception:
             return False
         owner = {_comparable(s): leaf for leaf, s in batch.items()}
+        moved = False
         for path, value in traced.items():
             before = original.get(path, _MISSING)
             if before is not _MISSING and _same(_plain(before, None), _plain(value, None)):
@@ -487,6 +498,10 @@ def _trace(cls: type, raw: dict[str, Any], leaves: list[str], original: dict[str
                 landed[leaf].append([path, "same"])
             elif len(batch) == 1:
                 landed[next(iter(batch))].append([path, "converted"])
+            else:
+                moved = True
+        if not moved:  # every change is accounted for: a leaf that moved nothing is ignored
+            ignored.update(leaf for leaf in batch if not landed[leaf])
         return True
 
     refused = [leaf for leaf in leaves if leaf not in assigned]
@@ -509,47 +524,125 @@ def _trace(cls: type, raw: dict[str, Any], leaves: list[str], original: dict[str
             continue
         want = _get(raw, leaf)
         for path, value in original.items():
-            if _same(want, _plain(value, None)) and not _same(_plain(traced.get(path, _MISSING), None), want):
+            after = _plain(traced.get(path, _MISSING), None)
+            if _same(want, _plain(value, None)) and not _same(after, want):
                 landed[leaf].append([path, "same"])
+            elif not _same(after, _plain(value, None)) and not path.rsplit(".", 1)[-1].startswith("_"):
+                landed[leaf].append([path, "converted"])  # read, and stored in another form
+        if not landed[leaf] and set(traced) == set(original):
+            ignored.add(leaf)
+    landed["__ignored__"] = sorted(ignored)  # type: ignore[assignment]
     return landed
 
 
-def _flag_flips(cls: type, raw: dict[str, Any], leaves: list[str], landed: dict[str, list[list[str]]]) -> dict[str, str]:
-    """For each leaf the class changed, the boolean of the file set to false whose flip to true keeps
-    the leaf's value: the leaf belongs to a feature the file switched off."""
-    flags = [k for k, v in raw.items() if v is False]
-    flags += [f"{k}.{s}" for k, v in raw.items() if isinstance(v, dict) for s, w in v.items() if w is False]
-    if not flags or not leaves:
+def _translations(cls: type, raw: dict[str, Any], leaves: list[str], node: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Lists of names the class rewrites element by element into its own vocabulary (NemotronH's
+    "mamba" -> "linear_attention"), with the evidence that it is a translation: each old name maps to
+    one new name and back, and the class keeps the new list unchanged when given it."""
+    values = node_values(node)
+    out: dict[str, dict[str, str]] = {}
+    for leaf in leaves:
+        old, new = _get(raw, leaf), _get(values, leaf)
+        if not (isinstance(old, list) and isinstance(new, list) and len(old) == len(new) and old
+                and all(isinstance(v, str) for v in old + new)):
+            continue
+        forward: dict[str, str] = {}
+        backward: dict[str, str] = {}
+        if any(forward.setdefault(a, b) != b or backward.setdefault(b, a) != a for a, b in zip(old, new)):
+            continue
+        trial = _copy(raw)
+        _set(trial, leaf, list(new))
+        try:
+            again = _get(node_values(_node(_build_quietly(cls, trial), trial)), leaf)
+        except Exception:
+            continue
+        if _same(again, new):
+            out[leaf] = {a: b for a, b in forward.items() if a != b}
+    return out
+
+
+def _holder(path: str) -> str:
+    return path.rsplit(".", 1)[0] + "." if "." in path else ""
+
+
+def _switches(cls: type, raw: dict[str, Any], leaves: list[str], landed: dict[str, list[list[str]]],
+              stored: dict[str, Any]) -> dict[str, list[Any]]:
+    """For each leaf the class changed, a boolean whose flip to true makes the class keep the leaf's
+    value: {leaf: [flag path, whether the file sets it]}.
+
+    A flag the file sets to false switched the feature off on purpose (use_sliding_window: false).
+    A flag the file does not set is the class's default gate, and the file's value is lost to it
+    (the Qwen3 window: kept only when use_sliding_window, which defaults to false, is true)."""
+    if not leaves:
         return {}
+    candidates: dict[str, bool] = {}
+    for leaf in leaves:
+        holder = _holder(leaf)
+        given = _get(raw, holder[:-1]) if holder else raw
+        for name, value in (given.items() if isinstance(given, dict) else ()):
+            if value is False:
+                candidates[holder + name] = True
+        for path, value in stored.items():
+            if value is False and _holder(path) == holder and not path.rsplit(".", 1)[-1].startswith("_"):
+                candidates.setdefault(path, _get(raw, path) is False)
+    if not candidates:
+        return {}
+
+    def overlap(flag: str) -> int:
+        words = set(flag.rsplit(".", 1)[-1].split("_"))
+        return max(len(words & set(leaf.rsplit(".", 1)[-1].split("_"))) for leaf in leaves)
+
+    # The file's own flags first, then the ones that share a word with a leaf (use_sliding_window).
+    ordered = sorted(candidates, key=lambda f: (not candidates[f], -overlap(f)))[:12]
 
     def kept(flipped: list[str]) -> set[str] | None:
         trial = _copy(raw)
         for flag in flipped:
+            if "." in flag and not isinstance(_get(trial, _holder(flag)[:-1]), dict):
+                continue  # a nested config the file does not spell out
             _set(trial, flag, True)
         try:
-            stored = _storage(_build_quietly(cls, trial))
+            after = _storage(_build_quietly(cls, trial))
         except Exception:
             return None
         out = set()
         for leaf in leaves:
             want = _get(raw, leaf)
             name = leaf.rsplit(".", 1)[-1]
-            # Where it went when kept: its own place, a traced place, or a nested config that a
+            # Where it goes when kept: its own place, a traced place, or a nested config that a
             # composite class moves flat keys into (qwen2_vl's text_config).
             places = [leaf] + [path for path, how in landed.get(leaf, []) if how == "same"]
-            places += [path for path in stored if path.endswith("." + name) and path.count(".") == leaf.count(".") + 1]
-            if any(path in stored and _same(want, _plain(stored[path], None)) for path in places):
+            places += [path for path in after if path.endswith("." + name) and path.count(".") == leaf.count(".") + 1]
+            if any(path in after and _same(want, _plain(after[path], None))
+                   and not _same(want, _plain(stored.get(path, _MISSING), None)) for path in places):
                 out.add(leaf)
         return out
 
-    found: dict[str, str] = {}
-    together = kept(flags)
-    if len(flags) == 1:
-        return {leaf: flags[0] for leaf in together or ()}
-    for flag in flags[:6]:  # several flags: which one switches each leaf
+    found: dict[str, list[Any]] = {}
+    together = kept(ordered)
+    if together is not None and not together:
+        return {}
+    if len(ordered) == 1:
+        return {leaf: [ordered[0], candidates[ordered[0]]] for leaf in together or ()}
+    for flag in ordered[:6]:  # which one switches each leaf
         for leaf in kept([flag]) or ():
-            found.setdefault(leaf, flag)
+            found.setdefault(leaf, [flag, candidates[flag]])
     return found
+
+
+def _is_sub_config(node: dict[str, Any], path: str) -> bool:
+    for part in path.split("."):
+        value = node.get("values", {}).get(part) if isinstance(node, dict) else None
+        if not (isinstance(value, dict) and "__config__" in value):
+            return False
+        node = value
+    return True
+
+
+def _delete(tree: dict[str, Any], path: str) -> None:
+    holder = _get(tree, _holder(path)[:-1]) if "." in path else tree
+    if isinstance(holder, dict):
+        holder.pop(path.rsplit(".", 1)[-1], None)
 
 
 def _leaves_of(tree: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -558,43 +651,77 @@ def _leaves_of(tree: Any, prefix: str) -> list[tuple[str, Any]]:
     return [(prefix, tree)]
 
 
-def _winners(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[str, Any]) -> dict[str, list[Any]]:
-    """For each leaf the class did not keep, another key of the file that decides its place instead:
-    without that key the class keeps the leaf (rope_scaling beside rope_parameters, rope_theta
-    beside rope_parameters.rope_theta). {leaf: [the other file path, the stored path, its value]}."""
+def _deciders(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[str, Any], node: dict[str, Any]) -> dict[str, list[Any]]:
+    """For each leaf the class did not keep, another value of the file that decides what is stored
+    in its place: {leaf: [other file path, stored path, how, leaf_is_input]}.
+
+    ``how`` is "copies" (the place holds the other value) or "derives" (the place follows it through
+    a computation: MiMo's sliding_window = sliding_window_size + 1). ``leaf_is_input`` says whether
+    the class reads the leaf at all once the other key is gone: rope_theta beside
+    rope_parameters.rope_theta is an input (two inputs that disagree), GLM-DSA's head_dim is not (the
+    class always sets it from qk_rope_head_dim)."""
     found: dict[str, list[Any]] = {}
     builds = 0
+
+    def build(trial: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal builds
+        builds += 1
+        try:
+            return _storage(_build_quietly(cls, trial))
+        except Exception:
+            return None
+
     for index, leaf in enumerate(leaves):
         name, top = leaf.rsplit(".", 1)[-1], leaf.split(".", 1)[0]
+        mine = _get(raw, leaf)
         here = stored.get(leaf, _MISSING)
-        for key, value in raw.items():
-            if key == top or not isinstance(key, str) or builds >= 8:
-                continue
-            rivals = [(path, v) for path, v in _leaves_of(value, key)
-                      if path.rsplit(".", 1)[-1] == name or (here is not _MISSING and _same(v, _plain(here, None)))]
+        holder_path = _holder(leaf)[:-1]
+        holder = _get(raw, holder_path) if holder_path else raw
+        containers = [(f"{holder_path}.{k}" if holder_path else k) for k in holder if isinstance(k, str)]
+        containers += [k for k in raw if isinstance(k, str) and k != top and k not in containers]
+        for container in containers:
+            if container == leaf or builds >= 12 or leaf in found or _is_sub_config(node, container):
+                continue  # a whole nested config is no rival of one value: taking it out changes everything
+            value = _get(raw, container)
+            rivals = [
+                (path, v) for path, v in _leaves_of(value, container)
+                if path.rsplit(".", 1)[-1] == name
+                or (isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                    and ((here is not _MISSING and _same(v, _plain(here, None))) or _same(v, mine)))
+            ]
             if not rivals:
                 continue
             trial = _copy(raw)
-            del trial[key]
-            sentinel = _sentinel(_get(raw, leaf), index)
+            _delete(trial, container)
+            sentinel = _sentinel(mine, index)
             if sentinel is not None:
                 _set(trial, leaf, sentinel)
-            builds += 1
-            try:
-                without = _storage(_build_quietly(cls, trial))
-            except Exception:
+            without = build(trial)
+            if without is None:
                 continue
-            want = sentinel if sentinel is not None else _get(raw, leaf)
-            places = [path for path, v in without.items() if _same(want, _plain(v, None))]
-            for place in places:
-                for rival, rival_value in rivals:
-                    if place in stored and _same(rival_value, _plain(stored[place], None)):
-                        found[leaf] = [rival, place, rival_value]
-                        break
-                if leaf in found:
+            want = sentinel if sentinel is not None else mine
+            lands = [path for path, v in without.items() if _same(want, _plain(v, None))]
+            place = leaf if here is not _MISSING else (lands[0] if lands else None)
+            if place is None or place not in stored:
+                continue
+            is_input = place in lands
+            for rival, rival_value in rivals:
+                decides, how = is_input, None
+                if _same(rival_value, _plain(stored[place], None)):
+                    how = "copies"
+                rival_sentinel = _sentinel(rival_value, index + 60)
+                if rival_sentinel is not None:
+                    trial = _copy(raw)
+                    _set(trial, rival, rival_sentinel)
+                    moved = build(trial)
+                    if moved is not None and place in moved and not _same(_plain(moved[place], None), _plain(stored[place], None)):
+                        decides = True
+                        how = how or ("copies" if _same(_plain(moved[place], None), rival_sentinel) else "derives")
+                if decides and how is None:
+                    how = "derives"
+                if decides:
+                    found[leaf] = [rival, place, how, is_input]
                     break
-            if leaf in found:
-                break
     return found
 
 
@@ -675,24 +802,51 @@ def _unread_aliases(cls: type, raw: dict[str, Any], config: Any) -> dict[str, st
             if field_name in declared and field_name not in getattr(cls, "attribute_map", {}) and hasattr(config, field_name):
                 out[key] = field_name
                 break
+    if out:
+        # Unread for certain: set to sentinels, they change nothing but their own stored copy. A key
+        # the class pops and computes from (DeepSeek-V4's qk_rope_head_dim) is read.
+        trial = _copy(raw)
+        sentinels = {key: 7920 + 240 * i for i, key in enumerate(out)}
+        trial.update(sentinels)
+        try:
+            before, after = _storage(config), _storage(_build_quietly(cls, trial))
+        except Exception:
+            return {}
+        moved = {path for path, value in after.items() if not _same(_plain(value, None), _plain(before.get(path, _MISSING), None))}
+        if moved - set(out):
+            read = {key for key in out if any(_same(after[path], sentinels[key]) or path not in out for path in moved)}
+            out = {key: f for key, f in out.items() if key not in read}
     return out
 
 
-def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
-    """The dropped keys that GenerationConfig rebuilds from config.json with the same value (what
-    transformers does when a repo has no generation_config.json)."""
-    try:
-        from transformers import GenerationConfig
+def node_values(node: dict[str, Any]) -> dict[str, Any]:
+    """A node's values with nested config nodes replaced by their own values, for dotted lookups."""
+    return {k: node_values(v) if isinstance(v, dict) and "__config__" in v else v for k, v in node["values"].items()}
 
-        with class_voice(None):
-            generation = GenerationConfig.from_model_config(_copy(raw))
-    except Exception:
-        return {}
-    out = {}
-    for key in dropped:
-        value = getattr(generation, key, _MISSING)
-        if value is not _MISSING and _same(raw[key], _plain(value, None)):
-            out[key] = raw[key]
+
+def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    """The dropped keys that are generation parameters: GenerationConfig, built from the dict that
+    holds them (config.json itself, or a nested config), carries them with the same value. This is
+    what transformers does with config.json when a repo has no generation_config.json."""
+    from transformers import GenerationConfig
+
+    out: dict[str, Any] = {}
+    built: dict[str, Any] = {}
+    for leaf in dropped:
+        holder_path, _, name = leaf.rpartition(".")
+        holder = _get(raw, holder_path) if holder_path else raw
+        if not isinstance(holder, dict):
+            continue
+        if holder_path not in built:
+            try:
+                with class_voice(None):
+                    built[holder_path] = GenerationConfig.from_model_config(_copy(holder))
+            except Exception:
+                built[holder_path] = None
+        generation = built[holder_path]
+        value = getattr(generation, name, _MISSING) if generation is not None else _MISSING
+        if value is not _MISSING and _same(holder[name], _plain(value, None)):
+            out[leaf] = holder[name]
     return out
 
 
@@ -715,11 +869,15 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
 
     - ``messages``: what it logged or warned while building;
     - ``landed``: {file path: [[where the class stored it, "same" | "converted"], ...]} from tracing;
-    - ``flags``: {file path: the false flag whose flip keeps the value};
+    - ``flags``: {file path: the flag the file sets to false, whose flip keeps the value};
+    - ``gates``: {file path: a flag the file does not set, whose flip to true keeps the value};
+    - ``ignored``: file paths whose value the class replaces whatever it is (tracing moved nothing);
     - ``serialised``: {file key: value}, keys the class writes back unchanged in to_dict();
     - ``generation``: {file key: value}, dropped keys that GenerationConfig rebuilds;
     - ``unread``: {file key: field}, keys the class ignores that name one of its fields elsewhere;
-    - ``winners``: {file path: [other file path, stored path, value]}, another key that decides;
+    - ``deciders``: {file path: [other file path, stored path, how, is_input, value]}, another
+      value of the file that decides what is stored in the leaf's place (``_deciders``);
+    - ``translations``: {file path: {old name: new name}}, name lists the class translates;
     - ``stored_tables``: the dicts the traced values landed in, as stored.
 
     Example::
@@ -730,19 +888,29 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         >>> gather_evidence(GPTNeoXConfig, raw, config, _node(config, raw), [])["landed"]["rotary_pct"][0][0]
         'rope_parameters.partial_rotary_factor'
     """
-    leaves = _changed_leaves(raw, node)[:_MAX_TRACED]
+    leaves = _changed_leaves(raw, node)
     evidence: dict[str, Any] = {"messages": [m for m in messages if m.strip()][:20], "landed": {}, "flags": {},
-                                "serialised": {}, "generation": {}, "unread": {}, "winners": {}}
+                                "serialised": {}, "generation": {}, "unread": {}, "deciders": {},
+                                "translations": {}, "gates": {}, "ignored": []}
+    values = node_values(node) if leaves else {}
+    dropped = [leaf for leaf in leaves if _get(values, leaf) is _MISSING]
+    if dropped:
+        # Generation parameters first: a file may carry dozens, and they need no tracing.
+        evidence["generation"] = _generation_kept(raw, dropped)
+        leaves = [leaf for leaf in leaves if leaf not in evidence["generation"]]
+    leaves = leaves[:_MAX_TRACED]
     if leaves:
         stored = _storage(config)
         key = (cls, _shape(raw), tuple(leaves))
         if key not in _TRACE_CACHE:
             _TRACE_CACHE[key] = _trace(cls, raw, leaves, stored)
-        landed = _TRACE_CACHE[key]
+        landed = dict(_TRACE_CACHE[key])
+        ignored = landed.pop("__ignored__", [])
         evidence["landed"] = {
             leaf: [[path, how, _plain(stored.get(path), None)] for path, how in places if path in stored]
             for leaf, places in landed.items()
         }
+        evidence["ignored"] = [leaf for leaf in ignored if _get(values, leaf) is not _MISSING]
         tables = {path.rsplit(".", 1)[0] for places in landed.values() for path, how in places if "." in path}
         evidence["stored_tables"] = {
             table: {path[len(table) + 1:]: _plain(value, None) for path, value in stored.items()
@@ -754,21 +922,21 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
             for path, how in landed.get(leaf, []))]
         if unexplained:
             if key not in _FLAG_CACHE:
-                _FLAG_CACHE[key] = _flag_flips(cls, raw, unexplained, landed)
-            evidence["flags"] = {k: v for k, v in _FLAG_CACHE[key].items() if k in unexplained}
-            rest = [leaf for leaf in unexplained if leaf not in evidence["flags"]]
+                _FLAG_CACHE[key] = _switches(cls, raw, unexplained, landed, stored)
+            switches = {k: v for k, v in _FLAG_CACHE[key].items() if k in unexplained}
+            evidence["flags"] = {k: flag for k, (flag, in_file) in switches.items() if in_file}
+            evidence["gates"] = {k: flag for k, (flag, in_file) in switches.items() if not in_file}
+            rest = [leaf for leaf in unexplained if leaf not in switches]
             if rest:
-                if ("winners", key) not in _FLAG_CACHE:
-                    _FLAG_CACHE[("winners", key)] = _winners(cls, raw, rest, stored)
-                evidence["winners"] = {
-                    leaf: [rival, place, _plain(stored.get(place), None)]
-                    for leaf, (rival, place, _) in _FLAG_CACHE[("winners", key)].items()
-                    if place in stored and _same(_get(raw, rival), _plain(stored[place], None))
+                if ("deciders", key) not in _FLAG_CACHE:
+                    _FLAG_CACHE[("deciders", key)] = _deciders(cls, raw, rest, stored, node)
+                evidence["deciders"] = {
+                    leaf: [rival, place, how, is_input, _plain(stored.get(place), None)]
+                    for leaf, (rival, place, how, is_input) in _FLAG_CACHE[("deciders", key)].items()
+                    if place in stored
                 }
             evidence["serialised"] = _serialised(config, raw, unexplained)
-            dropped = [leaf for leaf in unexplained if "." not in leaf and leaf not in node["values"]]
-            if dropped:
-                evidence["generation"] = _generation_kept(raw, dropped)
+            evidence["translations"] = _translations(cls, raw, unexplained, node)
     evidence["unread"] = _unread_aliases(cls, raw, config)
     return evidence
 
