@@ -11,9 +11,14 @@ from draftguard.check.dflash import check_drafter, layer_config
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
-def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, version: str | None = None) -> TargetResult:
+def check_snapshot(
+    snapshot: Snapshot, *, trust_remote_code: bool = False, version: str | None = None, trace: bool = True
+) -> TargetResult:
     """Resolve one snapshot's config.json and judge it. Raises BadInput for input that cannot be
     checked (invalid JSON, no or unknown model_type, values the class rejects).
+
+    ``trace=False`` skips gathering the class's evidence about changed values (benchmarks use it as
+    the baseline); the judgements then fall back to what the resolved values alone show.
 
     Example::
 
@@ -32,6 +37,7 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
             trust_remote_code=trust_remote_code,
             pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
             revision=snapshot.revision,
+            trace=trace,
         )
     except resolver.ResolveError as exc:
         key = prefix + exc.key if exc.key else None

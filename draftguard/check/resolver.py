@@ -315,7 +315,7 @@ class _Collect:
 
 @contextlib.contextmanager
 def class_voice(messages: list[str] | None):
-    """Collect what transformers logs (INFO and up) and warns while the block runs, into
+    """Collect what transformers logs (warnings and up) and warns while the block runs, into
     ``messages``; with None, keep it quiet. Nothing reaches stderr either way."""
     import logging
     import warnings
@@ -325,18 +325,27 @@ def class_voice(messages: list[str] | None):
     collect = _Collect(messages)
     logger.handlers = [collect.handler]
     logger.propagate = False
-    logger.setLevel(logging.INFO if messages is not None else logging.CRITICAL + 1)
-    for name in ("warning_once", "info_once"):  # lru-cached: a second config of a family says it again
-        cached = getattr(logging.Logger, name, None)
-        if messages is not None and hasattr(cached, "cache_clear"):
-            cached.cache_clear()
+    # Warnings are how a class says it corrected a value. setLevel clears every logger's cache, so it
+    # is called only where the verbosity hides warnings (the matrix subprocess runs at "error").
+    relevel = messages is not None and logger.getEffectiveLevel() > logging.WARNING
+    if relevel:
+        logger.setLevel(logging.WARNING)
+    # warning_once is lru-cached process-wide: while the class builds, say it every time (a second
+    # config of a family must be judged like the first), without touching the cache outside.
+    once = {name: getattr(logging.Logger, name) for name in ("warning_once", "info_once")
+            if hasattr(getattr(logging.Logger, name, None), "__wrapped__")}
+    for name, cached in once.items():
+        setattr(logging.Logger, name, cached.__wrapped__)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             yield
         finally:
+            for name, cached in once.items():
+                setattr(logging.Logger, name, cached)
             logger.handlers, _, logger.propagate = saved[0], None, saved[2]
-            logger.setLevel(saved[1])
+            if relevel:
+                logger.setLevel(saved[1])
             if messages is not None:
                 messages.extend(str(w.message) for w in caught)
 
@@ -430,7 +439,9 @@ def _storage(config: Any, prefix: str = "", out: dict[str, Any] | None = None, d
         if name in BOOKKEEPING_KEYS:
             continue
         path = prefix + name
-        if _is_config(value) or isinstance(value, dict) or _is_record(value):
+        if value is None or isinstance(value, (str, int, float)):
+            out[path] = value
+        elif _is_config(value) or isinstance(value, dict) or _is_record(value):
             _storage(value, path + ".", out, depth + 1)
         else:
             out[path] = value
@@ -439,6 +450,59 @@ def _storage(config: Any, prefix: str = "", out: dict[str, Any] | None = None, d
                     if _is_config(item) or isinstance(item, dict):
                         _storage(item, f"{path}.{i}.", out, depth + 1)
     return out
+
+
+class _LazyStorage:
+    """``_storage(config)`` read path by path: a file shape seen before needs only the few paths its
+    cached trace names, and walking those is cheaper than flattening the whole config."""
+
+    def __init__(self, config: Any):
+        self.config = config
+        self._full: dict[str, Any] | None = None
+
+    def full(self) -> dict[str, Any]:
+        if self._full is None:
+            self._full = _storage(self.config)
+        return self._full
+
+    def get(self, path: str, default: Any = None) -> Any:
+        if self._full is not None:
+            return self._full.get(path, default)
+        node: Any = self.config
+        for part in path.split("."):
+            if isinstance(node, dict):
+                if part in node:
+                    node = node[part]
+                elif part.isdigit() and int(part) in node:
+                    node = node[int(part)]
+                else:
+                    return default
+            elif isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif _is_config(node) or _is_record(node):
+                own = vars(node)
+                if part not in own:
+                    return default
+                node = own[part]
+            else:
+                return default
+        if _is_config(node) or isinstance(node, dict) or _is_record(node):
+            return default  # a table, not a stored value
+        return node
+
+    def __contains__(self, path: str) -> bool:
+        return self.get(path, _MISSING) is not _MISSING
+
+    def __getitem__(self, path: str) -> Any:
+        value = self.get(path, _MISSING)
+        if value is _MISSING:
+            raise KeyError(path)
+        return value
+
+    def table(self, path: str) -> dict[str, Any]:
+        """The stored values directly under ``path``."""
+        full = self.full()
+        return {p[len(path) + 1:]: v for p, v in full.items() if p.startswith(path + ".") and "." not in p[len(path) + 1:]}
 
 
 def _is_record(value: Any) -> bool:
@@ -824,15 +888,24 @@ def node_values(node: dict[str, Any]) -> dict[str, Any]:
     return {k: node_values(v) if isinstance(v, dict) and "__config__" in v else v for k, v in node["values"].items()}
 
 
+_GENERATION_NAMES: frozenset[str] | None = None
+
+
 def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
     """The dropped keys that are generation parameters: GenerationConfig, built from the dict that
     holds them (config.json itself, or a nested config), carries them with the same value. This is
     what transformers does with config.json when a repo has no generation_config.json."""
     from transformers import GenerationConfig
 
+    global _GENERATION_NAMES
+    if _GENERATION_NAMES is None:
+        with class_voice(None):
+            _GENERATION_NAMES = frozenset(k for k in vars(GenerationConfig()) if not k.startswith("_"))
     out: dict[str, Any] = {}
     built: dict[str, Any] = {}
     for leaf in dropped:
+        if leaf.rsplit(".", 1)[-1] not in _GENERATION_NAMES:
+            continue
         holder_path, _, name = leaf.rpartition(".")
         holder = _get(raw, holder_path) if holder_path else raw
         if not isinstance(holder, dict):
@@ -900,10 +973,10 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         leaves = [leaf for leaf in leaves if leaf not in evidence["generation"]]
     leaves = leaves[:_MAX_TRACED]
     if leaves:
-        stored = _storage(config)
+        stored = _LazyStorage(config)
         key = (cls, _shape(raw), tuple(leaves))
         if key not in _TRACE_CACHE:
-            _TRACE_CACHE[key] = _trace(cls, raw, leaves, stored)
+            _TRACE_CACHE[key] = _trace(cls, raw, leaves, stored.full())
         landed = dict(_TRACE_CACHE[key])
         ignored = landed.pop("__ignored__", [])
         evidence["landed"] = {
@@ -912,31 +985,32 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         }
         evidence["ignored"] = [leaf for leaf in ignored if _get(values, leaf) is not _MISSING]
         tables = {path.rsplit(".", 1)[0] for places in landed.values() for path, how in places if "." in path}
-        evidence["stored_tables"] = {
-            table: {path[len(table) + 1:]: _plain(value, None) for path, value in stored.items()
-                    if path.startswith(table + ".") and "." not in path[len(table) + 1:]}
-            for table in sorted(tables)
+        refused = [leaf for leaf in leaves if "." in leaf and not landed.get(leaf)]
+        evidence["stored_tables"] = {  # for values the class refused to trace: see fidelity._traced
+            table: {name: _plain(value, None) for name, value in stored.table(table).items()}
+            for table in sorted(tables) if refused
         }
         unexplained = [leaf for leaf in leaves if not any(
             how == "same" and path in stored and _same(_get(raw, leaf), _plain(stored[path], None))
             for path, how in landed.get(leaf, []))]
         if unexplained:
             if key not in _FLAG_CACHE:
-                _FLAG_CACHE[key] = _switches(cls, raw, unexplained, landed, stored)
+                _FLAG_CACHE[key] = _switches(cls, raw, unexplained, landed, stored.full())
             switches = {k: v for k, v in _FLAG_CACHE[key].items() if k in unexplained}
             evidence["flags"] = {k: flag for k, (flag, in_file) in switches.items() if in_file}
             evidence["gates"] = {k: flag for k, (flag, in_file) in switches.items() if not in_file}
             rest = [leaf for leaf in unexplained if leaf not in switches]
             if rest:
                 if ("deciders", key) not in _FLAG_CACHE:
-                    _FLAG_CACHE[("deciders", key)] = _deciders(cls, raw, rest, stored, node)
+                    _FLAG_CACHE[("deciders", key)] = _deciders(cls, raw, rest, stored.full(), node)
                 evidence["deciders"] = {
                     leaf: [rival, place, how, is_input, _plain(stored.get(place), None)]
                     for leaf, (rival, place, how, is_input) in _FLAG_CACHE[("deciders", key)].items()
                     if place in stored
                 }
-            evidence["serialised"] = _serialised(config, raw, unexplained)
-            evidence["translations"] = _translations(cls, raw, unexplained, node)
+            evidence["translations"] = _translations(cls, raw, rest, node)
+            rest = [leaf for leaf in rest if leaf not in evidence["deciders"] and leaf not in evidence["translations"]]
+            evidence["serialised"] = _serialised(config, raw, rest)
     evidence["unread"] = _unread_aliases(cls, raw, config)
     return evidence
 
