@@ -92,21 +92,110 @@ def _config_class(raw: dict[str, Any], trust_remote_code: bool):
         pass
     auto_map = raw.get("auto_map")
     if isinstance(auto_map, dict) and "AutoConfig" in auto_map and not trust_remote_code:
+        built_in = built_in_reader(raw)
         raise ResolveError(
             "remote_code_required",
             f"model_type {model_type!r} is not built into transformers {transformers_version()}; the "
             f"repo ships its own config class ({auto_map['AutoConfig']}). Pass --trust-remote-code "
-            "to run it, only if you trust this repo's code.",
+            "to run it, only if you trust this repo's code." + (f" {built_in}" if built_in else ""),
             key="model_type",
         )
-    import difflib
-
-    close = difflib.get_close_matches(model_type, list(CONFIG_MAPPING.keys()), n=3)
+    close = plausible_typos(model_type, list(CONFIG_MAPPING.keys()))
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    built_in = built_in_reader(raw)
+    if built_in:
+        hint += " " + built_in
     raise ResolveError(
         "model_type_unknown",
         f"model_type {model_type!r} is unknown to transformers {transformers_version()}.{hint}",
         key="model_type",
+    )
+
+
+def _edits(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count once): how many keystrokes apart."""
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def plausible_typos(name: str, known: list[str]) -> list[str]:
+    """Known model types that ``name`` could be a typo of: one or two keystrokes apart (one for short
+    names), with the same version digits. Model types that differ in a digit or a word are other
+    architectures: chatglm is not glm, internlm2 is not internlm3, mimo is not mimi.
+
+    Example::
+
+        >>> plausible_typos("qwen3moe", ["qwen3_moe", "qwen2_moe", "qwen3"])
+        ['qwen3_moe']
+        >>> plausible_typos("chatglm", ["glm", "glm4"])
+        []
+    """
+    import re
+
+    def bare(text: str) -> str:
+        return re.sub(r"[-_\s]", "", text.lower())
+
+    digits = re.findall(r"\d+", name)
+    found = []
+    for k in known:
+        if re.findall(r"\d+", k) != digits:
+            continue
+        if bare(k) == bare(name):  # separators and case only: qwen3moe, Qwen3-MoE
+            found.append((0, k))
+        elif len(name) >= 5 and (d := _edits(name.lower(), k.lower())) <= 1:  # one slip: lamma, qwne3
+            found.append((d, k))
+    return [k for _, k in sorted(found)[:3]]
+
+
+def _architecture_types() -> dict[str, str]:
+    """Model class name -> model_type for every class transformers' auto mappings name, read from
+    modeling_auto's source text (importing it costs seconds and may pull in torch)."""
+    import re
+    from pathlib import Path
+
+    import transformers.models.auto as auto
+
+    found: dict[str, str] = {}
+    for folder in auto.__path__:
+        try:
+            text = (Path(folder) / "modeling_auto.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for model_type, names in re.findall(r'\(\s*"([\w-]+)"\s*,\s*(\([^)]*\)|"\w+")\s*\)', text):
+            for name in re.findall(r'"(\w+)"', names):
+                found.setdefault(name, model_type)
+    return found
+
+
+def built_in_reader(raw: dict[str, Any]) -> str | None:
+    """For a model type transformers does not know: the built-in class that its ``auto_map`` or
+    ``architectures`` names (DeepSeek-V3-based remote-code models), and how to check with it."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    by_config = {name: model_type for model_type, name in CONFIG_MAPPING_NAMES.items()}
+    auto_map = raw.get("auto_map") if isinstance(raw.get("auto_map"), dict) else {}
+    named = str(auto_map.get("AutoConfig", "")).rsplit(".", 1)[-1]
+    if named in by_config:
+        model_type, what = by_config[named], f"Its auto_map names {named}"
+    else:
+        architectures = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+        types = _architecture_types()
+        hits = [(a, types[a]) for a in architectures if isinstance(a, str) and a in types]
+        if not hits:
+            return None
+        what, model_type = f"Its architectures name {hits[0][0]}", hits[0][1]
+    cls = CONFIG_MAPPING_NAMES.get(model_type, "?")
+    return (
+        f"{what}, a name transformers {transformers_version()} ships: the built-in {cls} (model_type "
+        f"{model_type!r}) would read this file. To check the file with it, check a copy that says "
+        f"\"model_type\": \"{model_type}\"."
     )
 
 
