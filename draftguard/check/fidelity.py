@@ -403,6 +403,16 @@ def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Findin
             f"which switches off the feature it belongs to ({ctx.config_class} keeps {show(raw_value)} when "
             f"`{flag}` is true; transformers {ctx.version}). Intended; remove the vestigial `{key}` if you like.",
         )
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None and not _feature_named_elsewhere(ctx, key):
+        flag = _shown_place(ctx, gate)
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} resolves to {show(resolved)}: {ctx.config_class} keeps it only when "
+            f"`{flag}` is true, `{flag}` defaults to false, and nothing in the file switches the feature on "
+            f"(transformers {ctx.version}). A vestigial value; add \"{flag}\": true if the model was trained "
+            "with it.",
+        )
     if raw_value is None:
         return ctx.finding(
             "DG008", key, raw_value, resolved,
@@ -415,6 +425,22 @@ def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Findin
             f"`{key}: {{}}` asks {ctx.config_class} for its default, {show(resolved)}.",
         )
     return None
+
+
+def _feature_named_elsewhere(ctx: Context, key: str) -> bool:
+    """Whether another value of the file names the feature a gated key belongs to: layer_types
+    listing "sliding_attention" beside a sliding_window (the Qwen3 drafter incident). Without such a
+    value, a gated key that the class's default switches off is vestigial (Qwen2-Audio's window)."""
+    word = key.rsplit(".", 1)[-1].split("_")[0].lower()
+    if len(word) < 4:
+        return True  # too short to tell a feature by: judge the change as a change
+    for other, value in ctx.raw.items():
+        if other == key:
+            continue
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and word in t.lower() for t in texts):
+            return True
+    return False
 
 
 def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
