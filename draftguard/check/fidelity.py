@@ -163,14 +163,16 @@ def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[
         # gave. When the class moved every one of them unchanged, that is one rename, not several.
         table = resolved if isinstance(resolved, dict) else {}
         parts = [f for sub, sub_raw in raw_value.items() for f in _compare(ctx, f"{key}.{sub}", sub_raw, table.get(sub, ABSENT))]
-        renamed = [f for f in parts if f.rule == "DG007" and f.resolved is not ABSENT]
+        renamed = [f for f in parts if f.rule == "DG007" and f.moved_to is not None]
         if parts and len(renamed) == len(parts) and len(parts) == len(raw_value):
-            places = sorted({_parent(str(f.resolved)) for f in renamed})
-            yield ctx.finding(
-                "DG007", key, raw_value, places[0] if len(places) == 1 else places,
+            places = sorted({_parent(str(f.moved_to)) for f in renamed})
+            folded = ctx.finding(
+                "DG007", key, raw_value, raw_value,
                 f"`{key}` is moved into `{'`, `'.join(places)}` by {ctx.config_class} (transformers "
                 f"{ctx.version}) with the same values: a rename.",
             )
+            folded.moved_to = ", ".join(places)
+            yield folded
             return
         yield from parts
         return
@@ -254,11 +256,13 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
                 f"`{key}` is kept by {ctx.config_class} as its runtime setting `{place}` (transformers "
                 f"{ctx.version}): a choice for loading the model, not a value of the model.",
             )
-        return ctx.finding(
-            "DG007", key, raw_value, place,
+        renamed = ctx.finding(
+            "DG007", key, raw_value, raw_value,
             f"`{key}` is moved to `{_shown_place(ctx, place)}` by {ctx.config_class} (transformers {ctx.version}) "
             "with the same value: a rename.",
         )
+        renamed.moved_to = place
+        return renamed
     decider = ctx.evidence.get("deciders", {}).get(path)
     if decider is not None:
         return _decided(ctx, key, raw_value, *decider)
@@ -301,11 +305,13 @@ def _decided(ctx: Context, key: str, raw_value: Any, other: str, place: str, how
     path = ctx.prefix + key
     other_value = _lookup(ctx.root, other)
     if how == "copies" and same(raw_value, other_value):
-        return ctx.finding(
-            "DG007", key, raw_value, place,
+        duplicate = ctx.finding(
+            "DG007", key, raw_value, raw_value,
             f"`{key}` is also given as `{other}` with the same value; {ctx.config_class} keeps it once, in "
             f"`{_shown_place(ctx, place)}` (transformers {ctx.version}): a rename.",
         )
+        duplicate.moved_to = place
+        return duplicate
     if not is_input:
         return ctx.finding(
             "DG009", key, raw_value, value,

@@ -141,6 +141,8 @@ class Finding:
     message: str
     # The transformers versions it occurs under, when several were checked (the version matrix).
     versions: list[str] | None = None
+    # Where the config class stored the value, when tracing found it elsewhere (a rename).
+    moved_to: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -156,6 +158,8 @@ class Finding:
         }
         if self.versions is not None:
             out["versions"] = list(self.versions)
+        if self.moved_to is not None:
+            out["moved_to"] = self.moved_to
         return out
 
 

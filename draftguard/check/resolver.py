@@ -136,18 +136,26 @@ def plausible_typos(name: str, known: list[str]) -> list[str]:
         ['qwen3_moe']
         >>> plausible_typos("chatglm", ["glm", "glm4"])
         []
+        >>> plausible_typos("qwen33", ["qwen3", "qwen2"])
+        ['qwen3']
     """
     import re
 
     def bare(text: str) -> str:
         return re.sub(r"[-_\s]", "", text.lower())
 
+    def undoubled(text: str) -> str:
+        return re.sub(r"(.)\1+", r"\1", bare(text))
+
     digits = re.findall(r"\d+", name)
     found = []
     for k in known:
+        if undoubled(k) == undoubled(name):  # separators, case or a doubled key: qwen3moe, Qwen3-MoE, qwen33
+            found.append((0, k))
+            continue
         if re.findall(r"\d+", k) != digits:
             continue
-        if bare(k) == bare(name):  # separators and case only: qwen3moe, Qwen3-MoE
+        if bare(k) == bare(name):
             found.append((0, k))
         elif len(name) >= 5 and (d := _edits(name.lower(), k.lower())) <= 1:  # one slip: lamma, qwne3
             found.append((d, k))
