@@ -844,11 +844,16 @@ def _deciders(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[st
             if container == leaf or builds >= 12 or leaf in found or _is_sub_config(node, container):
                 continue  # a whole nested config is no rival of one value: taking it out changes everything
             value = _get(raw, container)
+            words = set(name.split("_")) - {""}
             rivals = [
                 (path, v) for path, v in _leaves_of(value, container)
                 if path.rsplit(".", 1)[-1] == name
                 or (isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                    and ((here is not _MISSING and _same(v, _plain(here, None))) or _same(v, mine)))
+                    and ((here is not _MISSING and _same(v, _plain(here, None))) or _same(v, mine)
+                         # a dropped key: where would it go? rivals share a word (rotary_pct,
+                         # rope_parameters.partial_rotary_factor)
+                         or (here is _MISSING and type(v) is type(mine)
+                             and words & set(path.rsplit(".", 1)[-1].split("_")))))
             ]
             if not rivals:
                 continue
@@ -1152,16 +1157,43 @@ def resolve(
                 config = cls(**_copy(raw))
     except ResolveError:
         raise
+    except KeyError as exc:
+        nested = _nested_model_type(raw, exc.args[0] if exc.args else None)
+        if nested is None:
+            raise _rejected(exc, raw, cls) from None
+        raise ResolveError(
+            "model_type_unknown",
+            f"`{nested}` {_get(raw, nested)!r} is unknown to transformers {transformers_version()}: the "
+            "nested config names a model type this version does not ship.",
+            key=nested,
+        ) from None
     except Exception as exc:  # the class's own validation: any exception type is possible
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[1:2])
-        message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
-        aliases = getattr(cls, "attribute_map", None)
-        raise ResolveError("class_rejected", message, key=_key_in_message(str(exc), raw, aliases)) from None
+        raise _rejected(exc, raw, cls) from None
     node = _node(config, raw)
     if trace and cls is not None:
         node["evidence"] = gather_evidence(cls, raw, config, node, messages)
     return node
+
+
+def _nested_model_type(raw: dict[str, Any], name: Any, prefix: str = "") -> str | None:
+    """The dotted path of a nested config's model_type equal to ``name``, if the file has one."""
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            if value.get("model_type") == name and isinstance(name, str):
+                return f"{prefix}{key}.model_type"
+            deeper = _nested_model_type(value, name, f"{prefix}{key}.")
+            if deeper:
+                return deeper
+    return None
+
+
+def _rejected(exc: Exception, raw: dict[str, Any], cls: Any) -> ResolveError:
+    """The class's own refusal, as a ResolveError that names the file's key where the message does."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[1:2])
+    message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
+    aliases = getattr(cls, "attribute_map", None)
+    return ResolveError("class_rejected", message, key=_key_in_message(str(exc), raw, aliases))
 
 
 def main() -> int:
