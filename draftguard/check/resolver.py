@@ -785,9 +785,12 @@ def _switches(cls: type, raw: dict[str, Any], leaves: list[str], landed: dict[st
         return {}
     if len(ordered) == 1:
         return {leaf: [ordered[0], candidates[ordered[0]]] for leaf in together or ()}
-    for flag in ordered[:6]:  # which one switches each leaf
+    wanted = set(together) if together is not None else set(leaves)
+    for flag in ordered[:6]:  # which one switches each leaf; the likeliest flags come first
         for leaf in kept([flag]) or ():
             found.setdefault(leaf, [flag, candidates[flag]])
+        if wanted <= set(found):
+            break
     return found
 
 
@@ -931,6 +934,8 @@ def alias_vocabulary() -> dict[str, set[str]]:
     <-> num_hidden_layers), read from their source text: importing every class would take seconds."""
     global _ALIAS_PAIRS
     if _ALIAS_PAIRS is None:
+        _ALIAS_PAIRS = _read_vocabulary_cache()
+    if _ALIAS_PAIRS is None:
         import re
         from pathlib import Path
 
@@ -942,23 +947,65 @@ def alias_vocabulary() -> dict[str, set[str]]:
         for folder in transformers.models.__path__:
             for path in Path(folder).glob("*/configuration_*.py"):
                 try:
-                    text = path.read_text(encoding="utf-8", errors="replace")
+                    data = path.read_bytes()
                 except OSError:
                     continue
+                start = data.find(b"attribute_map")
+                if start < 0:
+                    continue
+                text = data[start:].decode("utf-8", errors="replace")
                 for match in block.finditer(text):
                     for a, b in pair.findall(match.group(1)):
                         pairs.setdefault(a, set()).add(b)
                         pairs.setdefault(b, set()).add(a)
         _ALIAS_PAIRS = pairs
+        _write_vocabulary_cache(pairs)
     return _ALIAS_PAIRS
+
+
+def _vocabulary_cache_file() -> Any:
+    """Where the alias vocabulary of this transformers install is kept between runs: the draftguard
+    cache dir (as check/matrix.py finds it), keyed by version and install path."""
+    import hashlib
+    from pathlib import Path
+
+    import transformers
+
+    base = os.environ.get("DRAFTGUARD_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(str(Path.home()), ".cache"), "draftguard")
+    where = hashlib.sha256(str(Path(transformers.__file__).resolve()).encode()).hexdigest()[:12]
+    return Path(base) / "vocabulary" / f"attribute-maps-{transformers.__version__}-{where}.json"
+
+
+def _read_vocabulary_cache() -> dict[str, set[str]] | None:
+    try:
+        data = json.loads(_vocabulary_cache_file().read_text())
+        return {k: set(v) for k, v in data.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _write_vocabulary_cache(pairs: dict[str, set[str]]) -> None:
+    try:
+        path = _vocabulary_cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({k: sorted(v) for k, v in pairs.items()}))
+        os.replace(temporary, path)  # atomic: parallel checks never read half a file
+    except OSError:
+        pass  # a read-only cache only costs the next run the scan again
 
 
 def _unread_aliases(cls: type, raw: dict[str, Any], config: Any) -> dict[str, str]:
     """Keys of the file the class does not read that other classes read as another name for one of
     this class's fields: {file key: the field the model code reads instead}."""
-    declared = _declared(cls)
-    unread = [k for k, v in raw.items() if isinstance(k, str) and k not in declared and not k.startswith("_")
-              and isinstance(v, int) and not isinstance(v, bool)]
+    own = vars(config)
+    # Unread keys are kept verbatim as extra attributes; a key the class pops is read.
+    unread = [k for k, v in raw.items() if isinstance(k, str) and not k.startswith("_")
+              and isinstance(v, int) and not isinstance(v, bool) and own.get(k, _MISSING) == v]
+    if unread:
+        declared = _declared(cls)
+        unread = [k for k in unread if k not in declared]
     if not unread:
         return {}
     vocabulary = alias_vocabulary()
@@ -1063,7 +1110,10 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         >>> gather_evidence(GPTNeoXConfig, raw, config, _node(config, raw), [])["landed"]["rotary_pct"][0][0]
         'rope_parameters.partial_rotary_factor'
     """
-    leaves = _changed_leaves(raw, node)
+    # Judged without evidence (fidelity's _class_label and _private_key): a nested config's model_type
+    # label and private state such as _attn_implementation. Tracing them would cost builds for nothing.
+    leaves = [leaf for leaf in _changed_leaves(raw, node)
+              if not (leaf.endswith(".model_type") or leaf.rsplit(".", 1)[-1].startswith("_"))]
     evidence: dict[str, Any] = {"messages": [m for m in messages if m.strip()][:20], "landed": {}, "flags": {},
                                 "serialised": {}, "generation": {}, "unread": {}, "deciders": {},
                                 "translations": {}, "gates": {}, "ignored": []}
@@ -1171,7 +1221,10 @@ def resolve(
         raise _rejected(exc, raw, cls) from None
     node = _node(config, raw)
     if trace and cls is not None:
-        node["evidence"] = gather_evidence(cls, raw, config, node, messages)
+        try:
+            node["evidence"] = gather_evidence(cls, raw, config, node, messages)
+        except Exception as exc:  # evidence is extra: a class that breaks under tracing is still judged
+            node["evidence"] = {"messages": messages[:20], "failed": f"{type(exc).__name__}: {exc}"[:300]}
     return node
 
 
