@@ -280,3 +280,38 @@ def test_text_and_markdown_fold_benign_findings_into_one_line_json_keeps_each():
     render_text(report, out)
     assert out.getvalue().count("DG010 generation-setting") == 1
     assert render_light_section(report).count("DG010 generation-setting") == 1
+
+
+# --- 4: head_dim against the weights, where they can be read ------------------------------------------
+
+
+def _write_q_proj(folder: Path, rows: int, columns: int) -> None:
+    """A one-tensor model.safetensors: the header and zeroed F16 data, as the format lays them out."""
+    import struct
+
+    size = rows * columns * 2
+    header = json.dumps({"model.layers.0.self_attn.q_proj.weight": {
+        "dtype": "F16", "shape": [rows, columns], "data_offsets": [0, size]}}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(size))
+
+
+QWEN3_NO_HEAD_DIM = {"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
+                     "num_key_value_heads": 4, "vocab_size": 48}
+
+
+def test_weights_trained_with_hidden_over_heads_make_the_default_head_dim_an_error(tmp_path):
+    _write_q_proj(tmp_path, 4 * 16, 64)
+    result = check_snapshot(load_snapshot(write(tmp_path, QWEN3_NO_HEAD_DIM)))
+    [wrong] = [f for f in result.findings if f.key == "head_dim"]
+    assert (wrong.rule, wrong.severity.value) == ("DG123", "error")
+    assert '"head_dim": 16' in wrong.message and "64 rows" in wrong.message
+
+
+def test_weights_trained_with_the_default_head_dim_settle_the_warning(tmp_path):
+    _write_q_proj(tmp_path, 4 * 128, 64)
+    result = check_snapshot(load_snapshot(write(tmp_path, QWEN3_NO_HEAD_DIM)))
+    assert [f for f in result.findings if f.key == "head_dim"] == []
+
+
+def test_without_weights_the_class_evidence_warns(tmp_path):
+    assert found(check_snapshot(load_snapshot(write(tmp_path, QWEN3_NO_HEAD_DIM))), "head_dim") == ["DG003"]
