@@ -50,7 +50,7 @@ def display_items(findings: list[Finding]) -> list[Finding | FindingGroup]:
     Example::
 
         >>> f = lambda key: Finding("DG007", Severity.INFO, key, 1, 1, "config.json", None, "")
-        >>> [getattr(i, "keys", i.key) for i in display_items([f("a"), f("b")])]
+        >>> [item.keys for item in display_items([f("a"), f("b")])]
         [['a', 'b']]
     """
     groups: dict[tuple[str, str], list[Finding]] = {}
