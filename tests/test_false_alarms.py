@@ -315,3 +315,17 @@ def test_weights_trained_with_the_default_head_dim_settle_the_warning(tmp_path):
 
 def test_without_weights_the_class_evidence_warns(tmp_path):
     assert found(check_snapshot(load_snapshot(write(tmp_path, QWEN3_NO_HEAD_DIM))), "head_dim") == ["DG003"]
+
+
+def test_a_cached_trace_whose_places_this_file_lacks_is_traced_again():
+    # The trace cache is keyed by a file's shape, which leaves numbers out; per-layer override indices
+    # come from numbers. A second Gemma 4 whose global layers sit elsewhere must not inherit places.
+    from draftguard.check import resolver
+
+    raw = json.loads((CORPUS / "google--gemma-4-26b-a4b" / "config.json").read_text())
+    first = resolve(raw)["evidence"]["landed"]["text_config.global_head_dim"]
+    key = next(k for k in resolver._TRACE_CACHE if "text_config.global_head_dim" in k[2])
+    resolver._TRACE_CACHE[key] = {**resolver._TRACE_CACHE[key], "text_config.global_head_dim": [
+        ["text_config._heterogeneity_spec.per_layer_overrides.999.head_dim", "same"]]}
+    again = resolve(raw)["evidence"]["landed"]["text_config.global_head_dim"]
+    assert again == first and again

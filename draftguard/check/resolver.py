@@ -1127,7 +1127,15 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
     if leaves:
         stored = _LazyStorage(config)
         key = (cls, _shape(raw), tuple(leaves))
-        if key not in _TRACE_CACHE:
+        cached = _TRACE_CACHE.get(key)
+        if cached is not None and any(path not in stored for leaf, places in cached.items() if leaf != "__ignored__"
+                                      for path, _ in places):
+            # The shape leaves numbers out; where they decide a place (per-layer override indices),
+            # a cached place this file lacks means: trace this file afresh.
+            cached = None
+            _FLAG_CACHE.pop(key, None)
+            _FLAG_CACHE.pop(("deciders", key), None)
+        if cached is None:
             _TRACE_CACHE[key] = _trace(cls, raw, leaves, stored.full())
         landed = dict(_TRACE_CACHE[key])
         ignored = landed.pop("__ignored__", [])
