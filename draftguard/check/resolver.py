@@ -556,6 +556,7 @@ class _LazyStorage:
     def __init__(self, config: Any):
         self.config = config
         self._full: dict[str, Any] | None = None
+        self._seen: dict[str, Any] = {}
 
     def full(self) -> dict[str, Any]:
         if self._full is None:
@@ -565,6 +566,13 @@ class _LazyStorage:
     def get(self, path: str, default: Any = None) -> Any:
         if self._full is not None:
             return self._full.get(path, default)
+        if path not in self._seen:
+            self._seen[path] = self._walk(path)
+        value = self._seen[path]
+        return default if value is _MISSING else value
+
+    def _walk(self, path: str) -> Any:
+        default = _MISSING
         node: Any = self.config
         for part in path.split("."):
             if isinstance(node, dict):
@@ -711,13 +719,16 @@ def _translations(cls: type, raw: dict[str, Any], leaves: list[str], node: dict[
         backward: dict[str, str] = {}
         if any(forward.setdefault(a, b) != b or backward.setdefault(b, a) != a for a, b in zip(old, new)):
             continue
-        trial = _copy(raw)
-        _set(trial, leaf, list(new))
-        try:
-            again = _get(node_values(_node(_build_quietly(cls, trial), trial)), leaf)
-        except Exception:
-            continue
-        if _same(again, new):
+        memo = (cls, leaf, _shape(raw), tuple(old), tuple(new))
+        if memo not in _FLAG_CACHE:
+            trial = _copy(raw)
+            _set(trial, leaf, list(new))
+            try:
+                again = _get(node_values(_node(_build_quietly(cls, trial), trial)), leaf)
+            except Exception:
+                again = _MISSING
+            _FLAG_CACHE[memo] = _same(again, new)
+        if _FLAG_CACHE[memo]:
             out[leaf] = {a: b for a, b in forward.items() if a != b}
     return out
 
@@ -1015,6 +1026,17 @@ def _unread_aliases(cls: type, raw: dict[str, Any], config: Any) -> dict[str, st
             if field_name in declared and field_name not in getattr(cls, "attribute_map", {}) and hasattr(config, field_name):
                 out[key] = field_name
                 break
+    memo = ("unread", cls, _shape(raw), tuple(sorted(out.items())))
+    if out and memo in _FLAG_CACHE:
+        return dict(_FLAG_CACHE[memo])
+    if out:
+        _FLAG_CACHE[memo] = _unread_for_certain(cls, raw, config, out)
+        return dict(_FLAG_CACHE[memo])
+    return out
+
+
+def _unread_for_certain(cls: type, raw: dict[str, Any], config: Any, out: dict[str, str]) -> dict[str, str]:
+    """The candidates of ``out`` that the class does not read at all."""
     if out:
         # Unread for certain: set to sentinels, they change nothing but their own stored copy. A key
         # the class pops and computes from (DeepSeek-V4's qk_rope_head_dim) is read.
@@ -1038,6 +1060,8 @@ def node_values(node: dict[str, Any]) -> dict[str, Any]:
 
 
 _GENERATION_NAMES: frozenset[str] | None = None
+# GenerationConfig built from one dict's exact content (a process that checks a config twice).
+_GENERATION_CACHE: dict[str, Any] = {}
 
 
 def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
@@ -1060,11 +1084,14 @@ def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
         if not isinstance(holder, dict):
             continue
         if holder_path not in built:
-            try:
-                with class_voice(None):
-                    built[holder_path] = GenerationConfig.from_model_config(_copy(holder))
-            except Exception:
-                built[holder_path] = None
+            content = json.dumps(holder, sort_keys=True, default=str)
+            if content not in _GENERATION_CACHE:
+                try:
+                    with class_voice(None):
+                        _GENERATION_CACHE[content] = GenerationConfig.from_model_config(_copy(holder))
+                except Exception:
+                    _GENERATION_CACHE[content] = None
+            built[holder_path] = _GENERATION_CACHE[content]
         generation = built[holder_path]
         value = getattr(generation, name, _MISSING) if generation is not None else _MISSING
         if value is not _MISSING and _same(holder[name], _plain(value, None)):
@@ -1110,6 +1137,9 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         >>> gather_evidence(GPTNeoXConfig, raw, config, _node(config, raw), [])["landed"]["rotary_pct"][0][0]
         'rope_parameters.partial_rotary_factor'
     """
+    for cache, limit in ((_TRACE_CACHE, 4096), (_FLAG_CACHE, 8192), (_GENERATION_CACHE, 256)):
+        if len(cache) > limit:  # a long-running bot meets new shapes for ever: start afresh
+            cache.clear()
     # Judged without evidence (fidelity's _class_label and _private_key): a nested config's model_type
     # label and private state such as _attn_implementation. Tracing them would cost builds for nothing.
     leaves = [leaf for leaf in _changed_leaves(raw, node)
