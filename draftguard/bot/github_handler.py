@@ -16,6 +16,7 @@ from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.review import check_pull_request, check_sections, check_title, read_settings, run_job
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
+from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 from draftguard.secrets import scrub
 from draftguard.snapshot import SETTINGS_NAME, is_model_file
 
@@ -220,7 +221,6 @@ def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any
     (Git LFS files as their real bytes, checked against their pointers) and the prompt file the
     settings name, then run ``draftguard accept --format json`` on them (needs the ``runner`` extra
     on the GPU worker)."""
-    from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 
     drafter = job.data["drafters"][0]
     folder = posixpath.dirname(drafter)

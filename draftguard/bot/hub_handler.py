@@ -16,6 +16,7 @@ from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.review import check_pull_request, check_sections, check_title, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
+from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 from draftguard.secrets import scrub
 from draftguard.snapshot import is_model_file
 
@@ -192,7 +193,6 @@ def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: 
     worker)."""
     import tempfile
 
-    from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 
     folder = posixpath.dirname(job.data["drafters"][0])
     local = client.download_folder(folder, job.head_sha or client.ref)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from draftguard.errors import QueueConfigError, Retry
+from draftguard.secrets import scrub_known
 
 log = logging.getLogger("draftguard.bot")
 
@@ -85,7 +86,6 @@ class Job:
         raw = json.loads(bytes(data))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in raw.items() if k in known})
-
 
 Handler = Callable[["Job", "Queue"], "str | None"]
 
@@ -329,8 +329,6 @@ class Queue:
             self._release(job)
 
     def _finish(self, job: Job, state: str, result: str | None) -> None:
-        from draftguard.secrets import scrub_known
-
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
         job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()
         self.save(job)

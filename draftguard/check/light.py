@@ -74,7 +74,7 @@ def _head_dim_against_weights(
     warned = [f for f in findings if f.rule == "DG003" and f.key == "head_dim"]
     if snapshot.is_hub and not warned:
         return findings
-    from draftguard.check.weights import read_weights
+    from draftguard.check.weights import read_weights  # only past this point: keeps the cold check short
 
     try:
         weights = read_weights(snapshot)

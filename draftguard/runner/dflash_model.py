@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftguard.errors import DrafterMismatch, MissingWeights
-from draftguard.snapshot import BadInput
+from draftguard.snapshot import BadInput, parse_json_object
 
 
 CONFIG_VIEWS = ("resolved", "raw")
@@ -92,8 +92,6 @@ def read_drafter_spec(folder: str | Path, view: str = "resolved") -> DrafterSpec
         [6, None]
     """
     from transformers import CONFIG_MAPPING
-
-    from draftguard.snapshot import parse_json_object
 
     if view not in CONFIG_VIEWS:
         raise BadInput(f"--config-view must be one of {', '.join(CONFIG_VIEWS)}, got {view!r}")

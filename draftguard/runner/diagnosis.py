@@ -11,9 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from draftguard.check.findings import show as _show
+from draftguard.check.findings import ABSENT, show as _show
+from draftguard.check.light import check_snapshot
 from draftguard.errors import RawViewUnavailable
-from draftguard.runner.result import FAIL, INCONCLUSIVE, PASS, AcceptanceResult, Verdict
+from draftguard.runner.result import (CATASTROPHIC, CONFIG_REWRITE, DRAFTER, ENGINE, FAIL, INCONCLUSIVE, NONE, PASS,
+                                     AcceptanceResult, Verdict)
+from draftguard.runner.stats import catastrophic, first_position_interval, paired_interval, tau_interval
+from draftguard.snapshot import load_snapshot, parse_json_object
 
 
 # Where an engine that reads a DFlash drafter differently usually goes wrong (the incident's three faults).
@@ -22,8 +26,11 @@ ENGINE_HINT = (
     "target_layer_ids + 1), sliding-window layers run as full attention (try --attention-backend, and keep "
     "the long-context prompt), and a sliding_window the config class dropped (`draftguard check` on the drafter)"
 )
+
+
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
+
 
 # --------------------------------------------------------------------------------------------------
 # The diagnosis: config views x backends, paired on the same prompts, one named cause
@@ -61,7 +68,6 @@ class Rewrite:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
 # The light check's rules that mean the config class hands the model code other values than the file
 # (draftguard.check.findings.RULES): overridden values and contradictory aliases. The others (renames,
 # intended changes, injected defaults) leave what the raw view sets back unchanged.
@@ -69,8 +75,6 @@ REWRITE_RULES = ("DG001", "DG002")
 
 
 def _json_safe(value: Any) -> Any:
-    from draftguard.check.findings import ABSENT
-
     return None if value is ABSENT else value
 
 
@@ -84,7 +88,6 @@ def rewrites_from(findings: Sequence[Any]) -> list[Rewrite]:
         >>> [(r.key, r.text) for r in rewrites_from([f])]
         [('sliding_window', 'dropped')]
     """
-    from draftguard.check.findings import ABSENT
 
     out: list[Rewrite] = []
     for f in findings:
@@ -109,8 +112,6 @@ def light_check_rewrites(drafter: str) -> tuple[str | None, list[Rewrite]]:
         >>> light_check_rewrites("tests/fixtures/models/drafter")
         ('Qwen3Config', [])
     """
-    from draftguard.check.light import check_snapshot
-    from draftguard.snapshot import load_snapshot
 
     result = check_snapshot(load_snapshot(drafter))
     return result.config_class, rewrites_from(result.findings)
@@ -118,7 +119,6 @@ def light_check_rewrites(drafter: str) -> tuple[str | None, list[Rewrite]]:
 
 def cell_state(result: AcceptanceResult, thresholds: Any, confidence: float = 0.95) -> tuple[str, str]:
     """low, ok or unsure for one run, with the figure that decided it."""
-    from draftguard.runner.stats import first_position_interval, tau_interval
 
     prompts = result.per_prompt
     if not any(p.drafts for p in prompts):
@@ -195,8 +195,6 @@ def diagnose(
         >>> print(d.reason)
         τ 4.00 as written, 1.15 as Qwen3Config resolves it (−71%): `sliding_window` dropped [paired 95% CI of the ratio 0.28-0.30, 6 prompts]
     """
-    from draftguard.runner.result import CATASTROPHIC, CONFIG_REWRITE, DRAFTER, ENGINE, NONE
-    from draftguard.runner.stats import catastrophic, paired_interval
 
     states = {key: cell_state(r, thresholds, confidence) for key, r in cells.items()}
     views = sorted({v for v, _ in cells}, key=lambda v: ("raw", "resolved").index(v) if v in ("raw", "resolved") else 9)
@@ -270,7 +268,6 @@ def diagnose(
 
 def cell_summary(result: AcceptanceResult, confidence: float = 0.95) -> dict[str, Any]:
     """One cell of ``views``: the usual figures of a run, per-prompt τ and the first-position interval."""
-    from draftguard.runner.stats import first_position_interval
 
     first = None
     if any(p.drafts for p in result.per_prompt):
@@ -310,7 +307,6 @@ def with_diagnosis(result: AcceptanceResult, cells: dict[tuple[str, str], Accept
     result.wall_seconds = max(result.wall_seconds, sum(r.wall_seconds for r in cells.values()))
     return result
 
-
 # Keys that make a config class keep a value it would otherwise rewrite, by rewritten key. An engine
 # reads config.json through the class, so its raw view is a copy of the drafter whose config.json asks
 # the class to keep what the file says. Only the gates draftguard knows are here (Qwen3Config's
@@ -333,8 +329,6 @@ def raw_view_folder(drafter: str, rewrites: Sequence[Rewrite], into: str) -> str
     import json
     import os
     from pathlib import Path
-
-    from draftguard.snapshot import parse_json_object
 
     src, dst = Path(drafter), Path(into)
     if not src.is_dir():

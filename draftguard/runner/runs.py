@@ -14,9 +14,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from draftguard.runner.result import FAIL, AcceptanceResult, PromptResult, Thresholds
-from draftguard.runner.stats import EARLY_STOP_CONFIDENCE
+from draftguard.runner import differential
+from draftguard.runner.differential import diagnose, light_check_rewrites, raw_view_folder
+from draftguard.runner.prompts import encode_all
+from draftguard.runner.result import CATASTROPHIC, FAIL, AcceptanceResult, PromptResult, Thresholds
+from draftguard.runner.stats import EARLY_STOP_CONFIDENCE, EarlyStop, verdict
 from draftguard.snapshot import BadInput
+from draftguard.runner.vllm import (EngineConsole, VllmBackend, engine_options, long_context_length,
+                                    long_context_prompt)  # plain Python: vLLM loads inside import_vllm
 
 
 def _progress(total: int, quiet: bool) -> tuple[Callable[[str], None], Callable[[], None]]:
@@ -54,7 +59,6 @@ def run_prompts(
         result, tokens = run_prompts(backend, [[40, 1, 2, 3]], ["p0"], max_new_tokens=32,
                                      thresholds=make_thresholds(3.0))
     """
-    from draftguard.runner.stats import EarlyStop, verdict
 
     stop = EarlyStop(thresholds, enabled=early_stop)
     done: list[PromptResult] = []
@@ -91,7 +95,6 @@ def config_views(asked: str, drafter: str) -> tuple[tuple[str, ...], str | None,
         >>> config_views("auto", "tests/fixtures/models/drafter")[0]
         ('resolved',)
     """
-    from draftguard.runner.differential import light_check_rewrites
 
     if asked not in ("both", "auto"):
         return (asked,), None, []
@@ -108,8 +111,6 @@ def config_views(asked: str, drafter: str) -> tuple[tuple[str, ...], str | None,
 
 def _note_catastrophic(result: AcceptanceResult, view: str, backend: str, thresholds: Thresholds) -> None:
     """A single run that failed against the floor carries the cause, as a multi-view run does."""
-    from draftguard.runner.differential import diagnose
-    from draftguard.runner.result import CATASTROPHIC
 
     if result.verdict.status != FAIL or thresholds.bar is not None:
         return
@@ -121,7 +122,7 @@ def _note_catastrophic(result: AcceptanceResult, view: str, backend: str, thresh
 def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = None) -> Any:
     import torch
 
-    from draftguard.runner.reference import ReferenceBackend
+    from draftguard.runner.reference import ReferenceBackend  # torch, only when the reference backend runs
 
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
     return ReferenceBackend(args.target, args.drafter, device=args.device, view=args.config_view, dtype=dtype,
@@ -131,8 +132,7 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
 def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds, run: dict[str, Any],
                    prompts: Sequence[Sequence[int]] | None = None, early_stop: bool | None = None
                    ) -> tuple[AcceptanceResult, list[list[int]]]:
-    from draftguard.runner.prompts import encode_all
-    from draftguard.runner.reference import text_config
+    from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
 
     backend = _reference_backend(args)
     if prompts is None:
@@ -157,7 +157,6 @@ def _engine_options(args: argparse.Namespace) -> Any:
     """vLLM's engine options from the flags; with ``--backend both`` and ``--dtype auto``, the
     reference's dtype, so that the two are judged like with like (vLLM's "auto" would run a float32
     checkpoint in bfloat16 beside a float32 reference on CPU)."""
-    from draftguard.runner.vllm import engine_options
 
     opts = engine_options(args)
     if args.backend == "both" and opts.dtype == "auto":
@@ -169,10 +168,6 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
               run: dict[str, Any]) -> AcceptanceResult:
     """``--backend vllm``: vLLM alone; ``both``: vLLM and the reference on the same prompts, judged
     against each other (draftguard.runner.differential)."""
-    from draftguard.runner import differential
-    from draftguard.runner.prompts import encode_all
-    from draftguard.runner.vllm import (EngineConsole, VllmBackend, long_context_length,
-                                        long_context_prompt)
 
     opts = _engine_options(args)
     both = args.backend == "both"
@@ -224,7 +219,6 @@ def run_prompts_views(
     """``run_prompts`` for a backend with several config views (``ReferenceBackend(views=...)``): every
     view on every prompt, sharing the target's work; stops early once ``settled`` says the diagnosis is
     decided (from the 8th prompt on). Returns each view's result and tokens."""
-    from draftguard.runner.stats import verdict
 
     done: dict[str, list[PromptResult]] = {v: [] for v in backend.views}
     outputs: dict[str, list[list[int]]] = {v: [] for v in backend.views}
@@ -259,8 +253,6 @@ def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any]
     """vLLM for one config view: the drafter folder as is for resolved (vLLM reads config.json through
     the config class), a copy that keeps the raw values for raw (``differential.raw_view_folder``).
     ``console`` (an ``EngineConsole``) keeps vLLM's output off stdout and its last error."""
-    from draftguard.runner.differential import raw_view_folder
-    from draftguard.runner.vllm import VllmBackend
 
     drafter = args.drafter
     if view == "raw" and rewrites:
@@ -269,8 +261,6 @@ def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any]
 
 
 def _engine_console() -> Any:
-    from draftguard.runner.vllm import EngineConsole  # vLLM's own module loads only with this backend
-
     return EngineConsole()
 
 
@@ -285,9 +275,6 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     The result's top-level figures are the served cell's: the resolved view, the engine's when one ran.
     """
     import tempfile
-
-    from draftguard.runner import differential
-    from draftguard.runner.prompts import encode_all
 
     cells: dict[tuple[str, str], AcceptanceResult] = {}
     tokens: dict[tuple[str, str], list[list[int]]] = {}
@@ -320,7 +307,7 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     if use_reference:
         backend = _reference_backend(args, views)
         if prompts is None:
-            from draftguard.runner.reference import text_config
+            from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
 
             prompts = encode_all(specs, backend.tokenizer, int(text_config(backend.target).vocab_size))
             labels = [s.label for s in specs]
@@ -359,7 +346,6 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
 def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any) -> tuple[list[list[int]], list[str]]:
     """Prompts as an engine gets them: its target's tokenizer, plus vLLM's long-context prompt past the
     drafter's sliding window when the backend has one (``facts``)."""
-    from draftguard.runner.prompts import encode_all
 
     tokenizer = getattr(backend, "tokenizer", None)
     if tokenizer is True:  # vLLM's flag: the target has a tokenizer; load it here to encode
@@ -370,14 +356,13 @@ def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any
         tokenizer = None
     vocab = None
     if hasattr(backend, "target") and not isinstance(backend.target, str):
-        from draftguard.runner.reference import text_config
+        from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
 
         vocab = int(text_config(backend.target).vocab_size)
     prompts = encode_all(specs, tokenizer, vocab) if vocab is not None else encode_all(specs, tokenizer)
     labels = [s.label for s in specs]
     facts = getattr(backend, "facts", None)
     if facts is not None:
-        from draftguard.runner.vllm import engine_options, long_context_length, long_context_prompt
 
         extra = long_context_length(engine_options(args), facts, args.max_new_tokens)
         if extra:
