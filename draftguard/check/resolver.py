@@ -1176,7 +1176,7 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
         evidence["ignored"] = [leaf for leaf in ignored if _get(values, leaf) is not _MISSING]
         tables = {path.rsplit(".", 1)[0] for places in landed.values() for path, how in places if "." in path}
         refused = [leaf for leaf in leaves if "." in leaf and not landed.get(leaf)]
-        evidence["stored_tables"] = {  # for values the class refused to trace: see fidelity._traced
+        evidence["stored_tables"] = {  # for values the class refused to trace: see judges._traced
             table: {name: _plain(value, None) for name, value in stored.table(table).items()}
             for table in sorted(tables) if refused
         }

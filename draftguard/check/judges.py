@@ -1,0 +1,479 @@
+"""The judges of one changed value, and what they know about the config (``Context``).
+
+In: a ``Context`` (the raw file, the resolved node, the class's evidence: traces, messages, aliases,
+defaults) and one key whose raw and resolved values differ. Out: the ``Finding`` of the first judge in
+``_JUDGES`` that recognises the cause (an alias, a folded table, a moved sub-config, a rename, a value
+the file asked for, the class's own words), else "overridden". ``fidelity.judge_config`` runs them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from draftguard.check.findings import ABSENT, RULES, Finding, show
+
+
+@dataclass
+class Context:
+    """What a judgement may look at: the whole raw node, the resolved node, and where to point."""
+
+    raw: dict[str, Any]
+    node: dict[str, Any]
+    prefix: str
+    config_class: str
+    version: str
+    file: str
+    line_of: Callable[[str], int | None]
+    moved: dict[str, list[str]] = field(default_factory=dict)
+    # The top node's evidence (resolver.gather_evidence), shared by nested contexts; paths in it
+    # are dotted from the top of the file.
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # The whole file, for evidence that names a key outside this node.
+    root: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return self.node["values"]
+
+    def landed(self, key: str) -> list[tuple[str, str, Any]]:
+        """Where tracing saw the class store this key's value: (storage path, how, value there)."""
+        return [tuple(item) for item in self.evidence.get("landed", {}).get(self.prefix + key, [])]
+
+    def sub(self, node: dict[str, Any], prefix: str | None = None) -> "Context":
+        return Context(self.raw, node, self.prefix if prefix is None else prefix, node["__config__"], self.version,
+                       self.file, self.line_of, evidence=self.evidence, root=self.root)
+
+    def finding(self, rule: str, key: str, raw: Any, resolved: Any, message: str, line_key: str | None = None) -> Finding:
+        path = self.prefix + key
+        return Finding(
+            rule=rule,
+            severity=RULES[rule].severity,
+            key=path,
+            raw=raw,
+            resolved=resolved,
+            file=self.file,
+            line=self.line_of(self.prefix + (line_key or key)),
+            message=message,
+        )
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as the model code would use them: JSON lists and tuples alike, 1 == 1.0, but a bool is
+    not a number and a string is not a number."""
+    if a is ABSENT or b is ABSENT:
+        return a is b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _parent(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else path
+
+
+# A judge's answer for "recognised, and reported elsewhere".
+_HANDLED: Any = object()
+
+
+# --- judges, tried in order; the first that recognises the change decides ------------------------
+
+
+def _alias_contradiction(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """gpt2's n_embd and hidden_size are one attribute; given both with different values, the alias
+    (set last) wins and nothing warns."""
+    amap = ctx.node["attribute_map"]
+    canonical = amap.get(key, key)
+    twins = [k for k in ctx.raw if k != key and amap.get(k, k) == canonical]
+    for twin in twins:
+        if same(ctx.raw[twin], resolved):
+            return ctx.finding(
+                "DG002", key, raw_value, resolved,
+                f"`{key}` is {show(raw_value)} but `{twin}` is {show(ctx.raw[twin])}, and both set the "
+                f"same attribute of {ctx.config_class} (attribute_map: {_alias_text(amap, canonical)}). "
+                f"transformers {ctx.version} keeps `{twin}`'s value without a warning. "
+                f"Fix: keep one of the two keys, with the value you mean.",
+            )
+    return None
+
+
+def _alias_text(amap: dict[str, str], canonical: str) -> str:
+    aliases = [a for a, c in amap.items() if c == canonical]
+    return ", ".join(f"{a} -> {canonical}" for a in aliases) or canonical
+
+
+def _file_leaves(tree: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _file_leaves(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key, value
+
+
+def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Where the class put the value, from tracing (resolver.gather_evidence): moved unchanged is a
+    rename; moved and then overwritten by another key of the file is a contradiction."""
+    path = ctx.prefix + key
+    places = ctx.landed(key)
+    kept = [place for place, how, value in places if how == "same" and same(raw_value, value)]
+    if not kept and "." in key:
+        # A nested value the class refused to trace (a name it validates, such as rope_scaling.type):
+        # renamed if its traced siblings landed in one table that holds it under another name.
+        parent = key.rsplit(".", 1)[0]
+        tables = {_parent(place) for k in _sibling_keys(ctx, parent) for place, how, _ in ctx.landed(k) if how == "same"}
+        stored = ctx.evidence.get("stored_tables", {})
+        for table in sorted(tables):
+            for name, value in (stored.get(table) or {}).items():
+                if same(raw_value, value):
+                    kept.append(f"{table}.{name}")
+    if kept:
+        place = kept[0]
+        top = place.split(".", 1)[0]
+        if "." in place and top in ctx.values and isinstance(ctx.values[top], dict) and "__config__" in ctx.values[top] \
+                and place == f"{top}.{key}" and not ctx.prefix:
+            ctx.moved.setdefault(top, []).append(key)  # a flat key moved into text_config: one summary
+            return _HANDLED
+        if place.rsplit(".", 1)[-1].startswith("_"):
+            return ctx.finding(
+                "DG007", key, raw_value, place,
+                f"`{key}` is kept by {ctx.config_class} as its runtime setting `{place}` (transformers "
+                f"{ctx.version}): a choice for loading the model, not a value of the model.",
+            )
+        renamed = ctx.finding(
+            "DG007", key, raw_value, raw_value,
+            f"`{key}` is moved to `{_shown_place(ctx, place)}` by {ctx.config_class} (transformers {ctx.version}) "
+            "with the same value: a rename.",
+        )
+        renamed.moved_to = place
+        return renamed
+    decider = ctx.evidence.get("deciders", {}).get(path)
+    if decider is not None:
+        return _decided(ctx, key, raw_value, *decider)
+    translation = ctx.evidence.get("translations", {}).get(path)
+    if translation:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in sorted(translation.items()))
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` is translated by {ctx.config_class} into its own names ({pairs}), one for one, and the "
+            f"class keeps the translated list as it is (transformers {ctx.version}): the same layers, renamed.",
+        )
+    converted = [place for place, how, _ in places if how == "converted"]
+    if converted and not kept:
+        shown = ", ".join(f"`{_shown_place(ctx, p)}`" for p in converted[:3]) + (", ..." if len(converted) > 3 else "")
+        return ctx.finding(
+            "DG009", key, raw_value, resolved if resolved is not ABSENT else converted[0],
+            f"`{key}` is read by {ctx.config_class} into {shown} in another form: tracing shows that "
+            f"changing `{key}` changes what is stored there (transformers {ctx.version}). A legacy key the "
+            "class converts on load; the model code reads the converted value.",
+        )
+    # The value landed somewhere but another key of the file decided what is stored there.
+    for place, how, value in places:
+        if how != "same":
+            continue
+        for other, other_value in _file_leaves(ctx.root):
+            if other == path or not same(other_value, value):
+                continue
+            if other == place or any(p == place for p, h, _ in ctx.evidence.get("landed", {}).get(other, [])):
+                return ctx.finding(
+                    "DG002", key, raw_value, value,
+                    f"`{path}` is {show(raw_value)} but `{other}` is {show(other_value)}; both end up in "
+                    f"`{place}` and transformers {ctx.version} keeps `{other}`'s value without a warning. "
+                    f"Fix: keep only `{other}`, with the value you mean.",
+                )
+    return None
+
+
+def _decided(ctx: Context, key: str, raw_value: Any, other: str, place: str, how: str, is_input: bool, value: Any) -> Finding:
+    """Another value of the file decides what is stored in this key's place."""
+    path = ctx.prefix + key
+    other_value = _lookup(ctx.root, other)
+    if how == "copies" and same(raw_value, other_value):
+        duplicate = ctx.finding(
+            "DG007", key, raw_value, raw_value,
+            f"`{key}` is also given as `{other}` with the same value; {ctx.config_class} keeps it once, in "
+            f"`{_shown_place(ctx, place)}` (transformers {ctx.version}): a rename.",
+        )
+        duplicate.moved_to = place
+        return duplicate
+    if not is_input:
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` {show(raw_value)} is not read by {ctx.config_class}: the class always sets `{place}` "
+            f"from `{other}` ({show(other_value)} -> {show(value)}), whatever the file says (transformers "
+            f"{ctx.version}). Remove `{key}` if you like; the model code reads {show(value)}.",
+        )
+    if how == "derives" and same(raw_value, other_value):
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` and `{other}` are both {show(raw_value)}; {ctx.config_class} computes `{place}` = "
+            f"{show(value)} from `{other}` (tracing shows it follows that key), the same setting counted its "
+            f"own way (transformers {ctx.version}).",
+        )
+    return ctx.finding(
+        "DG002", key, raw_value, value,
+        f"`{path}` is {show(raw_value)} but `{other}` is {show(other_value)}; both set `{place}`, and "
+        f"transformers {ctx.version} keeps "
+        + (f"`{other}`'s value" if how == "copies" else f"{show(value)}, computed from `{other}`,")
+        + f" without a warning, so the model reads {show(value)}. Fix: keep only one of `{path}` and "
+        f"`{other.split('.')[0]}`, with the value you mean.",
+    )
+
+
+def _sibling_keys(ctx: Context, parent: str) -> list[str]:
+    table = _lookup(ctx.raw, parent)
+    return [f"{parent}.{k}" for k in table] if isinstance(table, dict) else []
+
+
+def _lookup(tree: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return ABSENT
+        tree = tree[part]
+    return tree
+
+
+def _shown_place(ctx: Context, place: str) -> str:
+    return place[len(ctx.prefix):] if ctx.prefix and place.startswith(ctx.prefix) else place
+
+
+def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Composite classes (qwen2_vl...) move flat legacy keys into their text_config. A key moved
+    with its value is collected into one summary finding; one that changed on the way is judged
+    against the sub-config, with the whole file's keys as context (use_sliding_window...)."""
+    if resolved is not ABSENT:
+        return None
+    subs = [(name, sub) for name, sub in ctx.values.items() if isinstance(sub, dict) and "__config__" in sub]
+    subs.sort(key=lambda item: item[0] != "text_config")  # text settings land in text_config
+    holders = [(name, sub) for name, sub in subs if key in sub["values"]]
+    for name, sub in holders:
+        if same(raw_value, sub["values"][key]):
+            ctx.moved.setdefault(name, []).append(key)
+            return _HANDLED
+    for name, sub in holders[:1] or subs[:1]:
+        sub_ctx = ctx.sub(sub)
+        landed = sub["values"].get(key, ABSENT)
+        for judge in _JUDGES:
+            if judge in (_moved_into_sub_config, _traced) or (judge is _overridden and landed is ABSENT):
+                continue
+            finding = judge(sub_ctx, key, raw_value, landed)
+            if finding is not None:
+                finding.message = f"(moved into `{name}` by {ctx.config_class}) " + finding.message
+                return finding
+    return None
+
+
+def _dtype_renamed(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    if key != "torch_dtype":
+        return None
+    dtype = ctx.values.get("dtype", ABSENT)
+    if resolved is ABSENT and same(_dtype_text(raw_value), _dtype_text(dtype)):
+        return ctx.finding(
+            "DG007", key, raw_value, dtype,
+            f"`torch_dtype` is read as `dtype` by transformers {ctx.version}, with the same value: a rename.",
+        )
+    if same(_dtype_text(raw_value), _dtype_text(resolved)):
+        return ctx.finding("DG007", key, raw_value, resolved, "`torch_dtype` spelled differently, same dtype.")
+    return None
+
+
+def _dtype_text(value: Any) -> Any:
+    return value[len("torch."):] if isinstance(value, str) and value.startswith("torch.") else value
+
+
+def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Changes the file itself asked for: a value of a feature that the file's own flag switches off
+    (Qwen2.5's use_sliding_window: false beside a vestigial sliding_window, in every family, whether
+    the class then stores null or 0), and nulls that ask for the default."""
+    flag = ctx.evidence.get("flags", {}).get(ctx.prefix + key)
+    if flag is not None:
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} resolves to {show(resolved)} because the file sets `{flag}: false`, "
+            f"which switches off the feature it belongs to ({ctx.config_class} keeps {show(raw_value)} when "
+            f"`{flag}` is true; transformers {ctx.version}). Intended; remove the vestigial `{key}` if you like.",
+        )
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None and not _feature_named_elsewhere(ctx, key):
+        flag = _shown_place(ctx, gate)
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} resolves to {show(resolved)}: {ctx.config_class} keeps it only when "
+            f"`{flag}` is true, `{flag}` defaults to false, and nothing in the file switches the feature on "
+            f"(transformers {ctx.version}). A vestigial value; add \"{flag}\": true if the model was trained "
+            "with it.",
+        )
+    if raw_value is None:
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}: null` asks {ctx.config_class} for its default, {show(resolved)}."
+            if resolved is not ABSENT else f"`{key}: null` sets nothing, and {ctx.config_class} keeps nothing.",
+        )
+    if isinstance(raw_value, dict) and not raw_value and (isinstance(resolved, dict) or resolved is ABSENT):
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}: {{}}` asks {ctx.config_class} for its default, {show(resolved)}.",
+        )
+    return None
+
+
+def _feature_named_elsewhere(ctx: Context, key: str) -> bool:
+    """Whether another value of the file names the feature a gated key belongs to: layer_types
+    listing "sliding_attention" beside a sliding_window (the Qwen3 drafter incident). Without such a
+    value, a gated key that the class's default switches off is vestigial (Qwen2-Audio's window)."""
+    word = key.rsplit(".", 1)[-1].split("_")[0].lower()
+    if len(word) < 4:
+        return True  # too short to tell a feature by: judge the change as a change
+    for other, value in ctx.raw.items():
+        if other == key:
+            continue
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and word in t.lower() for t in texts):
+            return True
+    return False
+
+
+def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """transformers pops generation parameters (num_beams, max_length...) out of the model config on
+    purpose; GenerationConfig rebuilds them from config.json when the repo has no
+    generation_config.json."""
+    if resolved is not ABSENT or ctx.prefix + key not in ctx.evidence.get("generation", {}):
+        return None
+    return ctx.finding(
+        "DG010", key, raw_value, raw_value,
+        f"`{key}` is a generation setting: {ctx.config_class} leaves it to GenerationConfig, which reads "
+        f"{show(raw_value)} from config.json when the repo has no generation_config.json (transformers "
+        f"{ctx.version}). Nothing is lost; generation_config.json is its place if you add one.",
+    )
+
+
+def _private_key(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Keys with a leading underscore (`_attn_implementation`) are a library's private state saved
+    with the file, such as the attention kernel it last ran with; no model code reads them as a value."""
+    if not key.rsplit(".", 1)[-1].startswith("_"):
+        return None
+    return ctx.finding(
+        "DG007", key, raw_value, resolved,
+        f"`{key}` is private state saved with the file (a runtime choice such as the attention kernel); "
+        f"{ctx.config_class} does not take it as a value of the model (transformers {ctx.version}).",
+    )
+
+
+def _class_label(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """A nested config's model_type is the label of the class that reads it; no model code reads it."""
+    if key != "model_type" or not ctx.prefix or not isinstance(resolved, str):
+        return None
+    return ctx.finding(
+        "DG007", key, raw_value, resolved,
+        f"`{key}` {show(raw_value)} is read by {ctx.config_class}, whose own label is {show(resolved)} "
+        f"(transformers {ctx.version}): a class label, which no model code reads.",
+    )
+
+
+def _said_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """A change the class makes on purpose, with its own evidence: it said so while building (a
+    logged warning naming the key), or it writes the file's value back in to_dict() and reads a
+    converted one."""
+    name = key.rsplit(".", 1)[-1]
+    for message in ctx.evidence.get("messages", []):
+        if _names(message, name) and (_mentions(message, resolved) or _mentions(message, raw_value)):
+            return ctx.finding(
+                "DG009", key, raw_value, resolved,
+                f"`{key}` {show(raw_value)} is corrected by {ctx.config_class} to {show(resolved)}, and the "
+                f"class says so (transformers {ctx.version}): \"{_quote(message)}\"",
+            )
+    path = ctx.prefix + key
+    if resolved is not ABSENT and any(place == path and how == "same" for place, how, _ in ctx.landed(key)):
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is read by {ctx.config_class} as {show(resolved)}, while any other value "
+            f"is kept as written (tracing; transformers {ctx.version}): the class's own reading of "
+            f"{show(raw_value)}, which for it means {show(resolved)}.",
+        )
+    if not ctx.prefix and key in ctx.evidence.get("serialised", {}) and resolved is not ABSENT:
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is converted by {ctx.config_class} to {show(resolved)} for the model "
+            f"code, and the class saves {show(raw_value)} back when it writes config.json (transformers "
+            f"{ctx.version}): the same setting in the form its code counts it in.",
+        )
+    return None
+
+
+def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """The class stores one value whatever the file says, and no switch of the class makes it keep
+    the file's (a vision tower's rope type that is the only one it supports)."""
+    path = ctx.prefix + key
+    if resolved is ABSENT or path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
+        return None
+    return ctx.finding(
+        "DG009", key, raw_value, resolved,
+        f"`{key}` {show(raw_value)} is not an input of {ctx.config_class}: the class stores {show(resolved)} "
+        f"whatever the file says, and no flag of the class changes that (tracing; transformers {ctx.version}). "
+        "Remove it if you like.",
+    )
+
+
+def _names(message: str, key: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])", message) is not None
+
+
+def _mentions(message: str, value: Any) -> bool:
+    if value is ABSENT or value is None or isinstance(value, (dict, list)):
+        return False
+    text = value if isinstance(value, str) else json.dumps(value)
+    return len(text) > 1 and text in message
+
+
+def _quote(message: str) -> str:
+    text = " ".join(message.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _overridden(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding:
+    what = (
+        f"`{key}` is {show(raw_value)} in config.json, but {ctx.config_class} drops it: the model code "
+        "never sees it"
+        if resolved is ABSENT
+        else f"`{key}` is {show(raw_value)} in config.json, but {ctx.config_class} gives the model code "
+        f"{show(resolved)}"
+    )
+    why, fix = _mechanism(ctx, key, raw_value, resolved)
+    return ctx.finding("DG001", key, raw_value, resolved, f"{what} (transformers {ctx.version}). {why} Fix: {fix}")
+
+
+def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[str, str]:
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None:
+        flag = _shown_place(ctx, gate)
+        return (
+            f"{ctx.config_class} keeps `{key}` only when `{flag}` is true, and `{flag}` defaults to false; "
+            "the file does not set it.",
+            f'add "{flag}": true next to "{key}".',
+        )
+    if key == "sliding_window" and resolved is None and "use_sliding_window" in ctx.values:
+        return (
+            f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true.",
+            'set "use_sliding_window": true, or remove the window if none is meant.',
+        )
+    if key == "layer_types":
+        return (
+            f"{ctx.config_class} rewrote the per-layer attention types.",
+            "check `layer_types` against `num_hidden_layers`.",
+        )
+    return (
+        f"{ctx.config_class}'s own initialisation rewrote the value.",
+        f"set `{key}` to a value the class keeps, or remove it if the class's value is what you mean.",
+    )
+
+
+_JUDGES = [_alias_contradiction, _generation_setting, _private_key, _class_label, _file_asked, _traced,
+           _moved_into_sub_config, _dtype_renamed, _said_by_class, _fixed_by_class, _overridden]
