@@ -434,6 +434,8 @@ def check_matrix(
     resolve_timeout: float | None = None,
     install_timeout: float | None = None,
     drafter_target: str | None = None,
+    snapshots: Iterable[Snapshot] = (),
+    drafter_rules: bool = True,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
     Raises BadInput, before any work, for malformed versions or time limits.
@@ -442,6 +444,9 @@ def check_matrix(
     and a column that says why; the other versions' results are still in the Report. Drafters are also
     checked against their target model, once (those rules do not depend on the version), as in
     ``light.check_targets``.
+
+    ``snapshots`` are checked after ``targets``: snapshots the caller already fetched (the audit).
+    ``drafter_rules=False`` leaves the drafter rules to the caller.
 
     Example::
 
@@ -456,14 +461,14 @@ def check_matrix(
     matrix = VersionMatrix(versions=versions, columns=[VersionColumn(v) for v in versions])
     report.matrix = matrix
 
-    snapshots: list[tuple[Snapshot, dict[str, Any], str]] = []
-    for target in targets:
+    loaded: list[tuple[Snapshot, dict[str, Any], str]] = []
+    for target in [*targets, *snapshots]:
         try:
-            snapshot = load_snapshot(target, revision)
+            snapshot = target if isinstance(target, Snapshot) else load_snapshot(target, revision)
             # A speculators-format drafter keeps its decoder config in transformer_layer_config.
-            snapshots.append((snapshot, *layer_config(snapshot.load_json())))
+            loaded.append((snapshot, *layer_config(snapshot.load_json())))
         except BadInput as exc:
-            report.errors.append(_input_error(target, exc))
+            report.errors.append(_input_error(target.source if isinstance(target, Snapshot) else target, exc))
     configs = [
         {
             "raw": raw,
@@ -471,7 +476,7 @@ def check_matrix(
             "pretrained": snap.local_dir if not snap.is_hub else snap.source,
             "revision": snap.revision,
         }
-        for snap, raw, _ in snapshots
+        for snap, raw, _ in loaded
     ]
 
     def run(column: VersionColumn) -> list[dict[str, Any]] | None:
@@ -505,12 +510,14 @@ def check_matrix(
                 key="transformers",
             ))
     fetched: dict = {}  # target models fetched once per run, however many drafters name them
-    for index, (snapshot, raw, prefix) in enumerate(snapshots):
+    for index, (snapshot, raw, prefix) in enumerate(loaded):
         per_version = {v: outcomes[v][index] for v in versions if outcomes[v] is not None}
         result = _judge_target(snapshot, raw, prefix, per_version, matrix, report)
         if result is None:
             continue
         report.targets.append(result)
+        if not drafter_rules:
+            continue
         try:
             result.findings.extend(check_drafter(
                 snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
