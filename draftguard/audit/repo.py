@@ -227,6 +227,13 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions,
     todo: list[tuple[int, RepoRecord, Fetched, list[int], float]] = []
 
     def fetch(index: int, ref: RepoRef) -> None:
+        def unchanged(sha: str | None) -> bool:
+            previous = options.previous.get(ref.key)
+            if previous is None or options.full or not previous.same_inputs(sha, options.versions):
+                return False
+            out[index] = (previous, True)
+            return True
+
         started = time.monotonic()
         record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
         attempts = [0]
@@ -234,16 +241,16 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions,
             fetched = with_retries(lambda: fetch_repo(ref), options, attempts)
         except Exception as exc:  # one repo's failure, or a bug on one repo, never stops the audit
             failure = _failure_of(exc)
+            if unchanged(failure.sha):  # e.g. still no config.json at the same commit
+                return
             record.errors.append(failure.error)
             record.sha = failure.sha
             record.attempts, record.seconds = attempts[0], time.monotonic() - started
             out[index] = (record, False)
             return
-        record.sha = fetched.sha
-        previous = options.previous.get(ref.key)
-        if previous is not None and not options.full and previous.same_inputs(fetched.sha, options.versions):
-            out[index] = (previous, True)
+        if unchanged(fetched.sha):
             return
+        record.sha = fetched.sha
         todo.append((index, record, fetched, attempts, started))
 
     if options.fetch_workers > 1 and len(refs) > 1:
@@ -337,6 +344,8 @@ def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Ju
         regressions = []
         if result is not None:
             for finding in result.findings:
+                if finding.severity.value == "info":
+                    continue  # renames and intended changes differ between releases by design
                 present = finding.versions or ok
                 absent = [v for v in ok if v not in present]
                 if absent:

@@ -245,7 +245,9 @@ def inject_transient_faults(hub: FakeHub, fleet: Fleet) -> None:
     for repo in picks[:2]:
         hub.file_faults.append(Fault("*", rf"^/{repo}/resolve/.*/config\.json$", 429, 2, retry_after=1))
     for repo in picks[2:4]:
-        hub.faults.append(Fault("GET", rf"^/api/models/{repo}/revision/", 503, 2))
+        hub.faults.append(Fault("GET", rf"^/api/models/{repo}(/revision/.*)?$", 503, 2))
     for repo in picks[4:6]:
         hub.file_faults.append(Fault("*", rf"^/{repo}/resolve/.*/config\.json$", 502, 1))
+    picks.append([r for r in fleet.clean][6])  # a stalled answer, longer than the client waits
+    hub.file_faults.append(Fault("*", rf"^/{picks[-1]}/resolve/.*/config\.json$", 504, 1, hang=3.0))
     fleet.transient = picks
