@@ -16,8 +16,10 @@ from draftguard import __version__
 
 # Error kinds. The first group are faults of the repo itself (its owner can fix them; they count
 # towards --fail-on error and are told in discussions); the second are about reaching the repo.
-REPO_FAULTS = ("no-config", "invalid-config", "oversized", "lfs-pointer", "config-rejected", "target")
-ACCESS = ("gated", "not-found", "revision-not-found", "http-error", "internal")
+# A repo without config.json (GGUF files, adapters, datasets of weights) is not broken, just not
+# checkable: it is never told to its owner.
+REPO_FAULTS = ("invalid-config", "oversized", "lfs-pointer", "config-rejected", "target")
+ACCESS = ("no-config", "gated", "not-found", "revision-not-found", "http-error", "internal")
 TRANSIENT = ("rate-limited", "server-error", "timeout", "unreachable")
 SEVERITY_RANK = {"error": 2, "warning": 1, "info": 0}
 
