@@ -23,4 +23,15 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
+# The audit's HTML report is opened in a real headless browser (Debian's chromium).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  elif command -v sudo >/dev/null 2>&1; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  fi
+fi
+
 exec .venv/bin/python -m pytest -q "$@"

@@ -251,3 +251,43 @@ def inject_transient_faults(hub: FakeHub, fleet: Fleet) -> None:
     picks.append([r for r in fleet.clean][6])  # a stalled answer, longer than the client waits
     hub.file_faults.append(Fault("*", rf"^/{picks[-1]}/resolve/.*/config\.json$", 504, 1, hang=3.0))
     fleet.transient = picks
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.fakes.fleet --port 8765``: serve the fleet on loopback until interrupted, for
+    trying ``draftguard audit`` by hand (README "Audit a fleet"). ``--list FILE`` writes its repo ids."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--list", metavar="FILE", help="write the fleet's repo ids to FILE")
+    parser.add_argument("--copies", type=int, default=24)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    args = parser.parse_args(argv)
+    hub = FakeHub()
+    fleet = build_fleet(hub, copies=args.copies)
+    hub.latency = hub.file_latency = args.latency
+    if args.list:
+        fleet.list_file(Path(args.list))
+    from http.server import ThreadingHTTPServer
+
+    from tests.fakes.hub import _Handler
+
+    class Handler(_Handler):
+        fake = hub
+
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    hub._server = server
+    print(f"fake Hub with {len(fleet.repos)} repos at http://127.0.0.1:{args.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        time.sleep(0)
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
