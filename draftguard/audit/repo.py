@@ -328,7 +328,8 @@ def _config_error(exc: BadInput) -> RepoError:
 def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
     from draftguard.check import matrix
 
-    report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False)
+    report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False,
+                                 host_in_process=True)
     ok = [c.version for c in report.matrix.columns if c.status == matrix.OK]
     for column in report.matrix.columns:
         if column.status != matrix.OK:

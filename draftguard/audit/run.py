@@ -23,7 +23,8 @@ from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.audit.store import RecordStore
 
 DEFAULT_OUT = "draftguard-audit"
-MULTI_VERSION_CHUNK = 32
+MULTI_VERSION_CHUNK = 64
+QUEUE_CHUNK = 8  # a job of a few repos: the queue's round trip is paid per job, not per repo
 
 
 @dataclass
@@ -93,7 +94,8 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
     store = RecordStore(run.out)
     previous = store.load()
     run.options.previous = previous
-    size = run.chunk_size or (1 if run.options.host_only else MULTI_VERSION_CHUNK)
+    size = run.chunk_size or (MULTI_VERSION_CHUNK if not run.options.host_only else
+                              QUEUE_CHUNK if run.queue_url else 1)
     parts = list(chunks(run.refs, size))
     result = AuditResult(records=[], previous=previous)
     progress = _Progress(len(run.refs), enabled=run.progress)
@@ -112,6 +114,7 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
         if run.queue_url:
             from draftguard.audit.queue import run_on_queue
 
+            run.options.fetch_workers = max(1, min(run.concurrency, size))
             run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id)
         else:
             _run_local(parts, run, take)

@@ -436,6 +436,7 @@ def check_matrix(
     drafter_target: str | None = None,
     snapshots: Iterable[Snapshot] = (),
     drafter_rules: bool = True,
+    host_in_process: bool = False,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
     Raises BadInput, before any work, for malformed versions or time limits.
@@ -446,7 +447,9 @@ def check_matrix(
     ``light.check_targets``.
 
     ``snapshots`` are checked after ``targets``: snapshots the caller already fetched (the audit).
-    ``drafter_rules=False`` leaves the drafter rules to the caller.
+    ``drafter_rules=False`` leaves the drafter rules to the caller. ``host_in_process`` resolves
+    under draftguard's own transformers in this process instead of a resolver process (the audit,
+    which resolves many small batches and has transformers imported already).
 
     Example::
 
@@ -488,7 +491,10 @@ def check_matrix(
             if not configs:
                 return []
             started = time.monotonic()
-            results = run_resolver(python, configs, timeout=timeout)
+            if host_in_process and python == sys.executable:
+                results = [_resolve_here(config) for config in configs]
+            else:
+                results = run_resolver(python, configs, timeout=timeout)
             column.resolve_seconds = time.monotonic() - started
             return results
         except MatrixError as exc:
@@ -525,6 +531,16 @@ def check_matrix(
         except BadInput as exc:
             report.errors.append(_input_error(snapshot.source, exc))
     return report
+
+
+def _resolve_here(config: dict[str, Any]) -> dict[str, Any]:
+    """One config resolved in this process, in the resolver script's answer shape (JSON values)."""
+    try:
+        node = resolver.resolve(config["raw"], trust_remote_code=bool(config.get("trust_remote_code")),
+                                pretrained=config.get("pretrained"), revision=config.get("revision"))
+    except resolver.ResolveError as exc:
+        return {"error": exc.to_json()}
+    return json.loads(json.dumps(node, default=str))
 
 
 def _input_error(target: str, exc: BadInput) -> InputError:
