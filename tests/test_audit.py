@@ -97,6 +97,7 @@ def test_each_broken_repo_records_its_own_error_and_the_audit_goes_on(fleet_run)
     assert records["broken/gated-llama"]["status"] == "error"
     assert records["broken/deleted-repo"]["status"] == "error"
     assert records["broken/lfs-pointer"]["status"] == "failing"  # its owner's to fix
+    assert records["broken/no-model-type"]["status"] == "error"  # not a transformers config: not checkable
     rejected = records["faults/string-window-mistral"]["errors"][0]["message"]
     assert rejected.startswith("faults/string-window-mistral@main/config.json:") and "sliding_window" in rejected
     others = [r for r in records.values() if r["repo"] not in fleet.errors]

@@ -19,7 +19,7 @@ from draftguard import __version__
 # A repo without config.json (GGUF files, adapters, datasets of weights) is not broken, just not
 # checkable: it is never told to its owner.
 REPO_FAULTS = ("invalid-config", "oversized", "lfs-pointer", "config-rejected", "target")
-ACCESS = ("no-config", "gated", "not-found", "revision-not-found", "http-error", "internal")
+ACCESS = ("no-config", "unsupported", "gated", "not-found", "revision-not-found", "http-error", "internal")
 TRANSIENT = ("rate-limited", "server-error", "timeout", "unreachable")
 SEVERITY_RANK = {"error": 2, "warning": 1, "info": 0}
 

@@ -319,10 +319,19 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
     return _judge_versions(snapshots, options)
 
 
+# A config no built-in transformers class reads (no model_type: sentence-transformers modules,
+# diffusers; remote code, which the audit never runs; a model_type newer than this transformers) is
+# not checkable here, and not its owner's fault.
+_UNSUPPORTED = ("has no `model_type`", "ships its own config class", "is unknown to transformers")
+
+
 def _config_error(exc: BadInput) -> RepoError:
     text = str(exc)
-    kind = "invalid-config" if "invalid JSON" in text or "not UTF-8" in text or "top level" in text else "config-rejected"
-    return RepoError(kind, text)
+    if "invalid JSON" in text or "not UTF-8" in text or "top level must be" in text:
+        return RepoError("invalid-config", text)
+    if any(sign in text for sign in _UNSUPPORTED):
+        return RepoError("unsupported", text)
+    return RepoError("config-rejected", text)
 
 
 def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:

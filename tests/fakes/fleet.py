@@ -220,6 +220,7 @@ def build_fleet(hub: FakeHub, *, copies: int = 24, faults: bool = True) -> Fleet
     for repo, files, kind in [
         ("broken/gated-llama", {"config.json": llama}, "gated"),
         ("broken/no-config", {"README.md": b"# weights elsewhere\n"}, "no-config"),
+        ("broken/no-model-type", {"config.json": b'{"word_embedding_dimension": 384}'}, "unsupported"),
         ("broken/invalid-json", {"config.json": b'{"model_type": "llama",\n "hidden_size": 4096,,}'},
          "invalid-config"),
         ("broken/oversized", {"config.json": b'{"model_type": "llama", "pad": "' + b"x" * (6 * 2**20) + b'"}'},
