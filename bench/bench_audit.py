@@ -87,7 +87,17 @@ def redis_server(work: Path) -> tuple[subprocess.Popen, str] | None:
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
-def queued(hub: FakeHub, work: Path, repo_list: Path, url: str, workers: int) -> float:
+def queued(hub: FakeHub, work: Path, repo_list: Path, url: str, workers: int) -> tuple[float, float]:
+    """Wall seconds of the queued audit, and CPU seconds its worker processes used (with warm-up)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _queued(hub, work, repo_list, url, workers)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _queued(hub: FakeHub, work: Path, repo_list: Path, url: str, workers: int) -> float:
     env = {**os.environ, **hub.env(str(Path(tempfile.mkdtemp(dir=work)))), "PYTHONPATH": str(ROOT), "HF_TOKEN": "",
            "GITHUB_TOKEN": ""}
     procs = [subprocess.Popen([sys.executable, "-m", "draftguard", "worker", "--queue", "cpu", "--queue-url", url,
@@ -150,12 +160,13 @@ def main() -> None:
             else:
                 proc, url = server
                 try:
-                    w1 = queued(hub, work, repo_list, url, 1)
-                    w2 = queued(hub, work, repo_list, url, 2)
+                    w1, cpu1 = queued(hub, work, repo_list, url, 1)
+                    w2, cpu2 = queued(hub, work, repo_list, url, 2)
                 finally:
                     proc.terminate()
                 print(f"Redis queue: 1 worker {w1:.1f} s ({n / w1 * 60:.0f} repos/min), 2 workers {w2:.1f} s "
-                      f"({n / w2 * 60:.0f} repos/min): speedup x{w1 / w2:.2f}")
+                      f"({n / w2 * 60:.0f} repos/min): speedup x{w1 / w2:.2f}; CPU of all processes "
+                      f"{cpu1:.0f} s and {cpu2:.0f} s ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
     shutil.rmtree(work, ignore_errors=True)
 
 
