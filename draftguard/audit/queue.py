@@ -60,12 +60,12 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
         from huey.constants import EmptyData
 
         from draftguard.bot.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
-
-        queue = Queue(url)
     except ImportError as exc:
         raise BadInput(f"--queue needs the `bot` extra ({exc.name} is missing): pip install "
                        "'draftguard[bot]'", key="queue") from None
-    except QueueConfigError as exc:  # noqa: F821 (imported above, or the ImportError branch ran)
+    try:
+        queue = Queue(url)
+    except QueueConfigError as exc:
         raise BadInput(f"--queue: {exc}", key="queue") from None
     pending: dict[str, list[RepoRef]] = {}
     for number, part in enumerate(parts):

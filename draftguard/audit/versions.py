@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from typing import Callable
 
 from draftguard.snapshot import BadInput
 
@@ -35,7 +36,7 @@ def newest_release(timeout: float = 60.0) -> str:
     return match.group(1)
 
 
-def audit_versions(option: str | None, host: str, *, newest: "callable | None" = None) -> list[str]:
+def audit_versions(option: str | None, host: str, *, newest: Callable[[], str] | None = None) -> list[str]:
     """The versions to audit under, oldest first: the installed one when ``option`` is None.
 
     Example::
