@@ -114,7 +114,7 @@ def _queued(hub: FakeHub, work: Path, repo_list: Path, url: str, workers: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--copies", type=int, default=24)
+    parser.add_argument("--copies", type=int, default=None, help="default: enough for over 300 repos")
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--check-sample", type=int, default=8)
     parser.add_argument("--skip-queue", action="store_true")

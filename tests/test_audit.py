@@ -51,10 +51,12 @@ def oracle():
     return {}
 
 
-def _oracle_rules(oracle: dict, config: Path) -> set[str]:
+def _oracle(oracle: dict, config: Path) -> tuple[set[str], bool]:
+    """(rules at warning or above, whether the config could not be checked) from `check` on the file."""
     if config not in oracle:
         report = check_targets([str(config)])
-        oracle[config] = {f.rule for f in report.findings if f.severity.value in ("error", "warning")}
+        oracle[config] = ({f.rule for f in report.findings if f.severity.value in ("error", "warning")},
+                          bool(report.errors))
     return oracle[config]
 
 
@@ -72,7 +74,10 @@ def test_finds_exactly_the_seeded_faults(fleet_run, oracle):
     for repo, record in records.items():
         rules = warning_rules(record["findings"])
         if repo in fleet.clean:
-            assert rules == _oracle_rules(oracle, fleet.clean[repo]), repo
+            expected, unreadable = _oracle(oracle, fleet.clean[repo])
+            assert rules == expected, repo
+            assert bool(record["errors"]) == unreadable, (repo, record["errors"])
+            assert {e["kind"] for e in record["errors"]} <= {"unsupported", "config-rejected"}, repo
             assert not rules & SEEDED_RULES, repo
         elif repo.endswith("/pair-drafter"):
             assert rules == healthy_drafter, repo
@@ -87,6 +92,8 @@ def test_finds_exactly_the_seeded_faults(fleet_run, oracle):
     assert pad["target"]["name"] == "fleet-targets/pair-target-pad"
     for repo in fleet.faults:
         assert records[repo]["status"] == "failing", repo
+    corpus = [r for r, path in fleet.clean.items() if "real-configs" in str(path)]
+    assert len(corpus) >= 200 or not list((REPO_ROOT / "tests" / "data" / "real-configs").glob("*/config.json"))
 
 
 def test_each_broken_repo_records_its_own_error_and_the_audit_goes_on(fleet_run):
@@ -100,7 +107,7 @@ def test_each_broken_repo_records_its_own_error_and_the_audit_goes_on(fleet_run)
     assert records["broken/no-model-type"]["status"] == "error"  # not a transformers config: not checkable
     rejected = records["faults/string-window-mistral"]["errors"][0]["message"]
     assert rejected.startswith("faults/string-window-mistral@main/config.json:") and "sliding_window" in rejected
-    others = [r for r in records.values() if r["repo"] not in fleet.errors]
+    others = [r for r in records.values() if r["repo"] not in fleet.errors and r["repo"] not in fleet.clean]
     assert all(not r["errors"] for r in others), [r["repo"] for r in others if r["errors"]]
 
 
@@ -166,7 +173,7 @@ def test_rerun_skips_unchanged_repos_and_full_checks_them_again(fleet_run):
 
 def test_resumes_after_kill_9(tmp_path):
     with FakeHub() as hub:
-        fleet = build_fleet(hub, copies=6)
+        fleet = build_fleet(hub, copies=6, corpus=False)
         hub.file_latency = hub.latency = 0.05  # slow enough to be killed half way
         repo_list = fleet.list_file(tmp_path / "repos.txt")
         out = tmp_path / "out"
@@ -194,10 +201,13 @@ def test_resumes_after_kill_9(tmp_path):
 def test_bad_list_file_names_file_and_line(tmp_path):
     with FakeHub() as hub:
         bad = tmp_path / "repos.txt"
-        bad.write_text("acme/ok\nnot a repo id\n")
+        bad.write_text("acme/ok\nnot a repo id\nacme/a--b\n")
         run = run_audit_process(hub, tmp_path, str(bad))
         assert run.rc == 2
         assert f"{bad}:2: 'not a repo id' is not a Hub repo id" in run.stderr
+        bad.write_text("acme/a--b\n")
+        double_dash = run_audit_process(hub, tmp_path, str(bad))
+        assert double_dash.rc == 2 and f"{bad}:1: 'acme/a--b' is not a Hub repo id" in double_dash.stderr
         assert "Traceback" not in run.stderr
         nothing = run_audit_process(hub, tmp_path)
         assert nothing.rc == 2 and "name what to audit" in nothing.stderr
@@ -205,7 +215,7 @@ def test_bad_list_file_names_file_and_line(tmp_path):
 
 def test_org_and_filter_list_repos_through_the_hub(tmp_path):
     with FakeHub() as hub:
-        build_fleet(hub, copies=2)
+        build_fleet(hub, copies=2, corpus=False)
         by_org = run_audit_process(hub, tmp_path, "--org", "org-01", "--no-progress", "--fail-on", "never")
         assert by_org.rc == 0, by_org.stderr
         assert set(by_org.records) == {r for r in hub.repos if r.startswith("org-01/")}
@@ -223,7 +233,7 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
     if matrix.host_transformers_version() != "5.24.0":
         pytest.skip("the seeded regressions are facts about transformers 5.24.0")
     with FakeHub() as hub:
-        fleet = build_fleet(hub, copies=1)
+        fleet = build_fleet(hub, copies=1, corpus=False)
         subset = [r for r in fleet.repos if r.startswith(("faults/", "org-00/llama", "org-00/qwen3"))]
         repo_list = tmp_path / "repos.txt"
         repo_list.write_text("\n".join(subset) + "\n")

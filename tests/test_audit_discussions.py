@@ -22,7 +22,7 @@ def _audit_discussions(hub: FakeHub) -> dict[str, list[dict]]:
 
 def test_dry_run_says_what_it_would_post_and_posts_nothing(tmp_path):
     with FakeHub() as hub:
-        fleet = build_fleet(hub, copies=1)
+        fleet = build_fleet(hub, copies=1, corpus=False)
         repo_list = fleet.list_file(tmp_path / "repos.txt")
         run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--open-discussions")
         assert run.rc == 1
@@ -38,7 +38,7 @@ def test_dry_run_says_what_it_would_post_and_posts_nothing(tmp_path):
 def test_one_discussion_per_failing_repo_across_runs_edited_closed_and_reopened(tmp_path):
     with FakeHub() as hub:
         hub.token = TOKEN
-        fleet = build_fleet(hub, copies=1)
+        fleet = build_fleet(hub, copies=1, corpus=False)
         repo_list = fleet.list_file(tmp_path / "repos.txt")
 
         def audit(*extra: str):

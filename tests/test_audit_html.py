@@ -64,7 +64,7 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
 def report(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("html")
     with FakeHub() as hub:
-        fleet = build_fleet(hub, copies=1)
+        fleet = build_fleet(hub, copies=1, corpus=False)
         run = run_audit_process(hub, tmp, str(fleet.list_file(tmp / "repos.txt")), "--no-progress")
     assert run.rc == 1, run.stderr
     return run.out / "audit.html"

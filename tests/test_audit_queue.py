@@ -22,7 +22,7 @@ def _summary(records: dict[str, dict]) -> dict[str, tuple]:
 
 def test_two_workers_on_redis_audit_the_fleet_into_one_report(tmp_path, redis_url):  # noqa: F811
     with FakeHub() as hub:
-        fleet = build_fleet(hub, copies=2)
+        fleet = build_fleet(hub, copies=2, corpus=False)
         repo_list = fleet.list_file(tmp_path / "repos.txt")
         local = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", out=tmp_path / "local")
         caches = [tmp_path / f"worker-{n}-cache" for n in range(2)]  # one each: shows who fetched

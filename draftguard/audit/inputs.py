@@ -39,9 +39,15 @@ class RepoRef:
             >>> RepoRef.parse("z-lab/Qwen3-8B-DFlash@v1.0")
             RepoRef(repo='z-lab/Qwen3-8B-DFlash', revision='v1.0')
         """
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
         repo, sep, revision = text.strip().partition("@")
-        if not _REPO.match(repo) or ".." in repo:
+        if not _REPO.match(repo):
             raise ValueError(f"{repo!r} is not a Hub repo id (owner/name)")
+        try:
+            validate_repo_id(repo)  # the Hub's own rules: no "--" or "..", no "-" or "." at the ends
+        except HFValidationError as exc:
+            raise ValueError(f"{repo!r} is not a Hub repo id ({str(exc).split(':')[0]})") from None
         if sep and (not revision or not _REVISION.match(revision) or ".." in revision):
             raise ValueError(f"{revision!r} is not a revision (a branch, tag or commit sha)")
         return cls(repo, revision or None)

@@ -9,8 +9,7 @@ Extra API routes (added to ``FakeHub.routes``; read from huggingface_hub 2.4's h
 - ``POST /api/models/{repo}/discussions/{num}/status`` (``change_discussion_status``, with an
   optional closing comment).
 
-Where the configs come from: tests/data/healthy (SOURCE notes there), tests/data/real-configs when
-present, examples/dflash-pair (a tiny real DFlash drafter and its target, made by regenerate.py),
+Where the configs come from: tests/data/healthy and tests/data/real-configs (each with its SOURCE), examples/dflash-pair (a tiny real DFlash drafter and its target, made by regenerate.py),
 examples/qwen3-swa-drafter (the incident's window case).
 """
 
@@ -147,11 +146,14 @@ class Fleet:
         return path
 
 
-def real_configs() -> list[Path]:
-    """The real configs the fleet copies: tests/data/healthy, and tests/data/real-configs when there."""
-    found = sorted((REPO_ROOT / "tests" / "data" / "healthy").glob("*.json"))
-    found += sorted((REPO_ROOT / "tests" / "data" / "real-configs").rglob("*.json"))
-    return [p for p in found if p.name != "SOURCE.json"]
+def healthy_configs() -> list[Path]:
+    """tests/data/healthy: 13 real configs of common families (SOURCE notes there)."""
+    return sorted((REPO_ROOT / "tests" / "data" / "healthy").glob("*.json"))
+
+
+def corpus_configs() -> list[Path]:
+    """tests/data/real-configs: one folder per published repo (owner--name/config.json + SOURCE)."""
+    return sorted((REPO_ROOT / "tests" / "data" / "real-configs").glob("*/config.json"))
 
 
 def _pair_drafter(**changes) -> dict[str, bytes]:
@@ -166,18 +168,29 @@ def _pair_drafter(**changes) -> dict[str, bytes]:
             "model.safetensors": (PAIR / "drafter" / "model.safetensors").read_bytes()}
 
 
-def build_fleet(hub: FakeHub, *, copies: int = 24, faults: bool = True) -> Fleet:
-    """Seed ``hub`` with the fleet: ``copies`` orgs each holding every real config, the DFlash pair's
-    target and a healthy drafter, and (``faults``) one repo per seeded fault."""
+def build_fleet(hub: FakeHub, *, copies: int | None = None, faults: bool = True, corpus: bool = True) -> Fleet:
+    """Seed ``hub`` with the fleet: ``copies`` orgs each holding the healthy configs and a healthy
+    drafter (named by its model card's base_model), every config of the real-config corpus once
+    (under its published repo id), the DFlash pair's target, and (``faults``) one
+    repo per seeded fault. By default enough copies for over 300 repos."""
     install_routes(hub)
     fleet = Fleet()
+    configs = corpus_configs() if corpus else []
+    if copies is None:
+        copies = 6 if len(configs) >= 200 else 24
+    for config in configs:
+        name = config.parent.name  # owner--name: the published repo's own id
+        repo = name.replace("--", "/", 1) if "--" in name else f"corpus/{name}"
+        hub.add(repo, {"config.json": config.read_bytes()})
+        fleet.repos.append(repo)
+        fleet.clean[repo] = config
     target_files = {"config.json": (PAIR / "target" / "config.json").read_bytes(),
                     "tokenizer.json": (PAIR / "target" / "tokenizer.json").read_bytes()}
     hub.add("fleet-targets/pair-target", target_files)
     card = b"---\nbase_model: fleet-targets/pair-target\ntags: [dflash]\n---\n# A DFlash drafter\n"
     for n in range(copies):
         org = f"org-{n:02d}"
-        for config in real_configs():
+        for config in healthy_configs():
             repo = f"{org}/{config.stem}"
             hub.add(repo, {"config.json": config.read_bytes()})
             fleet.repos.append(repo)
@@ -242,14 +255,14 @@ def inject_transient_faults(hub: FakeHub, fleet: Fleet) -> None:
     info: each clears after a few tries, so the audit must retry and still check them."""
     from tests.fakes.hub import Fault
 
-    picks = [r for r in fleet.clean][:6]
+    picks = [r for r in fleet.clean if r.startswith("org-")][:6]
     for repo in picks[:2]:
         hub.file_faults.append(Fault("*", rf"^/{repo}/resolve/.*/config\.json$", 429, 2, retry_after=1))
     for repo in picks[2:4]:
         hub.faults.append(Fault("GET", rf"^/api/models/{repo}(/revision/.*)?$", 503, 2))
     for repo in picks[4:6]:
         hub.file_faults.append(Fault("*", rf"^/{repo}/resolve/.*/config\.json$", 502, 1))
-    picks.append([r for r in fleet.clean][6])  # a stalled answer, longer than the client waits
+    picks.append([r for r in fleet.clean if r.startswith("org-")][6])  # a stalled answer, longer than the client waits
     hub.file_faults.append(Fault("*", rf"^/{picks[-1]}/resolve/.*/config\.json$", 504, 1, hang=3.0))
     fleet.transient = picks
 
@@ -263,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--list", metavar="FILE", help="write the fleet's repo ids to FILE")
-    parser.add_argument("--copies", type=int, default=24)
+    parser.add_argument("--copies", type=int, default=None)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
     args = parser.parse_args(argv)
     hub = FakeHub()
