@@ -218,8 +218,7 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
     return DrafterCheck(snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
 
 
-def audit_chunk(refs: list[RepoRef], options: AuditOptions,
-                on_record: Callable[[RepoRecord, bool], None] | None = None) -> list[tuple[RepoRecord, bool]]:
+def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
     """Audit repos (no repo id twice); returns (record, skipped) per repo, in order. A repo whose
     commit, versions and draftguard version match its previous record is skipped (unless
     ``options.full``), and its previous record is returned."""
@@ -263,7 +262,10 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions,
             fetch(index, ref)
     todo.sort(key=lambda item: item[0])
 
-    results = _judge([f.snapshot for _, _, f, _, _ in todo], options)
+    try:
+        results = _judge([f.snapshot for _, _, f, _, _ in todo], options)
+    except Exception as exc:  # a bug on one config must not lose the chunk's other records
+        results = [(None, [_failure_of(exc).error], [])] * len(todo)
     targets: dict[str, Any] = {}
     for (index, record, fetched, attempts, started), (result, errors, regressions) in zip(todo, results):
         record.errors.extend(errors)
@@ -279,11 +281,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions,
             record.findings = [f.to_json() for f in _sorted(findings)]
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
-    ordered = [out[i] for i in range(len(refs))]
-    if on_record is not None:
-        for record, skipped in ordered:
-            on_record(record, skipped)
-    return ordered
+    return [out[i] for i in range(len(refs))]
 
 
 def _failure_of(exc: BaseException) -> RepoFailure:
@@ -315,6 +313,8 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
                 out.append((check_snapshot(snapshot, version=options.host_version), [], []))
             except BadInput as exc:
                 out.append((None, [_config_error(exc)], []))
+            except Exception as exc:  # a bug on this config: recorded, and the audit goes on
+                out.append((None, [_failure_of(exc).error], []))
         return out
     return _judge_versions(snapshots, options)
 
