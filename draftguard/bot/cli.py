@@ -76,7 +76,10 @@ def worker(args: argparse.Namespace) -> int:
     try:
         config = GitHubConfig.from_env()
         hub = HubConfig.from_env()
-        if not (config.token or config.app_id or hub.token) and args.queue != "cpu":
+        # Without any credentials a cpu worker still serves `draftguard audit` jobs; but a bot
+        # deployment (a webhook secret is set) without its token is a mistake, said at once.
+        bot_deployment = bool(config.webhook_secret or hub.webhook_secret)
+        if not (config.token or config.app_id or hub.token) and (args.queue != "cpu" or bot_deployment):
             raise BotConfigError("no credentials: set GITHUB_TOKEN (or DRAFTGUARD_GITHUB_APP_ID with its private "
                                  "key) for GitHub jobs, and/or HF_TOKEN for Hub jobs")
         configure_logging(config.secrets + hub.secrets)
