@@ -15,10 +15,14 @@ generator.
    comment and each head one check run.
 3. Faults: the fake answers 502, 403 rate limit, 429 Retry-After, timeouts, and writes whose answer is
    lost, on a fraction of all requests. Every job must finish with nothing posted twice.
+4. Door: unauthenticated load. The server's peak memory while 50 connections each send a 9 MB body
+   without a signature, and again with a forged one (goal: under +100 MB over its idle memory);
+   /healthz latency while 500 connections trickle their headers, against /healthz on an idle
+   server in the same run, and how many of those connections are still open after 12 s.
 
 Usage::
 
-    python bench/bench_webhooks.py                 # all three, about 2 minutes on 2 cores
+    python bench/bench_webhooks.py                 # all four, about 2.5 minutes on 2 cores
     python bench/bench_webhooks.py --only load --rate 200 --seconds 10
 
 On a shared machine, other work's CPU shows up as webhook latency in both the bot and the baseline;
@@ -369,9 +373,128 @@ def scenario_faults(tmp: str, prs: int = 100, rate: float = 50.0, fault_rate: fl
     return out
 
 
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _raw(port: int, headers: dict[str, str], timeout: float = 30.0):
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    lines = ["POST /webhooks/github HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    return sock
+
+
+def flood(port: int, pid: int, n: int, size: int, signature: str | None) -> dict:
+    """``n`` connections at once, each sending a ``size``-byte body without a valid signature; the
+    server's peak RSS while they run, and how they were answered."""
+    chunk = b" " * (256 * 1024)
+    answers: dict[str, int] = {}
+    lock = threading.Lock()
+    start = threading.Barrier(n + 1)
+
+    def one(i: int) -> None:
+        headers = {"Content-Type": "application/json", "Content-Length": str(size), "X-GitHub-Event": "pull_request",
+                   "X-GitHub-Delivery": f"flood-{i}"}
+        if signature is not None:
+            headers["X-Hub-Signature-256"] = signature
+        answer = "error"
+        try:
+            start.wait()
+            sock = _raw(port, headers)
+            try:
+                sent = 0
+                while sent < size:
+                    sock.sendall(chunk[: min(len(chunk), size - sent)])
+                    sent += len(chunk)
+            except OSError:
+                pass  # refused and closed mid-body
+            try:
+                answer = sock.recv(64).decode(errors="replace").split("\r\n")[0][9:12] or "closed"
+            except OSError:
+                answer = "closed"
+            sock.close()
+        finally:
+            with lock:
+                answers[answer] = answers.get(answer, 0) + 1
+
+    before = rss_mb(pid)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    start.wait()
+    peak = before
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, rss_mb(pid))
+        time.sleep(0.02)
+    return {"connections": n, "body_mb": round(size / 1e6, 1), "rss_before_mb": round(before, 1),
+            "rss_peak_mb": round(peak, 1), "rss_growth_mb": round(peak - before, 1), "answers": answers}
+
+
+def healthz_latency(url: str, n: int = 40) -> dict:
+    import requests
+
+    latencies = []
+    with requests.Session() as session:
+        for _ in range(n):
+            started = time.perf_counter()
+            session.get(f"{url}/healthz", timeout=10).raise_for_status()
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.05)
+    return quantiles(latencies)
+
+
+def scenario_door(tmp: str, slow: int = 500) -> dict:
+    """Unauthenticated load at the door: memory under 50 bodies of 9 MB each (no signature, and a
+    forged one), and /healthz latency while ``slow`` connections trickle their headers."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    api = FakeAPI(tmp, prs=1, config_every=1)
+    out: dict = {}
+    try:
+        proc, url = serve(tmp, api.url, f"sqlite:///{tmp}/door.db", "door.log")
+        port = int(url.rsplit(":", 1)[1])
+        try:
+            out["memory_no_signature"] = flood(port, proc.pid, 50, 9_000_000, None)
+            out["memory_forged_signature"] = flood(port, proc.pid, 50, 9_000_000, "sha256=" + "0" * 64)
+            out["healthz_idle"] = healthz_latency(url)
+            socks = []
+            for _ in range(slow):
+                sock = __import__("socket").create_connection(("127.0.0.1", port), timeout=30)
+                sock.sendall(b"POST /webhooks/github HTTP/1.1\r\nHost: x\r\n")
+                socks.append(sock)
+            out["healthz_during_slow_connections"] = healthz_latency(url)
+            out["slow_connections"] = slow
+            time.sleep(12)  # past the 10 s header deadline
+            still_open = 0
+            for sock in socks:
+                sock.settimeout(0.2)
+                try:
+                    still_open += sock.recv(1) != b""
+                except OSError:
+                    still_open += 1  # no answer and not closed
+                sock.close()
+            out["slow_connections_open_after_12s"] = still_open
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    finally:
+        api.stop()
+    out["healthz_p99_ratio_slow_over_idle"] = round(
+        out["healthz_during_slow_connections"]["p99_ms"] / max(out["healthz_idle"]["p99_ms"], 1e-9), 2)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["load", "crash", "faults"])
+    parser.add_argument("--only", choices=["load", "crash", "faults", "door"])
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--json-out")
@@ -405,6 +528,9 @@ def main() -> int:
         if args.only in (None, "faults"):
             results["faults"] = scenario_faults(tmp)
             print(json.dumps({"faults": results["faults"]}, indent=2), flush=True)
+        if args.only in (None, "door"):
+            results["door"] = scenario_door(tmp)
+            print(json.dumps({"door": results["door"]}, indent=2), flush=True)
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(results, fh, indent=2)

@@ -554,7 +554,7 @@ def accept_command(drafter: str, target: str, settings: Any, settings_dir: str, 
 
 
 def find_drafters(root: Path, targets: list[str]) -> list[str]:
-    from draftguard.check.dflash import detect_drafter
+    from draftguard.check.drafter import detect_drafter
     from draftguard.snapshot import parse_json_object
 
     out = []

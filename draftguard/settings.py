@@ -13,6 +13,7 @@ Example .draftguard.yml::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,29 @@ _TYPES: dict[str, tuple[type, ...]] = {
 _CHOICES = {"fail_on": ("error", "warning", "never"), "backend": ("reference", "vllm", "both")}
 
 
+_NONE = object()
+
+
+@functools.lru_cache(maxsize=1)
+def _no_alias_loader() -> type:
+    """Built on first use: yaml is imported only when settings are read."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        """A SafeLoader that refuses aliases (``*name``). Settings never need them, and a few hundred
+        bytes of nested aliases expand to gigabytes (a "billion laughs"): untrusted YAML is read
+        without any expansion at all."""
+
+        def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in settings",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
 def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     """Parse the text of a .draftguard.yml. Raises BadInput naming the file, line and key.
 
@@ -67,9 +91,11 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     """
     import yaml
 
+    if len(text) > MAX_SETTINGS_BYTES:
+        raise BadInput(f"{source}: over {MAX_SETTINGS_BYTES // 1024} KB; refused", file=source)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=_no_alias_loader())
+        data = yaml.load(text, Loader=_no_alias_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -103,7 +129,16 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 file=source, line=line, key=key,
             )
         if key in ("transformers", "paths"):
+            bad = next((v for v in value if isinstance(v, (list, dict, bool)) or v is None), _NONE)
+            if bad is not _NONE:
+                raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",
+                               file=source, line=line, key=key)
             value = [str(v) for v in value]
+            if key == "paths":
+                for folder in value:
+                    if folder.startswith("/") or "\\" in folder or ".." in folder.split("/"):
+                        raise BadInput(f"{where}: `paths` entries are folders inside the repo; {folder!r} is not",
+                                       file=source, line=line, key=key)
         if key in _CHOICES and value not in _CHOICES[key]:
             raise BadInput(
                 f"{where}: `{key}` must be one of {', '.join(_CHOICES[key])}, got {value!r}",

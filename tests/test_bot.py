@@ -14,7 +14,8 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("github")
 
-from draftguard.bot.app import create_app  # noqa: E402
+from draftguard.bot.github_events import github_route  # noqa: E402
+from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.bot.github import GitHubConfig  # noqa: E402
 from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.pipeline import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
@@ -79,7 +80,7 @@ class Bot:
         self.config.secrets = [TOKEN, SECRET]
         self.queue = Queue(queue_url or f"sqlite:///{tmp_path}/queue.db")
         self.queue.handlers["github"] = GitHubHandler(self.config, acceptance_runner=acceptance_runner)
-        self.app = create_app(self.queue, self.config, consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
+        self.app = create_app(self.queue, [github_route(SECRET)], consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
         self.server = BotServer(self.app)
 
     def __enter__(self) -> "Bot":
@@ -384,13 +385,13 @@ def test_gpu_jobs_only_reach_gpu_workers(tmp_path, fake_hub):
         bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="p1")  # alice can write: trusted
         assert bot.queue.wait_idle(30, ids=["p1"])
         time.sleep(1.0)
-        gpu = bot.queue.get("p1:acceptance")
+        gpu = bot.queue.get(f"gpu:github:{REPO}#7@{HEAD}")  # one GPU job per head
         assert gpu is not None and gpu.queue == "gpu" and gpu.state == "queued"
         assert bot.queue.hueys["gpu"].pending_count() == 1
         assert "queued" in parse_sticky(bot.sticky()["body"])["acceptance"]
         bot.queue.start_consumers({"gpu": 1})
         bot.settle()
-        assert bot.queue.get("p1:acceptance").state == DONE
+        assert bot.queue.get(f"gpu:github:{REPO}#7@{HEAD}")  # one GPU job per head.state == DONE
         assert "**pass**" in parse_sticky(bot.sticky()["body"])["acceptance"]
 
 

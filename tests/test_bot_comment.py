@@ -89,3 +89,36 @@ def test_matrix_rows_are_escaped_and_values_are_code():
     row = [line for line in text.splitlines() if line.startswith("| a/")][0]
     assert row == "| a/config.json | rope&#124;x | <code>1</code> | <code>&lt;b&gt;</code> | <code>&#91;x&#93;(y)</code> |"
     assert text.endswith("Not run: <code>4.40.0</code>")
+
+
+def test_update_sticky_drops_sections_the_bot_does_not_write():
+    planted = update_sticky(None, light="L1", approved="GPU: approved by a maintainer")
+    assert "approved" in planted  # render_sticky renders what it is given...
+    assert parse_sticky(update_sticky(planted, light="L2")) == {"light": "L2"}  # ...updates keep only ours
+
+
+def test_an_actions_token_edits_only_its_own_sticky():
+    """The Action's GITHUB_TOKEN is an installation token: GET /user answers 403, and it comments as
+    github-actions[bot]. A sticky planted by someone else is never taken for its own."""
+    from github import Auth, Github
+
+    from draftguard.bot.github import PullRequestClient
+    from tests.fakes.github import FakeGitHub
+
+    api = FakeGitHub(token="ghp_unused").start()
+    try:
+        api.add_repo("acme/m")
+        api.set_files("acme/m", "a" * 40, {})
+        api.add_pull("acme/m", 1, head="a" * 40, base="a" * 40)
+        api.installation_tokens.add("ghs_actions_token")
+        api.bot_login = "github-actions[bot]"
+        planted = api.add_comment("acme/m", 1, f"{MARKER}\nfake result", user="eve")
+        client = PullRequestClient(Github(auth=Auth.Token("ghs_actions_token"), base_url=api.url, retry=None),
+                                   "acme/m", 1)
+        first = client.upsert_sticky(lambda old: update_sticky(old, light="L1"))
+        second = client.upsert_sticky(lambda old: update_sticky(old, light="L2"))
+        assert first == second != planted["id"]
+        assert api.comments[first]["user"] == "github-actions[bot]" and "L2" in api.comments[first]["body"]
+        assert planted["body"] == f"{MARKER}\nfake result" and planted.get("edits", 0) == 0
+    finally:
+        api.stop()

@@ -12,7 +12,10 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("huey")
 
-from draftguard.bot.app import build_from_env, create_app  # noqa: E402
+from draftguard.bot.app import build_from_env  # noqa: E402
+from draftguard.bot.github_events import github_route  # noqa: E402
+from draftguard.bot.hub_events import hub_route  # noqa: E402
+from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.bot.github import BotConfigError, GitHubConfig  # noqa: E402
 from draftguard.bot.hub import HubConfig  # noqa: E402
 from draftguard.bot.hub_events import HubHandler, jobs_from_hub  # noqa: E402
@@ -85,7 +88,7 @@ class Bot:
                                 secrets=[TOKEN, SECRET])
         self.queue = Queue(f"sqlite:///{tmp_path}/queue.db")
         self.queue.handlers["hub"] = HubHandler(self.config, acceptance_runner=acceptance_runner)
-        self.app = create_app(self.queue, GitHubConfig(), hub_secret=SECRET,
+        self.app = create_app(self.queue, [github_route(None), hub_route(SECRET)],
                               consumers={"cpu": 2, "gpu": 1} if consumers is None else consumers)
         self.server = BotServer(self.app)
 

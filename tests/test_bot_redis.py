@@ -103,7 +103,7 @@ def test_workers_on_redis_process_webhooks_and_gpu_work_waits_for_a_gpu_worker(t
             assert "**new**" in light and "sliding_window" in light
             # alice can write, so the drafter's acceptance test is queued, on the gpu queue only.
             time.sleep(1.5)
-            gpu = bot.queue.get("w1:acceptance")
+            gpu = bot.queue.get(f"gpu:github:{REPO}#7@{HEAD}")  # one GPU job per head
             assert gpu is not None and gpu.state == "queued" and bot.queue.hueys["gpu"].pending_count() == 1
             assert bot.queue.hueys["cpu"].pending_count() == 0
         finally:

@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` under plain `pytest` too
 
-from draftguard.check.dflash import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
+from draftguard.check.drafter import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
 from draftguard.check.light import check_targets  # noqa: E402
 from draftguard.cli import main  # noqa: E402
 from tests.fakes import FakeHub, fake_hub  # noqa: E402,F401  (fake_hub is a fixture)
@@ -126,7 +126,8 @@ def test_healthy_pair_gives_no_error_or_warning(tmp_path):
     drafter, target = make_pair(tmp_path)
     report = check(drafter, target)
     assert report.errors == []
-    assert rules(report) == {"DG100", "DG124"}  # which target, and the dtype note
+    # which target, the dtype note, and that vLLM's V1 runner refuses its mixed sliding/full layers
+    assert rules(report) == {"DG100", "DG117", "DG124"}
     notes = {f.rule: f for f in report.findings}
     assert "F16" in notes["DG124"].message and notes["DG124"].file == str(drafter / "config.json")
     assert str(target) in notes["DG100"].message and "--target" in notes["DG100"].message
@@ -199,7 +200,9 @@ def test_out_of_range_id_explains_the_plus_one_convention(tmp_path):
     drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]))
     [finding] = [f for f in check(drafter, target).findings if f.rule == "DG102"]
     assert "[4]" in finding.message and "[0, 4)" in finding.message
-    assert "one past the last layer" in finding.message and "hidden_states[id + 1]" in finding.message
+    # Said once, plainly (issue 13: "4 = 4 is one past the last layer" read badly): what, why, fix.
+    assert "the aux id (layer + 1) of the last layer" in finding.message
+    assert finding.message.count("[4]") == 1 and "Fix: subtract 1 from every id" in finding.message
 
 
 def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
@@ -647,3 +650,95 @@ def test_hub_draft_vocabulary_shapes_come_from_headers_only(tmp_path, fake_hub):
     assert errors(report) == {"DG131"}
     weight_gets = [r for r in fake_hub.requests_for("acme/spec", ".safetensors") if r.method == "GET"]
     assert weight_gets and all(r.range is not None for r in weight_gets)
+
+
+# --- issue 13: rules from public incidents, on the small pair -------------------------------------
+
+
+def test_mask_token_that_the_target_pads_with_is_an_error_from_generation_config(tmp_path):
+    drafter, target = make_pair(tmp_path)
+    write_json(target / "generation_config.json", {"bos_token_id": 44, "pad_token_id": MASK})
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG116"]
+    assert finding.severity.value == "error" and "pad_token_id in generation_config.json" in finding.message
+    assert "#2461" in finding.message and finding.key == "dflash_config.mask_token_id"
+
+
+def test_mask_token_that_the_tokenizer_names_as_eos_is_an_error(tmp_path):
+    drafter, target = make_pair(tmp_path)
+    write_json(target / "tokenizer_config.json", {
+        "added_tokens_decoder": {"46": {"content": "<|mask|>", "special": True}}, "eos_token": "<|mask|>"})
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG116"]
+    assert "eos_token in tokenizer_config.json" in finding.message
+
+
+def test_mask_token_equal_to_the_drafters_own_pad_is_caught_without_a_target(tmp_path):
+    drafter, _ = make_pair(tmp_path, drafter=_set("pad_token_id", MASK))
+    report = check(drafter, None)
+    assert "DG116" in errors(report)
+    healthy, _ = make_pair(tmp_path / "ok", drafter=_set("pad_token_id", 44))
+    assert "DG116" not in rules(check(healthy, None))
+
+
+def test_dflash_ids_one_above_the_usual_list_are_a_warning_naming_both(tmp_path):
+    def deeper(config):
+        config["num_hidden_layers"], config["max_window_layers"] = 12, 12
+    # build_target_layer_ids(12, 2) is [1, 9]: [2, 10] is that list shifted by one.
+    drafter, target = make_pair(tmp_path, target=deeper, drafter=lambda c: (
+        c.update(num_target_layers=12), c["dflash_config"].update(target_layer_ids=[2, 10])))
+    report = check(drafter, target)
+    [finding] = [f for f in report.findings if f.rule == "DG115"]
+    assert finding.severity.value == "warning" and "[2, 10]" in finding.message and "[1, 9]" in finding.message
+    assert errors(report) == set()
+    usual, target = make_pair(tmp_path / "usual", target=deeper, drafter=lambda c: (
+        c.update(num_target_layers=12), c["dflash_config"].update(target_layer_ids=[1, 9])))
+    assert "DG115" not in rules(check(usual, target))
+
+
+def test_speculators_aux_ids_without_the_plus_one_are_shifted(tmp_path):
+    def deeper(config):
+        config["num_hidden_layers"], config["max_window_layers"] = 12, 12
+    _, target = make_pair(tmp_path, target=deeper)
+    bad = write_json(tmp_path / "bad" / "config.json", speculators_config([1, 9])).parent  # target form in an aux field
+    assert {f.rule for f in check(bad, target).findings if f.severity.value == "warning"} == {"DG115"}
+    good = write_json(tmp_path / "good" / "config.json", speculators_config([2, 10])).parent
+    assert "DG115" not in rules(check(good, target))
+
+
+def test_missing_dflash_ids_name_each_engines_fallback(tmp_path):
+    def deeper(config):
+        config["num_hidden_layers"], config["max_window_layers"] = 12, 12
+    drafter, target = make_pair(tmp_path, target=deeper, drafter=_set("dflash_config.target_layer_ids", _DELETE))
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG101"]
+    assert "vLLM reads target layers [1, 5, 8]" in finding.message
+    assert "SGLang refuses" in finding.message and "build_target_layer_ids(12, 2)" in finding.message
+    assert "[1, 9]" in finding.message and "These differ" in finding.message
+
+
+def test_eagle3_head_without_ids_is_a_warning_not_bad_input(tmp_path, capsys):
+    _, target = make_pair(tmp_path)
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": HIDDEN,
+            "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "vocab_size": VOCAB, "draft_vocab_size": 32}
+    drafter = write_json(tmp_path / "head" / "config.json", head).parent
+    report = check(drafter, target)
+    assert errors(report) == set() and rules(report, "warning") == {"DG114"}
+    note = next(f for f in report.findings if f.rule == "DG100")
+    assert "Checked as an EAGLE-3 drafter" in note.message  # "an", not "a EAGLE-3"
+    assert main(["check", str(drafter), "--target", str(target)]) == 0
+
+
+def test_dflash2_drafter_is_told_what_vllms_v1_runner_refuses(tmp_path):
+    drafter, target = make_pair(tmp_path, drafter=lambda c: c.update(
+        architectures=["DFlash2DraftModel"], layer_types=["sliding_attention"] * 2, max_window_layers=0))
+    [note] = [f for f in check(drafter, target).findings if f.rule == "DG117"]
+    assert "dflash2 drafts" in note.message and "Triton" in note.message and "0.27.1" in note.message
+    full, target = make_pair(tmp_path / "full", drafter=lambda c: c.update(
+        layer_types=["full_attention"] * 2, sliding_window=None, use_sliding_window=False))
+    assert "DG117" not in rules(check(full, target))
+
+
+def test_light_check_imports_format_detection_alone():
+    code = ("import sys; from draftguard.check.light import check_targets; "
+            "print(sorted(m for m in sys.modules if m.startswith('draftguard.check.drafter')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "['draftguard.check.drafter', 'draftguard.check.drafter.detect']"

@@ -34,8 +34,6 @@ def serve(args: argparse.Namespace) -> int:
     missing = _imports_ok()
     if missing:
         return _fail(missing)
-    import uvicorn
-
     from draftguard.bot.app import build_from_env, configure_logging
     from draftguard.bot.github import BotConfigError, GitHubConfig
     from draftguard.bot.jobs import QueueConfigError, _parse_url
@@ -56,7 +54,9 @@ def serve(args: argparse.Namespace) -> int:
     # Worker threads share the interpreter lock with the event loop; a 1 ms switch interval (default
     # 5 ms) lets a webhook be answered between a job's steps instead of waiting behind them.
     sys.setswitchinterval(0.001)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    from draftguard.bot.server import run_server
+
+    run_server(app, args.host, args.port)
     return 0
 
 

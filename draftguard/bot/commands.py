@@ -1,7 +1,8 @@
 """Slash commands in PR comments: ``/recheck`` and ``/ok-to-test``.
 
-A command counts only when it stands alone on its line, outside fenced code blocks and inline code,
-so quoting or discussing a command ("type `/recheck` to rerun") never triggers it. Pure functions,
+A command counts only when it stands alone on a line that renders: outside fenced or indented code,
+block quotes and HTML comments, so quoting, hiding or discussing a command ("type `/recheck` to
+rerun") never triggers it. Pure functions,
 no I/O: the GitHub and Hub bots both use them.
 """
 
@@ -31,12 +32,17 @@ def parse_commands(body: str | None) -> list[str]:
         []
         >>> parse_commands("/ok-to-test\\r\\n/recheck")
         ['ok-to-test', 'recheck']
+        >>> parse_commands("<!--\\n/recheck\\n-->\\n> /ok-to-test")
+        []
     """
     if not body:
         return []
     found: list[str] = []
     fence: str | None = None
+    hidden = False  # inside an HTML comment, which renders as nothing
     for raw in body.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if fence is None:
+            raw, hidden = _visible(raw, hidden)
         opener = _FENCE.match(raw)
         if fence is not None:
             # A fence closes only with the same character, at least as long, and nothing after it.
@@ -53,6 +59,32 @@ def parse_commands(body: str | None) -> list[str]:
         if match and match.group(1) not in found:
             found.append(match.group(1))
     return found
+
+
+def _visible(line: str, hidden: bool) -> tuple[str, bool]:
+    """The text of a line outside HTML comments (``<!-- ... -->`` render as nothing, and may span
+    lines), and whether a comment is still open at the line's end.
+
+    Example::
+
+        >>> _visible("a <!-- b --> c", False), _visible("<!-- open", False), _visible("still -->/x", True)
+        (('a  c', False), ('', True), ('/x', False))
+    """
+    out = []
+    while line:
+        if hidden:
+            end = line.find("-->")
+            if end < 0:
+                break
+            line, hidden = line[end + 3:], False
+        else:
+            start = line.find("<!--")
+            if start < 0:
+                out.append(line)
+                break
+            out.append(line[:start])
+            line, hidden = line[start + 4:], True
+    return "".join(out), hidden
 
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

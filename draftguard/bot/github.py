@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from draftguard.bot.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
 from draftguard.report.comment import is_sticky
 
 log = logging.getLogger("draftguard.bot")
@@ -29,6 +30,7 @@ log = logging.getLogger("draftguard.bot")
 DEFAULT_API_URL = "https://api.github.com"
 MAX_ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run create or update
 REPLY_MARKER = "<!-- draftguard:reply:{} -->"
+ACTIONS_LOGIN = "github-actions[bot]"  # who an Actions workflow's GITHUB_TOKEN comments as
 
 
 class BotConfigError(Exception):
@@ -129,9 +131,32 @@ def connect(config: GitHubConfig, installation_id: int | None = None):
         with _translated("installation token"):
             # Minted here, not lazily inside PyGithub, so the logs scrub it like the configured secrets.
             token = integration.get_access_token(int(installation_id)).token
+            key = (config.api_url, str(config.app_id))
+            if key not in _LOGINS:
+                # An App comments as "<slug>[bot]"; GET /user is closed to its installation tokens.
+                _LOGINS[key] = f"{integration.get_app().slug}[bot]"
         remember_secret(token)
         return Github(auth=Auth.Token(token), **common)
     return Github(auth=Auth.Token(config.token), **common)
+
+
+# The bot's own login per (API URL, App id or token digest): asked once per process.
+_LOGINS: dict[tuple[str, str], str] = {}
+
+
+def bot_login(config: GitHubConfig, gh: Any) -> str:
+    """The login the bot comments as: ``<app slug>[bot]`` for an App (learnt in ``connect``), else
+    the token's user (``GET /user``). Its comments are the only ones it ever edits."""
+    import hashlib
+
+    if config.app_id:
+        key = (config.api_url, str(config.app_id))
+    else:
+        key = (config.api_url, hashlib.sha256((config.token or "").encode()).hexdigest())
+    if key not in _LOGINS:
+        with _translated("read the bot's user"):
+            _LOGINS[key] = gh.get_user().login
+    return _LOGINS[key]
 
 
 def backoff(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
@@ -199,10 +224,14 @@ class _translated:
 
 
 class PullRequestClient:
-    """The operations on one pull request that the Job uses. Every write is idempotent."""
+    """The operations on one pull request that the Job uses. Every write is idempotent.
 
-    def __init__(self, gh: Any, repo_full_name: str, number: int):
+    ``me`` is the login the bot comments as: only comments by it are ever taken for its sticky
+    comment or its replies (anyone can paste the hidden marker)."""
+
+    def __init__(self, gh: Any, repo_full_name: str, number: int, me: str | None = None):
         self.gh = gh
+        self.me = me
         self.repo_name = repo_full_name
         self.number = number
         # Lazy: no GET of the repo itself; the pull, files and contents are fetched when needed.
@@ -224,10 +253,19 @@ class PullRequestClient:
         with _translated("read repo"):
             return self.gh.get_repo(self.repo_name).default_branch
 
-    def read_file(self, path: str, ref: str, max_bytes: int = 5 * 1024 * 1024) -> bytes | None:
-        """A file's bytes at a ref, or None when it is not there."""
+    def read_file(self, path: str, ref: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+        """A file's bytes at a ref, or None when it is not there (or is a folder).
+
+        The contents API answers a file over 1 MB with ``encoding: "none"`` and no content; such a
+        file (up to ``max_bytes``) is read through the git blobs API instead. Over ``max_bytes``
+        raises FileTooLarge, before any content is fetched. A symlink whose target is a file in the
+        repo arrives as that file (GitHub follows it); one whose target is not, raises UnreadableFile.
+        """
+        import base64
+
         from github import UnknownObjectException
 
+        safe_repo_path(path)
         with _translated(f"read {path}"):
             try:
                 content = self.repo.get_contents(path, ref=ref)
@@ -235,9 +273,25 @@ class PullRequestClient:
                 return None
         if isinstance(content, list):  # a folder
             return None
-        if content.size and content.size > max_bytes:
-            return None
-        return content.decoded_content
+        kind = content.raw_data.get("type")
+        if kind == "symlink":
+            raise UnreadableFile(path, f"a symlink to {content.raw_data.get('target')!r}, not a file in the repo")
+        if kind != "file":
+            raise UnreadableFile(path, f"a {kind}, not a file")
+        size = int(content.raw_data.get("size") or 0)
+        if size > max_bytes:
+            raise FileTooLarge(path, size, max_bytes)
+        if content.raw_data.get("encoding") == "base64" and content.raw_data.get("content") is not None:
+            data = base64.b64decode(content.raw_data["content"])
+        else:
+            with _translated(f"read {path} (blob)"):
+                blob = self.repo.get_git_blob(content.sha)
+            if blob.encoding != "base64":
+                raise UnreadableFile(path, f"the blob came as {blob.encoding!r}")
+            data = base64.b64decode(blob.content)
+        if len(data) > max_bytes:
+            raise FileTooLarge(path, len(data), max_bytes)
+        return data
 
     def permission(self, login: str) -> str | None:
         """The user's permission on the repo (admin, write, read, none), None when not a collaborator."""
@@ -251,10 +305,31 @@ class PullRequestClient:
                     return None
                 raise
 
+    def _mine(self, comment: Any) -> bool:
+        if self.me is None:
+            self.me = self._whoami()
+        return comment.user is not None and comment.user.login == self.me
+
+    def _whoami(self) -> str:
+        """The token's login. GitHub closes ``GET /user`` to installation tokens (403); the only one
+        that reaches a client without ``me`` is the Action's ``GITHUB_TOKEN``, which comments as
+        github-actions[bot] (the bot passes its App's login)."""
+        from github import GithubException
+
+        with _translated("read the token's user"):
+            try:
+                return self.gh.get_user().login
+            except GithubException as exc:
+                if exc.status == 403:
+                    return ACTIONS_LOGIN
+                raise
+
     def find_sticky(self):
+        """The bot's own sticky comment, or None. A comment by anyone else that starts with the
+        marker is not it: the bot never adopts, edits or keeps sections of someone else's comment."""
         with _translated("list comments"):
             for comment in self.pull().get_issue_comments():
-                if is_sticky(comment.body):
+                if is_sticky(comment.body) and self._mine(comment):
                     return comment
         return None
 
@@ -276,7 +351,7 @@ class PullRequestClient:
         marker = REPLY_MARKER.format(comment_id)
         with _translated("list comments"):
             for comment in self.pull().get_issue_comments():
-                if marker in (comment.body or ""):
+                if marker in (comment.body or "") and self._mine(comment):
                     return
         with _translated("create comment"):
             self.pull().create_issue_comment(f"{marker}\n{body}")
@@ -297,6 +372,7 @@ class PullRequestClient:
         summary: str = "",
         text: str | None = None,
         annotations: Iterable[dict[str, Any]] = (),
+        external_id: str | None = None,
     ) -> int:
         """Create the check run ``name`` on ``head_sha``, or update the one there. Annotations go in
         batches of 50 (GitHub appends them across updates); they are sent only when the run completes,
@@ -308,6 +384,8 @@ class PullRequestClient:
         if text:
             output["text"] = text[:65000]
         kwargs: dict[str, Any] = {"status": status}
+        if external_id:
+            kwargs["external_id"] = external_id  # the pull request, for the "Re-run" button of a fork's PR
         if conclusion:
             kwargs["conclusion"] = conclusion
             kwargs["completed_at"] = datetime.now(timezone.utc)

@@ -22,13 +22,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from draftguard.bot.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
 from draftguard.bot.github import REPLY_MARKER, BotConfigError, backoff
 from draftguard.report.comment import is_sticky
 
 log = logging.getLogger("draftguard.bot")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-MAX_FILE_BYTES = 5 * 1024 * 1024  # config files only; anything bigger is not what we check
 
 
 class TransientHubError(Exception):
@@ -219,16 +219,24 @@ class HubPullRequestClient:
     def read_file(self, path: str, ref: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
         """A file's bytes at a revision, through huggingface_hub's cache; None when it is not there.
 
-        Only config-sized files are read; weights are never downloaded."""
+        Only config-sized files are read, and the size is asked first (a HEAD): a file over
+        ``max_bytes`` raises FileTooLarge without a byte of it downloaded."""
         from huggingface_hub import errors as hf_errors
+        from huggingface_hub import hf_hub_url
 
+        safe_repo_path(path)
         try:
             with self._t(f"read {path}"):
+                meta = self.api.get_hf_file_metadata(
+                    url=hf_hub_url(self.repo_name, path, revision=ref, endpoint=self.config.endpoint))
+                if meta.size is not None and meta.size > max_bytes:
+                    raise FileTooLarge(path, meta.size, max_bytes)
                 local = self.api.hf_hub_download(self.repo_name, path, revision=ref)
         except (hf_errors.EntryNotFoundError, hf_errors.RevisionNotFoundError):
             return None
-        if os.path.getsize(local) > max_bytes:
-            return None
+        size = os.path.getsize(local)
+        if size > max_bytes:
+            raise FileTooLarge(path, size, max_bytes)
         with open(local, "rb") as fh:
             return fh.read()
 
@@ -244,6 +252,9 @@ class HubPullRequestClient:
         A namespace that is not an organization (a user's own repo) has only its owner."""
         from huggingface_hub.errors import HfHubHTTPError
 
+        if "/" not in self.repo_name:
+            # A legacy repo id without a namespace (gpt2): there is no owner or org to ask.
+            return False, f"{self.repo_name} has no namespace, so no owner or organization to trust"
         owner = self.repo_name.split("/", 1)[0]
         if user == owner:
             return True, f"@{user} owns the repo"

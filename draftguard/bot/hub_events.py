@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.hub import HubConfig, HubPullRequestClient, hub_retry_delay
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
+from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 
 log = logging.getLogger("draftguard.bot")
 
@@ -47,7 +48,7 @@ BOT_MARKER = "<!-- draftguard:"
 AcceptanceRunner = Callable[[Job, HubPullRequestClient, Any], "dict[str, Any]"]
 
 
-class HubPayloadError(ValueError):
+class HubPayloadError(PayloadError):
     """The webhook body is JSON but not a Hub webhook payload (answered 400)."""
 
 
@@ -61,6 +62,19 @@ def _pr_number(ref: str) -> int | None:
     if ref.startswith(PR_REF_PREFIX) and ref[len(PR_REF_PREFIX):].isdigit():
         return int(ref[len(PR_REF_PREFIX):])
     return None
+
+
+def _valid_repo_id(name: str) -> bool:
+    """A Hub repo id: ``namespace/name``, or a legacy name without a namespace (``gpt2``).
+
+    Example::
+
+        >>> [_valid_repo_id(n) for n in ("acme/m", "gpt2", "a/b/c", "../x", "")]
+        [True, True, False, False, False]
+    """
+    parts = name.split("/")
+    return 1 <= len(parts) <= 2 and all(p and p not in (".", "..") and len(p) <= 96 and
+                                        all(c.isalnum() or c in "-_." for c in p) for p in parts)
 
 
 def _digest(value: Any) -> str:
@@ -83,7 +97,7 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
     repo = _obj(payload.get("repo"), "repo")
     scope, action = event.get("scope"), event.get("action")
     name = repo.get("name")
-    if not isinstance(scope, str) or not isinstance(name, str) or name.count("/") != 1:
+    if not isinstance(scope, str) or not isinstance(name, str) or not _valid_repo_id(name):
         raise HubPayloadError("event.scope or repo.name is missing")
     if repo.get("type", "model") != "model":
         return [], f"ignored: {repo.get('type')} repo"
@@ -142,32 +156,27 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
 
 # --- the webhook route ---------------------------------------------------------------------------
 
-def hub_authorize(secret: str) -> Callable:
-    """The Hub's check, for the shared endpoint's ``authorize``: the Hub sends the webhook's secret
-    verbatim in ``X-Webhook-Secret`` (no signature over the body), so it is compared in constant
-    time before the body is read: missing is 401, wrong 403."""
-    from starlette.responses import JSONResponse
+def hub_route(secret: str, path: str = "/webhooks/hub") -> WebhookRoute:
+    """``POST /webhooks/hub`` for the edge: the Hub sends the webhook's secret verbatim in
+    ``X-Webhook-Secret`` (no signature over the body), so it is compared in constant time before the
+    body is read: missing is 401, wrong 403. 202 once queued.
 
+    Example::
+
+        >>> hub_route("s").path, hub_route("s").many
+        ('/webhooks/hub', True)
+    """
     expected = secret.encode()
 
-    def authorize(request: Any, body: bytes | None) -> Any:
-        given = request.headers.get("x-webhook-secret")
+    def admit(headers: Mapping[str, str]) -> None:
+        given = headers.get("x-webhook-secret")
         if not given:
-            return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
+            raise WebhookRefused(401, "missing X-Webhook-Secret")
         if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-            return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
-        return None
+            raise WebhookRefused(403, "wrong X-Webhook-Secret")
 
-    return authorize
-
-
-def hub_webhook_endpoint(queue: Queue, metrics: Any, *, secret: str) -> Callable:
-    """The ``POST /webhooks/hub`` handler: the shared webhook endpoint with the Hub's secret check
-    (before the body is read) and ``jobs_from_hub``; 202 once queued."""
-    from draftguard.bot.app import webhook_endpoint
-
-    return webhook_endpoint(queue, metrics, source="hub", authorize=hub_authorize(secret),
-                            to_jobs=lambda request, payload: jobs_from_hub(payload), body_signed=False, many=True)
+    return WebhookRoute(path, "hub", to_jobs=lambda headers, payload: jobs_from_hub(payload), admit=admit,
+                        many=True)
 
 
 # --- what a Hub Job does -------------------------------------------------------------------------
@@ -203,6 +212,15 @@ class HubHandler:
         if RECHECK not in parse_commands(comment.content):
             return "skipped: no /recheck"
         trusted, why = client.is_owner_or_member(comment.author)
+        # The command approves the head its author saw (the Hub's time of the comment against when
+        # the bot first learnt of the head), never a commit pushed after it.
+        created = getattr(comment, "created_at", None)
+        if created is not None:
+            job.data["created_at"] = created.isoformat()
+        head = client.head()
+        if trusted and not command_saw_head(queue, job, head):
+            trusted, why = False, (f"the head moved to {head[:12]} after @{comment.author}'s /recheck, so it is "
+                                   "not approved")
         return self._pull_request(job, queue, client, forced_by=comment.author, gpu_allowed=(trusted, why))
 
     # --- the light check -----------------------------------------------------------------------
@@ -221,11 +239,13 @@ class HubHandler:
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
                     forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
-        from draftguard.bot.pipeline import check_pull_request, check_sections
+        from draftguard.bot.pipeline import check_pull_request, check_sections, check_title
         from draftguard.snapshot import is_model_file
         from draftguard.report.comment import render_acceptance_section, update_sticky
 
         checked_key = f"hub-checked:{job.repo}#{job.number}"
+        # When the bot first learnt of this head: its delivery's arrival, else now (kept if earlier).
+        queue.mark_head_seen("hub", job.repo, job.number, head, job.created if job.head_sha == head else None)
         if forced_by is None and _peek(queue, checked_key) == head:
             return f"skipped: {head[:12]} already checked"
         base_branch = client.default_branch()
@@ -236,13 +256,15 @@ class HubHandler:
             return "skipped: no model files changed"
         # The light check and its base comparison are the GitHub bot's, on the Hub client.
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
-        report = outcome.report
+        if forced_by is not None:
+            # The Hub has no reactions: the comment itself shows that the command ran, and on what.
+            outcome.notes.append(f"Rechecked at `{head[:12]}` for @{forced_by}.")
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
             trusted, why = gpu_allowed if gpu_allowed is not None else client.is_owner_or_member(details.author)
             if trusted:
-                gpu_job = Job(id=f"{job.id}:acceptance", source="hub", kind="acceptance", queue="gpu",
+                gpu_job = Job(id=gpu_job_id("hub", job, head, forced_by), source="hub", kind="acceptance", queue="gpu",
                               repo=job.repo, number=job.number, head_sha=head, base_sha=base,
                               data={"drafters": outcome.drafters})
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
@@ -262,10 +284,7 @@ class HubHandler:
         queue.store.put_data(checked_key, head.encode())
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
-        n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
-        title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
-                 else "no config.json to check")
-        return f"done: {title}" + (", acceptance queued" if gpu_job else "")
+        return f"done: {check_title(outcome)}" + (", acceptance queued" if gpu_job else "")
 
     # --- a push to main ------------------------------------------------------------------------
     def _branch(self, job: Job) -> str:

@@ -209,6 +209,19 @@ class Queue:
         self.enqueue(job)
         return True
 
+    def mark_head_seen(self, source: str, repo: str, number: int, head: str, when: float | None = None) -> None:
+        """Record when the bot first learnt of a pull request's head (kept if already recorded). The
+        handlers record it when a job runs, with the time its delivery arrived (``Job.created``):
+        one write less at the door, where every millisecond counts."""
+        self.store.put_if_empty(f"seen:{source}:{repo}#{number}@{head}", repr(when or time.time()).encode())
+
+    def head_seen(self, source: str, repo: str, number: int, head: str) -> float | None:
+        """When the bot first learnt of a pull request's head (its delivery arrived), or None."""
+        from huey.constants import EmptyData
+
+        value = self.store.peek_data(f"seen:{source}:{repo}#{number}@{head}")
+        return None if value is EmptyData else float(bytes(value))
+
     def enqueue(self, job: Job, delay: float | None = None) -> None:
         self.tasks[job.queue].schedule(args=(job.id,), delay=delay) if delay else self.tasks[job.queue](job.id)
 
@@ -374,6 +387,42 @@ class Queue:
                 return True
             time.sleep(0.05)
         return False
+
+
+def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
+    """The id of the GPU job for a pull request head: one per (repo, PR, head), whatever delivery
+    asked for it, so a reopened PR or a replayed webhook never queues a second run. A command by a
+    trusted person may run it again; its id names the comment (or re-run request) it answers."""
+    base = f"gpu:{source}:{job.repo}#{job.number}@{head}"
+    if forced_by is None:
+        return base
+    asked = job.data.get("comment_id") or job.data.get("rerequested") or job.id
+    return f"{base}:asked:{asked}"
+
+
+def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
+    """Whether the command in ``job`` was written after the bot first learnt of ``head`` (its
+    ``pull_request`` delivery was received): only then can its author have seen that commit. The
+    comment's time is GitHub's ``created_at`` (else when its delivery arrived). A head the bot never
+    heard of is recorded now, so the next command approves it."""
+    from datetime import datetime
+
+    said = job.created
+    stamp = job.data.get("created_at")
+    if isinstance(stamp, str):
+        try:
+            said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    seen = queue.head_seen(job.source, job.repo, job.number, head)
+    if seen is None:
+        # That head's own job has not run yet (it records the time): look for its delivery.
+        seen = min((j.created for j in queue.jobs() if j.kind == "pull_request" and j.head_sha == head
+                    and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)), default=None)
+        queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
+        if seen is None:
+            return False
+    return seen <= said
 
 
 class _Lock:

@@ -1,8 +1,7 @@
-"""What a GitHub Job does: webhook payloads in, a light check of head against base, one sticky
-comment, check runs, and (for trusted pull requests) an acceptance test on the GPU queue.
-
-``job_from_github`` is pure (payload in, Job or a reason out), so the ASGI app stays thin and the
-decisions are testable without a server. ``GitHubHandler`` is the Job handler the queue calls.
+"""What a GitHub Job does: a Job in (``github_events.job_from_github`` made it from a webhook), a
+light check of head against base, one sticky comment, check runs, and (for trusted pull requests)
+an acceptance test on the GPU queue out. ``GitHubHandler`` is the Job handler the queue calls; the
+light check and its sections (``check_pull_request``, ``check_sections``) are shared with the Hub.
 """
 
 from __future__ import annotations
@@ -15,10 +14,12 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.commands import OK_TO_TEST, may_command, parse_commands
-from draftguard.bot.github import GitHubConfig, PullRequestClient, connect, retry_delay, scrub
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.bot.commands import OK_TO_TEST, may_command
+from draftguard.bot.files import FileTooLarge, UnreadableFile
+from draftguard.bot.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay, scrub
+from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.report.comment import (
+    esc,
     new_findings,
     render_acceptance_section,
     render_light_section,
@@ -32,55 +33,11 @@ log = logging.getLogger("draftguard.bot")
 CONFIG_CHECK = "draftguard/config"
 ACCEPTANCE_CHECK = "draftguard/acceptance"
 SETTINGS_FILE = SETTINGS_NAME
-PR_ACTIONS = ("opened", "synchronize", "reopened")
 # GitHub has no check-mark reaction; "+1" is the closest it offers.
 REACT_START, REACT_DONE = "eyes", "+1"
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
 
 AcceptanceRunner = Callable[[Job, PullRequestClient, Any], "dict[str, Any]"]
-
-
-def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tuple[Job | None, str]:
-    """The Job a webhook asks for, or None with the reason it is ignored.
-
-    Example::
-
-        >>> job, why = job_from_github("ping", "d1", {"zen": "..."})
-        >>> job, why
-        (None, 'ignored: ping')
-    """
-    repo = (payload.get("repository") or {}).get("full_name")
-    installation = (payload.get("installation") or {}).get("id")
-    action = payload.get("action")
-    if event == "pull_request":
-        if action not in PR_ACTIONS:
-            return None, f"ignored: pull_request {action}"
-        pr = payload.get("pull_request") or {}
-        head, base = pr.get("head") or {}, pr.get("base") or {}
-        head_repo = (head.get("repo") or {}).get("full_name")
-        return Job(
-            id=delivery, source="github", kind="pull_request", repo=repo, number=int(pr["number"]),
-            head_sha=head.get("sha"), base_sha=base.get("sha"), installation_id=installation,
-            data={"author": (pr.get("user") or {}).get("login"), "fork": head_repo != repo},
-        ), "queued"
-    if event == "issue_comment":
-        issue = payload.get("issue") or {}
-        comment = payload.get("comment") or {}
-        if action != "created" or not issue.get("pull_request"):
-            return None, f"ignored: issue_comment {action} on an issue"
-        user = comment.get("user") or {}
-        if user.get("type") == "Bot":
-            return None, "ignored: comment from a bot"
-        commands = parse_commands(comment.get("body"))
-        if not commands:
-            return None, "ignored: no command"
-        return Job(
-            id=delivery, source="github", kind="comment", repo=repo, number=int(issue["number"]),
-            installation_id=installation,
-            data={"comment_id": comment.get("id"), "user": user.get("login"), "user_type": user.get("type"),
-                  "commands": commands},
-        ), "queued"
-    return None, f"ignored: {event}"
 
 
 def run_job(
@@ -121,6 +78,16 @@ def run_job(
         raise
 
 
+def check_title(outcome: "Outcome") -> str:
+    """The check run's title: findings, and files that could not be checked."""
+    report = outcome.report
+    if not (report.targets or report.errors):
+        return "no config.json to check"
+    n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
+    title = f"{len(report.findings)} finding(s), {n_new} new"
+    return title + (f", {len(report.errors)} file(s) not checked" if report.errors else "")
+
+
 @dataclass
 class Outcome:
     report: Any
@@ -141,31 +108,48 @@ class GitHubHandler:
 
     def __call__(self, job: Job, queue: Queue) -> str | None:
         kinds = {"comment": self._comment, "pull_request": self._pull_request, "acceptance": self._acceptance}
-        return run_job(job, queue, kinds, self.config, retry_delay, client=lambda job: PullRequestClient(
-            connect(self.config, job.installation_id), job.repo, job.number))
+        return run_job(job, queue, kinds, self.config, retry_delay, client=self.client)
+
+    def client(self, job: Job) -> PullRequestClient:
+        gh = connect(self.config, job.installation_id)
+        return PullRequestClient(gh, job.repo, job.number, me=bot_login(self.config, gh))
 
     # --- comments ------------------------------------------------------------------------------
     def _comment(self, job: Job, queue: Queue, client: PullRequestClient) -> str:
         user, comment_id = job.data.get("user"), job.data.get("comment_id")
         permission = client.permission(user) if user else None
         if not may_command(permission, job.data.get("user_type")):
+            if comment_id is not None:
+                client.reply_once(
+                    comment_id,
+                    f"Thanks, @{user}! Only people with write access to this repository can run "
+                    "`/recheck` or `/ok-to-test`. A maintainer can run it for you.",
+                )
+            return f"skipped: {user} ({permission or 'no access'}) may not run commands"
+        if comment_id is not None:
+            client.react(comment_id, REACT_START)
+        head = client.pull(refresh=True).head.sha
+        # The command approves the head its author saw: the one the bot knew of when it was written.
+        # A head pushed after it (a fork racing the job) is checked, but not trusted on its word.
+        saw = command_saw_head(queue, job, head)
+        if saw and OK_TO_TEST in job.data.get("commands", []):
+            queue.store.put_data(f"trust:{job.repo}#{job.number}", head.encode())
+        result = self._pull_request(job, queue, client, forced_by=user, command_saw_head=saw)
+        if not saw and comment_id is not None:
             client.reply_once(
                 comment_id,
-                f"Thanks, @{user}! Only people with write access to this repository can run "
-                "`/recheck` or `/ok-to-test`. A maintainer can run it for you.",
+                f"@{user}, the pull request's head moved to `{head[:12]}` after your command, so it was checked "
+                "but not approved for a GPU test. Comment again to approve that commit.",
             )
-            return f"skipped: {user} ({permission or 'no access'}) may not run commands"
-        client.react(comment_id, REACT_START)
-        pull = client.pull(refresh=True)
-        if OK_TO_TEST in job.data.get("commands", []):
-            # Trust binds to this head: a later push needs a fresh /ok-to-test or /recheck.
-            queue.store.put_data(f"trust:{job.repo}#{job.number}", pull.head.sha.encode())
-        result = self._pull_request(job, queue, client, forced_by=user)
-        client.react(comment_id, REACT_DONE)
+        if comment_id is not None:
+            client.react(comment_id, REACT_DONE)
         return result
 
     # --- the light check -----------------------------------------------------------------------
-    def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None) -> str:
+    def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None,
+                      command_saw_head: bool = True) -> str:
+        if job.kind == "pull_request" and job.head_sha:
+            queue.mark_head_seen(job.source, job.repo, job.number, job.head_sha, job.created)
         pull = client.pull(refresh=True)
         head, base = pull.head.sha, pull.base.sha
         if forced_by is None and job.head_sha and head != job.head_sha:
@@ -186,10 +170,10 @@ class GitHubHandler:
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
-            trusted, why = self._trusted(job, queue, client, head, forced_by)
+            trusted, why = self._trusted(job, queue, client, head, forced_by if command_saw_head else None)
             if trusted:
-                gpu_job = Job(id=f"{job.id}:acceptance", source="github", kind="acceptance", queue="gpu",
-                              repo=job.repo, number=job.number, head_sha=head, base_sha=base,
+                gpu_job = Job(id=gpu_job_id("github", job, head, forced_by), source="github", kind="acceptance",
+                              queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
                               installation_id=job.installation_id, data={"drafters": outcome.drafters})
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
             else:
@@ -197,25 +181,25 @@ class GitHubHandler:
                 acceptance_detail = (f"{why}; GPU tests run only for trusted pull requests. A maintainer can "
                                      "comment /ok-to-test to run it.")
         failed = report.fails(settings.fail_on) or bool(report.errors)
-        n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
-        title = (f"{len(report.findings)} finding(s), {n_new} new" if report.targets or report.errors
-                 else "no config.json to check")
+        title = check_title(outcome)
         sections = {"light": light, "matrix": matrix, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
                     if acceptance_state else None}
         if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
-            # A retry of this job after its GPU job already ran: leave that job's section alone.
+            # This head's GPU job ran already (a retry, a reopened PR, a replayed delivery): one GPU
+            # run per head, and that run's section stays as it is.
             del sections["acceptance"]
             gpu_job = None
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, **sections))
         # Check runs belong to the commit, which several pull requests can share.
+        pr_id = f"{job.repo}#{job.number}"
         with queue.lock(f"sha:{job.repo}@{head}"):
             publish_check_run(
                 client, CONFIG_CHECK, head, status="completed", conclusion="failure" if failed else "success",
-                title=title, summary=light, annotations=annotations(report))
+                title=title, summary=light, annotations=annotations(report), external_id=pr_id)
             if gpu_job is not None:
                 publish_check_run(client, ACCEPTANCE_CHECK, head, status="queued", title="queued",
-                                        summary="Waiting for a GPU worker.")
+                                  summary="Waiting for a GPU worker.", external_id=pr_id)
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
         return f"done: {title}" + (", acceptance queued" if gpu_job else "")
@@ -338,17 +322,10 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
     resolver.hide_torch()
     from draftguard.check.findings import InputError, Report
     from draftguard.check.light import check_snapshot
-    from draftguard.settings import Settings, parse_settings
     from draftguard.snapshot import BadInput, Snapshot
 
     notes: list[str] = []
-    settings = Settings()
-    settings_bytes = client.read_file(SETTINGS_FILE, client.default_branch())
-    if settings_bytes is not None:
-        try:
-            settings = parse_settings(settings_bytes.decode("utf-8", "replace"), SETTINGS_FILE)
-        except BadInput as exc:
-            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")
+    settings = read_settings(client, notes)
     folders = sorted({posixpath.dirname(p) for p, _ in relevant})
     if forced:
         folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
@@ -360,7 +337,12 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
     fetched: dict = {}  # target models, fetched once per job
     files: dict[str, bytes] = {}
     for path in configs:
-        head_bytes = client.read_file(path, head)
+        try:
+            head_bytes = client.read_file(path, head)
+        except (FileTooLarge, UnreadableFile) as exc:
+            # Never "nothing to check": a file the bot cannot read fails the check and says why.
+            report.errors.append(InputError(source=path, message=str(exc), file=path))
+            continue
         if head_bytes is None:
             continue
         snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
@@ -377,7 +359,11 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
             report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
                                             column=exc.column, key=exc.key))
             continue
-        base_bytes = client.read_file(path, base)
+        try:
+            base_bytes = client.read_file(path, base)
+        except (FileTooLarge, UnreadableFile):
+            have_base = True  # the base could not be read: everything found now is new
+            continue
         if base_bytes is None:
             have_base = True  # a new file: everything in it is new
             continue
@@ -442,7 +428,7 @@ def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: 
     """The drafter rules (issue 4) against the target that the default branch's settings name. The
     files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
     that cannot be fetched is a note in the comment, not a failed check."""
-    from draftguard.check.dflash import check_drafter, detect_drafter, find_target, load_target
+    from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
     from draftguard.snapshot import BadInput
 
     fmt = detect_drafter(raw) if isinstance(raw, dict) else None
@@ -460,14 +446,17 @@ def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: 
         return []
 
 
-def read_settings(client: Any) -> Any:
-    """``.draftguard.yml`` from the client's default branch (defaults when missing or invalid):
-    never from a pull request's head, which a fork controls."""
-    from draftguard.settings import Settings, parse_settings
+def read_settings(client: Any, notes: list[str] | None = None) -> Any:
+    """``.draftguard.yml`` from the client's default branch: never from a pull request's head, which
+    a fork controls. Missing: defaults. Invalid or over the size limit: defaults, and (with
+    ``notes``) a line for the comment that says so."""
+    from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
     from draftguard.snapshot import BadInput
 
-    data = client.read_file(SETTINGS_FILE, client.default_branch())
     try:
+        data = client.read_file(SETTINGS_FILE, client.default_branch(), max_bytes=MAX_SETTINGS_BYTES)
         return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
-    except BadInput:
+    except (BadInput, FileTooLarge, UnreadableFile) as exc:
+        if notes is not None:
+            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {esc(str(exc))} (defaults used)")
         return Settings()

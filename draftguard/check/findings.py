@@ -68,7 +68,7 @@ RULES: dict[str, Rule] = {
              "A key was renamed or folded into another with its value kept."),
         Rule("DG008", "intended-change", Severity.INFO,
              "A value changed because another key in config.json asked for it."),
-        # Drafter against target (draftguard/check/dflash.py).
+        # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),
         Rule("DG101", "layer-ids-invalid", Severity.ERROR,
@@ -97,6 +97,17 @@ RULES: dict[str, Rule] = {
              "block_size is stated twice with different values."),
         Rule("DG113", "drafter-window-unused", Severity.ERROR,
              "A DFlash drafter sets a sliding window, but none of its layers resolves to sliding attention."),
+        Rule("DG114", "layer-ids-defaulted", Severity.WARNING,
+             "An EAGLE-3 head names no target layers, so engines pick their default layers for it."),
+        Rule("DG115", "layer-ids-shifted", Severity.WARNING,
+             "The layer ids are the trainer's usual list moved by one: the +1 convention applied twice or not at all."),
+        Rule("DG116", "mask-token-is-used-token", Severity.ERROR,
+             "The mask token id is a token the target uses: its bos, eos or pad token."),
+        Rule("DG117", "engine-refuses", Severity.INFO,
+             "An engine refuses this drafter in some configurations (vLLM's V1 runner: mixed sliding/full "
+             "DFlash, DFlash2)."),
+        Rule("DG118", "mtp-not-checked", Severity.INFO,
+             "The model declares its own MTP heads; no drafter rule checks them yet."),
         Rule("DG120", "weights-unreadable", Severity.ERROR,
              "A safetensors header is corrupt, truncated or too large, or the index names missing shards."),
         Rule("DG121", "fc-shape-mismatch", Severity.ERROR,

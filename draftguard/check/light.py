@@ -7,7 +7,7 @@ from typing import Iterable
 from draftguard.check.findings import InputError, Report, TargetResult
 from draftguard.check.fidelity import judge_config
 from draftguard.check import resolver
-from draftguard.check.dflash import check_drafter, layer_config
+from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -66,9 +66,13 @@ def check_targets(
         try:
             snapshot = load_snapshot(target, revision)
             result = check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
-            result.findings.extend(check_drafter(
-                snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
-            ))
+            if drafter_target or detect_drafter(snapshot.load_json()) is not None:
+                # The drafter rules load only for a drafter, or a pair the user named.
+                from draftguard.check.drafter.check import check_drafter
+
+                result.findings.extend(check_drafter(
+                    snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
+                ))
             report.targets.append(result)
         except BadInput as exc:
             report.errors.append(_input_error(target, exc))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from draftguard.check import resolver
-from draftguard.check.dflash import check_drafter, layer_config
+from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.fidelity import judge_config, same, show
 from draftguard.check.findings import ABSENT, Finding, InputError, LayerAttention, Report, TargetResult
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot

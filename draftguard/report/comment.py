@@ -101,9 +101,10 @@ def render_sticky(sections: Mapping[str, str | None], *, footer: str | None = No
 def update_sticky(old_body: str | None, *, footer: str | None = None, **sections: str | None) -> str:
     """Replace the given sections of an existing sticky body (or start one), keeping the others.
 
-    Passing ``name=None`` removes that section.
+    Passing ``name=None`` removes that section. Only the known sections of the old body are kept:
+    a section the bot does not write (pasted in by someone else) is dropped.
     """
-    merged: dict[str, str | None] = dict(parse_sticky(old_body))
+    merged: dict[str, str | None] = {k: v for k, v in parse_sticky(old_body).items() if k in SECTIONS}
     merged.update(sections)
     return render_sticky(merged, footer=footer)
 

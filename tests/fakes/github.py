@@ -37,6 +37,18 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
+@dataclass(frozen=True)
+class Symlink:
+    """A symlink in a fake repo (``set_files(..., {"config.json": Symlink("../x/config.json")})``)."""
+
+    target: str
+
+
+# GitHub's contents API inlines a file's content only up to 1 MB; bigger files come with
+# ``encoding: "none"`` and an empty ``content``, to be read through the git blobs API.
+CONTENTS_INLINE_LIMIT = 1024 * 1024
+
+
 @dataclass
 class Fault:
     method: str
@@ -59,6 +71,8 @@ class FakeGitHub:
 
     def __init__(self, token: str = "ghp_fake", *, hold_seconds: float = 3.0, app_public_key: str | None = None):
         self.token = token
+        self.bot_login = "draftguard[bot]"  # who the token (or the App) comments as
+        self.app_slug = "draftguard"
         self.hold_seconds = hold_seconds
         self.latency = 0.0  # seconds added to every answer, to keep jobs in flight
         self.random_faults: tuple[float, list[str]] | None = None  # (rate, kinds) on any request
@@ -107,6 +121,11 @@ class FakeGitHub:
             self.repos[full_name].commits[ref] = {
                 p: (v.encode() if isinstance(v, str) else v) for p, v in files.items()
             }
+
+    def blob_sha(self, data: bytes) -> str:
+        import hashlib
+
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
     def add_pull(self, full_name: str, number: int, *, head: str, base: str, author: str = "alice",
                  head_repo: str | None = None, changed: list[str] | None = None) -> dict[str, Any]:
@@ -213,6 +232,7 @@ _RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
 _RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs/(?P<id>\d+)$")
 _COMMIT_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[^/]+)/check-runs$")
 _ACCESS_TOKENS = re.compile(r"^/app/installations/(?P<id>\d+)/access_tokens$")
+_BLOB = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/git/blobs/(?P<sha>[0-9a-f]{40})$")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -244,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorized(self, path: str) -> bool:
         auth = self.headers.get("Authorization", "")
         scheme, _, cred = auth.partition(" ")
-        if _ACCESS_TOKENS.match(path):
+        if _ACCESS_TOKENS.match(path) or path == "/app":
             if scheme.lower() != "bearer" or not self.api.app_public_key:
                 return False
             import jwt
@@ -334,13 +354,26 @@ class _Handler(BaseHTTPRequestHandler):
                 files = [{"filename": p, "status": "modified" if p in head else "removed", "sha": "0" * 40,
                           "additions": 1, "deletions": 1, "changes": 2} for p in pr["changed"]]
                 return 200, files, {}
+            if path == "/app" and method == "GET":
+                return 200, {"id": 1, "slug": api.app_slug, "name": "draftguard", "owner": api._user("acme")}, {}
+            if path == "/user" and method == "GET":
+                cred = self.headers.get("Authorization", "").partition(" ")[2]
+                if cred in api.installation_tokens:  # GitHub closes /user to installation tokens
+                    return 403, {"message": "Resource not accessible by integration"}, {}
+                return 200, dict(api._user(api.bot_login), type="User"), {}
             if (m := _CONTENTS.match(path)) and method == "GET":
                 repo = api.repos[m["repo"]]
                 ref = query.get("ref", repo.default_branch)
-                data = repo.commits[ref][m["path"]]
-                return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": m["path"].rsplit("/", 1)[-1],
-                             "path": m["path"], "sha": "1" * 40, "content": base64.b64encode(data).decode(),
-                             "url": f"{url}/repos/{repo.full_name}/contents/{m['path']}?ref={ref}"}, {}
+                return self._contents(repo, ref, m["path"])
+            if (m := _BLOB.match(path)) and method == "GET":
+                repo = api.repos[m["repo"]]
+                for files in repo.commits.values():
+                    for data in files.values():
+                        if isinstance(data, bytes) and api.blob_sha(data) == m["sha"]:
+                            return 200, {"sha": m["sha"], "size": len(data), "encoding": "base64",
+                                         "content": base64.b64encode(data).decode(),
+                                         "url": f"{url}/repos/{repo.full_name}/git/blobs/{m['sha']}"}, {}
+                raise KeyError(m["sha"])
             if (m := _ISSUE_COMMENTS.match(path)):
                 repo = api.repos[m["repo"]]
                 n = int(m["n"])
@@ -349,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if method == "GET":
                     return 200, [api._comment_json(c) for c in api.comments_on(repo.full_name, n)], {}
                 if method == "POST":
-                    c = api.add_comment(repo.full_name, n, body["body"], user="draftguard[bot]", user_type="Bot")
+                    c = api.add_comment(repo.full_name, n, body["body"], user=api.bot_login, user_type="Bot")
                     return 201, api._comment_json(c), {}
             if (m := _COMMENT.match(path)):
                 c = api.comments[int(m["id"])]
@@ -364,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
                     for r in api.reactions:
                         if r["comment"] == cid and r["content"] == body["content"]:
                             return 200, r["json"], {}
-                    rj = {"id": api._next_id(), "content": body["content"], "user": api._user("draftguard[bot]", "Bot"),
+                    rj = {"id": api._next_id(), "content": body["content"], "user": api._user(api.bot_login, "Bot"),
                           "created_at": "2026-01-01T00:00:00Z"}
                     api.reactions.append({"comment": cid, "content": body["content"], "json": rj})
                     return 201, rj, {}
@@ -399,6 +432,31 @@ class _Handler(BaseHTTPRequestHandler):
                         and ("check_name" not in query or r["name"] == query["check_name"])]
                 return 200, {"total_count": len(runs), "check_runs": [api._run_json(r) for r in runs]}, {}
         return 404, {"message": "Not Found", "documentation_url": "fake"}, {}
+
+    def _contents(self, repo: Repo, ref: str, path: str, hops: int = 0):
+        """GET /repos/{repo}/contents/{path} as GitHub answers it: a file over 1 MB without its
+        content (``encoding: "none"``); a symlink to a file in the repo as that file; any other
+        symlink as ``type: "symlink"`` with its target."""
+        import posixpath
+
+        url = self.api.url
+        files = repo.commits[ref]
+        data = files[path]
+        name = path.rsplit("/", 1)[-1]
+        link = f"{url}/repos/{repo.full_name}/contents/{path}?ref={ref}"
+        if isinstance(data, Symlink):
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), data.target))
+            if hops < 5 and not target.startswith("..") and isinstance(files.get(target), (bytes, Symlink)):
+                return self._contents(repo, ref, target, hops + 1)
+            return 200, {"type": "symlink", "target": data.target, "size": len(data.target), "name": name,
+                         "path": path, "sha": "2" * 40, "url": link}, {}
+        out = {"type": "file", "size": len(data), "name": name, "path": path, "sha": self.api.blob_sha(data),
+               "url": link, "git_url": f"{url}/repos/{repo.full_name}/git/blobs/{self.api.blob_sha(data)}"}
+        if len(data) > CONTENTS_INLINE_LIMIT:
+            out.update(encoding="none", content="")
+        else:
+            out.update(encoding="base64", content=base64.b64encode(data).decode())
+        return 200, out, {}
 
     @staticmethod
     def _apply_output(run: dict[str, Any], body: dict[str, Any]) -> None:
@@ -450,7 +508,8 @@ class ServeProcess:
     started and waited for until /healthz answers. Its output goes to a log file under ``tmp_path``.
     Tests kill it with ``proc.send_signal`` to check what survives."""
 
-    def __init__(self, tmp_path, env: dict[str, str], queue_url: str, timeout: float = 60.0):
+    def __init__(self, tmp_path, env: dict[str, str], queue_url: str, timeout: float = 60.0,
+                 args: tuple[str, ...] = ()):
         import subprocess
         import sys
         import time
@@ -461,7 +520,7 @@ class ServeProcess:
         self.log = open(tmp_path / f"serve-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "draftguard", "serve", "--port", str(self.port), "--queue", queue_url,
-             "--workers", "2"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+             "--workers", "2", *args], env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + timeout
         while True:

@@ -245,7 +245,11 @@ class FakeHub:
         with self._lock:
             self._pushes += 1
             n = self._pushes
-        return {"id": f"{n:024x}", "type": kind, "createdAt": "2026-11-30T05:00:00.000Z",
+        import datetime
+
+        # The Hub stamps each event with its own clock when it happens.
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return {"id": f"{n:024x}", "type": kind, "createdAt": now,
                 "author": {"name": author, "type": "user"}, "data": data}
 
     def _take_fault(self, method: str, path: str) -> "Fault | None":
@@ -496,7 +500,10 @@ def _api(h: _Handler, method: str) -> None:
                             for m in fake.orgs[segs[1]]])
     if len(segs) < 4 or segs[0] != "models":
         return error(404, "no such route")
-    repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
+    if segs[1] in fake.repos:  # a legacy repo id without a namespace (gpt2)
+        repo, rest = segs[1], segs[2:]
+    else:
+        repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
     if repo not in fake.repos:
         return error(404, "Repository not found", "RepoNotFound")
     if rest[0] == "revision" and method == "GET":

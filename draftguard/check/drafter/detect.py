@@ -1,0 +1,225 @@
+"""Which speculative-decoding drafter format a config.json is, recognised by what it is.
+
+This module is all the light check needs to tell a drafter from any other model: it imports nothing
+heavier than the standard library. The rules live in the format modules beside it.
+
+Formats, in the order they are tried (``detect_drafter``):
+
+- speculators (vLLM's speculators library): ``speculators_model_type`` with a
+  ``transformer_layer_config`` (the decoder layers' own config), ``aux_hidden_state_layer_ids`` or
+  ``eagle_aux_hidden_state_layer_ids`` (target layer id + 1) and
+  ``speculators_config.verifier.name_or_path`` (the target).
+- DFlash (z-lab) and its relatives: ``architectures`` naming ``DFlashDraftModel``,
+  ``DFlash2DraftModel`` (DFlash2), ``DSparkDraftModel`` or ``DominoDraftModel``, or a
+  ``dflash_config``, or top-level ``target_layer_ids`` beside ``mask_token_id`` and ``block_size``
+  (z-lab's Muse assistant). Target layer ids are 0-based.
+- EAGLE-3: an ``*Eagle3*`` architecture (``LlamaForCausalLMEagle3``, ``Eagle3DraftModel``), P-EAGLE
+  (``PEagleDraftModel``, parallel drafting on EAGLE-3 features), a ``draft_vocab_size``, or
+  ``eagle_aux_hidden_state_layer_ids`` at the top level or in ``eagle_config``. Published heads
+  often state no ids at all: engines then use defaults (``engines.py``).
+- EAGLE 1 and 2 (one checkpoint format): an ``Eagle`` architecture that is not EAGLE-3
+  (``EagleLlamaForCausalLM``, ``LlamaForCausalLMEagle``), ``model_type: "eagle"`` (vLLM's wrapper),
+  or, when a target is named, a one-layer decoder of the target's width: the SafeAILab heads are
+  plain ``LlamaForCausalLM`` configs with ``num_hidden_layers: 1``.
+- MTP: a model that declares its own multi-token-prediction heads (``num_nextn_predict_layers``,
+  ``mtp_num_hidden_layers``). Recognised, so that ``--target`` is not refused; no draft rule exists
+  for it yet.
+
+Layer-id forms. The reference reads ``hidden_states[id + 1]``, because index 0 is the embedding
+output; engines and the speculators format store that index, ``aux = id + 1``. So a target layer id
+lies in [0, N) and an aux id in [1, N], where N is the target's ``num_hidden_layers``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+LAYER_CONFIG_KEY = "transformer_layer_config"
+DFLASH_ARCHITECTURES = {
+    "DFlashDraftModel": "z-lab DFlash",
+    "DFlash2DraftModel": "z-lab DFlash2",
+    "DSparkDraftModel": "DSpark",
+    "DominoDraftModel": "Domino",
+}
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+# What a user is told when --target names a pair but the checked file is none of these.
+RECOGNISED_FORMATS = (
+    "z-lab DFlash / DFlash2 (DFlashDraftModel, DFlash2DraftModel or a dflash_config)",
+    "speculators (speculators_model_type with transformer_layer_config)",
+    "EAGLE-3 (an *Eagle3* architecture, draft_vocab_size or eagle_aux_hidden_state_layer_ids)",
+    "EAGLE 1/2 (an Eagle architecture, model_type eagle, or a one-layer head of the target's width)",
+    "MTP heads declared by a model (num_nextn_predict_layers)",
+)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """A value as config.json states it, with its dotted key."""
+
+    key: str
+    value: Any
+
+
+@dataclass
+class DrafterFormat:
+    """What ``detect_drafter`` found: the format and every key the rules read.
+
+    ``family`` picks the rules: "dflash", "eagle3", "eagle" (EAGLE 1/2) or "mtp". ``kind`` is the
+    exact format ("dflash", "speculators-eagle3", ...) and ``label`` how messages name it."""
+
+    kind: str
+    family: str
+    label: str
+    layer_prefix: str = ""  # where the decoder layers' config lives: "" or "transformer_layer_config."
+    target_ids: list[Stated] = field(default_factory=list)  # target layer ids, [0, N)
+    aux_ids: list[Stated] = field(default_factory=list)  # hidden-state indices, id + 1, [1, N]
+    block_sizes: list[Stated] = field(default_factory=list)
+    mask_tokens: list[Stated] = field(default_factory=list)
+    num_target_layers: Stated | None = None
+    target_hidden: Stated | None = None
+    verifier: str | None = None
+    architecture: str | None = None
+
+    @property
+    def is_dflash(self) -> bool:
+        return self.family == "dflash"
+
+    @property
+    def article(self) -> str:
+        """"a" or "an" before the label: "an EAGLE-3 drafter", "a z-lab DFlash drafter"."""
+        return "an" if self.label[:1].upper() in "AEIOU" or self.label.startswith(("MTP", "SGL")) else "a"
+
+
+def get_key(raw: dict[str, Any], key: str) -> Any:
+    """The value at a dotted key of a config dict, or None.
+
+    Example::
+
+        >>> get_key({"dflash_config": {"mask_token_id": 9}}, "dflash_config.mask_token_id")
+        9
+    """
+    node: Any = raw
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def stated(raw: dict[str, Any], keys: tuple[str, ...]) -> list[Stated]:
+    """Each of ``keys`` that config.json states (not null), in order."""
+    return [Stated(k, get_key(raw, k)) for k in keys if get_key(raw, k) is not None]
+
+
+def _first(raw: dict[str, Any], keys: tuple[str, ...]) -> Stated | None:
+    return next(iter(stated(raw, keys)), None)
+
+
+def _architectures(raw: dict[str, Any]) -> list[str]:
+    archs = raw.get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+def show_value(value: Any) -> str:
+    """A config value as JSON for a message, cut to 80 characters."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None) -> DrafterFormat | None:
+    """Recognise a drafter's config.json; None when it is not one.
+
+    ``target_hidden_size`` (given when a target is named) also recognises EAGLE 1/2 heads that are
+    plain one-layer decoders of the target's width, which nothing else in their config marks.
+
+    Example::
+
+        >>> fmt = detect_drafter({"architectures": ["DFlashDraftModel"], "block_size": 16,
+        ...                       "dflash_config": {"target_layer_ids": [1, 5], "mask_token_id": 9}})
+        >>> fmt.kind, [s.key for s in fmt.target_ids], fmt.block_sizes[0].value
+        ('dflash', ['dflash_config.target_layer_ids'], 16)
+        >>> detect_drafter({"architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": 32000}).label
+        'EAGLE-3'
+    """
+    if not isinstance(raw, dict):
+        return None
+    archs = _architectures(raw)
+    spec_type = raw.get("speculators_model_type")
+    if isinstance(spec_type, str) and isinstance(raw.get(LAYER_CONFIG_KEY), dict):
+        return _speculators(raw, spec_type, archs)
+    dflash_arch = next((a for a in archs if a in DFLASH_ARCHITECTURES), None)
+    zlab_flat = all(raw.get(k) is not None for k in ("target_layer_ids", "mask_token_id", "block_size"))
+    if dflash_arch or isinstance(raw.get("dflash_config"), dict) or zlab_flat:
+        return _dflash(raw, dflash_arch or (archs[0] if archs else None))
+    eagle3_arch = next((a for a in archs if "eagle3" in a.lower() or "peagle" in a.lower()), None)
+    aux = stated(raw, ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"))
+    if eagle3_arch or aux or raw.get("draft_vocab_size") is not None:
+        label = "P-EAGLE" if eagle3_arch and "peagle" in eagle3_arch.lower() else "EAGLE-3"
+        fmt = DrafterFormat(kind="eagle3", family="eagle3", label=label, aux_ids=aux, architecture=eagle3_arch)
+        fmt.target_hidden = _first(raw, ("target_hidden_size",))
+        return fmt
+    eagle_arch = next((a for a in archs if "eagle" in a.lower()), None)
+    one_layer_head = (target_hidden_size is not None and raw.get("num_hidden_layers") == 1
+                      and raw.get("hidden_size") == target_hidden_size)
+    if eagle_arch or raw.get("model_type") == "eagle" or one_layer_head:
+        return DrafterFormat(kind="eagle", family="eagle", label="EAGLE 1/2", architecture=eagle_arch)
+    mtp = _first(raw, MTP_KEYS) or _first({"t": raw.get("text_config")}, tuple(f"t.{k}" for k in MTP_KEYS))
+    if mtp is not None and _is_int(mtp.value) and mtp.value > 0:
+        return DrafterFormat(kind="mtp", family="mtp", label="MTP", num_target_layers=mtp,
+                             architecture=archs[0] if archs else None)
+    return None
+
+
+def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> DrafterFormat:
+    family = "dflash" if spec_type in ("dflash", "dspark") else "eagle3"
+    fmt = DrafterFormat(kind=f"speculators-{spec_type}", family=family, label=f"speculators {spec_type}",
+                        layer_prefix=LAYER_CONFIG_KEY + ".", architecture=archs[0] if archs else None)
+    fmt.aux_ids = stated(raw, ("aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids"))
+    fmt.target_ids = stated(raw, ("dflash_config.target_layer_ids", "target_layer_ids"))
+    fmt.block_sizes = stated(raw, ("block_size", "dflash_config.block_size", f"{LAYER_CONFIG_KEY}.block_size"))
+    fmt.mask_tokens = stated(raw, ("mask_token_id", "dflash_config.mask_token_id"))
+    fmt.num_target_layers = _first(raw, ("num_target_layers",))
+    fmt.target_hidden = _first(raw, ("target_hidden_size",))
+    verifier = get_key(raw, "speculators_config.verifier.name_or_path")
+    fmt.verifier = verifier if isinstance(verifier, str) and verifier else None
+    return fmt
+
+
+def _dflash(raw: dict[str, Any], arch: str | None) -> DrafterFormat:
+    fmt = DrafterFormat(kind="dflash", family="dflash", label=DFLASH_ARCHITECTURES.get(arch or "", "z-lab DFlash"),
+                        architecture=arch)
+    fmt.target_ids = stated(raw, ("dflash_config.target_layer_ids", "target_layer_ids"))
+    fmt.aux_ids = stated(raw, ("eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids"))
+    fmt.block_sizes = stated(raw, ("block_size", "dflash_config.block_size"))
+    fmt.mask_tokens = stated(raw, ("dflash_config.mask_token_id", "mask_token_id"))
+    fmt.num_target_layers = _first(raw, ("num_target_layers",))
+    fmt.target_hidden = _first(raw, ("target_hidden_size",))
+    return fmt
+
+
+def layer_config(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The part of a config.json that a transformers config class resolves, and its key prefix.
+
+    The speculators format keeps the decoder layers' config in ``transformer_layer_config``, under
+    a top-level ``model_type`` that transformers does not know; the layers default to Qwen3 (DFlash)
+    or LLaMA (EAGLE-3), as in the speculators library.
+
+    Example::
+
+        >>> layer_config({"speculators_model_type": "dflash", "transformer_layer_config": {"hidden_size": 8}})
+        ({'hidden_size': 8, 'model_type': 'qwen3'}, 'transformer_layer_config.')
+    """
+    fmt = detect_drafter(raw)
+    if fmt is None or not fmt.layer_prefix:
+        return raw, ""
+    layers = dict(raw[LAYER_CONFIG_KEY])
+    if "model_type" not in layers:
+        layers["model_type"] = "llama" if fmt.family == "eagle3" else "qwen3"
+    return layers, fmt.layer_prefix

@@ -1,0 +1,208 @@
+"""The drafter rules on real published drafters and their real targets (tests/data/real-drafters).
+
+Every file there is a published config (SpecForge, the EAGLE authors, z-lab, speculators) or a real
+target's config.json, with a SOURCE.md naming repo, path and commit. The broken cases under
+``broken/`` are those configs with the one change a public incident describes, each citing it.
+
+Two promises are checked: a healthy drafter gives no error, and no warning either when its config
+states every layer id; every broken case is caught by the rule written for it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from draftguard.check.drafter import detect_drafter  # noqa: E402
+from draftguard.check.light import check_targets  # noqa: E402
+from draftguard.cli import main  # noqa: E402
+
+CORPUS = Path(__file__).resolve().parent / "data" / "real-drafters"
+TARGETS = CORPUS / "targets"
+
+# drafter folder -> (target folder, format label, whether the config states every layer id)
+HEALTHY: dict[str, tuple[str | None, str, bool]] = {
+    "eagle-authors-llama3.1-8b-eagle3": ("llama-3.1-8b", "EAGLE-3", False),
+    "specforge-llama3-8b-eagle3": ("llama-3.1-8b", "EAGLE-3", False),
+    "specforge-qwen3-4b-eagle3": ("qwen3-4b", "EAGLE-3", False),
+    "specforge-qwen3-8b-eagle3": ("qwen3-8b", "EAGLE-3", False),
+    "specforge-qwen3-30b-a3b-eagle3": ("qwen3-30b-a3b", "EAGLE-3", False),
+    "specforge-qwen3-30b-a3b-eagle3.1": ("qwen3-30b-a3b", "EAGLE-3", False),
+    "specforge-qwen3-32b-eagle3": ("qwen3-32b", "EAGLE-3", False),
+    "specforge-qwen2.5-7b-eagle3": ("qwen2.5-7b", "EAGLE-3", False),
+    "specforge-gpt-oss-20b-eagle3": ("gpt-oss-20b", "EAGLE-3", True),
+    "specforge-qwen3-8b-peagle": ("qwen3-8b", "P-EAGLE", False),
+    "specforge-qwen3-4b-dflash": ("qwen3-4b", "z-lab DFlash", True),
+    "specforge-qwen3-8b-dflash": ("qwen3-8b", "z-lab DFlash", True),
+    "specforge-qwen3-4b-dspark": ("qwen3-4b", "DSpark", True),
+    "specforge-qwen3-8b-dspark": ("qwen3-8b", "DSpark", True),
+    "specforge-qwen3-8b-domino": ("qwen3-8b", "Domino", True),
+    # No public config of these targets was found: checked against their own num_target_layers.
+    "specforge-qwen3.6-27b-dflash": (None, "z-lab DFlash", True),
+    "zlab-dflash2": (None, "z-lab DFlash2", True),
+    "zlab-muse-assistant": (None, "z-lab DFlash", True),
+}
+
+# broken case -> (target folder relative to the corpus, the rule that must catch it, its severity)
+BROKEN: dict[str, tuple[str | None, str, str]] = {
+    "vllm-40727-dflash-ids-plus-one": ("targets/qwen3-8b", "DG115", "warning"),
+    "vllm-40727-eagle3-aux-ids-without-plus-one": ("targets/qwen3-8b", "DG115", "warning"),
+    "vllm-50170-eagle3-no-aux-ids": (None, "DG114", "warning"),
+    "nemo-2461-mask-is-pad": (None, "DG116", "error"),
+    "nemo-2461-mask-is-target-eos": ("targets/qwen3-8b", "DG116", "error"),
+    "vllm-48113-qwen3-4b-dflash-on-32-layers": ("broken/vllm-48113-qwen3-4b-dflash-on-32-layers/target", "DG102", "error"),
+    "vllm-v1-mixed-sliding-full": ("targets/qwen3-8b", "DG117", "info"),
+}
+
+
+def _check(drafter: Path, target: Path | None):
+    report = check_targets([str(drafter)], drafter_target=str(target) if target else None)
+    assert report.errors == [], [e.message for e in report.errors]
+    [result] = report.targets
+    return result.findings
+
+
+def test_every_corpus_file_names_its_source():
+    configs = sorted(CORPUS.rglob("config.json"))
+    assert len(configs) >= 30
+    for config in configs:
+        source = (config.parent / "SOURCE.md").read_text()
+        assert "`config.json`" in source and ("commit" in source or "issue" in source), config
+    drafters = [p for p in HEALTHY] + [p for p in BROKEN]
+    assert len(HEALTHY) >= 18 and len(drafters) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_healthy_real_drafter_gives_no_error(name):
+    target, label, states_every_id = HEALTHY[name]
+    drafter = CORPUS / name
+    fmt = detect_drafter(json.loads((drafter / "config.json").read_text()))
+    assert fmt is not None and fmt.label == label
+    findings = _check(drafter, TARGETS / target if target else None)
+    assert [f.message for f in findings if f.severity.value == "error"] == []
+    warnings = {f.rule for f in findings if f.severity.value == "warning"}
+    drafter_warnings = {r for r in warnings if r.startswith("DG1")}
+    if states_every_id:
+        assert warnings == set(), [f.message for f in findings if f.severity.value == "warning"]
+    else:
+        # The published EAGLE-3 heads state no aux ids: engines fall back, and the user is told to what.
+        assert drafter_warnings == {"DG114"}
+    if target:
+        assert any(f.rule == "DG100" and str(TARGETS / target) in f.message for f in findings)
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_case_from_a_public_incident_is_caught(name):
+    target, rule, severity = BROKEN[name]
+    case = CORPUS / "broken" / name
+    cited = (case / "SOURCE.md").read_text()
+    assert "https://github.com/" in cited or "vllm/config/vllm.py" in cited
+    findings = _check(case, CORPUS / target if target else None)
+    caught = [f for f in findings if f.rule == rule]
+    assert caught and caught[0].severity.value == severity, [(f.rule, f.message) for f in findings]
+
+
+def test_missing_eagle3_ids_name_what_each_engine_and_trainer_reads():
+    findings = _check(CORPUS / "specforge-llama3-8b-eagle3", TARGETS / "llama-3.1-8b")
+    [warning] = [f for f in findings if f.rule == "DG114"]
+    # Llama-3.1-8B has 32 layers: aux ids (2, 16, 29) = outputs of target layers (1, 15, 28).
+    for engine in ("vLLM", "SGLang", "SpecForge"):
+        assert f"{engine}" in warning.message
+    assert "[2, 16, 29]" in warning.message and "[1, 15, 28]" in warning.message
+    assert "#50170" in warning.message and warning.resolved == [2, 16, 29]
+
+
+def test_shifted_ids_name_both_lists():
+    findings = _check(CORPUS / "broken" / "vllm-40727-dflash-ids-plus-one", TARGETS / "qwen3-8b")
+    [warning] = [f for f in findings if f.rule == "DG115"]
+    assert "[2, 10, 18, 26, 34]" in warning.message and "[1, 9, 17, 25, 33]" in warning.message
+    assert "applied twice" in warning.message and warning.line is not None
+
+
+def test_layer_ids_off_the_end_of_a_shallower_target_are_an_error():
+    findings = _check(CORPUS / "broken" / "vllm-48113-qwen3-4b-dflash-on-32-layers",
+                      CORPUS / "broken" / "vllm-48113-qwen3-4b-dflash-on-32-layers" / "target")
+    assert {f.rule for f in findings if f.severity.value == "error"} == {"DG102", "DG105"}
+
+
+def test_mtp_heads_a_target_declares_are_recognised_with_a_note(capsys):
+    deepseek = TARGETS / "deepseek-v3"
+    findings = _check(deepseek, None)
+    [note] = [f for f in findings if f.rule == "DG118"]
+    assert note.severity.value == "info" and note.key == "num_nextn_predict_layers" and note.line is not None
+    # Recognised, so naming a target is not refused (it was exit 2, "not a drafter").
+    assert main(["check", str(deepseek), "--target", str(deepseek)]) == 0
+
+
+def test_a_real_model_that_is_no_drafter_with_target_is_bad_input_listing_the_formats(capsys):
+    assert main(["check", str(TARGETS / "qwen3-8b"), "--target", str(TARGETS / "qwen3-4b")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "not a drafter" in line and "qwen3-8b" in line
+    for fmt in ("DFlash", "speculators", "EAGLE-3", "EAGLE 1/2", "MTP"):
+        assert fmt in line
+
+
+def test_eagle_1_2_heads_are_recognised_by_their_width_when_a_target_is_named(tmp_path):
+    vicuna_head = json.loads((CORPUS / "eagle-authors-vicuna-7b-eagle" / "config.json").read_text())
+    assert detect_drafter(vicuna_head) is None  # a plain one-layer LlamaForCausalLM on its own
+    assert detect_drafter(vicuna_head, target_hidden_size=4096).label == "EAGLE 1/2"
+    assert detect_drafter(vicuna_head, target_hidden_size=5120) is None
+
+
+def test_speculators_eagle3_verifier_path_that_is_not_here_is_bad_input(capsys):
+    drafter = CORPUS / "speculators-qwen3-moe-eagle3"
+    fmt = detect_drafter(json.loads((drafter / "config.json").read_text()))
+    assert fmt.kind == "speculators-eagle3" and fmt.verifier == "/model/from_s3"
+    assert [s.value for s in fmt.aux_ids] == [[2, 46, 91, 93]]
+    assert main(["check", str(drafter)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "speculators_config.verifier.name_or_path" in line and "/model/from_s3" in line
+
+
+def _write_checkpoint(folder: Path, header: dict) -> None:
+    """A model.safetensors with this real header in front of a sparse body of the right length: the
+    rules read only the header, and no weight bytes exist to copy."""
+    data = json.dumps(header, separators=(",", ":")).encode()
+    end = max(t["data_offsets"][1] for k, t in header.items() if k != "__metadata__")
+    with open(folder / "model.safetensors", "wb") as out:
+        out.write(struct.pack("<Q", len(data)) + data)
+        out.truncate(8 + len(data) + end)
+
+
+def _real_drafter_with_weights(tmp_path: Path, name: str, edit=None) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    config = json.loads((CORPUS / name / "config.json").read_text())
+    if edit:
+        edit(config)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    _write_checkpoint(folder, json.loads((CORPUS / name / "safetensors-header.json").read_text()))
+    return folder
+
+
+def test_dflash2_real_header_matches_its_config(tmp_path):
+    findings = _check(_real_drafter_with_weights(tmp_path, "zlab-dflash2"), None)
+    assert {f.rule for f in findings if f.severity.value != "info"} == set()
+    [dtype] = [f for f in findings if f.rule == "DG124"]
+    assert "BF16" in dtype.message and "81 tensors" in dtype.message
+
+
+@pytest.mark.parametrize("edit, rule", [
+    (lambda c: c["dflash_config"].update(target_layer_ids=[1, 13, 25, 37]), "DG121"),  # fc reads 5 layers
+    (lambda c: c.update(num_hidden_layers=4, layer_types=["sliding_attention"] * 4), "DG122"),
+    (lambda c: c.update(num_key_value_heads=4), "DG123"),
+])
+def test_shape_rules_on_the_real_dflash2_header(tmp_path, edit, rule):
+    findings = _check(_real_drafter_with_weights(tmp_path, "zlab-dflash2", edit), None)
+    assert rule in {f.rule for f in findings if f.severity.value == "error"}
+
+
+def test_muse_assistant_real_header_reads_without_error(tmp_path):
+    findings = _check(_real_drafter_with_weights(tmp_path, "zlab-muse-assistant"), None)
+    assert {f.rule for f in findings if f.severity.value == "error"} == set()
