@@ -190,7 +190,8 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
     speculators verifier) or its .draftguard.yml, else the model card's ``base_model``. Only Hub
     targets are read. Raises BadInput (or huggingface_hub errors) when the target cannot be read."""
     from draftguard.check import resolver
-    from draftguard.check.dflash import DrafterCheck, detect_drafter, find_target, layer_config, load_target
+    from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
+    from draftguard.check.drafter.check import CHECKS
     from draftguard.check.weights import read_weights
 
     snapshot = fetched.snapshot
@@ -215,7 +216,7 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
                                       revision=snapshot.revision)["values"]
         except resolver.ResolveError:
             values = {}
-    return DrafterCheck(snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
+    return CHECKS[fmt.family](snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
 
 
 def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
