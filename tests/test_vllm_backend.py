@@ -351,12 +351,13 @@ def test_accept_backend_vllm_without_vllm_exits_2_with_one_line(tmp_path):
 
 def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, capsys):
     """`draftguard accept --backend both`: the fake engine accepts less than the healthy fixture drafter
-    does in the reference, so the verdict is an engine mismatch, with both per-position rows."""
+    does in the reference, so the verdict is an engine mismatch, with both per-position rows. All 24
+    prompts: the paired interval must rule the gap in, which 3 prompts cannot."""
     pytest.importorskip("torch")
     from draftguard.cli import main
 
     code = main(["accept", "--target", str(MODELS / "target"), "--drafter", str(MODELS / "drafter"),
-                 "--prompts", str(MODELS / "prompts.jsonl"), "--num-prompts", "3", "--max-new-tokens", "16",
+                 "--prompts", str(MODELS / "prompts.jsonl"), "--max-new-tokens", "16",
                  "--backend", "both", "--format", "json", "--quiet", "--settings", str(tmp_path),
                  "--attention-backend", "TRITON_ATTN"])
     out = json.loads(capsys.readouterr().out)
@@ -364,13 +365,111 @@ def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, 
     llm = FakeLLM.instances[-1]
     assert llm.kwargs["attention_config"] == {"backend": "TRITON_ATTN"}
     # Three prompts plus the long-context one, twice the drafter's window of 6.
-    assert [p["label"] for p in out["per_prompt"]][-1] == "long-context" and len(out["per_prompt"]) == 4
+    assert [p["label"] for p in out["per_prompt"]][-1] == "long-context" and len(out["per_prompt"]) == 25
     assert [p["accepted_tokens"] for p in out["per_prompt"]] == [t["accepted"] for t in llm.requests]
     diff = out["run"]["differential"]
     assert out["run"]["backend"] == "both" and diff["kind"] == "engine mismatch"
-    assert out["verdict"]["status"] == "fail" and out["verdict"]["reason"].startswith("engine mismatch")
+    assert out["verdict"]["status"] == "fail" and out["diagnosis"]["cause"] == "engine"
+    assert out["verdict"]["reason"].startswith("engine: vllm τ")
     assert diff["reference_tau"] > 3.0 > out["mean_acceptance_length"]  # healthy reference, weak engine
     assert out["run"]["reference"]["mean_acceptance_length"] == diff["reference_tau"]
     rows = diff["per_position"]
     assert [r["vllm"] for r in rows] == out["per_position_acceptance"]
     assert [r["reference"] for r in rows] == out["run"]["reference"]["per_position_acceptance"]
+
+
+# ---- the bugs running the real engine found (the tests marked vllm show them on vLLM's CPU build) --
+
+
+def test_console_keeps_engine_output_off_stdout_and_finds_the_cause(capfd):
+    """Bug A's fix at the file-descriptor level: vLLM's engine processes inherit stdout, so anything
+    they print must land on stderr; and their last exception is the cause of an EngineDeadError."""
+    print("before", flush=True)
+    with vb.EngineConsole() as console:
+        print("a python print", flush=True)
+        subprocess.run([sys.executable, "-c", "import sys; print('child stdout'); "
+                        "print('(EngineCore pid=7) ERROR 11-30 20:00:01 [core.py:9] RuntimeError: head size 16 "
+                        "is not supported', file=sys.stderr); "
+                        "print('vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.')"],
+                       check=True)
+    print("after", flush=True)
+    out, err = capfd.readouterr()
+    assert out == "before\nafter\n"
+    assert "a python print" in err and "child stdout" in err and "RuntimeError: head size 16" in err
+    assert console.last_error() == "RuntimeError: head size 16 is not supported"
+
+
+def test_start_up_error_carries_the_validation_details(fake_vllm):
+    pydantic = pytest.importorskip("pydantic")
+
+    @pydantic.dataclasses.dataclass
+    class VllmConfig:
+        block: int
+
+        @pydantic.field_validator("block")
+        @classmethod
+        def check(cls, v):
+            raise ValueError("Model Runner V1 does not support: mixed sliding/full dflash drafts")
+
+    try:
+        VllmConfig(block=1)
+    except pydantic.ValidationError as exc:
+        FakeLLM.fail_with = exc
+    assert str(FakeLLM.fail_with).splitlines()[0] == "1 validation error for VllmConfig"
+    with pytest.raises(vb.EngineStartError) as err:
+        vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"))
+    assert "mixed sliding/full dflash drafts" in str(err.value) and "\n" not in str(err.value)
+
+
+class EngineDeadError(Exception):
+    """Named as vLLM's (vllm.v1.engine.exceptions): the parent learns only that the engine died."""
+
+
+def test_engine_death_after_start_up_is_exit_2_saying_it_was_the_engine(fake_vllm, tmp_path, capsys, monkeypatch):
+    from draftguard.cli import main
+
+    def dead(self, *a, **k):
+        raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+    monkeypatch.setattr(FakeLLM, "generate", dead)
+    code = main(["accept", "--target", str(MODELS / "target"), "--drafter", str(MODELS / "drafter"),
+                 "--prompts", str(MODELS / "prompts.jsonl"), "--backend", "vllm", "--settings", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "engine failed while generating prompt" in err and "EngineDeadError" in err
+    assert "internal error" not in err and "bug in draftguard" not in err
+
+
+def test_dtype_reaches_vllm_and_both_runs_it_in_the_references_dtype(fake_vllm, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from draftguard.cli import main
+
+    common = ["accept", "--target", str(MODELS / "target"), "--drafter", str(MODELS / "drafter"),
+              "--prompts", str(MODELS / "prompts.jsonl"), "--num-prompts", "2", "--max-new-tokens", "8",
+              "--format", "json", "--quiet", "--settings", str(tmp_path), "--long-context-tokens", "0"]
+    main(common + ["--backend", "vllm", "--dtype", "float16"])
+    assert FakeLLM.instances[-1].kwargs["dtype"] == "float16"
+    json.loads(capsys.readouterr().out)
+    main(common + ["--backend", "both"])
+    assert FakeLLM.instances[-1].kwargs["dtype"] == "float32"  # the reference's dtype on CPU
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"]["engine"]["dtype"] == "float32"
+
+
+def test_gpu_job_passes_the_fetched_prompts_and_refuses_to_run_without_them(tmp_path):
+    from draftguard.runner.gpu_job import AcceptanceJobError, run_acceptance_job
+    from draftguard.settings import Settings
+
+    ok = AcceptanceResult.from_prompts(
+        [m.prompt_result(0, m.SpecDecodeCounts(4, 12, 9, [4, 3, 2]), new_tokens=13)], wall_seconds=1.0).to_json()
+    python = _fake_accept(tmp_path, f"sys.stdout.write({ok!r})")
+    env = {"PATH": os.environ.get("PATH", "")}
+    settings = Settings(prompts="eval/prompts.jsonl")
+    with pytest.raises(AcceptanceJobError, match="eval/prompts.jsonl"):
+        run_acceptance_job("t", "d", settings, env=env, python=python)
+    run_acceptance_job("t", "d", settings, env=env, python=python, prompts="/tmp/job/prompts.jsonl")
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[argv.index("--prompts") + 1] == "/tmp/job/prompts.jsonl"
+    # The repo's settings arrive as arguments: accept reads no .draftguard.yml of the worker's own.
+    settings_dir = argv[argv.index("--settings") + 1]
+    assert "draftguard-settings-" in settings_dir

@@ -293,6 +293,57 @@ class PullRequestClient:
             raise FileTooLarge(path, len(data), max_bytes)
         return data
 
+    def download_folder(self, folder: str, ref: str, dest: str) -> list[str]:
+        """Write the files directly in ``folder`` at ``ref`` into the local folder ``dest``, and return
+        their names. A file stored with Git LFS arrives from the API as its pointer; its real bytes
+        come from the file's ``download_url`` (GitHub's media endpoint), and are checked against the
+        pointer's oid and size: a pointer is never written out as weights.
+
+        Example::
+
+            client.download_folder("drafter", pull.head.sha, "/tmp/drafter")  # ["config.json", "model.safetensors"]
+        """
+        import base64
+
+        with _translated(f"list {folder or '/'}"):
+            contents = self.repo.get_contents(folder or "", ref=ref)
+        names = []
+        for item in contents if isinstance(contents, list) else [contents]:
+            if item.type != "file":
+                continue
+            with _translated(f"read {item.path}"):
+                data = base64.b64decode(self.repo.get_git_blob(item.sha).content)
+            pointer = parse_lfs_pointer(data)
+            target = os.path.join(dest, item.name)
+            if pointer is None:
+                with open(target, "wb") as fh:
+                    fh.write(data)
+            else:
+                self._download_lfs(item, pointer, target)
+            names.append(item.name)
+        return names
+
+    def _download_lfs(self, item: Any, pointer: "LfsPointer", target: str) -> None:
+        import hashlib
+
+        if not item.download_url:
+            raise LfsError(f"{self.repo_name}/{item.path}: a Git LFS pointer, and GitHub gave no download URL for "
+                           "its object")
+        digest, size = hashlib.sha256(), 0
+        with _translated(f"download {item.path} (Git LFS)"), open(target, "wb") as fh:
+            _, _, chunks = self.repo._requester.getStream(item.download_url, chunk_size=1 << 20)
+            for chunk in chunks:
+                size += len(chunk)
+                if size > pointer.size:
+                    break
+                digest.update(chunk)
+                fh.write(chunk)
+        if size != pointer.size or digest.hexdigest() != pointer.oid:
+            os.unlink(target)
+            got = f"{size} bytes" if size <= pointer.size else f"over {pointer.size} bytes"
+            raise LfsError(f"{self.repo_name}/{item.path}: the Git LFS object did not match its pointer (want "
+                           f"{pointer.size} bytes with sha256 {pointer.oid[:12]}…, got {got}); not used as weights")
+
     def permission(self, login: str) -> str | None:
         """The user's permission on the repo (admin, write, read, none), None when not a collaborator."""
         from github import GithubException
@@ -409,6 +460,41 @@ class PullRequestClient:
             with _translated("update check run"):
                 run.edit(output=dict(output, annotations=batch))
         return run.id
+
+
+class LfsError(Exception):
+    """A Git LFS file whose real bytes could not be fetched, or did not match the pointer's oid and size."""
+
+
+@dataclass(frozen=True)
+class LfsPointer:
+    """A Git LFS pointer file: the sha256 and size of the object it stands for."""
+
+    oid: str
+    size: int
+
+
+# A pointer is small: the spec's version line, the oid, the size, and perhaps a few extension lines.
+MAX_LFS_POINTER_BYTES = 1024
+
+
+def parse_lfs_pointer(data: bytes) -> LfsPointer | None:
+    """The oid and size when ``data`` is a Git LFS pointer file (spec v1), else None.
+
+    Example::
+
+        >>> parse_lfs_pointer(b"version https://git-lfs.github.com/spec/v1\\noid sha256:" + b"ab" * 32 + b"\\nsize 12\\n")
+        LfsPointer(oid='abababababababababababababababababababababababababababababababab', size=12)
+        >>> parse_lfs_pointer(b'{"model_type": "qwen3"}') is None
+        True
+    """
+    if len(data) > MAX_LFS_POINTER_BYTES or not data.startswith(b"version https://git-lfs.github.com/spec/"):
+        return None
+    fields = dict(line.split(" ", 1) for line in data.decode("ascii", "replace").splitlines() if " " in line)
+    oid, size = fields.get("oid", ""), fields.get("size", "")
+    if not oid.startswith("sha256:") or len(oid) != 71 or not size.isdigit():
+        return None
+    return LfsPointer(oid=oid[len("sha256:"):], size=int(size))
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

@@ -357,8 +357,12 @@ def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: 
     """The default acceptance runner: download the drafter's folder at the PR head (huggingface_hub
     cache) and run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU
     worker)."""
+    import tempfile
+
+    from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
+
     folder = posixpath.dirname(job.data["drafters"][0])
     local = client.download_folder(folder, job.head_sha or client.ref)
-    from draftguard.runner.gpu_job import run_acceptance_job  # backend, device, runner options
-
-    return run_acceptance_job(settings.target, os.path.join(local, folder), settings)
+    with tempfile.TemporaryDirectory(prefix="draftguard-prompts-") as tmp:
+        prompts = fetch_prompts(client, settings, tmp)
+        return run_acceptance_job(settings.target, os.path.join(local, folder), settings, prompts=prompts)

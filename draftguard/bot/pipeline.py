@@ -283,26 +283,20 @@ def annotations(report: Any) -> list[dict[str, Any]]:
 
 
 def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any) -> dict[str, Any]:
-    """The default acceptance runner: fetch the drafter folder at the head commit through the API and
-    run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU worker).
+    """The default acceptance runner: fetch the drafter folder at the head commit through the API
+    (Git LFS files as their real bytes, checked against their pointers) and the prompt file the
+    settings name, then run ``draftguard accept --format json`` on them (needs the ``runner`` extra
+    on the GPU worker)."""
+    from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 
-    Files stored with Git LFS arrive as pointers and cannot be run; such repos use the Action on a
-    self-hosted GPU runner instead."""
     drafter = job.data["drafters"][0]
     folder = posixpath.dirname(drafter)
     with tempfile.TemporaryDirectory(prefix="draftguard-accept-") as tmp:
-        contents = client.repo.get_contents(folder or "", ref=job.head_sha)
-        for item in contents if isinstance(contents, list) else [contents]:
-            if item.type != "file":
-                continue
-            blob = client.repo.get_git_blob(item.sha)
-            import base64
-
-            with open(os.path.join(tmp, item.name), "wb") as fh:
-                fh.write(base64.b64decode(blob.content))
-        from draftguard.runner.gpu_job import run_acceptance_job  # backend, device, runner options
-
-        return run_acceptance_job(settings.target, tmp, settings)
+        local = os.path.join(tmp, "drafter")
+        os.mkdir(local)
+        client.download_folder(folder, job.head_sha, local)
+        prompts = fetch_prompts(client, settings, tmp)
+        return run_acceptance_job(settings.target, local, settings, prompts=prompts)
 
 
 def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[str, str]],

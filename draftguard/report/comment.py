@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from draftguard.check.findings import RULES, Finding, Report
 from draftguard.report.views import attention_runs, change, location, summary_line
+from draftguard.runner.render import diagnosis_table
 
 MARKER = "<!-- draftguard:sticky -->"
 SECTIONS = ("light", "matrix", "acceptance")
@@ -272,9 +273,12 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     verdict = result.get("verdict") or {}
     status = str(verdict.get("status", "inconclusive"))
     tau = result.get("mean_acceptance_length")
+    # Config views x backends and the named cause (draftguard accept --config-view both / --backend both);
+    # its cause line carries the reason, so the verdict line does not repeat it.
+    table = diagnosis_table(result.get("views"), result.get("diagnosis"), escape=esc_message)
     out.append(
         f"{_VERDICT_ICON.get(status, ':grey_question:')} **{esc(status)}**: τ = **{_num(tau)}**"
-        + (f" ({esc(verdict.get('reason'))})" if verdict.get("reason") else "")
+        + (f" ({esc(verdict.get('reason'))})" if verdict.get("reason") and not table else "")
     )
     out.append("")
     thresholds = result.get("thresholds") or {}
@@ -291,6 +295,8 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     if interval:
         facts.append(f"interval [{_num(interval[0])}, {_num(interval[1])}]")
     out += [", ".join(facts) + ".", ""]
+    if table:
+        out += [*table, ""]
     per_pos = result.get("per_position_acceptance") or []
     if per_pos:
         out += ["| position | accepted | |", "|---|---|---|"]

@@ -29,9 +29,11 @@ Example::
 from __future__ import annotations
 
 import os
+import posixpath
 import shlex
 import subprocess
 import sys
+import tempfile
 from typing import Any, Mapping
 
 from draftguard.runner.result import AcceptanceResult
@@ -66,9 +68,12 @@ def default_device(env: Mapping[str, str] | None = None) -> str:
 
 
 def accept_command(target: str, drafter: str, settings: Any = None, *, python: str | None = None,
-                   env: Mapping[str, str] | None = None) -> list[str]:
+                   env: Mapping[str, str] | None = None, prompts: str | None = None,
+                   settings_dir: str | None = None) -> list[str]:
     """The ``draftguard accept`` command line for one job: the repo's settings first, the runner's
-    defaults (``DRAFTGUARD_*`` in ``env``) where the repo says nothing."""
+    defaults (``DRAFTGUARD_*`` in ``env``) where the repo says nothing. ``prompts`` is the local copy
+    of the repo's prompt file (``fetch_prompts``); ``settings_dir`` the folder accept reads a
+    .draftguard.yml from (an empty one: the repo's settings arrive as arguments)."""
     env = os.environ if env is None else env
     backend = _setting(settings, "backend") or env.get("DRAFTGUARD_BACKEND") or "reference"
     if backend not in BACKENDS:
@@ -83,12 +88,44 @@ def accept_command(target: str, drafter: str, settings: Any = None, *, python: s
         value = _setting(settings, name)
         if value is not None:
             cmd += [flag, str(value)]
+    if prompts:
+        cmd += ["--prompts", prompts]
+    elif _setting(settings, "prompts") == "builtin":
+        cmd += ["--prompts", "builtin"]
+    if settings_dir:
+        cmd += ["--settings", settings_dir]
     cmd += shlex.split(env.get("DRAFTGUARD_ACCEPT_ARGS", ""))
     return cmd
 
 
+def fetch_prompts(client: Any, settings: Any, folder: str) -> str | None:
+    """Fetch the prompt file that ``prompts:`` in .draftguard.yml names into ``folder`` and return its
+    local path; None for the built-in prompts. Read from the default branch, where the settings come
+    from, never from a pull request's head. ``client`` is a GitHub or Hub pull-request client
+    (``read_file(path, ref)``, ``default_branch()``).
+
+    Why it matters: a target without a tokenizer runs only on token-id prompts; given the built-in
+    text prompts instead, vLLM fails with "The decoder prompt cannot be empty".
+    """
+    name = _setting(settings, "prompts")
+    if not name or name == "builtin":
+        return None
+    path = posixpath.normpath(name)
+    if posixpath.isabs(path) or path == ".." or path.startswith("../"):
+        raise AcceptanceJobError(f".draftguard.yml `prompts: {name}` must name a file inside the repo")
+    data = client.read_file(path, client.default_branch())
+    if data is None:
+        raise AcceptanceJobError(f".draftguard.yml `prompts: {name}`: no such file on the default branch "
+                                 f"of {getattr(client, 'repo_name', 'the repo')} (or it is over 5 MB)")
+    local = os.path.join(folder, posixpath.basename(path))
+    with open(local, "wb") as fh:
+        fh.write(data)
+    return local
+
+
 def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeout: float | None = None,
-                       env: Mapping[str, str] | None = None, python: str | None = None) -> dict[str, Any]:
+                       env: Mapping[str, str] | None = None, python: str | None = None,
+                       prompts: str | None = None) -> dict[str, Any]:
     """Run one acceptance test in a child process and return its AcceptanceResult dict.
 
     Exit 0 (pass) and 1 (fail) both carry a result. Exit 2 (bad input: a drafter that does not fit its
@@ -101,10 +138,18 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
         result["verdict"]["status"]  # "pass", "fail" or "inconclusive"
     """
     env = dict(os.environ if env is None else env)
-    cmd = accept_command(target, drafter, settings, python=python, env=env)
+    name = _setting(settings, "prompts")
+    if name and name != "builtin" and not prompts:
+        raise AcceptanceJobError(f".draftguard.yml names the prompt file {name!r}, and it was not fetched "
+                                 "(fetch_prompts); the built-in text prompts would not stand in for it")
     limit = timeout if timeout is not None else float(env.get("DRAFTGUARD_ACCEPT_TIMEOUT") or DEFAULT_TIMEOUT)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
+        # The repo's settings arrive as arguments; an empty --settings folder keeps a .draftguard.yml
+        # in the worker's working directory from adding to them.
+        with tempfile.TemporaryDirectory(prefix="draftguard-settings-") as no_settings:
+            cmd = accept_command(target, drafter, settings, python=python, env=env, prompts=prompts,
+                                 settings_dir=no_settings)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
     except subprocess.TimeoutExpired:
         raise AcceptanceJobError(f"draftguard accept ran past {limit:.0f}s and was stopped; lower num_prompts "
                                  "or max_new_tokens in .draftguard.yml, or raise DRAFTGUARD_ACCEPT_TIMEOUT") from None

@@ -90,6 +90,9 @@ class DrafterSpec:
     output_multiplier: float = 1.0
     final_logit_softcapping: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The drafter reads target layer i as hidden_states[i + layer_offset]: 1 is the format (index 0 is
+    # the embedding output). 0 exists only to simulate an engine that reads the ids one off.
+    layer_offset: int = 1
 
 
 def _dflash_value(raw: dict[str, Any], cfg: Any, name: str, default: Any = None) -> Any:
@@ -461,15 +464,19 @@ def check_fit(spec: DrafterSpec, target_config: Any, weights: dict[str, torch.Te
 
 
 def load_drafter(
-    name: str, target: nn.Module, view: str = "resolved", device: str | None = None
+    name: str, target: nn.Module, view: str = "resolved", device: str | None = None, *, layer_offset: int = 1
 ) -> DFlashDrafter:
     """Build the drafter from its config.json (in ``view``) and load its safetensors weights exactly:
     every tensor the format names must be there with its shape, and nothing else.
+
+    ``layer_offset`` 0 reads target layer i from hidden_states[i], one off: only for simulating that
+    engine fault (``LAYER_IDS_ONE_OFF``).
 
     Example: ``drafter = load_drafter("z-lab/Qwen3-8B-DFlash-b16", target)``."""
     folder = _local_folder(name, "drafter")
     spec = read_drafter_spec(folder, view)
     spec.source = str(name)
+    spec.layer_offset = layer_offset
     weights = _read_weights(folder)
     if any(k.startswith("candidate_selector.") or ".attention_conv." in k for k in weights):
         raise BadInput(f"{folder}: a DFlash2 drafter (candidate selector / convolutions); the reference backend "
@@ -525,9 +532,69 @@ def stop_token_ids(target: nn.Module, tokenizer: Any = None) -> list[int]:
     return [int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])]
 
 
-def _features(hidden_states: Sequence[torch.Tensor], ids: Sequence[int]) -> torch.Tensor:
+def _features(hidden_states: Sequence[torch.Tensor], ids: Sequence[int], offset: int = 1) -> torch.Tensor:
     # hidden_states[0] is the embedding output, so layer i's output is hidden_states[i + 1].
-    return torch.cat([hidden_states[i + 1] for i in ids], dim=-1)
+    return torch.cat([hidden_states[i + offset] for i in ids], dim=-1)
+
+
+class TargetTrace:
+    """What one speculative run learned about the target on one prompt: its greedy tokens and the
+    drafter's context features at every position. Speculative decoding is lossless, so both are the
+    same whichever drafter ran; another drafter reading the same layers can be replayed against the
+    trace (``replay_generate``) with no target pass of its own. Filled by ``speculative_generate``.
+
+    Past the first run's last token the trace grows on demand by plain greedy steps of the target
+    (``greedy``), because a replayed drafter's last block may look a few tokens further ahead."""
+
+    def __init__(self) -> None:
+        self.prompt_length = 0
+        self.tokens: list[int] = []  # new tokens, the first at position prompt_length
+        self.layer_ids: list[int] = []
+        self.layer_offset = 1
+        self.stopped = False
+        self._chunks: list[torch.Tensor] = []
+        self._features: torch.Tensor | None = None
+        self._target: nn.Module | None = None
+        self._cache: Any = None
+        self._stops: set[int] = set()
+        self.extended = 0  # greedy target steps taken past the first run
+
+    def _start(self, target: nn.Module, prompt_length: int, ids: Sequence[int], offset: int, stops: set[int]) -> None:
+        self._target, self.prompt_length, self.layer_ids, self.layer_offset = target, prompt_length, list(ids), offset
+        self._stops = stops
+
+    def _finish(self, cache: Any, tokens: list[int]) -> None:
+        self._cache, self.tokens = cache, list(tokens)
+        self.stopped = bool(tokens) and tokens[-1] in self._stops
+
+    @property
+    def known_positions(self) -> int:
+        return sum(c.shape[1] for c in self._chunks)
+
+    def features(self, begin: int, end: int) -> torch.Tensor:
+        """Context features of positions [begin, end)."""
+        if self._features is None or self._features.shape[1] < end:
+            self._features = torch.cat(self._chunks, dim=1)
+        return self._features[:, begin:end]
+
+    @torch.inference_mode()
+    def greedy(self, first: int, count: int) -> list[int]:
+        """New tokens ``first`` .. ``first + count - 1`` of the target's greedy output (fewer when it
+        stopped at a stop token before)."""
+        while len(self.tokens) < first + count and not self.stopped:
+            target = self._target
+            assert target is not None and self._cache is not None, "trace was not filled by speculative_generate"
+            position = self.prompt_length + len(self.tokens) - 1  # the last token is not in the cache yet
+            device = next(target.parameters()).device
+            out = target(torch.tensor([[self.tokens[-1]]], device=device),
+                         position_ids=torch.tensor([[position]], device=device),
+                         **{_cache_arg(target): self._cache}, use_cache=True, output_hidden_states=True)
+            self._chunks.append(_features(out.hidden_states, self.layer_ids, self.layer_offset))
+            token = int(out.logits[0, -1].argmax())
+            self.tokens.append(token)
+            self.stopped = token in self._stops
+            self.extended += 1
+        return self.tokens[first:first + count]
 
 
 def _cache_arg(target: nn.Module) -> str:
@@ -560,10 +627,12 @@ def speculative_generate(
     block_size: int | None = None,
     stop_ids: Iterable[int] = (),
     on_step: Callable[[float], None] | None = None,
+    trace: TargetTrace | None = None,
 ) -> tuple[list[int], DraftCounts]:
     """Greedy DFlash decoding: draft a block, verify it with one target pass, keep the longest matching
     prefix plus the target's bonus token. Returns the new tokens (at most ``max_new_tokens``; they equal
-    the target's plain greedy tokens) and the counters.
+    the target's plain greedy tokens) and the counters. With ``trace``, also records the target's
+    tokens and features there, so other drafters can be replayed against them (``replay_generate``).
 
     Every step drafts a full block, also the last, so τ measures the drafter, not where the budget
     ended; tokens past ``max_new_tokens`` are dropped from the output only. Generation stops at a stop
@@ -587,7 +656,10 @@ def speculative_generate(
     out = target(ids, **{kv: cache}, use_cache=True, output_hidden_states=True)
     anchor = int(out.logits[0, -1].argmax())
     new = [anchor]
-    context = _features(out.hidden_states, spec.target_layer_ids)
+    context = _features(out.hidden_states, spec.target_layer_ids, spec.layer_offset)
+    if trace is not None:
+        trace._start(target, n, spec.target_layer_ids, spec.layer_offset, stops)
+        trace._chunks.append(context)
     dcache = drafter.new_cache()
     start = n  # position of the anchor
     mask_row = torch.full((1, bsz - 1), spec.mask_token_id, dtype=torch.long, device=device)
@@ -619,11 +691,79 @@ def speculative_generate(
         new.extend(produced)
         # The target's cache keeps the anchor and the accepted drafts; the bonus is the next anchor.
         _crop(cache, start + accepted + 1)
-        context = _features(out.hidden_states, spec.target_layer_ids)[:, : accepted + 1]
+        context = _features(out.hidden_states, spec.target_layer_ids, spec.layer_offset)[:, : accepted + 1]
+        if trace is not None:
+            trace._chunks.append(context)
         start += accepted + 1
         anchor = produced[-1]
         if on_step is not None:
             on_step(time.perf_counter() - t0)
+    if trace is not None:
+        trace._finish(cache, new)
+    return new[:max_new_tokens], counts
+
+
+@torch.inference_mode()
+def replay_generate(
+    drafter: DFlashDrafter,
+    trace: TargetTrace,
+    max_new_tokens: int,
+    *,
+    block_size: int | None = None,
+    stop_ids: Iterable[int] = (),
+) -> tuple[list[int], DraftCounts]:
+    """``speculative_generate`` for another drafter on a prompt the target already ran: the same steps
+    and counters, with the target's verify passes replaced by its greedy tokens and features from
+    ``trace``. Exact because verification is lossless and the target is causal: the tokens a verify
+    pass would accept, and the features it would hand on, are the ones already in the trace.
+
+    The drafter must read the same target layers as the run that filled the trace."""
+    spec = drafter.spec
+    if list(spec.target_layer_ids) != trace.layer_ids or spec.layer_offset != trace.layer_offset:
+        raise ValueError("replay needs a drafter that reads the same target layers as the traced run")
+    bsz = block_size or spec.block_size
+    if bsz < 2:
+        raise BadInput(f"--block-size must be at least 2 (an anchor and one drafted token), got {bsz}")
+    target = trace._target
+    assert target is not None, "trace was not filled by speculative_generate"
+    device = next(target.parameters()).device
+    stops = set(stop_ids)
+    embed, head = target.get_input_embeddings(), target.get_output_embeddings()
+    counts = DraftCounts(accepted_per_position=[0] * (bsz - 1))
+    n = trace.prompt_length
+    anchor = trace.tokens[0]
+    new = [anchor]
+    dcache = drafter.new_cache()
+    fed, start = 0, n
+    mask_row = torch.full((1, bsz - 1), spec.mask_token_id, dtype=torch.long, device=device)
+    while len(new) < max_new_tokens and anchor not in stops:
+        block = torch.cat([torch.tensor([[anchor]], device=device), mask_row], dim=1)
+        h = drafter(trace.features(fed, start), embed(block) * spec.input_embedding_scale, dcache)
+        fed = start
+        logits = head(h[:, 1:]) * spec.output_multiplier
+        if spec.final_logit_softcapping:
+            cap = spec.final_logit_softcapping
+            logits = torch.tanh(logits / cap) * cap
+        drafted = logits[0].argmax(-1).tolist()
+        # The target's greedy tokens after the anchor: what its verify pass would have produced.
+        truth = trace.greedy(start - n + 1, bsz)
+        accepted = 0
+        while accepted < bsz - 1 and accepted < len(truth) and drafted[accepted] == truth[accepted]:
+            accepted += 1
+        produced = truth[: accepted + 1]
+        for j, tok in enumerate(produced):
+            if tok in stops:
+                produced = produced[: j + 1]
+                accepted = min(accepted, j + 1)
+                break
+        counts.drafts += 1
+        counts.draft_tokens += bsz - 1
+        counts.accepted_tokens += accepted
+        for i in range(accepted):
+            counts.accepted_per_position[i] += 1
+        new.extend(produced)
+        start += accepted + 1
+        anchor = produced[-1]
     return new[:max_new_tokens], counts
 
 
@@ -651,42 +791,91 @@ def greedy_generate(target: nn.Module, input_ids: Sequence[int], max_new_tokens:
 class ReferenceBackend:
     """Loads a target and a drafter once and runs prompts through ``speculative_generate``.
 
+    With several ``views`` (``("resolved", "raw")``) the target is loaded once and each view's drafter
+    is built from the same weights; ``run_prompt_views`` runs the first view for real and replays the
+    others against its target trace (``replay_generate``), so a second view costs drafter passes only.
+
+    ``layer_offset=0`` builds a backend whose drafter reads the target's layer ids one off: not a
+    reference at all, but a stand-in for an engine with that bug (``LAYER_IDS_ONE_OFF``), so the
+    engine diagnosis can be tested where no vLLM is installed. Its ``name`` says so.
+
     Example::
 
         backend = ReferenceBackend("tests/fixtures/models/target", "tests/fixtures/models/drafter")
         result = backend.run_prompt(0, [40, 3, 6, 9], max_new_tokens=32)
+        both = ReferenceBackend(target, drafter, views=("resolved", "raw")).run_prompt_views(0, ids, 32)
     """
 
     name = "reference"
 
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", view: str = "resolved",
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, views: Sequence[str] | None = None, layer_offset: int = 1):
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device = device
+        self.views = tuple(views or (view,))
+        if layer_offset != 1:
+            self.name = LAYER_IDS_ONE_OFF
         self.target, self.tokenizer = load_target(target, device, dtype)
         if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
             # A small model's matmuls are too short to split: extra intra-op threads only spin, and on
             # a busy machine they ran the fixtures 10-30x slower than one thread.
             torch.set_num_threads(1)
-        self.drafter = load_drafter(drafter, self.target, view, device)
+        self.drafters = {v: load_drafter(drafter, self.target, v, device, layer_offset=layer_offset)
+                         for v in self.views}
+        self.drafter = self.drafters[self.views[0]]
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
+        self.replayed_steps = 0  # greedy target steps the replays needed past the first view's run
 
     @property
     def block_size(self) -> int:
         return self.drafter.spec.block_size
 
-    def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
-                   block_size: int | None = None, label: str | None = None) -> tuple[PromptResult, list[int]]:
-        """Generate for one prompt; returns its counters and the new tokens."""
-        t0 = time.perf_counter()
-        tokens, c = speculative_generate(self.target, self.drafter, input_ids, max_new_tokens,
-                                         block_size=block_size, stop_ids=self.stop_ids)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
-        result = PromptResult.from_counts(
+    def _result(self, index: int, c: DraftCounts, tokens: list[int], wall: float, label: str | None) -> PromptResult:
+        return PromptResult.from_counts(
             index, drafts=c.drafts, draft_tokens=c.draft_tokens, accepted_tokens=c.accepted_tokens,
             accepted_per_position=c.accepted_per_position, new_tokens=len(tokens), wall_seconds=wall, label=label,
         )
-        return result, tokens
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
+                   block_size: int | None = None, label: str | None = None) -> tuple[PromptResult, list[int]]:
+        """Generate for one prompt with the first view's drafter; returns its counters and the new tokens."""
+        t0 = time.perf_counter()
+        tokens, c = speculative_generate(self.target, self.drafter, input_ids, max_new_tokens,
+                                         block_size=block_size, stop_ids=self.stop_ids)
+        self._sync()
+        return self._result(index, c, tokens, time.perf_counter() - t0, label), tokens
+
+    def run_prompt_views(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
+                         block_size: int | None = None, label: str | None = None
+                         ) -> dict[str, tuple[PromptResult, list[int]]]:
+        """Every view on one prompt: the first runs speculative decoding, the others replay against its
+        trace (one prefill, one set of target passes). Returns each view's counters and tokens."""
+        out: dict[str, tuple[PromptResult, list[int]]] = {}
+        trace = TargetTrace()
+        t0 = time.perf_counter()
+        first = self.views[0]
+        tokens, c = speculative_generate(self.target, self.drafters[first], input_ids, max_new_tokens,
+                                         block_size=block_size, stop_ids=self.stop_ids, trace=trace)
+        self._sync()
+        out[first] = self._result(index, c, tokens, time.perf_counter() - t0, label), tokens
+        for view in self.views[1:]:
+            t0 = time.perf_counter()
+            try:
+                tokens, c = replay_generate(self.drafters[view], trace, max_new_tokens, block_size=block_size,
+                                            stop_ids=self.stop_ids)
+            except ValueError:  # this view reads other target layers: it needs target passes of its own
+                tokens, c = speculative_generate(self.target, self.drafters[view], input_ids, max_new_tokens,
+                                                 block_size=block_size, stop_ids=self.stop_ids)
+            self._sync()
+            out[view] = self._result(index, c, tokens, time.perf_counter() - t0, label), tokens
+        self.replayed_steps += trace.extended
+        return out
+
+
+# The name a backend built with layer_offset=0 reports: it simulates an engine fault, it is no engine.
+LAYER_IDS_ONE_OFF = "simulated engine (reference reading target layer ids one off)"

@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Callable, Mapping
 
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.snapshot import BadInput
@@ -51,15 +51,93 @@ def _summary_rows(r: AcceptanceResult) -> list[tuple[str, str]]:
     return rows
 
 
+def _cells(views: Mapping[str, Any]) -> tuple[list[str], dict[tuple[str, str], Mapping[str, Any]]]:
+    """Backends (columns) and cells keyed by (view, backend) from a result's ``views`` block."""
+    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for view, block in views.items():
+        if isinstance(block, Mapping) and "mean_acceptance_length" in block:
+            cells[(view, str(block.get("backend") or "reference"))] = block
+        elif isinstance(block, Mapping):
+            for backend, cell in block.items():
+                cells[(view, backend)] = cell
+    backends = sorted({b for _, b in cells}, key=lambda b: (b != "reference", b))
+    return backends, cells
+
+
+def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any] | None,
+                    markdown: bool = True, escape: Callable[[str], str] = str) -> list[str]:
+    """The config view x backend table (τ, and the first-position rate) and the cause in one line, from
+    a result's JSON ``views`` and ``diagnosis``; no lines when neither is there. ``escape`` is applied
+    to the texts that come from the drafter (the reason, which quotes config keys, and the class name).
+
+    Example::
+
+        >>> views = {"raw": {"mean_acceptance_length": 4.0, "first_position": {"rate": 1.0}},
+        ...          "resolved": {"mean_acceptance_length": 1.19, "first_position": {"rate": 0.17}}}
+        >>> diag = {"cause": "config-rewrite", "reason": "τ 4.00 as written, 1.19 as Qwen3Config resolves it",
+        ...         "cells": {"raw/reference": "ok", "resolved/reference": "low"}, "config_class": "Qwen3Config"}
+        >>> print("\\n".join(diagnosis_table(views, diag)))
+        | config view | reference |
+        |---|---:|
+        | raw (as written) | τ 4.00 · first 1.00 |
+        | resolved (as Qwen3Config resolves it) | τ 1.19 · first 0.17 ⚠️ |
+        <BLANKLINE>
+        **cause: config-rewrite** — τ 4.00 as written, 1.19 as Qwen3Config resolves it
+    """
+    lines: list[str] = []
+    diagnosis = diagnosis or {}
+    states = diagnosis.get("cells") or {}
+    if views:
+        backends, cells = _cells(views)
+        klass = escape(str(diagnosis.get("config_class") or "the config class"))
+        label = {"raw": "raw (as written)", "resolved": f"resolved (as {klass} resolves it)"}
+        order = [v for v in ("raw", "resolved") if any(k[0] == v for k in cells)]
+        rows = []
+        for view in order:
+            row = []
+            for backend in backends:
+                cell = cells.get((view, backend))
+                if cell is None:
+                    row.append("")
+                    continue
+                first = (cell.get("first_position") or {}).get("rate")
+                text = f"τ {_f(cell.get('mean_acceptance_length'))} · first {_f(first)}"
+                if states.get(f"{view}/{backend}") == "low":
+                    text += " ⚠️" if markdown else " (low)"
+                row.append(text)
+            rows.append((label[view], row))
+        if markdown:
+            lines += ["| config view | " + " | ".join(backends) + " |", "|---|" + "---:|" * len(backends)]
+            lines += [f"| {name} | " + " | ".join(row) + " |" for name, row in rows]
+        else:
+            width = max(len(name) for name, _ in rows)
+            cols = [max(len(b), *(len(r[i]) for _, r in rows)) for i, b in enumerate(backends)]
+            lines.append(" " * width + "  " + "  ".join(b.ljust(w) for b, w in zip(backends, cols)))
+            lines += [name.ljust(width) + "  " + "  ".join(c.ljust(w) for c, w in zip(row, cols)) for name, row in rows]
+    if diagnosis.get("reason"):
+        cause = diagnosis.get("cause") or "undecided"
+        if lines:
+            lines.append("")
+        reason = escape(str(diagnosis["reason"]))
+        lines.append(f"**cause: {cause}** — {reason}" if markdown else f"cause: {cause} — {reason}")
+    return lines
+
+
 def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     """The result for a terminal (rich; plain when not a TTY)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(file=out, highlight=False, soft_wrap=True)
     status = result.verdict.status
     style = {PASS: "bold green", FAIL: "bold red"}.get(status, "bold yellow")
-    console.print(f"[{style}]acceptance test: {status}[/] — {result.verdict.reason}")
+    table_lines = diagnosis_table(result.views, result.diagnosis, markdown=False)
+    # With a diagnosis, its one line below carries the reason; the header says only the verdict.
+    said = "" if table_lines else f" — {escape(result.verdict.reason)}"
+    console.print(f"[{style}]acceptance test: {status}[/]{said}")
+    if table_lines:
+        console.print("\n".join(table_lines) + "\n", markup=False)
     table = Table(show_header=False, box=None, pad_edge=False)
     for k, v in _summary_rows(result):
         table.add_row(k, v)
@@ -77,8 +155,10 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
 def render_markdown(result: AcceptanceResult) -> str:
     """The result as markdown: verdict, totals, per-position bars, per-prompt τ (collapsed)."""
     status = result.verdict.status
-    lines = [f"### {_ICON.get(status, '⚠️')} Acceptance test: {status}", "", result.verdict.reason, "",
-             "| | |", "|---|---|"]
+    table_lines = diagnosis_table(result.views, result.diagnosis)
+    lines = [f"### {_ICON.get(status, '⚠️')} Acceptance test: {status}", ""]
+    lines += [*table_lines, ""] if table_lines else [result.verdict.reason, ""]
+    lines += ["| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _summary_rows(result)]
     if result.per_position_acceptance:
         lines += ["", "| position | acceptance | |", "|---:|---:|---|"]
@@ -110,6 +190,7 @@ def plot_per_position(result: AcceptanceResult, path: str | Path) -> None:
     fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(rates) + 2), 3.2))
     ax.bar(range(1, len(rates) + 1), rates, color="#3b7dd8")
     ax.set_ylim(0, 1)
+    ax.set_xticks(range(1, len(rates) + 1))  # positions are whole numbers, not 0.5 steps
     ax.set_xlabel("drafted position")
     ax.set_ylabel("acceptance rate")
     ax.set_title(f"τ {_f(result.mean_acceptance_length)} — {result.verdict.status}")

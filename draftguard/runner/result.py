@@ -29,8 +29,29 @@ JSON contract (``schema_version`` 1); keys the bot, the Action and every backend
                   "method": "bootstrap over prompts"},
       "thresholds": {"min_acceptance_length": 3.0, "baseline": null,
                      "baseline_mean_acceptance_length": null, "tolerance": null, "bar": 3.0},
-      "run": {"backend": "reference", "target": "...", "drafter": "...", "block_size": 4, ...}
+      "run": {"backend": "reference", "target": "...", "drafter": "...", "block_size": 4, ...},
+      "views": null,      # or, when both config views ran (--config-view both): one cell per view
+      "diagnosis": null   # or the cause, when a verdict was reached without a bar or across cells
     }
+
+With ``--config-view both`` the top-level figures are the resolved view's (what an engine that trusts
+the config class runs; with ``--backend both``, vLLM's resolved view), and::
+
+    "views": {"raw": {<cell>}, "resolved": {<cell>}}                      # one backend
+    "views": {"raw": {"reference": {<cell>}, "vllm": {<cell>}}, "resolved": {...}}   # --backend both
+
+A cell holds the usual figures of that run (``mean_acceptance_length``, ``draft_acceptance_rate``,
+``per_position_acceptance``, ``drafts``, ``draft_tokens``, ``accepted_tokens``, ``per_prompt_tau``,
+``first_position`` {rate, interval}, ``wall_seconds``, ``verdict``). The diagnosis names one cause::
+
+    "diagnosis": {"cause": "config-rewrite",   # none | config-rewrite | engine | drafter | catastrophic | null
+                  "reason": "τ 4.00 as written, 1.19 as Qwen3Config resolves it (−70%): `sliding_window` dropped",
+                  "rewritten": [{"key": "sliding_window", "raw": 6, "resolved": null, "text": "dropped"}],
+                  "intervals": [{"a": "raw", "b": "resolved", "tau_a": 4.0, "tau_b": 1.19, "ratio": 0.3,
+                                 "interval": [0.27, 0.33], "confidence": 0.95, "prompts": 24, ...}],
+                  "cells": {"raw": "ok", "resolved": "low"}}
+
+``cause`` is null only when nothing could be decided (then ``verdict.status`` is inconclusive).
 
 Example::
 
@@ -54,6 +75,10 @@ from draftguard.snapshot import BadInput
 SCHEMA_VERSION = 1
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 STATUSES = (PASS, FAIL, INCONCLUSIVE)
+# What a diagnosis can blame (draftguard.runner.differential.diagnose).
+NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC = "none", "config-rewrite", "engine", "drafter", "catastrophic"
+CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC)
+CONFIG_VIEWS = ("raw", "resolved")
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -130,13 +155,17 @@ class Thresholds:
 
     ``bar`` is the effective minimum τ: ``min_acceptance_length``, or ``tolerance x`` the baseline's τ,
     whichever is higher when both are set. None when no threshold was given (the verdict then only
-    reports)."""
+    reports).
+
+    ``min_first_position`` is the floor that needs no bar: with none set, a run whose first-position
+    acceptance interval lies wholly below it fails as catastrophic (0.2 by default)."""
 
     min_acceptance_length: float | None = None
     baseline: str | None = None
     baseline_mean_acceptance_length: float | None = None
     tolerance: float | None = None
     bar: float | None = None
+    min_first_position: float | None = None
 
 
 @dataclass
@@ -155,6 +184,8 @@ class AcceptanceResult:
     verdict: Verdict = field(default_factory=lambda: Verdict(INCONCLUSIVE, "no verdict computed"))
     thresholds: Thresholds = field(default_factory=Thresholds)
     run: dict[str, Any] = field(default_factory=dict)
+    views: dict[str, Any] | None = None
+    diagnosis: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -216,7 +247,7 @@ class AcceptanceResult:
         order = [
             "schema_version", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance",
             "drafts", "draft_tokens", "accepted_tokens", "per_prompt", "tokens_per_second", "wall_seconds",
-            "verdict", "thresholds", "run",
+            "verdict", "thresholds", "run", "views", "diagnosis",
         ]
         return {k: out[k] for k in order}
 
@@ -281,6 +312,13 @@ class AcceptanceResult:
             confidence=v.get("confidence"),
             method=v.get("method"),
         )
+        views = need(data, "views", (dict,), "", nullable=True) if "views" in data else None
+        diagnosis = need(data, "diagnosis", (dict,), "", nullable=True) if "diagnosis" in data else None
+        if diagnosis is not None:
+            cause = diagnosis.get("cause")
+            if cause is not None and cause not in CAUSES:
+                raise BadInput(f"{source}: `diagnosis.cause` must be one of {', '.join(CAUSES)} or null, got {cause!r}",
+                               file=source, key="diagnosis.cause")
         t = need(data, "thresholds", (dict,), "")
         thresholds = Thresholds(**{k: t.get(k) for k in Thresholds.__dataclass_fields__})
         return cls(
@@ -296,6 +334,8 @@ class AcceptanceResult:
             verdict=verdict,
             thresholds=thresholds,
             run=dict(data.get("run") or {}),
+            views=views,
+            diagnosis=diagnosis,
             schema_version=version,
         )
 

@@ -6,7 +6,13 @@
   whole), or, with fewer than ``MIN_BOOTSTRAP_PROMPTS`` prompts, Wilson intervals on the per-position
   rates (τ = 1 + Σ rate_i; each position at confidence 1 - α/k so the sum keeps 1 - α).
 - pass: the whole interval is at or above the bar; fail: the whole interval is below it;
-  inconclusive: the interval straddles the bar, or there is no bar, or nothing was drafted.
+  inconclusive: the interval straddles the bar, or nothing was drafted.
+- No bar: the run still fails, as **catastrophic**, when the interval of the first-position acceptance
+  rate lies wholly below a floor (``min_first_position``, 0.2 by default). A healthy drafter's first
+  drafted token is accepted far more often (the fixtures' healthy drafter: 1.00; published DFlash
+  drafters: well over half); a broken one sits near 0.1. Otherwise, with no bar, it is inconclusive.
+- Paired comparison of two runs on the same prompts (two config views, two backends):
+  ``paired_interval`` bootstraps prompts jointly, so a prompt's difficulty cancels out.
 - Early stop: after each prompt (from ``min_prompts`` on) the verdict is computed at a stricter
   confidence (0.99), because looking repeatedly inflates the error rate; once that is decided the run
   stops. The reported verdict is then computed at the normal confidence on the prompts that ran.
@@ -27,8 +33,9 @@ Example::
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Sequence
+from typing import Any, Sequence
 
 from draftguard.runner.result import (
     FAIL,
@@ -46,6 +53,8 @@ EARLY_STOP_CONFIDENCE = 0.99
 MIN_BOOTSTRAP_PROMPTS = 5
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP, WILSON = "bootstrap over prompts", "wilson per position"
+PAIRED = "paired bootstrap over prompts"
+MIN_FIRST_POSITION = 0.2
 
 
 def make_thresholds(
@@ -53,6 +62,7 @@ def make_thresholds(
     baseline: AcceptanceResult | None = None,
     baseline_source: str | None = None,
     tolerance: float | None = None,
+    min_first_position: float | None = MIN_FIRST_POSITION,
 ) -> Thresholds:
     """The bar from a minimum τ and/or a baseline result.
 
@@ -67,6 +77,9 @@ def make_thresholds(
     if min_acceptance_length is not None and not min_acceptance_length >= 1.0:
         raise BadInput(f"--min-acceptance-length must be at least 1.0 (τ counts the bonus token), "
                        f"got {min_acceptance_length}", key="min_acceptance_length")
+    if min_first_position is not None and not 0.0 < min_first_position < 1.0:
+        raise BadInput(f"--min-first-position must be in (0, 1), a share of drafts whose first token is accepted, "
+                       f"got {min_first_position}", key="min_first_position")
     if tolerance is not None and not 0.0 < tolerance <= 1.0:
         raise BadInput(f"--tolerance must be in (0, 1], a share of the baseline's τ, got {tolerance}", key="tolerance")
     bars = []
@@ -86,6 +99,7 @@ def make_thresholds(
         baseline_mean_acceptance_length=base_tau,
         tolerance=tolerance if baseline is not None else None,
         bar=max(bars) if bars else None,
+        min_first_position=min_first_position,
     )
 
 
@@ -163,8 +177,125 @@ def tau_interval(prompts: Sequence[PromptResult], confidence: float = CONFIDENCE
     return lo, hi, WILSON
 
 
+def first_position_interval(prompts: Sequence[PromptResult], confidence: float = CONFIDENCE,
+                            resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float, float, str]:
+    """The first-position acceptance rate (drafts whose first drafted token was accepted, over drafts)
+    with its interval: a bootstrap over prompts when there are enough (drafts within a prompt are not
+    independent), else Wilson. Returns (rate, low, high, method).
+
+    Example::
+
+        >>> ps = [PromptResult.from_counts(i, drafts=10, draft_tokens=30, accepted_tokens=1,
+        ...       accepted_per_position=[1, 0, 0], new_tokens=12) for i in range(6)]
+        >>> rate, lo, hi, method = first_position_interval(ps)
+        >>> rate, (lo, hi), method
+        (0.1, (0.1, 0.1), 'bootstrap over prompts')
+    """
+    import numpy as np
+
+    used = [p for p in prompts if p.drafts]
+    if not used:
+        raise ValueError("no prompt drafted anything")
+    first = np.array([p.accepted_per_position[0] if p.accepted_per_position else 0 for p in used], dtype=float)
+    drafts = np.array([p.drafts for p in used], dtype=float)
+    rate = float(first.sum() / drafts.sum())
+    if len(used) < MIN_BOOTSTRAP_PROMPTS:
+        lo, hi = wilson_interval(int(first.sum()), int(drafts.sum()), confidence)
+        return rate, lo, hi, WILSON
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(used), size=(resamples, len(used)))
+    rates = first[idx].sum(1) / drafts[idx].sum(1)
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(rates, [alpha / 2, 1 - alpha / 2])
+    return rate, float(lo), float(hi), BOOTSTRAP
+
+
+@dataclass
+class PairedInterval:
+    """Run ``b`` against run ``a`` on the same prompts: τ of each, the ratio τ_b / τ_a and its interval
+    from a paired bootstrap (prompts resampled jointly, so both runs see the same resample)."""
+
+    a: str
+    b: str
+    tau_a: float
+    tau_b: float
+    ratio: float
+    interval: list[float]
+    confidence: float
+    prompts: int
+    method: str = PAIRED
+
+    @property
+    def change(self) -> float:
+        """Relative change of τ from a to b (-0.71 is 71% lower)."""
+        return self.ratio - 1.0
+
+    def clearly_below(self, tolerance: float) -> bool:
+        """b is below a beyond doubt: the whole interval of τ_b / τ_a lies under ``tolerance``."""
+        return self.interval[1] < tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paired_interval(a: Sequence[PromptResult], b: Sequence[PromptResult], *, names: tuple[str, str] = ("a", "b"),
+                    confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = 0) -> PairedInterval | None:
+    """Paired bootstrap of τ_b / τ_a over the prompts both runs drafted on (matched by ``index``).
+    None when no prompt drafted in both.
+
+    Example::
+
+        >>> def run(acc):
+        ...     return [PromptResult.from_counts(i, drafts=4, draft_tokens=12, accepted_tokens=x,
+        ...             accepted_per_position=[], new_tokens=10) for i, x in enumerate(acc)]
+        >>> p = paired_interval(run([12, 11, 12, 10, 12, 12]), run([1, 0, 2, 1, 0, 1]), names=("raw", "resolved"))
+        >>> round(p.tau_a, 3), round(p.tau_b, 3), p.clearly_below(0.95)
+        (3.875, 1.208, True)
+        >>> paired_interval(run([8] * 6), run([8] * 6)).interval
+        [1.0, 1.0]
+    """
+    import numpy as np
+
+    by_index = {p.index: p for p in b}
+    pairs = [(p, by_index[p.index]) for p in a if p.index in by_index and p.drafts and by_index[p.index].drafts]
+    if not pairs:
+        return None
+    acc_a = np.array([x.accepted_tokens for x, _ in pairs], dtype=float)
+    dr_a = np.array([x.drafts for x, _ in pairs], dtype=float)
+    acc_b = np.array([y.accepted_tokens for _, y in pairs], dtype=float)
+    dr_b = np.array([y.drafts for _, y in pairs], dtype=float)
+    tau_a = 1.0 + acc_a.sum() / dr_a.sum()
+    tau_b = 1.0 + acc_b.sum() / dr_b.sum()
+    if len(pairs) >= 2:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(pairs), size=(resamples, len(pairs)))
+        ratios = (1.0 + acc_b[idx].sum(1) / dr_b[idx].sum(1)) / (1.0 + acc_a[idx].sum(1) / dr_a[idx].sum(1))
+        alpha = 1.0 - confidence
+        lo, hi = (float(x) for x in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
+    else:  # one prompt: no spread to resample; the point is all there is
+        lo = hi = float(tau_b / tau_a)
+    return PairedInterval(a=names[0], b=names[1], tau_a=float(tau_a), tau_b=float(tau_b), ratio=float(tau_b / tau_a),
+                          interval=[round(lo, 4), round(hi, 4)], confidence=confidence, prompts=len(pairs))
+
+
+def catastrophic(prompts: Sequence[PromptResult], floor: float | None,
+                 confidence: float = CONFIDENCE) -> tuple[bool, str] | None:
+    """Whether the first-position acceptance interval lies wholly below ``floor``, with the sentence
+    that says so; None when nothing was drafted or there is no floor."""
+    if floor is None or not any(p.drafts for p in prompts):
+        return None
+    rate, lo, hi, method = first_position_interval(prompts, confidence)
+    shown = f"first-position acceptance {rate:.3f} ({confidence:.0%} CI {lo:.3f}-{hi:.3f}, {method})"
+    if hi < floor:
+        return True, (f"{shown} lies wholly below the floor {floor:g}: catastrophic. A healthy drafter's first "
+                      "drafted token is accepted far more often (--min-first-position sets the floor)")
+    return False, f"{shown}, not wholly below the floor {floor:g}"
+
+
 def verdict(prompts: Sequence[PromptResult], thresholds: Thresholds, confidence: float = CONFIDENCE) -> Verdict:
-    """pass, fail or inconclusive for these prompts against ``thresholds.bar``."""
+    """pass, fail or inconclusive for these prompts against ``thresholds.bar``; with no bar, fail as
+    catastrophic when the first position's interval lies wholly below ``thresholds.min_first_position``."""
     tau = _tau(prompts)
     if tau is None:
         return Verdict(INCONCLUSIVE, "nothing was drafted (every prompt ended at once); use other prompts or "
@@ -174,8 +305,12 @@ def verdict(prompts: Sequence[PromptResult], thresholds: Thresholds, confidence:
     shown = f"τ {tau:.2f} ({confidence:.0%} CI {lo:.2f}-{hi:.2f}, {method}, {len(prompts)} prompts)"
     bar = thresholds.bar
     if bar is None:
-        return Verdict(INCONCLUSIVE, f"{shown}; no threshold set: pass --min-acceptance-length or --baseline "
-                       "(or set them in .draftguard.yml) for a verdict", interval, confidence, method)
+        floor = catastrophic(prompts, thresholds.min_first_position, confidence)
+        if floor is not None and floor[0]:
+            return Verdict(FAIL, f"{shown}; {floor[1]}", interval, confidence, method)
+        said = f"; {floor[1]}" if floor is not None else ""
+        return Verdict(INCONCLUSIVE, f"{shown}{said}; no threshold set: pass --min-acceptance-length or --baseline "
+                       "(or set them in .draftguard.yml) for a pass", interval, confidence, method)
     if thresholds.baseline_mean_acceptance_length is not None:
         source = (f"{thresholds.tolerance:g} x baseline τ {thresholds.baseline_mean_acceptance_length:.2f}"
                   if thresholds.min_acceptance_length is None or bar != thresholds.min_acceptance_length
@@ -206,7 +341,8 @@ class EarlyStop:
     def __init__(self, thresholds: Thresholds, *, min_prompts: int = 8,
                  confidence: float = EARLY_STOP_CONFIDENCE, enabled: bool = True):
         self.thresholds, self.min_prompts, self.confidence = thresholds, min_prompts, confidence
-        self.enabled = enabled and thresholds.bar is not None
+        # With no bar only a catastrophic fail can settle a run; a healthy one runs every prompt.
+        self.enabled = enabled and (thresholds.bar is not None or thresholds.min_first_position is not None)
 
     def settled(self, prompts: Sequence[PromptResult]) -> bool:
         if not self.enabled or len(prompts) < self.min_prompts:

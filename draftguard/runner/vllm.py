@@ -24,9 +24,12 @@ Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import os
+import re
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +44,10 @@ INSTALL_HINT = "pip install 'draftguard[vllm]'"
 MODEL_RUNNERS = ("auto", "v1", "v2")
 # vLLM reads this when the engine starts; unset means vLLM's own default for the model.
 RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+# Where vLLM's logger writes; its default is stdout, which must carry only the result (--format json).
+LOG_STREAM_ENV = "VLLM_LOGGING_STREAM"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 class VllmMissing(BadInput):
@@ -51,6 +57,12 @@ class VllmMissing(BadInput):
 class EngineStartError(BadInput):
     """vLLM is installed but could not start the target with the drafter; the message carries vLLM's
     own reason (an unsupported drafter, an attention backend this GPU lacks, too little memory)."""
+
+
+class EngineRunError(BadInput):
+    """vLLM started, then its engine failed while generating (``EngineDeadError``: an attention kernel
+    that does not take this head size, memory that ran out). Not a bug in draftguard: the message says
+    what vLLM's engine process logged as the cause."""
 
 
 @dataclass
@@ -121,6 +133,9 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
         gpu_memory_utilization=getattr(args, "gpu_memory_utilization", None) or 0.85,
         enforce_eager=bool(getattr(args, "enforce_eager", False)),
+        # `accept --dtype` is one option for both backends: vLLM's "auto" runs float32 checkpoints in
+        # bfloat16, so a differential run that left it out compared unlike with like.
+        dtype=getattr(args, "dtype", None) or "auto",
     )
     validate_options(opts)
     return opts
@@ -142,6 +157,8 @@ def validate_options(opts: EngineOptions) -> None:
         raise VllmOptionError(f"--num-speculative-tokens must be at least 1, got {opts.num_speculative_tokens}")
     if not 0.0 < opts.gpu_memory_utilization <= 1.0:
         raise VllmOptionError(f"--gpu-memory-utilization must be in (0, 1], got {opts.gpu_memory_utilization}")
+    if opts.dtype not in DTYPES:
+        raise VllmOptionError(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,7 +281,9 @@ def long_context_length(opts: EngineOptions, facts: DrafterFacts, max_new_tokens
 
 
 def import_vllm() -> ModuleType:
-    """Import vLLM, or raise VllmMissing saying what to install and where."""
+    """Import vLLM, or raise VllmMissing saying what to install and where. vLLM's logger is pointed
+    at stderr first: it reads ``VLLM_LOGGING_STREAM`` once, when it is imported."""
+    os.environ[LOG_STREAM_ENV] = "ext://sys.stderr"
     try:
         import vllm
     except ImportError as exc:
@@ -274,6 +293,139 @@ def import_vllm() -> ModuleType:
             "--backend reference runs without it"
         ) from None
     return vllm
+
+
+# An exception as a log line shows it: "RuntimeError: ...", "torch.OutOfMemoryError: ...", with or
+# without vLLM's "(EngineCore pid=1) ERROR 11-30 20:00:00 [core.py:1]" prefix in front.
+_EXCEPTION_LINE = re.compile(r"(?:^|[\s\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (\S.*)$")
+# Exceptions that only say the engine died or failed, never why.
+_ENVELOPES = ("EngineDeadError", "EngineGenerateError")
+
+
+class EngineConsole:
+    """While vLLM runs, this process's stdout and stderr (file descriptors 1 and 2, which vLLM's engine
+    processes inherit) go to a pipe; a thread copies everything to the real stderr and keeps the last
+    lines.
+
+    Why: vLLM and the C++ ops under it print to stdout, which must carry only the result
+    (``--format json`` is parsed by the GPU worker), and when vLLM's engine process dies, the cause
+    is only in that process's own log: the parent gets ``EngineDeadError`` and nothing more.
+
+    Example::
+
+        with EngineConsole() as console:
+            backend = VllmBackend(target, drafter, options, console=console)
+        console.last_error()  # "RuntimeError: ..." as the engine logged it, or None
+    """
+
+    def __init__(self, keep_lines: int = 400):
+        self._lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
+        self._partial = b""
+        self._thread: threading.Thread | None = None
+        self._saved: tuple[int, int] | None = None
+        self._python_stdout: Any = None
+        self._last_read = 0.0
+
+    def __enter__(self) -> "EngineConsole":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved_out, saved_err = os.dup(1), os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self._saved = (saved_out, saved_err)
+        # Python-level writes too, where sys.stdout is not file descriptor 1 (a test's capture).
+        self._python_stdout, sys.stdout = sys.stdout, sys.stderr
+        # The copy keeps its own duplicate of the real stderr: an engine process that outlives the
+        # block may still write, and the pump runs until the last writer is gone.
+        self._thread = threading.Thread(target=self._pump, args=(read_end, os.dup(saved_err)), daemon=True)
+        self._thread.start()
+        return self
+
+    def _pump(self, read_end: int, out: int) -> None:
+        try:
+            while chunk := os.read(read_end, 65536):
+                self._last_read = time.monotonic()
+                try:
+                    os.write(out, chunk)
+                except OSError:
+                    pass
+                *done, self._partial = (self._partial + chunk).split(b"\n")
+                self._lines.extend(line.decode("utf-8", "replace") for line in done)
+        finally:
+            os.close(read_end)
+            os.close(out)
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self._saved is None:
+            return
+        saved_out, saved_err = self._saved
+        self._saved = None
+        sys.stdout = self._python_stdout
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        os.close(saved_out)
+        os.close(saved_err)
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)  # ends at once unless an engine process lingers
+
+    def lines(self) -> list[str]:
+        """The last lines written so far."""
+        return list(self._lines) + ([self._partial.decode("utf-8", "replace")] if self._partial else [])
+
+    def last_error(self, settle: float = 0.2, wait: float = 2.0) -> str | None:
+        """The last exception the output shows, as ``Type: message``, leaving out the envelopes that
+        only say the engine died (``EngineDeadError``). Waits until the output has been quiet for
+        ``settle`` seconds (at most ``wait``): the engine process logs its cause just before the
+        parent learns that it died, and the copy may not have read it yet."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() - self._last_read < settle and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return last_exception(self.lines())
+
+
+def last_exception(lines: Sequence[str]) -> str | None:
+    """The last ``SomeError: message`` in log lines, envelopes like ``EngineDeadError`` left out.
+
+    Example::
+
+        >>> last_exception(["(EngineCore pid=7) ERROR 11-30 20:00:01 [core.py:9] RuntimeError: head size 16 is not supported",
+        ...                 "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."])
+        'RuntimeError: head size 16 is not supported'
+    """
+    for line in reversed(lines):
+        match = _EXCEPTION_LINE.search(line.strip())
+        if match and match.group(1).rsplit(".", 1)[-1] not in _ENVELOPES:
+            return f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
+    return None
+
+
+def exception_reason(exc: BaseException, limit: int = 600) -> str:
+    """One line that says why, from an exception vLLM raised. A pydantic ValidationError's first line
+    is only "1 validation error for VllmConfig": its reasons are in ``errors()``.
+
+    Example::
+
+        >>> exception_reason(ValueError("bad block size\\n  more detail"))
+        'ValueError: bad block size | more detail'
+    """
+    errors = getattr(exc, "errors", None)
+    parts: list[str] = []
+    if callable(errors):
+        try:
+            for e in errors():
+                where = ".".join(str(p) for p in e.get("loc") or ())
+                parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
+        except Exception:  # not pydantic's errors() after all
+            parts = []
+    if not parts:
+        parts = [line.strip() for line in str(exc).splitlines()
+                 if line.strip() and not line.strip().startswith("For further information visit")]
+    text = " | ".join(parts) or "no message"
+    return f"{type(exc).__name__}: {text}"[:limit]
 
 
 def speculative_config(drafter: str, num_speculative_tokens: int, opts: EngineOptions,
@@ -349,8 +501,10 @@ class VllmBackend:
     name = "vllm"
 
     def __init__(self, target: str, drafter: str, options: EngineOptions | None = None, *,
-                 block_size: int | None = None, revision: str | None = None, drafter_revision: str | None = None):
+                 block_size: int | None = None, revision: str | None = None, drafter_revision: str | None = None,
+                 console: EngineConsole | None = None):
         self.options = options or EngineOptions()
+        self.console = console
         validate_options(self.options)
         self.target, self.drafter = target, drafter
         self.facts = drafter_facts(drafter, drafter_revision)
@@ -367,15 +521,31 @@ class VllmBackend:
                 os.environ[key] = value
         self.kwargs = llm_kwargs(target, drafter, self.options, num_speculative_tokens=self.num_speculative_tokens,
                                  tokenizer=self.tokenizer, revision=revision, drafter_revision=drafter_revision)
+        self.llm: Any = None
         try:
             self.llm = vllm.LLM(**self.kwargs)
-        except Exception as exc:  # vLLM's reasons are many; pass its one line on, not its traceback
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        except Exception as exc:  # vLLM's reasons are many; pass them on in one line, not its traceback
             raise EngineStartError(
                 f"vLLM {getattr(vllm, '__version__', '?')} could not start {target} with the DFlash drafter "
-                f"{drafter}: {type(exc).__name__}: {first[:400]}"
+                f"{drafter}: {self._reason(exc)}"
             ) from None
         self._sampling = vllm.SamplingParams
+
+    def _reason(self, exc: BaseException) -> str:
+        """Why vLLM failed: its exception, and when that only says the engine process died, the cause
+        that process logged (kept by the console)."""
+        reason = exception_reason(exc)
+        logged = self.console.last_error() if self.console is not None else None
+        if logged and logged not in reason:
+            reason += f"; the engine process logged {logged}"
+        return reason
+
+    @property
+    def engine_dtype(self) -> str | None:
+        """The dtype vLLM actually runs the target in (its ``model_config.dtype``)."""
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        dtype = getattr(config, "dtype", None)
+        return str(dtype).replace("torch.", "") if dtype is not None else None
 
     @property
     def version(self) -> str:
@@ -402,8 +572,14 @@ class VllmBackend:
                            "pass it when the backend is created")
         before = self.counts()
         t0 = time.perf_counter()
-        outputs = self.llm.generate([{"prompt_token_ids": [int(t) for t in input_ids]}],
-                                    self.sampling_params(max_new_tokens), use_tqdm=False)
+        try:
+            outputs = self.llm.generate([{"prompt_token_ids": [int(t) for t in input_ids]}],
+                                        self.sampling_params(max_new_tokens), use_tqdm=False)
+        except Exception as exc:  # the engine's failure, not ours: say so, and what it logged
+            raise EngineRunError(
+                f"vLLM {self.version}'s engine failed while generating prompt {label or index} for {self.target} "
+                f"with the DFlash drafter {self.drafter}: {self._reason(exc)}"
+            ) from None
         wall = time.perf_counter() - t0
         tokens = [int(t) for t in outputs[0].outputs[0].token_ids]
         change = self.counts() - before
@@ -417,6 +593,7 @@ class VllmBackend:
             "vllm_version": self.version,
             "num_speculative_tokens": self.num_speculative_tokens,
             "engine": {k: v for k, v in self.options.to_dict().items() if v not in (None, False, "auto")},
+            "engine_dtype": self.engine_dtype,
             "model_runner_env": os.environ.get(RUNNER_ENV),
         }
 

@@ -15,6 +15,11 @@ Fault kinds:
 - ``"apply_then_timeout"``: do the write, then hold the answer past the client's timeout (the
   client cannot know it happened: the nastiest case for duplicate comments).
 
+Git LFS files are served as GitHub serves them: ``add_lfs(data)`` stores the object and returns its
+pointer, which goes into ``set_files`` like any file. The contents API and the blob API then answer
+the pointer; the file's ``download_url`` (GitHub's media endpoint, here ``/_media/...``) gives the
+real bytes, with the token.
+
 Example::
 
     >>> api = FakeGitHub(token="t0k").start()
@@ -27,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
@@ -84,6 +90,7 @@ class FakeGitHub:
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         self.installation_tokens: set[str] = set()
+        self.lfs_objects: dict[str, bytes] = {}  # sha256 hex -> bytes
         self._ids = iter(range(1000, 10**9))
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -126,6 +133,13 @@ class FakeGitHub:
         import hashlib
 
         return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+    def add_lfs(self, data: bytes) -> bytes:
+        """Store a Git LFS object and return its pointer file, to put in ``set_files``."""
+        oid = hashlib.sha256(data).hexdigest()
+        with self.lock:
+            self.lfs_objects[oid] = data
+        return lfs_pointer(data)
 
     def add_pull(self, full_name: str, number: int, *, head: str, base: str, author: str = "alice",
                  head_repo: str | None = None, changed: list[str] | None = None) -> dict[str, Any]:
@@ -233,6 +247,18 @@ _RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs/(?P<id>\d+)$")
 _COMMIT_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[^/]+)/check-runs$")
 _ACCESS_TOKENS = re.compile(r"^/app/installations/(?P<id>\d+)/access_tokens$")
 _BLOB = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/git/blobs/(?P<sha>[0-9a-f]{40})$")
+_MEDIA = re.compile(r"^/_media/(?P<repo>[^/]+/[^/]+)/(?P<ref>[^/]+)/(?P<path>.+)$")
+_POINTER = re.compile(rb"^version https://git-lfs.github.com/spec/v1\noid sha256:(?P<oid>[0-9a-f]{64})\nsize (?P<size>\d+)\n$")
+
+
+def lfs_pointer(data: bytes) -> bytes:
+    """The Git LFS pointer file of ``data``, byte for byte as ``git lfs`` writes it."""
+    return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\n"
+            f"size {len(data)}\n").encode()
+
+
+def git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -252,9 +278,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("PATCH")
 
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+        raw = isinstance(body, bytes)  # a file's bytes (the media endpoint), not JSON
+        data = body if raw else (b"" if body is None else json.dumps(body).encode())
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", "application/octet-stream" if raw else "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -369,11 +396,18 @@ class _Handler(BaseHTTPRequestHandler):
                 repo = api.repos[m["repo"]]
                 for files in repo.commits.values():
                     for data in files.values():
-                        if isinstance(data, bytes) and api.blob_sha(data) == m["sha"]:
+                        if isinstance(data, bytes) and git_blob_sha(data) == m["sha"]:
                             return 200, {"sha": m["sha"], "size": len(data), "encoding": "base64",
                                          "content": base64.b64encode(data).decode(),
                                          "url": f"{url}/repos/{repo.full_name}/git/blobs/{m['sha']}"}, {}
                 raise KeyError(m["sha"])
+            if (m := _MEDIA.match(path)) and method == "GET":
+                # GitHub's media endpoint: an LFS file's object, any other file's own bytes.
+                data = api.repos[m["repo"]].commits[m["ref"]][m["path"]]
+                pointer = _POINTER.match(data)
+                if pointer:
+                    data = api.lfs_objects[pointer["oid"].decode()]
+                return 200, data, {}
             if (m := _ISSUE_COMMENTS.match(path)):
                 repo = api.repos[m["repo"]]
                 n = int(m["n"])
@@ -441,6 +475,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         url = self.api.url
         files = repo.commits[ref]
+        path = path.strip("/")
+        if path not in files:
+            return self._listing(repo, ref, path)
         data = files[path]
         name = path.rsplit("/", 1)[-1]
         link = f"{url}/repos/{repo.full_name}/contents/{path}?ref={ref}"
@@ -451,12 +488,35 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, {"type": "symlink", "target": data.target, "size": len(data.target), "name": name,
                          "path": path, "sha": "2" * 40, "url": link}, {}
         out = {"type": "file", "size": len(data), "name": name, "path": path, "sha": self.api.blob_sha(data),
-               "url": link, "git_url": f"{url}/repos/{repo.full_name}/git/blobs/{self.api.blob_sha(data)}"}
+               "url": link, "git_url": f"{url}/repos/{repo.full_name}/git/blobs/{self.api.blob_sha(data)}",
+               # The media endpoint: an LFS file's object, any other file's own bytes.
+               "download_url": f"{url}/_media/{repo.full_name}/{ref}/{path}"}
         if len(data) > CONTENTS_INLINE_LIMIT:
             out.update(encoding="none", content="")
         else:
             out.update(encoding="base64", content=base64.b64encode(data).decode())
         return 200, out, {}
+
+    def _listing(self, repo: Repo, ref: str, wanted: str):
+        """GET /repos/{repo}/contents/{folder}: one entry per file or sub-folder, as GitHub lists them."""
+        url = self.api.url
+        files = repo.commits[ref]
+        inside = sorted(p for p in files if p.startswith(wanted + "/"))
+        if not inside:
+            raise KeyError(wanted)
+        listing: dict[str, dict[str, Any]] = {}
+        for p in inside:
+            rest = p[len(wanted) + 1:]
+            if "/" in rest:
+                sub = f"{wanted}/{rest.split('/', 1)[0]}"
+                listing[sub] = {"type": "dir", "size": 0, "name": sub.rsplit("/", 1)[-1], "path": sub,
+                                "sha": "0" * 40, "url": f"{url}/repos/{repo.full_name}/contents/{sub}?ref={ref}",
+                                "download_url": None}
+            else:
+                _, entry, _ = self._contents(repo, ref, p)
+                entry = {k: v for k, v in entry.items() if k not in ("content", "encoding")}
+                listing[p] = entry
+        return 200, list(listing.values()), {}
 
     @staticmethod
     def _apply_output(run: dict[str, Any], body: dict[str, Any]) -> None:
