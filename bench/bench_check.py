@@ -1,6 +1,6 @@
 """Benchmark of the light check: cold start against bare transformers, and warm throughput.
 
-Run:  python bench/bench_check.py [--runs 9] [--python PYTHON]
+Run:  python bench/bench_check.py [--runs 9] [--python PYTHON] [--skip-cold] [--skip-warm]
 
 Cold: the median wall time of `draftguard check DIR` against
 `python -c "import transformers; transformers.AutoConfig.from_pretrained(DIR)"` in the same
@@ -9,7 +9,11 @@ ratio of at most 1.15. Peak memory (max RSS) of each is reported too.
 
 Warm: one process checks many different configs read from disk; the target is at least 1,000 configs
 per second. The baseline in the same run is transformers alone resolving the same configs
-(`config_class.from_dict(raw)`), so the ratio shows draftguard's own overhead.
+(`config_class.from_dict(raw)`), so the ratio shows draftguard's own overhead. The same configs are
+also checked without tracing (``check_snapshot(trace=False)``), config by config in turn with the
+full check, in CPU seconds of this process: the cost of tracing changed values, whose target is at
+most 20%. The real-config corpus
+(tests/data/real-configs) is measured the same way, and its first pass (every file shape new) too.
 """
 
 from __future__ import annotations
@@ -108,11 +112,20 @@ def warm(count: int) -> dict:
         paths = make_configs(Path(tmp), count)
         for path in paths[:20]:  # import each family's class once, outside the clock
             check_snapshot(load_snapshot(str(path)))
-        start = time.perf_counter()
+            check_snapshot(load_snapshot(str(path)), trace=False)
+        # The same configs without tracing (the evidence about changed values), timed in turn with
+        # the full check so that machine noise hits both alike: the cost of tracing on the warm path.
+        # CPU time of this process: the shared build machine runs other jobs, which stretch wall time
+        # at random and would decide a 20% question by noise.
+        ours = untraced = 0.0
         findings = 0
         for path in paths:
+            start = time.process_time()
+            check_snapshot(load_snapshot(str(path)), trace=False)
+            middle = time.process_time()
             findings += len(check_snapshot(load_snapshot(str(path))).findings)
-        ours = time.perf_counter() - start
+            untraced += middle - start
+            ours += time.process_time() - middle
         start = time.perf_counter()
         for path in paths:
             raw = json.loads(path.read_text())
@@ -122,8 +135,51 @@ def warm(count: int) -> dict:
         "configs": count,
         "findings": findings,
         "draftguard_configs_per_s": round(count / ours),
+        "draftguard_without_tracing_configs_per_s": round(count / untraced),
+        "tracing_cost": round(ours / untraced - 1, 3),
         "bare_from_dict_configs_per_s": round(count / bare),
         "ratio_of_rates": round((count / ours) / (count / bare), 2),
+    }
+
+
+def warm_corpus(corpus: Path, repeat: int) -> dict:
+    """Tracing's cost on the real-config corpus: every config checked with and without tracing, in
+    turn, after one untimed pass (a bot's warm process has seen each family before)."""
+    from draftguard.check.resolver import hide_torch
+
+    hide_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from draftguard.check.light import check_snapshot
+    from draftguard.snapshot import BadInput, load_snapshot
+
+    folders = sorted(path.parent for path in corpus.glob("*/config.json"))
+    resolvable = []
+    for folder in folders:
+        try:
+            check_snapshot(load_snapshot(str(folder)), trace=False)
+        except BadInput:
+            continue
+        resolvable.append(folder)
+    first = time.process_time()
+    for folder in resolvable:  # first sight of each file shape: tracing runs in full
+        check_snapshot(load_snapshot(str(folder)))
+    first = time.process_time() - first
+    traced = untraced = 0.0
+    for _ in range(repeat):  # CPU time, as in warm()
+        for folder in resolvable:
+            start = time.process_time()
+            check_snapshot(load_snapshot(str(folder)), trace=False)
+            middle = time.process_time()
+            check_snapshot(load_snapshot(str(folder)))
+            untraced += middle - start
+            traced += time.process_time() - middle
+    count = len(resolvable) * repeat
+    return {
+        "configs": len(resolvable),
+        "first_pass_configs_per_s": round(len(resolvable) / first),
+        "draftguard_configs_per_s": round(count / traced),
+        "draftguard_without_tracing_configs_per_s": round(count / untraced),
+        "tracing_cost": round(traced / untraced - 1, 3),
     }
 
 
@@ -133,19 +189,33 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="interpreter of the environment to measure")
     parser.add_argument("--warm-configs", type=int, default=2000)
     parser.add_argument("--skip-warm", action="store_true")
+    parser.add_argument("--skip-cold", action="store_true")
+    parser.add_argument("--corpus", type=Path, default=ROOT / "tests" / "data" / "real-configs",
+                        help="real configs for the tracing cost on published files (default: %(default)s)")
+    parser.add_argument("--corpus-repeat", type=int, default=3)
     args = parser.parse_args()
-    results = {"cold": cold(args.python, args.runs, EXAMPLE)}
+    results = {} if args.skip_cold else {"cold": cold(args.python, args.runs, EXAMPLE)}
     if not args.skip_warm:
         results["warm"] = warm(args.warm_configs)
+        if args.corpus.is_dir():
+            results["warm_corpus"] = warm_corpus(args.corpus, args.corpus_repeat)
     print(json.dumps(results, indent=2))
-    c = results["cold"]
-    print(f"cold: draftguard check {c['draftguard_check_median_s']} s vs bare transformers "
-          f"{c['bare_transformers_median_s']} s -> ratio {c['ratio']} (target <= 1.15; torch installed: "
-          f"{c['torch_installed']})", file=sys.stderr)
+    if "cold" in results:
+        c = results["cold"]
+        print(f"cold: draftguard check {c['draftguard_check_median_s']} s vs bare transformers "
+              f"{c['bare_transformers_median_s']} s -> ratio {c['ratio']} (target <= 1.15; torch installed: "
+              f"{c['torch_installed']})", file=sys.stderr)
+    if "warm_corpus" in results:
+        w = results["warm_corpus"]
+        print(f"warm, real corpus ({w['configs']} configs): {w['draftguard_configs_per_s']} configs/s, without "
+              f"tracing {w['draftguard_without_tracing_configs_per_s']}/s (tracing costs "
+              f"{100 * w['tracing_cost']:.0f}%); first sight of each file {w['first_pass_configs_per_s']}/s",
+              file=sys.stderr)
     if "warm" in results:
         w = results["warm"]
-        print(f"warm: {w['draftguard_configs_per_s']} configs/s (target >= 1000); transformers alone "
-              f"{w['bare_from_dict_configs_per_s']}/s", file=sys.stderr)
+        print(f"warm: {w['draftguard_configs_per_s']} configs/s (target >= 1000); without tracing "
+              f"{w['draftguard_without_tracing_configs_per_s']}/s (tracing costs {100 * w['tracing_cost']:.0f}%, "
+              f"target <= 20%); transformers alone {w['bare_from_dict_configs_per_s']}/s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("github")
 
-from draftguard.bot.app import create_app  # noqa: E402
+from draftguard.bot.github_events import github_route  # noqa: E402
+from draftguard.bot.hub_events import hub_route  # noqa: E402
+from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.bot.github import GitHubConfig  # noqa: E402
 from draftguard.bot.hub import HubConfig  # noqa: E402
 from draftguard.bot.hub_events import HubHandler  # noqa: E402
@@ -136,7 +138,7 @@ def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp
     config.secrets = [GH_TOKEN, SECRET]
     queue = Queue(queue_url)
     queue.handlers["github"] = GitHubHandler(config)
-    server = BotServer(create_app(queue, config, consumers={"cpu": 1, "gpu": 0}))
+    server = BotServer(create_app(queue, [github_route(SECRET)], consumers={"cpu": 1, "gpu": 0}))
     worker = None
     try:
         with server:
@@ -222,7 +224,7 @@ def test_hub_pr_runs_the_acceptance_test_on_a_gpu_worker(monkeypatch, tmp_path, 
                        secrets=[HF_TOKEN, SECRET])
     queue = Queue(queue_url)
     queue.handlers["hub"] = HubHandler(config)
-    server = BotServer(create_app(queue, GitHubConfig(), hub_secret=SECRET, consumers={"cpu": 1, "gpu": 0}))
+    server = BotServer(create_app(queue, [github_route(None), hub_route(SECRET)], consumers={"cpu": 1, "gpu": 0}))
     worker = None
 
     def post(payload):

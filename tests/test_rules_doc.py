@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from draftguard.check.findings import RULES
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text()
@@ -18,3 +20,34 @@ def test_every_rule_is_documented_with_its_name_and_severity():
 def test_no_documented_rule_is_unknown_to_the_code():
     for rule_id in re.findall(r"^### (DG\d{3})", DOC, flags=re.M):
         assert rule_id in RULES
+
+
+# Every "Real example: `<corpus folder>`, key `<key>`." in docs/rules.md names a published config of
+# tests/data/real-configs that gets that rule on that key today; "Real example of no warning" one that
+# does not. So the documented classifications cannot drift from what the code does.
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real-configs"
+_SECTIONS = re.split(r"^### ", DOC, flags=re.M)
+EXAMPLES = [
+    (section.split()[0], negative == " of no warning", folder, key)
+    for section in _SECTIONS if re.match(r"DG\d{3} ", section)
+    for negative, folder, key in re.findall(r"Real example( of no warning)?: `([^`]+)`, key `([^`]+)`", section)
+]
+
+
+def test_the_new_classifications_each_cite_a_real_example():
+    cited = {rule for rule, _, _, _ in EXAMPLES}
+    assert {"DG003", "DG007", "DG008", "DG009", "DG010"} <= cited
+    assert len(EXAMPLES) >= 15
+
+
+@pytest.mark.parametrize("rule, negative, folder, key", EXAMPLES, ids=[f"{r}-{f}-{k}" for r, _, f, k in EXAMPLES])
+def test_documented_real_example_gets_that_rule_on_that_key(rule, negative, folder, key):
+    from draftguard.check.light import check_snapshot
+    from draftguard.snapshot import load_snapshot
+
+    assert (CORPUS / folder / "config.json").is_file(), f"docs/rules.md cites {folder}, which is not in the corpus"
+    found = {(f.rule, f.key) for f in check_snapshot(load_snapshot(str(CORPUS / folder))).findings}
+    if negative:
+        assert (rule, key) not in found
+    else:
+        assert (rule, key) in found, f"{folder}: {sorted(found)}"

@@ -13,20 +13,12 @@ Then it builds the effective-attention view: what each layer will run against wh
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from draftguard.check.findings import ABSENT, RULES, Finding, LayerAttention
 from draftguard.check.resolver import BOOKKEEPING_KEYS
-
-# Keys that transformers 5.x folds into `rope_parameters`, and the sub-key each lands in.
-ROPE_FOLDED = {"rope_theta": "rope_theta", "partial_rotary_factor": "partial_rotary_factor",
-               "rope_local_base_freq": "rope_theta"}
-# Old keys that 5.x may keep as aliases of rope_parameters itself.
-ROPE_ALIASES = ("rope_scaling",)
-# Keys inside rope_scaling that 5.x renames on the way into rope_parameters.
-ROPE_SUBKEY_RENAMES = {"type": "rope_type"}
-
 
 @dataclass
 class Context:
@@ -40,10 +32,23 @@ class Context:
     file: str
     line_of: Callable[[str], int | None]
     moved: dict[str, list[str]] = field(default_factory=dict)
+    # The top node's evidence (resolver.gather_evidence), shared by nested contexts; paths in it
+    # are dotted from the top of the file.
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # The whole file, for evidence that names a key outside this node.
+    root: dict[str, Any] = field(default_factory=dict)
 
     @property
     def values(self) -> dict[str, Any]:
         return self.node["values"]
+
+    def landed(self, key: str) -> list[tuple[str, str, Any]]:
+        """Where tracing saw the class store this key's value: (storage path, how, value there)."""
+        return [tuple(item) for item in self.evidence.get("landed", {}).get(self.prefix + key, [])]
+
+    def sub(self, node: dict[str, Any], prefix: str | None = None) -> "Context":
+        return Context(self.raw, node, self.prefix if prefix is None else prefix, node["__config__"], self.version,
+                       self.file, self.line_of, evidence=self.evidence, root=self.root)
 
     def finding(self, rule: str, key: str, raw: Any, resolved: Any, message: str, line_key: str | None = None) -> Finding:
         path = self.prefix + key
@@ -109,19 +114,20 @@ def judge_config(
     """
     findings: list[Finding] = []
     top_attention: list[LayerAttention] = []
+    evidence = resolved.get("evidence") or {}
 
     def walk(raw_node: dict[str, Any], node: dict[str, Any], prefix: str) -> None:
         nonlocal top_attention
-        ctx = Context(raw_node, node, prefix, node["__config__"], version, file, line_of)
+        ctx = Context(raw_node, node, prefix, node["__config__"], version, file, line_of, evidence=evidence, root=raw)
         for key, raw_value in raw_node.items():
             if key in BOOKKEEPING_KEYS:
                 continue
-            resolved = ctx.values.get(key, ABSENT)
-            if isinstance(resolved, dict) and "__config__" in resolved:
+            resolved_value = ctx.values.get(key, ABSENT)
+            if isinstance(resolved_value, dict) and "__config__" in resolved_value:
                 if isinstance(raw_value, dict):
-                    walk(raw_value, resolved, prefix + key + ".")
+                    walk(raw_value, resolved_value, prefix + key + ".")
                 continue
-            findings.extend(_compare(ctx, key, raw_value, resolved))
+            findings.extend(_compare(ctx, key, raw_value, resolved_value))
         for name, keys in ctx.moved.items():
             findings.append(ctx.finding(
                 "DG007", name, {k: raw_node[k] for k in keys}, name,
@@ -130,6 +136,8 @@ def judge_config(
                 "a rename.",
                 line_key=keys[0],
             ))
+        if not prefix:
+            findings.extend(_unread_aliases(ctx))
         findings.extend(_injected(ctx))
         layers, attention_findings = _attention(ctx)
         findings.extend(attention_findings)
@@ -137,16 +145,36 @@ def judge_config(
             top_attention = layers
 
     walk(raw, resolved, "")
-    return findings, top_attention
+    return _one_verdict_per_cause(findings), top_attention
+
+
+def _one_verdict_per_cause(findings: list[Finding]) -> list[Finding]:
+    """An info finding never stands beside an error or warning on the same key: the louder one is
+    the verdict, and the info one would only contradict it."""
+    loud = {f.key for f in findings if f.severity.value != "info"}
+    return [f for f in findings if f.severity.value != "info" or f.key not in loud]
 
 
 def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[Finding]:
     if same(raw_value, resolved):
         return
-    if isinstance(raw_value, dict) and isinstance(resolved, dict) and key not in ROPE_ALIASES:
-        # A plain nested dict (rope_parameters, dflash_config): judge each key the file gave.
-        for sub, sub_raw in raw_value.items():
-            yield from _compare(ctx, f"{key}.{sub}", sub_raw, resolved.get(sub, ABSENT))
+    if isinstance(raw_value, dict) and raw_value and (isinstance(resolved, dict) or resolved is ABSENT):
+        # A plain nested dict (rope_scaling, rope_parameters, dflash_config): judge each key the file
+        # gave. When the class moved every one of them unchanged, that is one rename, not several.
+        table = resolved if isinstance(resolved, dict) else {}
+        parts = [f for sub, sub_raw in raw_value.items() for f in _compare(ctx, f"{key}.{sub}", sub_raw, table.get(sub, ABSENT))]
+        renamed = [f for f in parts if f.rule == "DG007" and f.moved_to is not None]
+        if parts and len(renamed) == len(parts) and len(parts) == len(raw_value):
+            places = sorted({_parent(str(f.moved_to)) for f in renamed})
+            folded = ctx.finding(
+                "DG007", key, raw_value, raw_value,
+                f"`{key}` is moved into `{'`, `'.join(places)}` by {ctx.config_class} (transformers "
+                f"{ctx.version}) with the same values: a rename.",
+            )
+            folded.moved_to = ", ".join(places)
+            yield folded
+            return
+        yield from parts
         return
     for judge in _JUDGES:
         finding = judge(ctx, key, raw_value, resolved)
@@ -155,6 +183,10 @@ def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[
         if finding is not None:
             yield finding
             return
+
+
+def _parent(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else path
 
 
 # A judge's answer for "recognised, and reported elsewhere".
@@ -187,78 +219,138 @@ def _alias_text(amap: dict[str, str], canonical: str) -> str:
     return ", ".join(f"{a} -> {canonical}" for a in aliases) or canonical
 
 
-def _rope_tables(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """rope_parameters is one dict, or (gemma3 and others) one dict per layer type."""
-    if params and all(isinstance(v, dict) for v in params.values()):
-        return [(f"rope_parameters.{k}", v) for k, v in params.items()]
-    return [("rope_parameters", params)]
+def _file_leaves(tree: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _file_leaves(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key, value
 
 
-def _rope_has(table: dict[str, Any], key: str, value: Any) -> bool:
-    return same(value, table.get(key, ABSENT)) or same(value, table.get(ROPE_SUBKEY_RENAMES.get(key, key), ABSENT))
-
-
-def _rope_folded(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
-    """5.x folds rope_theta, rope_scaling and partial_rotary_factor into rope_parameters."""
-    params = ctx.values.get("rope_parameters")
-    if not isinstance(params, dict):
-        return None
-    # 5.x drops the old keys, or keeps `rope_scaling` as a property that returns rope_parameters.
-    if resolved is not ABSENT and not (key in ROPE_ALIASES and same(resolved, params)):
-        return None
-    tables = _rope_tables(params)
-    if key == "rope_scaling":
-        if raw_value is None:
+def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Where the class put the value, from tracing (resolver.gather_evidence): moved unchanged is a
+    rename; moved and then overwritten by another key of the file is a contradiction."""
+    path = ctx.prefix + key
+    places = ctx.landed(key)
+    kept = [place for place, how, value in places if how == "same" and same(raw_value, value)]
+    if not kept and "." in key:
+        # A nested value the class refused to trace (a name it validates, such as rope_scaling.type):
+        # renamed if its traced siblings landed in one table that holds it under another name.
+        parent = key.rsplit(".", 1)[0]
+        tables = {_parent(place) for k in _sibling_keys(ctx, parent) for place, how, _ in ctx.landed(k) if how == "same"}
+        stored = ctx.evidence.get("stored_tables", {})
+        for table in sorted(tables):
+            for name, value in (stored.get(table) or {}).items():
+                if same(raw_value, value):
+                    kept.append(f"{table}.{name}")
+    if kept:
+        place = kept[0]
+        top = place.split(".", 1)[0]
+        if "." in place and top in ctx.values and isinstance(ctx.values[top], dict) and "__config__" in ctx.values[top] \
+                and place == f"{top}.{key}" and not ctx.prefix:
+            ctx.moved.setdefault(top, []).append(key)  # a flat key moved into text_config: one summary
+            return _HANDLED
+        if place.rsplit(".", 1)[-1].startswith("_"):
             return ctx.finding(
-                "DG007", key, raw_value, resolved,
-                f"`rope_scaling: null` is folded into `rope_parameters` by transformers {ctx.version}; "
-                "nothing is lost.",
+                "DG007", key, raw_value, place,
+                f"`{key}` is kept by {ctx.config_class} as its runtime setting `{place}` (transformers "
+                f"{ctx.version}): a choice for loading the model, not a value of the model.",
             )
-        if not isinstance(raw_value, dict):
-            return None
-        for label, table in tables:
-            if all(_rope_has(table, k, v) for k, v in raw_value.items()):
-                return ctx.finding(
-                    "DG007", key, raw_value, table,
-                    f"`rope_scaling` is folded into `{label}` by transformers {ctx.version} with the same "
-                    "values: a rename.",
-                )
-        label, table = max(tables, key=lambda lt: sum(_rope_has(lt[1], k, v) for k, v in raw_value.items()))
-        sub = next(k for k, v in raw_value.items() if not _rope_has(table, k, v))
-        landed = table.get(ROPE_SUBKEY_RENAMES.get(sub, sub), ABSENT)
-        return ctx.finding(
-            "DG001", f"{key}.{sub}", raw_value[sub], landed,
-            f"`rope_scaling.{sub}` is {show(raw_value[sub])}, but after transformers {ctx.version} folds "
-            f"rope_scaling into {label} the model reads {show(landed)}. "
-            "Fix: state the RoPE settings once, in `rope_parameters`.",
+        renamed = ctx.finding(
+            "DG007", key, raw_value, raw_value,
+            f"`{key}` is moved to `{_shown_place(ctx, place)}` by {ctx.config_class} (transformers {ctx.version}) "
+            "with the same value: a rename.",
         )
-    if key in ROPE_FOLDED:
-        target = ROPE_FOLDED[key]
-        for label, table in tables:
-            if same(raw_value, table.get(target, ABSENT)):
-                return ctx.finding(
-                    "DG007", key, raw_value, raw_value,
-                    f"`{key}` is folded into `{label}.{target}` by transformers {ctx.version} with the "
-                    "same value: a rename.",
-                )
-        label, table = tables[0]
-        landed = table.get(target, ABSENT)
-        raw_params = ctx.raw.get("rope_parameters")
-        if isinstance(raw_params, dict) and target in raw_params:
-            return ctx.finding(
-                "DG002", key, raw_value, landed,
-                f"`{key}` is {show(raw_value)} but `rope_parameters.{target}` is "
-                f"{show(raw_params[target])}; transformers {ctx.version} keeps "
-                f"{show(landed)} and drops `{key}` without a warning. Fix: keep only "
-                f"`rope_parameters.{target}`, with the value you mean.",
-            )
+        renamed.moved_to = place
+        return renamed
+    decider = ctx.evidence.get("deciders", {}).get(path)
+    if decider is not None:
+        return _decided(ctx, key, raw_value, *decider)
+    translation = ctx.evidence.get("translations", {}).get(path)
+    if translation:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in sorted(translation.items()))
         return ctx.finding(
-            "DG001", key, raw_value, landed,
-            f"`{key}` is {show(raw_value)}, but the model reads {label}.{target} = {show(landed)} "
-            f"(transformers {ctx.version} folds `{key}` into rope_parameters). "
-            f"Fix: set `{label}.{target}` to the value you mean.",
+            "DG009", key, raw_value, resolved,
+            f"`{key}` is translated by {ctx.config_class} into its own names ({pairs}), one for one, and the "
+            f"class keeps the translated list as it is (transformers {ctx.version}): the same layers, renamed.",
         )
+    converted = [place for place, how, _ in places if how == "converted"]
+    if converted and not kept:
+        shown = ", ".join(f"`{_shown_place(ctx, p)}`" for p in converted[:3]) + (", ..." if len(converted) > 3 else "")
+        return ctx.finding(
+            "DG009", key, raw_value, resolved if resolved is not ABSENT else converted[0],
+            f"`{key}` is read by {ctx.config_class} into {shown} in another form: tracing shows that "
+            f"changing `{key}` changes what is stored there (transformers {ctx.version}). A legacy key the "
+            "class converts on load; the model code reads the converted value.",
+        )
+    # The value landed somewhere but another key of the file decided what is stored there.
+    for place, how, value in places:
+        if how != "same":
+            continue
+        for other, other_value in _file_leaves(ctx.root):
+            if other == path or not same(other_value, value):
+                continue
+            if other == place or any(p == place for p, h, _ in ctx.evidence.get("landed", {}).get(other, [])):
+                return ctx.finding(
+                    "DG002", key, raw_value, value,
+                    f"`{path}` is {show(raw_value)} but `{other}` is {show(other_value)}; both end up in "
+                    f"`{place}` and transformers {ctx.version} keeps `{other}`'s value without a warning. "
+                    f"Fix: keep only `{other}`, with the value you mean.",
+                )
     return None
+
+
+def _decided(ctx: Context, key: str, raw_value: Any, other: str, place: str, how: str, is_input: bool, value: Any) -> Finding:
+    """Another value of the file decides what is stored in this key's place."""
+    path = ctx.prefix + key
+    other_value = _lookup(ctx.root, other)
+    if how == "copies" and same(raw_value, other_value):
+        duplicate = ctx.finding(
+            "DG007", key, raw_value, raw_value,
+            f"`{key}` is also given as `{other}` with the same value; {ctx.config_class} keeps it once, in "
+            f"`{_shown_place(ctx, place)}` (transformers {ctx.version}): a rename.",
+        )
+        duplicate.moved_to = place
+        return duplicate
+    if not is_input:
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` {show(raw_value)} is not read by {ctx.config_class}: the class always sets `{place}` "
+            f"from `{other}` ({show(other_value)} -> {show(value)}), whatever the file says (transformers "
+            f"{ctx.version}). Remove `{key}` if you like; the model code reads {show(value)}.",
+        )
+    if how == "derives" and same(raw_value, other_value):
+        return ctx.finding(
+            "DG009", key, raw_value, value,
+            f"`{key}` and `{other}` are both {show(raw_value)}; {ctx.config_class} computes `{place}` = "
+            f"{show(value)} from `{other}` (tracing shows it follows that key), the same setting counted its "
+            f"own way (transformers {ctx.version}).",
+        )
+    return ctx.finding(
+        "DG002", key, raw_value, value,
+        f"`{path}` is {show(raw_value)} but `{other}` is {show(other_value)}; both set `{place}`, and "
+        f"transformers {ctx.version} keeps "
+        + (f"`{other}`'s value" if how == "copies" else f"{show(value)}, computed from `{other}`,")
+        + f" without a warning, so the model reads {show(value)}. Fix: keep only one of `{path}` and "
+        f"`{other.split('.')[0]}`, with the value you mean.",
+    )
+
+
+def _sibling_keys(ctx: Context, parent: str) -> list[str]:
+    table = _lookup(ctx.raw, parent)
+    return [f"{parent}.{k}" for k in table] if isinstance(table, dict) else []
+
+
+def _lookup(tree: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return ABSENT
+        tree = tree[part]
+    return tree
+
+
+def _shown_place(ctx: Context, place: str) -> str:
+    return place[len(ctx.prefix):] if ctx.prefix and place.startswith(ctx.prefix) else place
 
 
 def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
@@ -275,38 +367,16 @@ def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any
             ctx.moved.setdefault(name, []).append(key)
             return _HANDLED
     for name, sub in holders[:1] or subs[:1]:
-        sub_ctx = Context(ctx.raw, sub, ctx.prefix, sub["__config__"], ctx.version, ctx.file, ctx.line_of)
+        sub_ctx = ctx.sub(sub)
         landed = sub["values"].get(key, ABSENT)
         for judge in _JUDGES:
-            if judge is _moved_into_sub_config or (judge is _overridden and landed is ABSENT):
+            if judge in (_moved_into_sub_config, _traced) or (judge is _overridden and landed is ABSENT):
                 continue
             finding = judge(sub_ctx, key, raw_value, landed)
             if finding is not None:
                 finding.message = f"(moved into `{name}` by {ctx.config_class}) " + finding.message
                 return finding
     return None
-
-
-def _rope_scaling_wins(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
-    """rope_parameters.X changed because rope_scaling (or rope_theta) said otherwise: they contradict."""
-    if not key.startswith("rope_parameters."):
-        return None
-    sub = key.rsplit(".", 1)[1]
-    sources = []
-    scaling = ctx.raw.get("rope_scaling")
-    if isinstance(scaling, dict):
-        sources += [f"rope_scaling.{k}" for k, v in scaling.items() if ROPE_SUBKEY_RENAMES.get(k, k) == sub and same(v, resolved)]
-    for flat, landed in ROPE_FOLDED.items():
-        if landed == sub and flat in ctx.raw and same(ctx.raw[flat], resolved):
-            sources.append(flat)
-    if not sources:
-        return None
-    return ctx.finding(
-        "DG002", key, raw_value, resolved,
-        f"`{key}` is {show(raw_value)} but `{sources[0]}` is {show(resolved)}; transformers "
-        f"{ctx.version} lets `{sources[0]}` win without a warning, so the model reads {show(resolved)}. "
-        f"Fix: remove `{sources[0].split('.')[0]}` and keep the value you mean in `rope_parameters`.",
-    )
 
 
 def _dtype_renamed(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
@@ -328,25 +398,154 @@ def _dtype_text(value: Any) -> Any:
 
 
 def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
-    """Changes the file itself asked for, such as Qwen2.5's use_sliding_window: false beside a
-    vestigial sliding_window."""
-    if key == "sliding_window" and resolved is None and ctx.raw.get("use_sliding_window") is False:
+    """Changes the file itself asked for: a value of a feature that the file's own flag switches off
+    (Qwen2.5's use_sliding_window: false beside a vestigial sliding_window, in every family, whether
+    the class then stores null or 0), and nulls that ask for the default."""
+    flag = ctx.evidence.get("flags", {}).get(ctx.prefix + key)
+    if flag is not None:
         return ctx.finding(
             "DG008", key, raw_value, resolved,
-            f"`sliding_window` {show(raw_value)} resolves to no window because the file sets "
-            "`use_sliding_window: false`. Intended; remove the vestigial `sliding_window` if you like.",
+            f"`{key}` {show(raw_value)} resolves to {show(resolved)} because the file sets `{flag}: false`, "
+            f"which switches off the feature it belongs to ({ctx.config_class} keeps {show(raw_value)} when "
+            f"`{flag}` is true; transformers {ctx.version}). Intended; remove the vestigial `{key}` if you like.",
         )
-    if raw_value is None and resolved is not ABSENT:
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None and not _feature_named_elsewhere(ctx, key):
+        flag = _shown_place(ctx, gate)
         return ctx.finding(
             "DG008", key, raw_value, resolved,
-            f"`{key}: null` asks {ctx.config_class} for its default, {show(resolved)}.",
+            f"`{key}` {show(raw_value)} resolves to {show(resolved)}: {ctx.config_class} keeps it only when "
+            f"`{flag}` is true, `{flag}` defaults to false, and nothing in the file switches the feature on "
+            f"(transformers {ctx.version}). A vestigial value; add \"{flag}\": true if the model was trained "
+            "with it.",
         )
-    if isinstance(raw_value, dict) and not raw_value and isinstance(resolved, dict):
+    if raw_value is None:
+        return ctx.finding(
+            "DG008", key, raw_value, resolved,
+            f"`{key}: null` asks {ctx.config_class} for its default, {show(resolved)}."
+            if resolved is not ABSENT else f"`{key}: null` sets nothing, and {ctx.config_class} keeps nothing.",
+        )
+    if isinstance(raw_value, dict) and not raw_value and (isinstance(resolved, dict) or resolved is ABSENT):
         return ctx.finding(
             "DG008", key, raw_value, resolved,
             f"`{key}: {{}}` asks {ctx.config_class} for its default, {show(resolved)}.",
         )
     return None
+
+
+def _feature_named_elsewhere(ctx: Context, key: str) -> bool:
+    """Whether another value of the file names the feature a gated key belongs to: layer_types
+    listing "sliding_attention" beside a sliding_window (the Qwen3 drafter incident). Without such a
+    value, a gated key that the class's default switches off is vestigial (Qwen2-Audio's window)."""
+    word = key.rsplit(".", 1)[-1].split("_")[0].lower()
+    if len(word) < 4:
+        return True  # too short to tell a feature by: judge the change as a change
+    for other, value in ctx.raw.items():
+        if other == key:
+            continue
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and word in t.lower() for t in texts):
+            return True
+    return False
+
+
+def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """transformers pops generation parameters (num_beams, max_length...) out of the model config on
+    purpose; GenerationConfig rebuilds them from config.json when the repo has no
+    generation_config.json."""
+    if resolved is not ABSENT or ctx.prefix + key not in ctx.evidence.get("generation", {}):
+        return None
+    return ctx.finding(
+        "DG010", key, raw_value, raw_value,
+        f"`{key}` is a generation setting: {ctx.config_class} leaves it to GenerationConfig, which reads "
+        f"{show(raw_value)} from config.json when the repo has no generation_config.json (transformers "
+        f"{ctx.version}). Nothing is lost; generation_config.json is its place if you add one.",
+    )
+
+
+def _private_key(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """Keys with a leading underscore (`_attn_implementation`) are a library's private state saved
+    with the file, such as the attention kernel it last ran with; no model code reads them as a value."""
+    if not key.rsplit(".", 1)[-1].startswith("_"):
+        return None
+    return ctx.finding(
+        "DG007", key, raw_value, resolved,
+        f"`{key}` is private state saved with the file (a runtime choice such as the attention kernel); "
+        f"{ctx.config_class} does not take it as a value of the model (transformers {ctx.version}).",
+    )
+
+
+def _class_label(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """A nested config's model_type is the label of the class that reads it; no model code reads it."""
+    if key != "model_type" or not ctx.prefix or not isinstance(resolved, str):
+        return None
+    return ctx.finding(
+        "DG007", key, raw_value, resolved,
+        f"`{key}` {show(raw_value)} is read by {ctx.config_class}, whose own label is {show(resolved)} "
+        f"(transformers {ctx.version}): a class label, which no model code reads.",
+    )
+
+
+def _said_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """A change the class makes on purpose, with its own evidence: it said so while building (a
+    logged warning naming the key), or it writes the file's value back in to_dict() and reads a
+    converted one."""
+    name = key.rsplit(".", 1)[-1]
+    for message in ctx.evidence.get("messages", []):
+        if _names(message, name) and (_mentions(message, resolved) or _mentions(message, raw_value)):
+            return ctx.finding(
+                "DG009", key, raw_value, resolved,
+                f"`{key}` {show(raw_value)} is corrected by {ctx.config_class} to {show(resolved)}, and the "
+                f"class says so (transformers {ctx.version}): \"{_quote(message)}\"",
+            )
+    path = ctx.prefix + key
+    if resolved is not ABSENT and any(place == path and how == "same" for place, how, _ in ctx.landed(key)):
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is read by {ctx.config_class} as {show(resolved)}, while any other value "
+            f"is kept as written (tracing; transformers {ctx.version}): the class's own reading of "
+            f"{show(raw_value)}, which for it means {show(resolved)}.",
+        )
+    if not ctx.prefix and key in ctx.evidence.get("serialised", {}) and resolved is not ABSENT:
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is converted by {ctx.config_class} to {show(resolved)} for the model "
+            f"code, and the class saves {show(raw_value)} back when it writes config.json (transformers "
+            f"{ctx.version}): the same setting in the form its code counts it in.",
+        )
+    return None
+
+
+def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
+    """The class stores one value whatever the file says, and no switch of the class makes it keep
+    the file's (a vision tower's rope type that is the only one it supports)."""
+    path = ctx.prefix + key
+    if resolved is ABSENT or path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
+        return None
+    return ctx.finding(
+        "DG009", key, raw_value, resolved,
+        f"`{key}` {show(raw_value)} is not an input of {ctx.config_class}: the class stores {show(resolved)} "
+        f"whatever the file says, and no flag of the class changes that (tracing; transformers {ctx.version}). "
+        "Remove it if you like.",
+    )
+
+
+def _names(message: str, key: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])", message) is not None
+
+
+def _mentions(message: str, value: Any) -> bool:
+    if value is ABSENT or value is None or isinstance(value, (dict, list)):
+        return False
+    text = value if isinstance(value, str) else json.dumps(value)
+    return len(text) > 1 and text in message
+
+
+def _quote(message: str) -> str:
+    text = " ".join(message.split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _overridden(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding:
@@ -362,13 +561,15 @@ def _overridden(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Findin
 
 
 def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[str, str]:
+    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
+    if gate is not None:
+        flag = _shown_place(ctx, gate)
+        return (
+            f"{ctx.config_class} keeps `{key}` only when `{flag}` is true, and `{flag}` defaults to false; "
+            "the file does not set it.",
+            f'add "{flag}": true next to "{key}".',
+        )
     if key == "sliding_window" and resolved is None and "use_sliding_window" in ctx.values:
-        if "use_sliding_window" not in ctx.raw:
-            return (
-                f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true, and "
-                "`use_sliding_window` defaults to false; the file does not set it.",
-                'add "use_sliding_window": true next to "sliding_window".',
-            )
         return (
             f"{ctx.config_class} keeps `sliding_window` only when `use_sliding_window` is true.",
             'set "use_sliding_window": true, or remove the window if none is meant.',
@@ -384,10 +585,37 @@ def _mechanism(ctx: Context, key: str, raw_value: Any, resolved: Any) -> tuple[s
     )
 
 
-_JUDGES = [_alias_contradiction, _rope_folded, _moved_into_sub_config, _rope_scaling_wins, _dtype_renamed, _file_asked, _overridden]
+_JUDGES = [_alias_contradiction, _generation_setting, _private_key, _class_label, _file_asked, _traced,
+           _moved_into_sub_config, _dtype_renamed, _said_by_class, _fixed_by_class, _overridden]
 
 
 # --- keys the file did not give -------------------------------------------------------------------
+
+
+def _unread_aliases(ctx: Context) -> Iterator[Finding]:
+    """A key the class does not read, which other transformers classes read as a name of one of this
+    class's fields (Mamba: n_layer for num_hidden_layers), with another value than the field."""
+    for key, field_name in ctx.evidence.get("unread", {}).items():
+        raw_value, reads = ctx.raw.get(key, ABSENT), ctx.values.get(field_name, ABSENT)
+        if reads is ABSENT or same(raw_value, reads):
+            continue
+        if field_name in ctx.raw:
+            yield ctx.finding(
+                "DG002", key, raw_value, reads,
+                f"`{key}` is {show(raw_value)} but `{field_name}` is {show(ctx.raw[field_name])}; other "
+                f"transformers classes read `{key}` as `{field_name}`, but {ctx.config_class} reads only "
+                f"`{field_name}`, so the model is built with {show(reads)} (transformers {ctx.version}). "
+                f"Fix: keep one of the two keys, with the value you mean.",
+            )
+        else:
+            yield ctx.finding(
+                "DG011", key, raw_value, reads,
+                f"`{key}` is {show(raw_value)}, but {ctx.config_class} does not read `{key}`: it reads "
+                f"`{field_name}` (a name other classes give `{key}`), which is not in the file, so the model is "
+                f"built with its default {show(reads)} (transformers {ctx.version}). Fix: add "
+                f"\"{field_name}\": {show(raw_value)}.",
+            )
+
 
 
 def _injected(ctx: Context) -> Iterator[Finding]:
@@ -399,6 +627,7 @@ def _injected(ctx: Context) -> Iterator[Finding]:
     if (
         "head_dim" not in given
         and _is_default(defaults, "head_dim", head_dim)
+        and _class_ties_head_dim(defaults)
         and _is_int(head_dim) and _is_int(hidden) and _is_int(heads) and heads > 0
         and hidden % heads == 0 and hidden // heads != head_dim
     ):
@@ -424,6 +653,18 @@ def _injected(ctx: Context) -> Iterator[Finding]:
             f"Fix: add \"sliding_window\" with the window the model was trained with.",
             line_key="use_sliding_window" if "use_sliding_window" in raw else "layer_types",
         )
+
+
+def _class_ties_head_dim(defaults: dict[str, Any] | None) -> bool:
+    """Whether the class's own defaults have head_dim = hidden_size / num_attention_heads (Qwen3:
+    4096 / 32 = 128). Gemma 3's do not (2304 / 8 != 256): its head size was never hidden / heads, so a
+    default head_dim that differs from that ratio contradicts nothing."""
+    if not defaults or not all(k in defaults for k in ("head_dim", "hidden_size", "num_attention_heads")):
+        return defaults is None  # a node from an older resolver: judge as before
+    head_dim, hidden, heads = defaults["head_dim"], defaults["hidden_size"], defaults["num_attention_heads"]
+    if not (_is_int(head_dim) and _is_int(hidden) and _is_int(heads)) or heads <= 0:
+        return False
+    return hidden // heads == head_dim
 
 
 def _is_default(defaults: dict[str, Any] | None, key: str, value: Any) -> bool:
@@ -464,6 +705,11 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
     layers = [LayerAttention(i, d, e) for i, (d, e) in enumerate(zip(declared, effective))]
     findings: list[Finding] = []
     lost = [layer.index for layer in layers if layer.declared.startswith("sliding") and layer.effective == "full"]
+    switched_off = ctx.evidence.get("flags", {}).get(ctx.prefix + "sliding_window")
+    if lost and switched_off is not None:
+        # The file's own flag switched the window off: the sliding_window finding (DG008) is the
+        # one verdict on this cause.
+        lost = []
     if lost:
         findings.append(ctx.finding(
             "DG005", "layer_types",
@@ -476,6 +722,7 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
         ))
     if (
         not isinstance(raw_types, list)
+        and set(types) <= {"full_attention", "sliding_attention"}  # other kinds may use the window their own way
         and _is_int(raw.get("sliding_window"))
         and raw.get("use_sliding_window") is not False
         and _is_int(window)

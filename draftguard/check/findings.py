@@ -68,6 +68,15 @@ RULES: dict[str, Rule] = {
              "A key was renamed or folded into another with its value kept."),
         Rule("DG008", "intended-change", Severity.INFO,
              "A value changed because another key in config.json asked for it."),
+        Rule("DG009", "corrected-by-class", Severity.INFO,
+             "The config class changed a value on purpose and shows it: it says so while loading, or it "
+             "writes the file's value back and reads a converted form of it."),
+        Rule("DG010", "generation-setting", Severity.INFO,
+             "A generation parameter in config.json is left to GenerationConfig, which rebuilds it from "
+             "config.json with its value."),
+        Rule("DG011", "unread-alias", Severity.WARNING,
+             "config.json sets a key the class does not read, which transformers knows as another name of "
+             "a field the class does read, and that field has another value."),
         # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),
@@ -143,6 +152,8 @@ class Finding:
     message: str
     # The transformers versions it occurs under, when several were checked (the version matrix).
     versions: list[str] | None = None
+    # Where the config class stored the value, when tracing found it elsewhere (a rename).
+    moved_to: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -158,6 +169,8 @@ class Finding:
         }
         if self.versions is not None:
             out["versions"] = list(self.versions)
+        if self.moved_to is not None:
+            out["moved_to"] = self.moved_to
         return out
 
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from draftguard.check.findings import InputError, Report, TargetResult
+from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
 from draftguard.check.fidelity import judge_config
 from draftguard.check import resolver
 from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
-def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, version: str | None = None) -> TargetResult:
+def check_snapshot(
+    snapshot: Snapshot, *, trust_remote_code: bool = False, version: str | None = None, trace: bool = True
+) -> TargetResult:
     """Resolve one snapshot's config.json and judge it. Raises BadInput for input that cannot be
     checked (invalid JSON, no or unknown model_type, values the class rejects).
+
+    ``trace=False`` skips gathering the class's evidence about changed values (benchmarks use it as
+    the baseline); the judgements then fall back to what the resolved values alone show.
 
     Example::
 
@@ -32,6 +37,7 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
             trust_remote_code=trust_remote_code,
             pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
             revision=snapshot.revision,
+            trace=trace,
         )
     except resolver.ResolveError as exc:
         key = prefix + exc.key if exc.key else None
@@ -39,6 +45,8 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
         where = f"{shown}:{line}" if line else shown
         raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
     findings, attention = judge_config(raw, node, version=version, file=shown, line_of=line_of)
+    if not prefix:
+        findings = _head_dim_against_weights(snapshot, raw, node["values"], findings, version)
     for finding in findings:
         finding.key = prefix + finding.key
     return TargetResult(
@@ -51,6 +59,49 @@ def check_snapshot(snapshot: Snapshot, *, trust_remote_code: bool = False, versi
         attention=attention,
         values=node["values"],
     )
+
+
+def _head_dim_against_weights(
+    snapshot: Snapshot, raw: dict, values: dict, findings: list[Finding], version: str
+) -> list[Finding]:
+    """A head_dim the file leaves to the class's default, set against the weights where they can be
+    read: the first layer's q_proj holds num_attention_heads x head_dim rows. A mismatch is certain
+    (DG123, error); a match settles a DG003 warning (dropped). Hub weights are fetched only to settle
+    a warning, so a clean check stays offline."""
+    head_dim, heads = values.get("head_dim"), values.get("num_attention_heads")
+    if "head_dim" in raw or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (head_dim, heads)):
+        return findings
+    warned = [f for f in findings if f.rule == "DG003" and f.key == "head_dim"]
+    if snapshot.is_hub and not warned:
+        return findings
+    from draftguard.check.weights import read_weights
+
+    try:
+        weights = read_weights(snapshot)
+    except BadInput:  # the Hub cannot be reached: the warning stands on the class's evidence
+        return findings
+    if weights is None:
+        return findings
+    q_proj = sorted((name for name in weights.tensors if name.endswith("layers.0.self_attn.q_proj.weight")), key=len)
+    if not q_proj or len(weights.tensors[q_proj[0]].shape) != 2:
+        return findings
+    tensor = weights.tensors[q_proj[0]]
+    rows = tensor.shape[0]
+    if rows == heads * head_dim:
+        return [f for f in findings if f not in warned]  # the weights were trained with the default
+    rest = [f for f in findings if f not in warned]
+    line = snapshot.line_of("num_attention_heads")
+    rest.append(Finding(
+        rule="DG123", severity=RULES["DG123"].severity, key="head_dim", raw=ABSENT, resolved=head_dim,
+        file=snapshot.path_of("config.json"), line=line,
+        message=(
+            f"`head_dim` is not in config.json, so the class uses {head_dim} (transformers {version}), but "
+            f"`{q_proj[0]}` in {tensor.file} has {rows} rows: {heads} heads x {rows / heads:g}, not "
+            f"{heads} x {head_dim}. The model cannot load these weights as configured. Fix: add "
+            f"\"head_dim\": {rows // heads if rows % heads == 0 else rows / heads}."
+        ),
+    ))
+    return rest
 
 
 def check_targets(

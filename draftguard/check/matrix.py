@@ -623,7 +623,7 @@ def _merge_findings(
         merged.append(Finding(
             rule=finding.rule, severity=finding.severity, key=finding.key, raw=finding.raw,
             resolved=finding.resolved, file=finding.file, line=finding.line, message=message,
-            versions=versions,
+            versions=versions, moved_to=finding.moved_to,
         ))
         if others:
             merged[-1].message += " " + _elsewhere(merged[-1], others, flat, all_versions)

@@ -25,7 +25,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from draftguard.check.findings import RULES, Finding, Report
-from draftguard.report.views import attention_runs, change, location, summary_line
+from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
 from draftguard.runner.render import diagnosis_table
 
 MARKER = "<!-- draftguard:sticky -->"
@@ -159,7 +159,15 @@ def render_light_section(
     if findings:
         out += ["| | new | rule | key | where | config.json → model code | what, why, fix |",
                 "|---|---|---|---|---|---|---|"]
-        for f in findings:
+        for f in display_items(findings):
+            if isinstance(f, FindingGroup):
+                is_new = "**new**" if new is not None and any(finding_id(m) in new for m in f.findings) else ""
+                where = f"{f.file}:{f.line}" if f.line else f.file
+                out.append(
+                    f"| {_ICON[f.severity.value]} | {is_new} | {f.rule} {RULES[f.rule].name} | "
+                    f"{', '.join(code(k) for k in f.keys)} | {code(where)} | | {esc_message(f.message)} |"
+                )
+                continue
             is_new = "**new**" if new is not None and finding_id(f) in new else ""
             name = RULES[f.rule].name if f.rule in RULES else ""
             out.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from draftguard.check.findings import Report, RULES
-from draftguard.report.views import attention_runs, change, location, summary_line
+from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,7 +24,14 @@ def render_text(report: Report, file: TextIO) -> None:
         console.print(Text.assemble((t.file, "bold"), f"  {t.config_class}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
-        for f in findings:
+        for f in display_items(findings):
+            if isinstance(f, FindingGroup):
+                console.print(Text.assemble(
+                    "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+                    (f"{f.rule} {RULES[f.rule].name}", "bold"), "  ", ", ".join(f.keys),
+                ))
+                console.print(Padding(Text(f.message, style="dim"), (0, 0, 0, 10)))
+                continue
             console.print(Text.assemble(
                 "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
                 (f"{f.rule} {RULES[f.rule].name}", "bold"),

@@ -2,8 +2,72 @@
 
 from __future__ import annotations
 
-from draftguard.check.findings import Finding, LayerAttention
+from dataclasses import dataclass
+
+from draftguard.check.findings import RULES, Finding, LayerAttention, Severity
 from draftguard.check.fidelity import show
+
+# Findings that say "nothing is lost": text and markdown show them as one line per config and rule,
+# so a clean modern config reads clean. The json view keeps every finding.
+GROUPED_RULES = ("DG007", "DG010")
+_GROUP_TEXT = {
+    "DG007": "{n} keys are renamed or folded into another key by the config class, with their values kept",
+    "DG010": "{n} generation settings are left to GenerationConfig, which rebuilds them from config.json with their values",
+}
+
+
+@dataclass
+class FindingGroup:
+    """Several benign findings of one rule in one file, shown as one line."""
+
+    rule: str
+    file: str
+    findings: list[Finding]
+
+    @property
+    def severity(self) -> Severity:
+        return self.findings[0].severity
+
+    @property
+    def keys(self) -> list[str]:
+        return [f.key for f in self.findings]
+
+    @property
+    def line(self) -> int | None:
+        lines = [f.line for f in self.findings if f.line]
+        return min(lines) if lines else None
+
+    @property
+    def message(self) -> str:
+        text = _GROUP_TEXT.get(self.rule, "{n} findings: " + RULES[self.rule].summary.rstrip("."))
+        return text.format(n=len(self.findings)) + " (`--format json` lists each)."
+
+
+def display_items(findings: list[Finding]) -> list[Finding | FindingGroup]:
+    """Findings in display order, with the benign ones of each file and rule folded into one group
+    where there are two or more. A group takes the place of its first member.
+
+    Example::
+
+        >>> f = lambda key: Finding("DG007", Severity.INFO, key, 1, 1, "config.json", None, "")
+        >>> [item.keys for item in display_items([f("a"), f("b")])]
+        [['a', 'b']]
+    """
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        if f.rule in GROUPED_RULES:
+            groups.setdefault((f.file, f.rule), []).append(f)
+    out: list[Finding | FindingGroup] = []
+    placed: set[tuple[str, str]] = set()
+    for f in findings:
+        ident = (f.file, f.rule)
+        if ident in groups and len(groups[ident]) > 1:
+            if ident not in placed:
+                placed.add(ident)
+                out.append(FindingGroup(f.rule, f.file, groups[ident]))
+        else:
+            out.append(f)
+    return out
 
 
 def location(finding: Finding) -> str:

@@ -96,7 +96,7 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _check_fit(target: str, drafter: str) -> None:
-    """The drafter-vs-target rules (draftguard.check.dflash) that make a pair impossible to run."""
+    """The drafter-vs-target rules (draftguard.check.drafter) that make a pair impossible to run."""
     from draftguard.check.drafter import check_drafter
     from draftguard.check.findings import TargetResult
     from draftguard.snapshot import load_snapshot
