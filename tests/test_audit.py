@@ -234,7 +234,11 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
         pytest.skip("the seeded regressions are facts about transformers 5.24.0")
     with FakeHub() as hub:
         fleet = build_fleet(hub, copies=1, corpus=False)
+        # A model type 4.52.4 does not know yet (Qwen3.5): the old release cannot read it, the new one can.
+        newer_type = REPO_ROOT / "tests" / "data" / "real-configs" / "qwen--qwen3.5-9b" / "config.json"
+        hub.add("newer/qwen3.5-9b", {"config.json": newer_type.read_bytes()})
         subset = [r for r in fleet.repos if r.startswith(("faults/", "org-00/llama", "org-00/qwen3"))]
+        subset.append("newer/qwen3.5-9b")
         repo_list = tmp_path / "repos.txt"
         repo_list.write_text("\n".join(subset) + "\n")
         run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--transformers", "4.52.4,5.24.0")
@@ -247,6 +251,10 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
                   for g in records["faults/qwen3-window-drafter"]["regressions"]}
         assert ("DG005", ("5.24.0",), ("4.52.4",)) in window
         assert records["org-00/llama-3.1-8b"]["regressions"] == []
+        qwen35 = records["newer/qwen3.5-9b"]
+        assert [(g["rule"], g["present"], g["absent"]) for g in qwen35["regressions"]] == [
+            ("unsupported", ["4.52.4"], ["5.24.0"])]
+        assert qwen35["errors"] == [] and qwen35["status"] == "clean"  # checked under 5.24.0
         assert records["faults/shifted-layer-drafter"]["versions"] == ["4.52.4", "5.24.0"]
         assert "DG102" in warning_rules(records["faults/shifted-layer-drafter"]["findings"])
         md = (run.out / "audit.md").read_text()

@@ -364,14 +364,26 @@ def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Ju
                         finding.rule, finding.key, finding.severity.value, list(present), absent,
                         f"{finding.rule} on {finding.key} under transformers {', '.join(present)}, not under "
                         f"{', '.join(absent)}"))
+        kept = []
         for error in repo_errors:
             failed = versions_named(error.message, options.versions)
-            if failed and len(failed) < len(ok):
+            others = [v for v in ok if v not in failed]
+            if not failed or not others or result is None:
+                kept.append(error)
+                continue
+            if error.kind == "unsupported":
+                # An older transformers that does not know a newer model: worth saying, but the repo
+                # was checked under the others and its config is not at fault.
                 regressions.append(Regression(
-                    "config-rejected", "config.json", "error", failed, [v for v in ok if v not in failed],
-                    f"config.json is rejected under transformers {', '.join(failed)}, and resolves under "
-                    f"{', '.join(v for v in ok if v not in failed)}"))
-        out.append((result, repo_errors, regressions))
+                    "unsupported", "model_type", "warning", failed, others,
+                    f"transformers {', '.join(failed)} cannot read this config; {', '.join(others)} can"))
+                continue
+            kept.append(error)
+            regressions.append(Regression(
+                error.kind, "config.json", "error", failed, others,
+                f"config.json is rejected under transformers {', '.join(failed)}, and resolves under "
+                f"{', '.join(others)}"))
+        out.append((result, kept, regressions))
     return out
 
 
