@@ -248,6 +248,17 @@ def test_mamba_n_layer_alone_is_an_unread_alias(tmp_path):
     assert '"num_hidden_layers": 24' in unread.message
 
 
+def test_a_file_with_its_own_code_keeps_its_own_keys(tmp_path):
+    """SpecForge's Domino drafter (real, tests/data/real-drafters) names its code in auto_map and reads
+    `emb_dim` 256 beside `hidden_size` 4096: not another name of hidden_size there. Without auto_map,
+    the same pair is a clash."""
+    config = json.loads((ROOT / "tests/data/real-drafters/specforge-qwen3-8b-domino/config.json").read_text())
+    (tmp_path / "own").mkdir(), (tmp_path / "builtin").mkdir()
+    assert found(check_snapshot(load_snapshot(write(tmp_path / "own", config))), "emb_dim") == []
+    del config["auto_map"]
+    assert found(check_snapshot(load_snapshot(write(tmp_path / "builtin", config))), "emb_dim") == ["DG002"]
+
+
 def test_a_key_the_class_reads_is_no_unread_alias():
     # DeepSeek-V4 pops qk_rope_head_dim and computes partial_rotary_factor from it.
     assert found(real("deepseek-ai--deepseek-v4-flash"), "qk_rope_head_dim") == []

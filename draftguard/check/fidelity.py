@@ -594,7 +594,13 @@ _JUDGES = [_alias_contradiction, _generation_setting, _private_key, _class_label
 
 def _unread_aliases(ctx: Context) -> Iterator[Finding]:
     """A key the class does not read, which other transformers classes read as a name of one of this
-    class's fields (Mamba: n_layer for num_hidden_layers), with another value than the field."""
+    class's fields (Mamba: n_layer for num_hidden_layers), with another value than the field.
+
+    Not where the file names its own code (``auto_map``): the config class keeps every unknown key as
+    an attribute, and the repo's modeling code may read it under its own meaning (SpecForge's Domino
+    drafter reads ``emb_dim`` 256 beside ``hidden_size`` 4096)."""
+    if "auto_map" in ctx.root:
+        return
     for key, field_name in ctx.evidence.get("unread", {}).items():
         raw_value, reads = ctx.raw.get(key, ABSENT), ctx.values.get(field_name, ABSENT)
         if reads is ABSENT or same(raw_value, reads):
