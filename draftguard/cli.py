@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_accept_parser(sub)
 
+    from draftguard.audit.cli import add_audit_parser
+
+    add_audit_parser(sub)
+
     serve = sub.add_parser(
         "serve", help="run the GitHub bot: webhooks, queue and (with SQLite) its workers (needs the bot extra)",
         description="Serve the webhook bot. Configuration comes from the environment: "
@@ -162,7 +166,7 @@ def entry() -> None:
     """The console script. Only a real process may hide torch: inside a test run or a library
     caller, hiding it would break later imports of torch in the same process."""
     # `action` too: its acceptance mode runs `draftguard accept` in a subprocess, never in-process.
-    if len(sys.argv) > 1 and sys.argv[1] in ("check", "action"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("check", "action", "audit"):
         from draftguard.check.resolver import hide_torch
 
         # Before transformers is imported: the light check must never load torch.

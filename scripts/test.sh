@@ -25,6 +25,17 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
+# The audit's HTML report is opened in a real headless browser (Debian's chromium).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  elif command -v sudo >/dev/null 2>&1; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  fi
+fi
+
 # vLLM's CPU build, for the tests marked `vllm`: the real engine on the fixtures it can run. It gets
 # a venv of its own, because it pins its own torch (2.13.0+cpu) and transformers (5.19.0). The marker
 # file names the pin, so the 3.4 GB install runs once, and again only when the pin changes.

@@ -71,11 +71,15 @@ def worker(args: argparse.Namespace) -> int:
     from draftguard.hosts.hub import HubConfig
     from draftguard.bot.hub_handler import HubHandler
     from draftguard.bot.github_handler import GitHubHandler
+    from draftguard.audit.queue import AuditJobHandler
 
     try:
         config = GitHubConfig.from_env()
         hub = HubConfig.from_env()
-        if not (config.token or config.app_id or hub.token):
+        # Without any credentials a cpu worker still serves `draftguard audit` jobs; but a bot
+        # deployment (a webhook secret is set) without its token is a mistake, said at once.
+        bot_deployment = bool(config.webhook_secret or hub.webhook_secret)
+        if not (config.token or config.app_id or hub.token) and (args.queue != "cpu" or bot_deployment):
             raise BotConfigError("no credentials: set GITHUB_TOKEN (or DRAFTGUARD_GITHUB_APP_ID with its private "
                                  "key) for GitHub jobs, and/or HF_TOKEN for Hub jobs")
         configure_logging(config.secrets + hub.secrets)
@@ -86,6 +90,11 @@ def worker(args: argparse.Namespace) -> int:
         queue.handlers["github"] = GitHubHandler(config)
     if hub.token:
         queue.handlers["hub"] = HubHandler(hub)
+    # `draftguard audit --queue` jobs read public repos (HF_TOKEN when set): no credentials needed.
+    queue.handlers["audit"] = AuditJobHandler()
+    if not (config.token or config.app_id or hub.token):
+        print("draftguard: no GitHub or Hub credentials: this worker serves `draftguard audit` jobs only",
+              file=sys.stderr)
     if args.queue == "cpu":
         _warm_up()
     queue.recover(lease=True)

@@ -19,6 +19,7 @@ How it runs:
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.environments import (  # noqa: F401 (the matrix's public names, kept importable here)
     CACHE_ENV,
@@ -155,6 +157,9 @@ def check_matrix(
     resolve_timeout: float | None = None,
     install_timeout: float | None = None,
     drafter_target: str | None = None,
+    snapshots: Iterable[Snapshot] = (),
+    drafter_rules: bool = True,
+    host_in_process: bool = False,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
     Raises BadInput, before any work, for malformed versions or time limits.
@@ -163,6 +168,11 @@ def check_matrix(
     and a column that says why; the other versions' results are still in the Report. Drafters are also
     checked against their target model, once (those rules do not depend on the version), as in
     ``light.check_targets``.
+
+    ``snapshots`` are checked after ``targets``: snapshots the caller already fetched (the audit).
+    ``drafter_rules=False`` leaves the drafter rules to the caller. ``host_in_process`` resolves
+    under draftguard's own transformers in this process instead of a resolver process (the audit,
+    which resolves many small batches and has transformers imported already).
 
     Example::
 
@@ -177,14 +187,14 @@ def check_matrix(
     matrix = VersionMatrix(versions=versions, columns=[VersionColumn(v) for v in versions])
     report.matrix = matrix
 
-    snapshots: list[tuple[Snapshot, dict[str, Any], str]] = []
-    for target in targets:
+    loaded: list[tuple[Snapshot, dict[str, Any], str]] = []
+    for target in [*targets, *snapshots]:
         try:
-            snapshot = load_snapshot(target, revision)
+            snapshot = target if isinstance(target, Snapshot) else load_snapshot(target, revision)
             # A speculators-format drafter keeps its decoder config in transformer_layer_config.
-            snapshots.append((snapshot, *layer_config(snapshot.load_json())))
+            loaded.append((snapshot, *layer_config(snapshot.load_json())))
         except BadInput as exc:
-            report.errors.append(_input_error(target, exc))
+            report.errors.append(_input_error(target.source if isinstance(target, Snapshot) else target, exc))
     configs = [
         {
             "raw": raw,
@@ -192,7 +202,7 @@ def check_matrix(
             "pretrained": snap.local_dir if not snap.is_hub else snap.source,
             "revision": snap.revision,
         }
-        for snap, raw, _ in snapshots
+        for snap, raw, _ in loaded
     ]
 
     def run(column: VersionColumn) -> list[dict[str, Any]] | None:
@@ -204,7 +214,10 @@ def check_matrix(
             if not configs:
                 return []
             started = time.monotonic()
-            results = run_resolver(python, configs, timeout=timeout)
+            if host_in_process and python == sys.executable:
+                results = [_resolve_here(config) for config in configs]
+            else:
+                results = run_resolver(python, configs, timeout=timeout)
             column.resolve_seconds = time.monotonic() - started
             return results
         except MatrixError as exc:
@@ -226,12 +239,14 @@ def check_matrix(
                 key="transformers",
             ))
     fetched: dict = {}  # target models fetched once per run, however many drafters name them
-    for index, (snapshot, raw, prefix) in enumerate(snapshots):
+    for index, (snapshot, raw, prefix) in enumerate(loaded):
         per_version = {v: outcomes[v][index] for v in versions if outcomes[v] is not None}
         result = _judge_target(snapshot, raw, prefix, per_version, matrix, report)
         if result is None:
             continue
         report.targets.append(result)
+        if not drafter_rules:
+            continue
         try:
             result.findings.extend(check_drafter(
                 snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
@@ -239,6 +254,16 @@ def check_matrix(
         except BadInput as exc:
             report.errors.append(_input_error(snapshot.source, exc))
     return report
+
+
+def _resolve_here(config: dict[str, Any]) -> dict[str, Any]:
+    """One config resolved in this process, in the resolver script's answer shape (JSON values)."""
+    try:
+        node = resolver.resolve(config["raw"], trust_remote_code=bool(config.get("trust_remote_code")),
+                                pretrained=config.get("pretrained"), revision=config.get("revision"))
+    except resolver.ResolveError as exc:
+        return {"error": exc.to_json()}
+    return json.loads(json.dumps(node, default=str))
 
 
 def _input_error(target: str, exc: BadInput) -> InputError:

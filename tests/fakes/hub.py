@@ -79,6 +79,12 @@ class FakeHub:
         self.fault_rate = 0.0
         self.random = __import__("random").Random(0)
         self._pushes = 0
+        # The audit's fleet (tests/fakes/fleet.py): more API routes, tried before the ones here;
+        # per-request latency and programmed faults on file downloads too; gated repos.
+        self.routes: list = []
+        self.file_latency = 0.0
+        self.file_faults: list[Fault] = []
+        self.gated: set[str] = set()
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
                 self.add(repo, files, revision)
@@ -297,6 +303,20 @@ class _Handler(BaseHTTPRequestHandler):
         repo = unquote(head)
         rev_quoted, _, file_quoted = tail.partition("/")
         revision, file = unquote(rev_quoted), unquote(file_quoted)
+        if self.fake.file_latency:
+            import time
+
+            time.sleep(self.fake.file_latency)
+        fault = _take_file_fault(self.fake, self.command, path)
+        if fault is not None:
+            if fault.hang:
+                import time
+
+                time.sleep(fault.hang)  # longer than the client's timeout: it gives up first
+            extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+            return self._error(fault.status, None, f"forced {fault.status}", repo, revision, file, rng, extra=extra)
+        if repo in self.fake.gated:
+            return self._error(403, "GatedRepo", "Access to this model is restricted", repo, revision, file, rng)
         forced = self.fake.status.get((repo, file))
         if forced is not None:
             return self._error(forced, None, f"forced {forced}", repo, revision, file, rng)
@@ -399,6 +419,18 @@ class Fault:
     times: int
     retry_after: int | None = None
     apply: bool = False
+    hang: float = 0.0  # seconds to stall before answering (a timeout, when longer than the client waits)
+
+
+def _take_file_fault(fake: FakeHub, method: str, path: str) -> Fault | None:
+    import re
+
+    with fake._lock:
+        for fault in fake.file_faults:
+            if fault.times > 0 and fault.method in (method, "*") and re.search(fault.pattern, path):
+                fault.times -= 1
+                return fault
+    return None
 
 
 def _api(h: _Handler, method: str) -> None:
@@ -453,6 +485,10 @@ def _api(h: _Handler, method: str) -> None:
             return error(fault.status, f"forced {fault.status} after applying")
         send(status, body)
 
+    for route in fake.routes:  # added routes (tests/fakes/fleet.py) answer first
+        if route(h, method, segs, parse_qs(parts.query), raw, answer, error, authorized):
+            return
+
     if segs == ["whoami-v2"]:
         if fake.token is None or not authorized:
             return error(401, "Invalid credentials in Authorization header")
@@ -475,8 +511,9 @@ def _api(h: _Handler, method: str) -> None:
         found = fake._files_at(repo, revision)
         if found is None:
             return error(404, "Invalid rev id", "RevisionNotFound")
-        return answer(200, {"id": repo, "sha": found[0], "private": False,
-                            "siblings": [{"rfilename": p} for p in sorted(found[1])]})
+        return answer(200, {"id": repo, "sha": found[0], "private": False, "gated": repo in fake.gated and "manual",
+                            "siblings": [{"rfilename": p, "size": len(b)} for p, b in sorted(found[1].items())],
+                            **({"cardData": _card_data(found[1])} if "README.md" in found[1] else {})})
     if rest[0] == "tree" and method == "GET":
         found = fake._files_at(repo, rest[1])
         if found is None:
@@ -527,3 +564,18 @@ def _api(h: _Handler, method: str) -> None:
         data["edited"], data["numEdits"] = True, data.get("numEdits", 0) + 1
         return answer(200, {"updatedComment": event})
     return error(404, "no such route")
+
+
+def _card_data(files: Files) -> dict:
+    """The model card's YAML front matter, as the Hub parses README.md into ``cardData``."""
+    import yaml
+
+    text = files["README.md"].decode("utf-8", "replace")
+    if not text.startswith("---"):
+        return {}
+    head = text[3:].split("\n---", 1)[0]
+    try:
+        data = yaml.safe_load(head)
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,102 @@
+"""``draftguard audit``: its arguments and its exit code.
+
+Exit codes, as for ``check``: 0 no repo at or above --fail-on; 1 some repo is; 2 bad input (a bad
+list file, flag or queue URL, or a requested transformers version that could not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_audit_parser(sub: "argparse._SubParsersAction") -> None:
+    """Register the ``audit`` subcommand (imports nothing heavy)."""
+    audit = sub.add_parser(
+        "audit", help="check a fleet of Hub model repos against pinned and latest transformers and their targets",
+        description="Audit many Hub model repos at once: the light check and the drafter rules (against each "
+        "drafter's target), under one or more transformers versions. Writes OUT/audit.jsonl (one record per "
+        "repo, appended as each finishes; a rerun resumes and skips unchanged repos), OUT/audit.md and "
+        "OUT/audit.html. See docs/audit.md.",
+    )
+    audit.add_argument("repo_file", nargs="?", metavar="FILE",
+                       help="a file of repo ids, one per line, owner/name[@revision]; # starts a comment")
+    audit.add_argument("--org", metavar="NAME", help="every model repo of this Hub user or organization")
+    audit.add_argument("--search", metavar="TEXT", help="model repos whose id contains TEXT")
+    audit.add_argument("--filter", dest="tag", metavar="TAG", help="model repos with this tag (dflash, eagle3, ...)")
+    audit.add_argument("--limit", type=int, metavar="N", help="audit at most N repos")
+    audit.add_argument("--transformers", metavar="V1,V2",
+                       help="resolve under each of these transformers versions; `latest` is the newest release on "
+                       "the package index (default: the installed version only)")
+    audit.add_argument("--out", metavar="DIR", default="draftguard-audit",
+                       help="folder for audit.jsonl, audit.md and audit.html (default: ./draftguard-audit)")
+    audit.add_argument("--full", action="store_true",
+                       help="check every repo again, even those whose commit, versions and draftguard are unchanged")
+    audit.add_argument("--fail-on", choices=["error", "warning", "never"], default="error",
+                       help="exit 1 when a repo has a finding, regression or fault of its own at or above this "
+                       "severity (default: error)")
+    audit.add_argument("--concurrency", type=int, default=8, metavar="N",
+                       help="repos fetched and checked at once in this process (default: 8)")
+    audit.add_argument("--queue", metavar="URL",
+                       help="redis://HOST:PORT/DB: run the repos as jobs on the queue `draftguard worker` serves, "
+                       "and gather their results here")
+    audit.add_argument("--open-discussions", nargs="?", const="dry-run", choices=["dry-run", "post"],
+                       metavar="post",
+                       help="tell owners: one marked Hub discussion per failing repo, edited on later runs and closed "
+                       "when clean. Alone it is a dry run printing what it would post; `--open-discussions post` "
+                       "writes (needs HF_TOKEN)")
+    audit.add_argument("--retries", type=int, default=4, metavar="N",
+                       help="retries of a repo after 429, 5xx or a timeout (default: 4)")
+    audit.add_argument("--max-wait", type=float, default=120.0, metavar="SECONDS",
+                       help="the longest one Retry-After (or backoff) is waited (default: 120)")
+    audit.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    audit.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from draftguard.audit.inputs import select_repos
+    from draftguard.audit.repo import AuditOptions
+    from draftguard.audit.run import AuditRun, run_audit, say, summary_line
+    from draftguard.audit.versions import audit_versions
+    from draftguard.check import resolver
+    from draftguard.snapshot import BadInput
+
+    for name in ("concurrency", "retries"):
+        if getattr(args, name) < (1 if name == "concurrency" else 0):
+            return _bad(f"--{name} must be at least {1 if name == 'concurrency' else 0}")
+    if args.queue and not args.queue.startswith(("redis://", "rediss://", "unix://")):
+        return _bad(f"--queue {args.queue!r}: give redis://HOST:PORT/DB (the queue `draftguard worker` serves)")
+    if args.open_discussions == "post" and not os.environ.get("HF_TOKEN"):
+        return _bad("--open-discussions post needs HF_TOKEN (a token that can write discussions)")
+    try:
+        host = resolver.transformers_version()
+        versions = audit_versions(args.transformers, host)
+        refs = select_repos(repo_file=args.repo_file, org=args.org, search=args.search, tag=args.tag,
+                            limit=args.limit)
+        options = AuditOptions(versions=versions, host_version=host, full=args.full, retries=args.retries,
+                               max_wait=args.max_wait)
+        run = AuditRun(refs=refs, options=options, out=Path(args.out), concurrency=args.concurrency,
+                       queue_url=args.queue, progress=not args.no_progress)
+        result = run_audit(run)
+    except BadInput as exc:
+        return _bad(str(exc))
+    say(summary_line(result))
+    say(f"report: {Path(args.out) / 'audit.html'} (and audit.md, audit.jsonl)")
+    if args.open_discussions:
+        from draftguard.audit.discussions import sync_discussions
+
+        sync_discussions(result.records, args.open_discussions, say=lambda text: print(text))
+    for version, why in sorted(result.version_problems.items()):
+        print(f"draftguard: transformers {version} did not run: {why}", file=sys.stderr)
+    if result.version_problems:
+        return EXIT_BAD_INPUT
+    return EXIT_FAIL if result.fails(args.fail_on) else EXIT_OK
+
+
+def _bad(message: str) -> int:
+    print(f"draftguard: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT

@@ -1,0 +1,105 @@
+"""Auditing on the shared queue: ``draftguard audit --queue redis://...``.
+
+Each chunk of repos becomes one Job (source ``audit``) on the cpu queue that ``draftguard worker
+--queue cpu --queue-url redis://...`` already serves; huey delivers it, the Job record's claim
+keeps it to one worker, and ``Queue.recover`` requeues it when a worker dies. The worker audits the
+chunk with the same ``audit_chunk`` as a local run and stores the records beside the Job record;
+this process waits for its Jobs, appends each chunk's records to audit.jsonl as it finishes, and
+writes the one report. No scheduling of our own: huey's consumers pick the work.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+from draftguard.audit.inputs import RepoRef
+from draftguard.audit.record import RepoError, RepoRecord
+from draftguard.audit.repo import AuditOptions, audit_chunk
+from draftguard.snapshot import BadInput
+
+SOURCE = "audit"
+RESULT_KEY = "audit-result:{}"
+POLL_SECONDS = 0.1
+
+
+def _result_key(job_id: str) -> str:
+    return RESULT_KEY.format(job_id)
+
+
+class AuditJobHandler:
+    """The worker side: audit one chunk Job and store its records under ``audit-result:<job id>``.
+
+    Registered by ``draftguard worker`` for Jobs whose source is ``audit``."""
+
+    def __call__(self, job: Any, queue: Any) -> str:
+        from draftguard.check import resolver
+
+        data = job.data
+        options = AuditOptions(
+            versions=list(data["versions"]), host_version=resolver.transformers_version(),
+            full=bool(data.get("full")), retries=int(data.get("retries", 4)),
+            max_wait=float(data.get("max_wait", 120.0)), fetch_workers=int(data.get("fetch_workers", 4)),
+            previous={k: RepoRecord.from_json(v) for k, v in data.get("previous", {}).items()},
+        )
+        refs = [RepoRef(r["repo"], r.get("revision")) for r in data["refs"]]
+        results = audit_chunk(refs, options)
+        payload = {"records": [[r.to_json(), skipped] for r, skipped in results],
+                   "version_problems": options.version_problems}
+        queue.store.put_data(_result_key(job.id), json.dumps(payload, default=str).encode())
+        failing = sum(1 for r, _ in results if r.status == "failing")
+        return f"audited {len(results)} repos ({failing} failing)"
+
+
+def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
+                 take: Callable[[RepoRecord, bool], None], *, run_id: str, timeout: float | None = None) -> None:
+    """Submit one Job per chunk, then gather each chunk's records (``take``) as its Job finishes.
+    A Job that fails records its repos with the worker's error. Raises BadInput for a bad URL."""
+    try:
+        from huey.constants import EmptyData
+
+        from draftguard.bot.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+    except ImportError as exc:
+        raise BadInput(f"--queue needs the `bot` extra ({exc.name} is missing): pip install "
+                       "'draftguard[bot]'", key="queue") from None
+    try:
+        queue = Queue(url)
+    except QueueConfigError as exc:
+        raise BadInput(f"--queue: {exc}", key="queue") from None
+    pending: dict[str, list[RepoRef]] = {}
+    for number, part in enumerate(parts):
+        job = Job(id=f"audit-{run_id}-{number}", source=SOURCE, kind="audit", repo=part[0].repo, number=number,
+                  data={
+                      "refs": [{"repo": r.repo, "revision": r.revision} for r in part],
+                      "versions": options.versions, "full": options.full, "retries": options.retries,
+                      "max_wait": options.max_wait, "fetch_workers": max(1, options.fetch_workers),
+                      "previous": {r.key: options.previous[r.key].to_json() for r in part
+                                   if r.key in options.previous},
+                  })
+        queue.submit(job)
+        pending[job.id] = part
+    deadline = time.monotonic() + timeout if timeout else None
+    while pending:
+        for job_id in list(pending):
+            job = queue.get(job_id)
+            if job is None or job.state not in FINISHED:
+                continue
+            part = pending.pop(job_id)
+            raw = queue.store.peek_data(_result_key(job_id))
+            if job.state == FAILED or raw is EmptyData:
+                for ref in part:
+                    record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision,
+                                        versions=list(options.versions))
+                    record.errors.append(RepoError("server-error", f"the audit worker failed: {job.result}"))
+                    take(record, False)
+                continue
+            payload = json.loads(bytes(raw))
+            options.version_problems.update(payload.get("version_problems", {}))
+            for data, skipped in payload["records"]:
+                take(RepoRecord.from_json(data), skipped)
+            queue.store.delete_data(_result_key(job_id))
+        if pending:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} audit jobs did not finish in time")
+            time.sleep(POLL_SECONDS)

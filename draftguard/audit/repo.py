@@ -1,0 +1,408 @@
+"""Auditing repos: fetch only what the checks read, run the light check and the drafter rules.
+
+Per repo the audit asks the Hub for the repo's info (one API call: the commit sha, the file list
+with sizes, the model card's ``base_model``), then ``config.json`` at that commit through
+huggingface_hub's cache. Drafters also read their ``.draftguard.yml``, their target's config and
+tokenizer files, and safetensors headers (HTTP range requests, never weights), through the drafter
+rules' own readers. Reading at the commit sha keeps every file of one check at one commit, and lets
+a rerun take unchanged files from the cache without asking the Hub again.
+
+Every failure becomes the repo's own ``RepoError``; transient ones (429, 5xx, timeouts) are retried
+first, waiting what the Hub's ``Retry-After`` asks.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+from draftguard.audit.inputs import RepoRef
+from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
+from draftguard.check.findings import Finding, TargetResult
+from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
+
+T = TypeVar("T")
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+BASE_MODEL_ORIGIN = "the model card's base_model"
+
+
+class RepoFailure(Exception):
+    """A repo could not be audited (or part of it could not): carries the RepoError to record."""
+
+    def __init__(self, kind: str, message: str, sha: str | None = None):
+        super().__init__(message)
+        self.error = RepoError(kind, message)
+        self.sha = sha  # the commit, when the repo's info was read before the failure
+
+
+@dataclass
+class AuditOptions:
+    """How each repo is audited. ``versions`` are the transformers versions, oldest first."""
+
+    versions: list[str]
+    host_version: str
+    full: bool = False
+    retries: int = 4
+    max_wait: float = 120.0  # the longest a single Retry-After or backoff is honoured
+    previous: dict[str, RepoRecord] = field(default_factory=dict)
+    fetch_workers: int = 1  # repos of one chunk fetched at once
+    # Versions whose resolver could not run (install failed, no network), with why; filled as chunks run.
+    version_problems: dict[str, str] = field(default_factory=dict)
+    sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def host_only(self) -> bool:
+        return self.versions == [self.host_version]
+
+
+@dataclass
+class Fetched:
+    """A repo's info and its config.json snapshot at one commit."""
+
+    ref: RepoRef
+    sha: str
+    snapshot: Snapshot
+    base_model: str | None
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def classify(exc: BaseException) -> RepoFailure | None:
+    """The RepoFailure an exception from huggingface_hub (or the checks) means, following the cause
+    chain; None when it is not one we know (a bug, re-raised by the caller).
+
+    Example::
+
+        >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).error.kind
+        'invalid-config'
+    """
+    import httpx2
+    from huggingface_hub import errors as hf
+
+    seen, current = 0, exc
+    while current is not None and seen < 6:
+        if isinstance(current, RepoFailure):
+            return current
+        if isinstance(current, hf.GatedRepoError):
+            return RepoFailure("gated", "gated repo: accept its terms on the Hub and set HF_TOKEN to audit it")
+        if isinstance(current, hf.RepositoryNotFoundError):
+            return RepoFailure("not-found", "repo not found on the Hub (deleted, renamed, or private without "
+                                            "HF_TOKEN)")
+        if isinstance(current, hf.RevisionNotFoundError):
+            return RepoFailure("revision-not-found", "revision not found on the Hub")
+        if isinstance(current, hf.HfHubHTTPError) and current.response is not None:
+            status = current.response.status_code
+            if status == 429:
+                return RepoFailure("rate-limited", "the Hub answered 429 (rate limited) after retries; rerun "
+                                                   "later, or set HF_TOKEN for a higher limit")
+            if status >= 500 or status == 408:
+                return RepoFailure("server-error", f"the Hub answered HTTP {status} after retries; rerun later")
+            if status in (401, 403):
+                return RepoFailure("gated", f"the Hub answered HTTP {status}: set HF_TOKEN to a token that can "
+                                            "read this repo")
+            return RepoFailure("http-error", f"the Hub answered HTTP {status}")
+        if isinstance(current, httpx2.TimeoutException):
+            return RepoFailure("timeout", "the Hub did not answer in time (after retries); rerun later")
+        if isinstance(current, (httpx2.NetworkError, httpx2.RemoteProtocolError)) or type(current).__name__ in (
+                "OfflineModeIsEnabled",):
+            return RepoFailure("unreachable", f"the Hub cannot be reached ({type(current).__name__})")
+        current = current.__cause__ or current.__context__
+        seen += 1
+    if isinstance(exc, BadInput):
+        return RepoFailure("invalid-config", str(exc))
+    return None
+
+
+def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
+    """Run ``step``, retrying transient Hub failures (honouring Retry-After up to ``max_wait``).
+    Raises RepoFailure when it still fails, or for a permanent failure; ``attempts[0]`` counts tries."""
+    from draftguard.hosts.hub import hub_retry_delay
+
+    attempt = 0
+    while True:
+        attempt += 1
+        attempts[0] += 1
+        try:
+            return step()
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            if not failure.error.transient or attempt > options.retries:
+                raise failure from None
+            delay = hub_retry_delay(exc, attempt, base=0.5, cap=options.max_wait) or 1.0
+            options.sleep(min(delay, options.max_wait))
+
+
+# --- fetching --------------------------------------------------------------------------------------
+
+
+def fetch_repo(ref: RepoRef) -> Fetched:
+    """The repo's info and config.json at its current commit. Raises RepoFailure (no config,
+    oversized, LFS pointer) or huggingface_hub's errors (classified by the caller)."""
+    from huggingface_hub import HfApi, hf_hub_download
+
+    info = HfApi().model_info(ref.repo, revision=ref.revision, files_metadata=True)
+    sha = info.sha or ref.revision or "main"
+    sizes = {s.rfilename: s.size for s in (info.siblings or [])}
+    if CONFIG_NAME not in sizes:
+        raise RepoFailure("no-config", "the repo has no config.json at this revision", sha)
+    size = sizes[CONFIG_NAME]
+    if size is not None and size > MAX_CONFIG_BYTES:
+        raise RepoFailure("oversized", f"config.json is {size / 1e6:.1f} MB, over the "
+                                       f"{MAX_CONFIG_BYTES // 2**20} MB a config can be; not downloaded", sha)
+    path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise RepoFailure("oversized", f"config.json is over {MAX_CONFIG_BYTES // 2**20} MB", sha)
+    if data.startswith(LFS_POINTER):
+        raise RepoFailure("lfs-pointer", "config.json is a Git LFS pointer, not the file: the file was committed "
+                                         "without `git lfs` set up. Fix: push the real config.json", sha)
+    shown = f"{ref.repo}@{ref.revision or 'main'}/{CONFIG_NAME}"
+    snapshot = Snapshot(source=ref.repo, revision=sha, files={CONFIG_NAME: data}, display={CONFIG_NAME: shown},
+                        local_dir=None, is_hub=True)
+    return Fetched(ref, sha, snapshot, _base_model(info))
+
+
+def _base_model(info: Any) -> str | None:
+    card = getattr(info, "card_data", None)
+    value = card.get("base_model") if card is not None else None
+    if isinstance(value, list):
+        value = value[0] if len(value) == 1 else None  # a merge of several bases names no one target
+    if not isinstance(value, str):
+        return None
+    try:
+        return RepoRef.parse(value).key
+    except ValueError:
+        return None  # not a Hub repo id; a card must never make the audit read the host's files
+
+
+# --- checking --------------------------------------------------------------------------------------
+
+
+def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
+                     cache: dict[str, Any]) -> list[Finding]:
+    """The drafter rules for a fetched repo, against its target: the drafter's own config (the
+    speculators verifier) or its .draftguard.yml, else the model card's ``base_model``. Only Hub
+    targets are read. Raises BadInput (or huggingface_hub errors) when the target cannot be read."""
+    from draftguard.check import resolver
+    from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
+    from draftguard.check.drafter.check import CHECKS
+    from draftguard.check.weights import read_weights
+
+    snapshot = fetched.snapshot
+    raw = snapshot.load_json()
+    fmt = detect_drafter(raw)
+    if fmt is None:
+        return []
+    record.drafter = fmt.kind
+    where = find_target(snapshot, fmt, None)
+    name, origin = (where[0], where[1]) if where else (fetched.base_model, BASE_MODEL_ORIGIN)
+    target = None
+    if name:
+        record.target = {"name": name, "origin": origin}
+        target = cache.get(name)
+        if target is None:
+            target = load_target(name, origin, allow_local=False)
+            cache[name] = target
+    values = result.values
+    if values is None:  # resolved in another interpreter (the version matrix): resolve the layers here
+        try:
+            values = resolver.resolve(layer_config(raw)[0], pretrained=snapshot.source,
+                                      revision=snapshot.revision)["values"]
+        except resolver.ResolveError:
+            values = {}
+    return CHECKS[fmt.family](snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
+
+
+def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
+    """Audit repos (no repo id twice); returns (record, skipped) per repo, in order. A repo whose
+    commit, versions and draftguard version match its previous record is skipped (unless
+    ``options.full``), and its previous record is returned."""
+    out: dict[int, tuple[RepoRecord, bool]] = {}
+    todo: list[tuple[int, RepoRecord, Fetched, list[int], float]] = []
+
+    def fetch(index: int, ref: RepoRef) -> None:
+        def unchanged(sha: str | None) -> bool:
+            previous = options.previous.get(ref.key)
+            if previous is None or options.full or not previous.same_inputs(sha, options.versions):
+                return False
+            out[index] = (previous, True)
+            return True
+
+        started = time.monotonic()
+        record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
+        attempts = [0]
+        try:
+            fetched = with_retries(lambda: fetch_repo(ref), options, attempts)
+        except Exception as exc:  # one repo's failure, or a bug on one repo, never stops the audit
+            failure = _failure_of(exc)
+            if unchanged(failure.sha):  # e.g. still no config.json at the same commit
+                return
+            record.errors.append(failure.error)
+            record.sha = failure.sha
+            record.attempts, record.seconds = attempts[0], time.monotonic() - started
+            out[index] = (record, False)
+            return
+        if unchanged(fetched.sha):
+            return
+        record.sha = fetched.sha
+        todo.append((index, record, fetched, attempts, started))
+
+    if options.fetch_workers > 1 and len(refs) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=options.fetch_workers, thread_name_prefix="audit-fetch") as pool:
+            list(pool.map(fetch, range(len(refs)), refs))
+    else:
+        for index, ref in enumerate(refs):
+            fetch(index, ref)
+    todo.sort(key=lambda item: item[0])
+
+    try:
+        results = _judge([f.snapshot for _, _, f, _, _ in todo], options)
+    except Exception as exc:  # a bug on one config must not lose the chunk's other records
+        results = [(None, [_failure_of(exc).error], [])] * len(todo)
+    targets: dict[str, Any] = {}
+    for (index, record, fetched, attempts, started), (result, errors, regressions) in zip(todo, results):
+        record.errors.extend(errors)
+        record.regressions.extend(regressions)
+        if result is not None:
+            findings = list(result.findings)
+            try:
+                findings += with_retries(lambda: drafter_findings(fetched, result, record, targets), options, attempts)
+            except Exception as exc:
+                failure = _failure_of(exc)
+                kind = failure.error.kind if failure.error.kind in ("internal", *TRANSIENT) else "target"
+                record.errors.append(RepoError(kind, f"drafter rules not run: {failure.error.message}"))
+            record.findings = [f.to_json() for f in _sorted(findings)]
+        record.attempts, record.seconds = attempts[0], time.monotonic() - started
+        out[index] = (record, False)
+    return [out[i] for i in range(len(refs))]
+
+
+def _failure_of(exc: BaseException) -> RepoFailure:
+    failure = classify(exc)
+    if failure is None:
+        failure = RepoFailure("internal", f"{type(exc).__name__}: {exc} (a bug in draftguard: rerun this repo with "
+                                          "`draftguard check` and DRAFTGUARD_DEBUG=1, and report it)")
+    return failure
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.rule, f.key))
+
+
+Judged = tuple[TargetResult | None, list[RepoError], list[Regression]]
+
+
+def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
+    """The light check of each snapshot: in this process for the installed transformers alone, else
+    under every version through the version matrix (one resolver process per version per chunk)."""
+    if not snapshots:
+        return []
+    if options.host_only:
+        from draftguard.check.light import check_snapshot
+
+        out: list[Judged] = []
+        for snapshot in snapshots:
+            try:
+                out.append((check_snapshot(snapshot, version=options.host_version), [], []))
+            except BadInput as exc:
+                out.append((None, [_config_error(exc)], []))
+            except Exception as exc:  # a bug on this config: recorded, and the audit goes on
+                out.append((None, [_failure_of(exc).error], []))
+        return out
+    return _judge_versions(snapshots, options)
+
+
+# A config no built-in transformers class reads (no model_type: sentence-transformers modules,
+# diffusers; remote code, which the audit never runs; a model_type newer than this transformers) is
+# not checkable here, and not its owner's fault.
+_UNSUPPORTED = ("has no `model_type`", "ships its own config class", "is unknown to transformers")
+
+
+def _config_error(exc: BadInput) -> RepoError:
+    text = str(exc)
+    if "invalid JSON" in text or "not UTF-8" in text or "top level must be" in text:
+        return RepoError("invalid-config", text)
+    if any(sign in text for sign in _UNSUPPORTED):
+        return RepoError("unsupported", text)
+    return RepoError("config-rejected", text)
+
+
+def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
+    from draftguard.check import matrix
+
+    report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False,
+                                 host_in_process=True)
+    ok = [c.version for c in report.matrix.columns if c.status == matrix.OK]
+    for column in report.matrix.columns:
+        if column.status != matrix.OK:
+            options.version_problems[column.version] = column.detail or column.status
+    by_source = {t.source: t for t in report.targets}
+    errors: dict[str, list[str]] = {}
+    for error in report.errors:
+        errors.setdefault(error.source, []).append(error.message)
+    out: list[Judged] = []
+    for snapshot in snapshots:
+        result = by_source.get(snapshot.source)
+        repo_errors = [RepoError(_config_error(BadInput(m)).kind, m) for m in errors.get(snapshot.source, [])]
+        regressions = []
+        if result is not None:
+            for finding in result.findings:
+                if finding.severity.value == "info":
+                    continue  # renames and intended changes differ between releases by design
+                present = finding.versions or ok
+                absent = [v for v in ok if v not in present]
+                if absent:
+                    regressions.append(Regression(
+                        finding.rule, finding.key, finding.severity.value, list(present), absent,
+                        f"{finding.rule} on {finding.key} under transformers {', '.join(present)}, not under "
+                        f"{', '.join(absent)}"))
+        kept = []
+        for error in repo_errors:
+            failed = versions_named(error.message, options.versions)
+            others = [v for v in ok if v not in failed]
+            if not failed or not others or result is None:
+                kept.append(error)
+                continue
+            if error.kind == "unsupported":
+                # An older transformers that does not know a newer model: worth saying, but the repo
+                # was checked under the others and its config is not at fault.
+                regressions.append(Regression(
+                    "unsupported", "model_type", "warning", failed, others,
+                    f"transformers {', '.join(failed)} cannot read this config; {', '.join(others)} can"))
+                continue
+            kept.append(error)
+            regressions.append(Regression(
+                error.kind, "config.json", "error", failed, others,
+                f"config.json is rejected under transformers {', '.join(failed)}, and resolves under "
+                f"{', '.join(others)}"))
+        out.append((result, kept, regressions))
+    return out
+
+
+def versions_named(message: str, versions: list[str]) -> list[str]:
+    """The versions a matrix message's "under transformers A to C: ..." names, oldest first.
+
+    Example::
+
+        >>> versions_named("x: under transformers 4.52.4 to 5.24.0: bad", ["4.52.4", "4.57.1", "5.24.0"])
+        ['4.52.4', '4.57.1', '5.24.0']
+        >>> versions_named("x: under transformers 5.24.0: bad", ["4.52.4", "5.24.0"])
+        ['5.24.0']
+    """
+    match = re.search(r"under transformers (.+?): ", message)
+    if not match:
+        return []
+    text, named = match.group(1), set()
+    for start, end in re.findall(r"(\S+) to (\S+?)(?:,|$| and)", text):
+        if start in versions and end in versions:
+            named.update(versions[versions.index(start): versions.index(end) + 1])
+    named.update(v for v in versions if re.search(rf"(^|[ ,]){re.escape(v)}($|[ ,])", text))
+    return [v for v in versions if v in named]
