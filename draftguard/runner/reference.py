@@ -231,16 +231,7 @@ def speculative_generate(
         drafted = block[0, 1:]
         accepted = int((drafted == posterior[:-1]).long().cumprod(0).sum())
         produced = drafted[:accepted].tolist() + [int(posterior[accepted])]
-        for j, tok in enumerate(produced):
-            if tok in stops:
-                produced = produced[: j + 1]
-                accepted = min(accepted, j + 1)
-                break
-        counts.drafts += 1
-        counts.draft_tokens += bsz - 1
-        counts.accepted_tokens += accepted
-        for i in range(accepted):
-            counts.accepted_per_position[i] += 1
+        produced, accepted = _count_step(counts, produced, accepted, stops, bsz)
         new.extend(produced)
         # The target's cache keeps the anchor and the accepted drafts; the bonus is the next anchor.
         _crop(cache, start + accepted + 1)
@@ -254,6 +245,23 @@ def speculative_generate(
     if trace is not None:
         trace._finish(cache, new)
     return new[:max_new_tokens], counts
+
+
+def _count_step(counts: DraftCounts, produced: list[int], accepted: int, stops: set[int],
+                bsz: int) -> tuple[list[int], int]:
+    """One verified block into the counters: cut at the first stop token, then count the drafts and
+    the accepted positions. Shared by the live run and the replay, so both count alike."""
+    for j, tok in enumerate(produced):
+        if tok in stops:
+            produced = produced[: j + 1]
+            accepted = min(accepted, j + 1)
+            break
+    counts.drafts += 1
+    counts.draft_tokens += bsz - 1
+    counts.accepted_tokens += accepted
+    for i in range(accepted):
+        counts.accepted_per_position[i] += 1
+    return produced, accepted
 
 
 @torch.inference_mode()
@@ -304,16 +312,7 @@ def replay_generate(
         while accepted < bsz - 1 and accepted < len(truth) and drafted[accepted] == truth[accepted]:
             accepted += 1
         produced = truth[: accepted + 1]
-        for j, tok in enumerate(produced):
-            if tok in stops:
-                produced = produced[: j + 1]
-                accepted = min(accepted, j + 1)
-                break
-        counts.drafts += 1
-        counts.draft_tokens += bsz - 1
-        counts.accepted_tokens += accepted
-        for i in range(accepted):
-            counts.accepted_per_position[i] += 1
+        produced, accepted = _count_step(counts, produced, accepted, stops, bsz)
         new.extend(produced)
         start += accepted + 1
         anchor = produced[-1]
