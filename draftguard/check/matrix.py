@@ -12,7 +12,7 @@ How it runs:
   else ``$XDG_CACHE_HOME/draftguard``, else ``~/.cache/draftguard``), keyed by version and Python,
   holding ``transformers==X`` and what it pulls, nothing else. uv builds it when it is on PATH, else
   ``python -m venv`` and pip. The version that draftguard itself runs with needs no environment.
-- ``draftguard/check/resolver.py`` (standalone, JSON over stdin/stdout) runs in that environment, one
+- ``draftguard/check/resolver/`` (a standalone package, JSON over stdin/stdout) runs in that environment, one
   subprocess per version for all targets, all versions in parallel, each under a time limit.
 - judging happens here, with the same ``fidelity.judge_config`` as the single-version check.
 """
@@ -41,7 +41,7 @@ from draftguard.check.environments import (  # noqa: F401 (the matrix's public n
     OK,
     READY_MARKER,
     RESOLVE_TIMEOUT_ENV,
-    RESOLVER_SCRIPT,
+    RESOLVER_PACKAGE,
     TIMED_OUT,
     _timeout,
     cache_dir,
