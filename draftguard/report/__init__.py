@@ -3,6 +3,6 @@ text and the sticky comment, so a finding reads the same wherever it is shown.
 
 In: a ``Report`` (and, for the sticky comment, an acceptance result as its JSON dict).
 Out: text only: ``json.render_json``, ``markdown.render_markdown``, ``annotations.render_annotations``,
-``terminal.render_text`` (to a stream), and ``comment``'s sections and sticky body. No I/O, no
-network: the surfaces print or post what these return.
+``terminal.render_text`` (to the stream it is given), and ``comment``'s sections and sticky body.
+No files, no network: the surfaces print or post what these return.
 """

@@ -17,7 +17,7 @@ build options and report a missing install without it. Checked against vLLM 0.33
 
 In: a target and a drafter (folders or Hub ids), ``EngineOptions``, and prompts as token ids.
 Out: ``VllmBackend.run_prompt`` -> (``PromptResult``, generated tokens) per prompt; ``VllmMissing``,
-``EngineStartError`` or ``EngineRunError`` with vLLM's own last exception line when it cannot run.
+``EngineStartError`` or ``EngineRunError`` with vLLM's own reason, in one line, when it cannot run.
 
 Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
 
