@@ -1,7 +1,8 @@
 """Contains all of draftguard's own errors, in one tree.
 
 In: nothing (this module imports nothing of draftguard's and no third-party package, so every layer
-can import it). Out: ``DraftguardError`` and its subclasses, grouped below by who raises them.
+can import it).
+Out: ``DraftguardError`` and its subclasses, grouped below by who raises them.
 One error stays outside the tree on purpose: ``check.resolver.ResolveError``, because the resolver
 runs standalone in other transformers versions' environments, where draftguard is not installed.
 

@@ -147,3 +147,33 @@ def test_the_resolver_imports_only_the_standard_library_transformers_and_itself(
                     wrong.append((name, node.module))
     assert not wrong
     assert any(n.startswith(STANDALONE + ".") for n in _modules())  # the check looks at the package
+
+
+# Modules whose docstrings may leave out In/Out lines: none.
+IN_OUT_WAITING: tuple[str, ...] = ()
+
+
+def _in_out_missing(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Each module whose docstring lacks a line starting ``In:`` or ``Out:`` -> the ones it lacks."""
+    missing: dict[str, list[str]] = {}
+    for name, path in modules.items():
+        if name in IN_OUT_WAITING or name.startswith(tuple(w + "." for w in IN_OUT_WAITING)):
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+        starts = {line.strip().split(":", 1)[0] for line in doc.splitlines() if ":" in line}
+        lacking = [label for label in ("In", "Out") if label not in starts]
+        if lacking:
+            missing[name] = lacking
+    return missing
+
+
+def test_the_docstring_check_sees_a_missing_line(tmp_path):
+    (tmp_path / "both.py").write_text('"""Both.\n\nIn: a path.\nOut: its bytes.\n"""\n')
+    (tmp_path / "inline.py").write_text('"""Inline.\n\nIn: a path. Out: its bytes.\n"""\n')
+    (tmp_path / "none.py").write_text("x = 1\n")
+    modules = {path.stem: path for path in sorted(tmp_path.glob("*.py"))}
+    assert _in_out_missing(modules) == {"inline": ["Out"], "none": ["In", "Out"]}
+
+
+def test_every_module_says_what_comes_in_and_what_goes_out():
+    assert _in_out_missing(_modules()) == {}

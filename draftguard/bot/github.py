@@ -1,6 +1,7 @@
 """Moved: the GitHub client is ``draftguard.hosts.github`` (the bot, the Action and the audit share it).
 
-In: nothing. Out: the same names, re-exported for one release, so code written against
+In: nothing.
+Out: the same names, re-exported for one release, so code written against
 ``draftguard.bot.github`` keeps working. Import from ``draftguard.hosts.github`` in new code.
 """
 

@@ -1,6 +1,7 @@
 """Moved: the Hugging Face Hub client is ``draftguard.hosts.hub`` (the bot, the Action and the audit share it).
 
-In: nothing. Out: the same names, re-exported for one release, so code written against
+In: nothing.
+Out: the same names, re-exported for one release, so code written against
 ``draftguard.bot.hub`` keeps working. Import from ``draftguard.hosts.hub`` in new code.
 """
 

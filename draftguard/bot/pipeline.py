@@ -1,6 +1,7 @@
 """Moved: the GitHub handler is ``bot/github_handler.py`` and the shared review ``bot/review.py``.
 
-In: nothing. Out: the names this module had, re-exported for one release.
+In: nothing.
+Out: the names this module had, re-exported for one release.
 """
 
 from draftguard.bot.github_handler import (  # noqa: F401

@@ -10,6 +10,11 @@
 
 Then it builds the effective-attention view: what each layer will run against what the file says.
 The judges of one changed value, and their ``Context``, are ``check/judges.py``.
+
+In: ``judge_config(raw, resolved, version=, file=, line_of=)``: config.json as parsed, its resolver
+node (values, class name, evidence), the transformers version, the file's name and a key -> line lookup.
+Out: ``(findings, attention)``: a list of ``Finding`` and a list of ``LayerAttention`` (empty when the
+model has no per-layer attention types). Pure: no I/O.
 """
 
 from __future__ import annotations

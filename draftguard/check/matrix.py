@@ -15,6 +15,11 @@ How it runs:
 - ``draftguard/check/resolver/`` (a standalone package, JSON over stdin/stdout) runs in that environment, one
   subprocess per version for all targets, all versions in parallel, each under a time limit.
 - judging happens here, with the same ``fidelity.judge_config`` as the single-version check.
+
+In: ``check_matrix(targets, versions, ...)``: target names (or fetched ``Snapshot`` objects) and
+version strings; ``requested_versions`` reads ``--transformers`` or ``.draftguard.yml``.
+Out: a ``Report`` whose ``matrix`` is a ``VersionMatrix`` (a column per version, a row per differing
+key); a version that cannot run is an ``InputError`` in it; malformed versions raise ``BadInput``.
 """
 
 from __future__ import annotations

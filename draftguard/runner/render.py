@@ -2,6 +2,10 @@
 
 No torch here: the bot and the Action render results that a GPU worker sent back.
 
+In: an ``AcceptanceResult`` (and for ``diagnosis_table``, its ``views`` and ``diagnosis`` JSON).
+Out: ``render_text`` writes to a stream; ``render_markdown`` -> str; ``plot_per_position`` writes a
+PNG (``plot`` extra); ``diagnosis_table`` -> table lines for the sticky comment.
+
 Example::
 
     >>> from draftguard.runner.result import AcceptanceResult, PromptResult, Verdict
