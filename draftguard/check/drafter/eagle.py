@@ -3,15 +3,22 @@ EAGLE 1/2 heads, and MTP heads that a model declares (DG114, DG115, DG118)."""
 
 from __future__ import annotations
 
-from draftguard.check.drafter.engines import (SGLANG_EAGLE3_FORM, SGLANG_VERSION_READ, eagle3_default_aux_ids,
-                                              eagle3_readings, sglang_layers, sglang_list_for, shifted)
-from draftguard.check.findings import is_int, show
 from draftguard.check.drafter.detect import MTP_KEYS
+from draftguard.check.drafter.engines import (
+    SGLANG_EAGLE3_FORM,
+    SGLANG_VERSION_READ,
+    eagle3_default_aux_ids,
+    eagle3_readings,
+    sglang_layers,
+    sglang_list_for,
+    shifted,
+)
 from draftguard.check.drafter.rules import DrafterCheck
-
+from draftguard.check.findings import is_int, show
 
 TOP_KEY = "eagle_aux_hidden_state_layer_ids"
 NESTED_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"
+
 
 class Eagle3Check(DrafterCheck):
     """A one-layer head fed by three (or more) target layers, concatenated and projected by ``fc``."""
