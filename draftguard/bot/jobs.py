@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
-from draftguard.errors import QueueConfigError, Retry
+from draftguard.errors import JobFailed, QueueConfigError, Retry
 from draftguard.secrets import scrub_known
 
 log = logging.getLogger("draftguard.bot")
@@ -321,6 +321,10 @@ class Queue:
                 self.save(job)
                 log.info("job %s: %s; attempt %d, retry in %.1fs", job.id, exc, job.attempts, exc.delay)
                 return exc.delay
+            except JobFailed as exc:  # it cannot succeed, and says why in one line: no traceback, no retry
+                log.warning("job %s (%s %s#%s) failed: %s", job.id, job.source, job.repo, job.number,
+                            scrub_known(str(exc)))
+                return self._finish(job, FAILED, str(exc))
             except Exception as exc:  # a bug or a permanent failure: record it, never loop on it
                 log.exception("job %s failed", job.id)
                 return self._finish(job, FAILED, f"{type(exc).__name__}: {exc}")

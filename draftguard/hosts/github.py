@@ -185,6 +185,24 @@ def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now:
     return None
 
 
+def refusal(exc: BaseException) -> tuple[int, str] | None:
+    """(status, GitHub's message) when ``exc`` is GitHub refusing the token a repository or pull
+    request (401, 403 not for a rate limit, 404), else None.
+
+    Example::
+
+        >>> from github import UnknownObjectException
+        >>> refusal(UnknownObjectException(404, {"message": "Not Found"}, {})), refusal(ValueError("x"))
+        ((404, 'Not Found'), None)
+    """
+    from github import GithubException
+
+    if isinstance(exc, GithubException) and exc.status in (401, 403, 404) and retry_delay(exc) is None:
+        message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
+        return exc.status, str(message)[:200]
+    return None
+
+
 def _translated(what: str) -> transient_errors:
     """Turn retryable PyGithub and requests errors into TransientGitHubError, naming the operation."""
     return transient_errors(what, retry_delay, TransientGitHubError, "GitHub")

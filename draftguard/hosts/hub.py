@@ -114,6 +114,22 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
     return None
 
 
+def hub_refusal(exc: BaseException) -> tuple[int, str] | None:
+    """(status, the Hub's reason) when ``exc`` is the Hub refusing the token a repository or
+    discussion (401, 403, 404), else None.
+
+    Example::
+
+        >>> hub_refusal(ValueError("x")) is None
+        True
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None and exc.response.status_code in (401, 403, 404):
+        return exc.response.status_code, str(exc.response.reason_phrase or "")[:200]
+    return None
+
+
 _WHOAMI: dict[tuple[str, str], str] = {}
 _WHOAMI_LOCK = threading.Lock()
 
