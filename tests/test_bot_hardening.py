@@ -492,6 +492,47 @@ def test_a_hub_recheck_says_it_ran(world):
     assert len(trace) == 1 and head[:12] in trace[0] and "alice" in trace[0], trace
 
 
+# --- a repository the token cannot see: one clear line, no traceback, no retries --------------------
+
+def _lines_about(world: World, repo: str) -> list[str]:
+    return [line for line in world.log().splitlines() if repo in line]
+
+
+@pytest.mark.parametrize("repo, fault, status", [("acme/not-installed", None, 404),
+                                                 ("acme/no-access", "forbidden", 403)])
+def test_a_repo_the_token_cannot_see_fails_its_job_in_one_line(world, repo, fault, status):
+    if fault:  # the repo exists, but GitHub refuses this token every read of it
+        world.api.add_repo(repo)
+        world.api.fail("GET", rf"^/repos/{repo}/", fault, times=100)
+    before = len(world.log().splitlines())
+    assert world.post("pull_request", pr_payload(repo, 1, "a" * 40, BASE)).status_code == 202
+    world.settle()
+    jobs = [j for j in world.queue.jobs() if j.repo == repo]
+    assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
+    assert jobs[0].result.startswith(f"GitHub answered {status}") and repo in jobs[0].result
+    assert world.api.count("GET", rf"^/repos/{repo}/pulls/1$") == 1  # asked once, never again
+    new_lines = world.log().splitlines()[before:]
+    assert "Traceback" not in "\n".join(new_lines)
+    failed = [line for line in new_lines if "failed" in line and repo in line]
+    assert len(failed) == 1 and f"answered {status}" in failed[0], new_lines
+    world.api.faults.clear()
+
+
+def test_a_hub_repo_the_token_cannot_see_fails_its_job_in_one_line(world):
+    repo = "acme/hub-not-there"
+    payload = {"event": {"action": "create", "scope": "discussion"}, "repo": {"type": "model", "name": repo},
+               "discussion": {"num": 2, "isPullRequest": True, "status": "open"}}
+    before = len(world.log().splitlines())
+    assert world.post_hub(payload).status_code == 202
+    world.settle()
+    jobs = [j for j in world.queue.jobs() if j.repo == repo]
+    assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
+    assert jobs[0].result.startswith("Hub answered 404") and repo in jobs[0].result
+    new_lines = world.log().splitlines()[before:]
+    assert "Traceback" not in "\n".join(new_lines)
+    assert len([line for line in new_lines if "failed" in line and repo in line]) == 1, new_lines
+
+
 def test_no_probe_left_a_traceback(world):
     assert os.path.exists(world.serve.log.name)
     assert "Traceback" not in world.log()

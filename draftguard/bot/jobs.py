@@ -322,9 +322,7 @@ class Queue:
                 log.info("job %s: %s; attempt %d, retry in %.1fs", job.id, exc, job.attempts, exc.delay)
                 return exc.delay
             except JobFailed as exc:  # it cannot succeed, and says why in one line: no traceback, no retry
-                log.warning("job %s (%s %s#%s) failed: %s", job.id, job.source, job.repo, job.number,
-                            scrub_known(str(exc)))
-                return self._finish(job, FAILED, str(exc))
+                return self._finish(job, FAILED, str(exc), level=logging.WARNING)
             except Exception as exc:  # a bug or a permanent failure: record it, never loop on it
                 log.exception("job %s failed", job.id)
                 return self._finish(job, FAILED, f"{type(exc).__name__}: {exc}")
@@ -332,7 +330,7 @@ class Queue:
         finally:
             self._release(job)
 
-    def _finish(self, job: Job, state: str, result: str | None) -> None:
+    def _finish(self, job: Job, state: str, result: str | None, level: int = logging.INFO) -> None:
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
         job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()
         self.save(job)
@@ -342,7 +340,7 @@ class Queue:
             prune = self._finished % 1000 == 0
         if prune:
             self.prune()
-        log.info("job %s %s: %s", job.id, state, result or "")
+        log.log(level, "job %s %s: %s", job.id, state, job.result or "")
         return None
 
     # --- consumers -----------------------------------------------------------------------------
