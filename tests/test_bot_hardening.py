@@ -275,6 +275,34 @@ def test_ok_to_test_approves_the_head_the_maintainer_saw_not_a_later_push(world)
     assert [j.head_sha for j in gpu_jobs(world, 36)] == [head_b]
 
 
+def test_a_first_ok_to_test_binds_to_the_head_the_api_gives_when_the_bot_never_saw_it(world):
+    # The pull request was opened before the bot was installed: no delivery, no record of its head.
+    head = add_pr(world, 38, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    ok = world.api.add_comment(REPO, 38, "/ok-to-test", user="mona")
+    comment_webhook(world, 38, ok, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 38)] == [head]
+    assert not [c for c in world.api.comments_on(REPO, 38) if f"reply:{ok['id']}" in c["body"]]  # no "comment again"
+
+
+def test_a_first_ok_to_test_is_not_bound_to_a_head_pushed_while_the_bot_waits(world):
+    add_pr(world, 39, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    ok = world.api.add_comment(REPO, 39, "/ok-to-test", user="mona")
+    comment_webhook(world, 39, ok, datetime.now(timezone.utc).isoformat())
+    deadline = time.time() + 30
+    while not any(j.kind == "comment" and j.number == 39 and "waiting" in (j.result or "") for j in world.queue.jobs()):
+        assert time.time() < deadline, [(j.kind, j.state, j.result) for j in world.queue.jobs() if j.number == 39]
+        time.sleep(0.05)
+    # The fork pushes while the command waits for late announcements, and its webhook is lost.
+    pushed = "f" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "  "})
+    world.api.repos[REPO].pulls[39]["head"] = pushed
+    world.settle()
+    assert gpu_jobs(world, 39) == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 39) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]
+
+
 def test_reopening_or_replaying_queues_one_gpu_job_per_head(world):
     head = add_pr(world, 37, {"drafter/config.json": HEAD_CONFIG}, author="alice")  # alice can write
     opened = pr_payload(REPO, 37, head, BASE)
