@@ -86,10 +86,12 @@ class PullRequestReview:
         title = f"{len(report.findings)} finding(s), {self.new_count() or 0} new"
         return title + (f", {len(report.errors)} file(s) not checked" if report.errors else "")
 
-    def light_section(self, head: str | None, base: str | None, fail_on: str | None = None) -> str:
-        """The sticky comment's light-check section, new findings first."""
+    def light_section(self, head: str | None, base: str | None, fail_on: str | None = None,
+                      label: str | None = None) -> str:
+        """The sticky comment's light-check section, new findings first; ``label`` names what it
+        covers when the comment holds more than one."""
         return render_light_section(self.report, self.new, head=head, base=base, fail_on=self.fail_on(fail_on),
-                                    notes=self.notes)
+                                    notes=self.notes, label=label)
 
 
 def matrix_markdown(matrix: VersionMatrix, shown: Mapping[str, str] | None = None) -> str:

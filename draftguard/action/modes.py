@@ -127,7 +127,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
                     base_findings = run_check(present, versions, drafter_target).findings
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
-    sections = {"light": review.light_section(head, base, fail_on), "matrix": matrix_markdown(report)}
+    sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
+                "matrix": matrix_markdown(report)}
     commands.write(render_annotations(report))
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
     Path(report_path).write_text(render_json(report), encoding="utf-8")
