@@ -34,7 +34,11 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
     """A function that merges sections into the pull request's one sticky comment (the bot's).
 
     Transient faults (5xx, rate limits, timeouts) are retried a few times within ``max_wait``
-    seconds; a refusal raises CommentRefused."""
+    seconds; a refusal raises CommentRefused.
+
+    Raises:
+        CommentRefused: (from the writer) GitHub answered 403 or 404 to the comment write.
+    """
     # PyGithub is the `action` extra, imported only when a comment is wanted: StickyComment turns
     # its absence into an ActionError that says to install it or set `comment: false`.
     from github import GithubException

@@ -289,7 +289,11 @@ class Queue:
 
     def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> "_Lock":
         """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
-        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry."""
+        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry.
+
+        Raises:
+            Retry: (on entering) The lock stayed busy for ``wait`` seconds; the job runs again later.
+        """
         return _Lock(self, name, ttl, wait)
 
     def _task(self, job_id: str) -> None:

@@ -245,6 +245,11 @@ class PullRequestClient:
         file (up to ``max_bytes``) is read through the git blobs API instead. Over ``max_bytes``
         raises FileTooLarge, before any content is fetched. A symlink whose target is a file in the
         repo arrives as that file (GitHub follows it); one whose target is not, raises UnreadableFile.
+
+        Raises:
+            FileTooLarge: The file is over ``max_bytes``.
+            UnreadableFile: A symlink out of the repo, a submodule, or a path that could leave the repo.
+            TransientGitHubError: A fault worth retrying (5xx, rate limit, timeout).
         """
         import base64
 

@@ -218,7 +218,13 @@ class HubPullRequestClient:
         """A file's bytes at a revision, through huggingface_hub's cache; None when it is not there.
 
         Only config-sized files are read, and the size is asked first (a HEAD): a file over
-        ``max_bytes`` raises FileTooLarge without a byte of it downloaded."""
+        ``max_bytes`` raises FileTooLarge without a byte of it downloaded.
+
+        Raises:
+            FileTooLarge: The file is over ``max_bytes``.
+            UnreadableFile: The path could reach outside the repository.
+            TransientHubError: A fault worth retrying (5xx, 429, timeout).
+        """
         from huggingface_hub import errors as hf_errors
         from huggingface_hub import hf_hub_url
 
