@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Protocol
+from typing import Iterable, Mapping, Protocol, runtime_checkable
 
 from draftguard.check.findings import Finding, Report
 from draftguard.check.matrix import VersionMatrix
@@ -28,6 +28,7 @@ from draftguard.settings import Settings
 FindingId = tuple[str, str, str]  # report.comment.finding_id: file, rule, key
 
 
+@runtime_checkable
 class PullRequestSource(Protocol):
     """Where a review reads a pull request's files: ``hosts.github.PullRequestClient`` and
     ``hosts.hub.HubPullRequestClient`` both fit. ``read_file`` answers None for a file that is not

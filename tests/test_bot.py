@@ -552,3 +552,21 @@ def test_a_job_of_an_unknown_kind_fails_in_one_line_naming_the_kind(tmp_path, ca
         assert f"no {source} handler for job kind 'rebase'" in job.result and "comment" in job.result
     records = [r for r in caplog.records if "rebase" in r.getMessage()]
     assert len(records) == 2 and all(r.exc_info is None and r.levelno == logging.WARNING for r in records)
+
+
+def test_both_host_clients_are_pull_request_sources():
+    # The shared review reads files only through PullRequestSource: both hosts' clients are one.
+    import inspect
+
+    from github import Auth, Github
+
+    from draftguard.hosts.github import PullRequestClient
+    from draftguard.hosts.hub import HubConfig, HubPullRequestClient
+    from draftguard.review import PullRequestSource
+
+    gh = Github(auth=Auth.Token(TOKEN), base_url="http://127.0.0.1:9")
+    clients = [PullRequestClient(gh, REPO, 1), HubPullRequestClient(HubConfig(endpoint="http://127.0.0.1:9"), REPO, 1)]
+    for client in clients:
+        assert isinstance(client, PullRequestSource) and client.repo_name == REPO
+        assert list(inspect.signature(client.read_file).parameters) == ["path", "ref", "max_bytes"]
+    assert not isinstance(object(), PullRequestSource)

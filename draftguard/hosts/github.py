@@ -23,13 +23,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
 from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
 from draftguard.secrets import remember_secret
+
+if TYPE_CHECKING:  # PyGithub is the bot and action extras, imported where a client is made
+    from github import Github
+    from github.ContentFile import ContentFile
+    from github.IssueComment import IssueComment
 
 log = logging.getLogger("draftguard.bot")
 
@@ -137,7 +142,7 @@ def connect(config: GitHubConfig, installation_id: int | None = None):
 _LOGINS: dict[tuple[str, str], str] = {}
 
 
-def bot_login(config: GitHubConfig, gh: Any) -> str:
+def bot_login(config: GitHubConfig, gh: Github) -> str:
     """The login the bot comments as: ``<app slug>[bot]`` for an App (learnt in ``connect``), else
     the token's user (``GET /user``). Its comments are the only ones it ever edits."""
     import hashlib
@@ -214,7 +219,7 @@ class PullRequestClient:
     ``me`` is the login the bot comments as: only comments by it are ever taken for its sticky
     comment or its replies (anyone can paste the hidden marker)."""
 
-    def __init__(self, gh: Any, repo_full_name: str, number: int, me: str | None = None):
+    def __init__(self, gh: Github, repo_full_name: str, number: int, me: str | None = None):
         self.gh = gh
         self.me = me
         self.repo_name = repo_full_name
@@ -313,7 +318,7 @@ class PullRequestClient:
             names.append(item.name)
         return names
 
-    def _download_lfs(self, item: Any, pointer: "LfsPointer", target: str) -> None:
+    def _download_lfs(self, item: ContentFile, pointer: "LfsPointer", target: str) -> None:
         import hashlib
 
         if not item.download_url:
@@ -346,7 +351,7 @@ class PullRequestClient:
                     return None
                 raise
 
-    def _mine(self, comment: Any) -> bool:
+    def _mine(self, comment: IssueComment) -> bool:
         if self.me is None:
             self.me = self._whoami()
         return comment.user is not None and comment.user.login == self.me

@@ -24,13 +24,16 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
+
+if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
+    from huggingface_hub import DiscussionComment
 
 log = logging.getLogger("draftguard.bot")
 
@@ -309,7 +312,7 @@ class HubPullRequestClient:
         with self._t("post comment"):
             self.api.comment_discussion(self.repo_name, self.number, f"{marker}\n{body}")
 
-    def comment(self, comment_id: str) -> Any | None:
+    def comment(self, comment_id: str) -> DiscussionComment | None:
         """A comment event of this discussion by id (author name, content), or None."""
         for event in self.details().events:
             if event.type == "comment" and event.id == comment_id:
