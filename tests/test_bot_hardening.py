@@ -596,3 +596,18 @@ def test_a_hub_recheck_approves_the_head_the_member_saw_not_a_later_push(world):
                         comment={"id": again["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}))
     world.settle()
     assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [pushed]
+
+
+def test_a_first_hub_recheck_binds_to_the_head_the_hub_gives_when_the_bot_never_saw_it(world):
+    repo = "acme/hub-gpu-older"
+    world.hub.push(repo, {"drafter/config.json": BASE_CONFIG.encode(), ".draftguard.yml": SETTINGS.encode()}, "main")
+    head = world.hub.open_pr(repo, 6, {"drafter/config.json": HEAD_CONFIG.encode()}, author="eve")
+    # The pull request predates the bot: its webhooks never reached it.
+    event = world.hub.add_comment(repo, 6, "/recheck", author="alice")  # alice is a member of acme
+    world.post_hub({"event": {"action": "create", "scope": "discussion.comment"}, "repo": {"type": "model", "name": repo},
+                    "discussion": {"num": 6, "isPullRequest": True, "status": "open"},
+                    "comment": {"id": event["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}})
+    world.settle()
+    assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [head]
+    body = world.hub.comments_on(repo, 6, author=HUB_BOT)[0]["data"]["latest"]["raw"]
+    assert "moved to" not in body and "queued" in parse_sticky(body)["acceptance"]
