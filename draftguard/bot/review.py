@@ -14,7 +14,6 @@ import logging
 import os
 import posixpath
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.jobs import Job, Queue, Retry
