@@ -183,6 +183,42 @@ class Retry(TransientError):
     """Raised by a job handler: run the job again after ``delay`` seconds (counts as an attempt)."""
 
 
+class JobFailed(DraftguardError):
+    """A job that cannot succeed however often it runs. The queue records it as failed, and logs its
+    one line without a traceback (a traceback is kept for bugs)."""
+
+
+class UnknownJobKind(JobFailed):
+    """A job record whose kind no handler of this process knows (written by another draftguard version).
+
+    Attributes:
+        kind (`str`): The job's kind.
+        known (`tuple[str, ...]`): The kinds this handler runs.
+    """
+
+    def __init__(self, source: str, kind: str, known: tuple[str, ...]):
+        super().__init__(f"no {source} handler for job kind {kind!r} (this worker runs {', '.join(known)}); "
+                         "is the worker older than the server that recorded it?")
+        self.kind, self.known = kind, known
+
+
+class HostRefused(JobFailed):
+    """The host answered 401, 403 or 404 to a job's call: the bot's token cannot see the repository
+    or the pull request (an App not installed there, a token without access, a deleted repo).
+
+    Attributes:
+        host (`str`): "GitHub" or "Hub".
+        repo (`str`): The repository the job is for.
+        status (`int`): The HTTP status the host answered.
+    """
+
+    def __init__(self, host: str, repo: str, status: int, message: str = ""):
+        said = f" ({message})" if message else ""
+        super().__init__(f"{host} answered {status}{said} for {repo}: the bot's token cannot see this repository "
+                         "or pull request", hint="install the App on the repository, or give the token access")
+        self.host, self.repo, self.status = host, repo, status
+
+
 class CommentRefused(DraftguardError):
     """GitHub refused a comment write (403/404): a read-only token, typically a fork's.
 

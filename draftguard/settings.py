@@ -88,6 +88,9 @@ def _no_alias_loader() -> type:
 def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     """Parse the text of a .draftguard.yml. Raises BadInput naming the file, line and key.
 
+    Raises:
+        BadInput: The text is not YAML, holds an alias, or a key or value is not a setting.
+
     Example::
 
         >>> parse_settings("transformers: [4.52.4, 5.24.0]\\nfail_on: warning\\n").transformers

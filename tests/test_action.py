@@ -215,6 +215,43 @@ def test_the_action_keeps_the_bots_acceptance_section(tmp_path, api):
     assert sections["acceptance"] == queued and "Light check" in sections["light"]
 
 
+def test_two_uses_in_one_job_keep_a_section_each(tmp_path, api):
+    # One job, two steps: the drafter folder and the target folder, each checked by its own use.
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG, "target/config.json": HEALTHY})
+    checkout.push({"drafter/config.json": HEAD_CONFIG,
+                   "target/config.json": HEALTHY.replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": 1e-05')})
+    add_pull(api, checkout)
+    first = run_action(tmp_path, checkout, api, paths="drafter/config.json")
+    second = run_action(tmp_path, checkout, api, paths="target/config.json", fail_on="never")
+    assert (first.code, second.code) == (1, 0), (first.stderr, second.stderr)
+    comments = api.comments_on(REPO, 7)
+    assert len(comments) == 1
+    sections = parse_sticky(comments[0]["body"])
+    lights = {name: text for name, text in sections.items() if name.startswith("light.")}
+    assert len(lights) == 2, sorted(sections)
+    drafter = next(text for text in lights.values() if "drafter/config.json" in text.splitlines()[0])
+    target = next(text for text in lights.values() if "target/config.json" in text.splitlines()[0])
+    assert "sliding_window" in drafter and "sliding_window" not in target
+    # A third run of the first use edits its own section, and leaves the other's alone.
+    run_action(tmp_path, checkout, api, paths="drafter/config.json", section="")
+    again = parse_sticky(api.comments_on(REPO, 7)[0]["body"])
+    assert {n for n in again if n.startswith("light.")} == set(lights) and again[next(
+        n for n in lights if lights[n] == target)] == target
+
+
+def test_the_section_input_names_a_uses_sections_and_must_be_a_plain_name(tmp_path, api):
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, section="spec-drafter")
+    assert run.code == 1
+    sections = parse_sticky(api.comments_on(REPO, 7)[0]["body"])
+    assert set(sections) == {"light.spec-drafter"} and "`spec-drafter`" not in sections["light.spec-drafter"]
+    assert "<code>spec-drafter</code>" in sections["light.spec-drafter"].splitlines()[0]
+    bad = run_action(tmp_path, checkout, api, section="Spec Drafter")
+    assert bad.code == 2 and "input `section`" in bad.stdout and "Traceback" not in bad.stderr
+
+
 def test_fork_pull_request_with_a_read_only_token_still_reports_and_does_not_fail_for_it(tmp_path, api):
     checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
     checkout.push({"model/config.json": HEALTHY.replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": 1e-05')})

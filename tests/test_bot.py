@@ -16,7 +16,7 @@ pytest.importorskip("github")
 
 from draftguard.bot.github_events import github_route  # noqa: E402
 from draftguard.bot.github_handler import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
-from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Queue  # noqa: E402
+from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Job, Queue  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
@@ -531,3 +531,42 @@ def test_a_traceback_carrying_a_token_is_scrubbed_from_the_log(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "job boom failed" in err and "Traceback" in err and "RuntimeError: GET failed" in err
     assert TOKEN not in err and minted not in err
+
+
+def test_a_job_of_an_unknown_kind_fails_in_one_line_naming_the_kind(tmp_path, caplog):
+    # A record written by another draftguard version (or by hand): each handler's HANDLERS table
+    # is the whole list of kinds it runs, and anything else fails the job clearly, once.
+    from draftguard.bot.hub_handler import HubHandler
+    from draftguard.hosts.hub import HubConfig
+
+    queue = Queue(f"sqlite:///{tmp_path}/q.db")
+    queue.handlers["github"] = GitHubHandler(GitHubConfig(token=TOKEN, api_url="http://127.0.0.1:9"))
+    queue.handlers["hub"] = HubHandler(HubConfig(token="hf_x", endpoint="http://127.0.0.1:9"))
+    assert set(GitHubHandler.HANDLERS) == {"pull_request", "comment", "acceptance"}
+    for source in ("github", "hub"):
+        queue.submit(Job(id=f"{source}-odd", source=source, kind="rebase", repo=REPO, number=1))
+        with caplog.at_level(logging.INFO, logger="draftguard.bot"):
+            assert queue.run(f"{source}-odd") is None  # no retry
+        job = queue.get(f"{source}-odd")
+        assert (job.state, job.attempts) == (FAILED, 1)
+        assert f"no {source} handler for job kind 'rebase'" in job.result and "comment" in job.result
+    records = [r for r in caplog.records if "rebase" in r.getMessage()]
+    assert len(records) == 2 and all(r.exc_info is None and r.levelno == logging.WARNING for r in records)
+
+
+def test_both_host_clients_are_pull_request_sources():
+    # The shared review reads files only through PullRequestSource: both hosts' clients are one.
+    import inspect
+
+    from github import Auth, Github
+
+    from draftguard.hosts.github import PullRequestClient
+    from draftguard.hosts.hub import HubConfig, HubPullRequestClient
+    from draftguard.review import PullRequestSource
+
+    gh = Github(auth=Auth.Token(TOKEN), base_url="http://127.0.0.1:9")
+    clients = [PullRequestClient(gh, REPO, 1), HubPullRequestClient(HubConfig(endpoint="http://127.0.0.1:9"), REPO, 1)]
+    for client in clients:
+        assert isinstance(client, PullRequestSource) and client.repo_name == REPO
+        assert list(inspect.signature(client.read_file).parameters) == ["path", "ref", "max_bytes"]
+    assert not isinstance(object(), PullRequestSource)

@@ -275,6 +275,34 @@ def test_ok_to_test_approves_the_head_the_maintainer_saw_not_a_later_push(world)
     assert [j.head_sha for j in gpu_jobs(world, 36)] == [head_b]
 
 
+def test_a_first_ok_to_test_binds_to_the_head_the_api_gives_when_the_bot_never_saw_it(world):
+    # The pull request was opened before the bot was installed: no delivery, no record of its head.
+    head = add_pr(world, 38, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    ok = world.api.add_comment(REPO, 38, "/ok-to-test", user="mona")
+    comment_webhook(world, 38, ok, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 38)] == [head]
+    assert not [c for c in world.api.comments_on(REPO, 38) if f"reply:{ok['id']}" in c["body"]]  # no "comment again"
+
+
+def test_a_first_ok_to_test_is_not_bound_to_a_head_pushed_while_the_bot_waits(world):
+    add_pr(world, 39, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    ok = world.api.add_comment(REPO, 39, "/ok-to-test", user="mona")
+    comment_webhook(world, 39, ok, datetime.now(timezone.utc).isoformat())
+    deadline = time.time() + 30
+    while not any(j.kind == "comment" and j.number == 39 and "waiting" in (j.result or "") for j in world.queue.jobs()):
+        assert time.time() < deadline, [(j.kind, j.state, j.result) for j in world.queue.jobs() if j.number == 39]
+        time.sleep(0.05)
+    # The fork pushes while the command waits for late announcements, and its webhook is lost.
+    pushed = "f" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "  "})
+    world.api.repos[REPO].pulls[39]["head"] = pushed
+    world.settle()
+    assert gpu_jobs(world, 39) == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 39) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]
+
+
 def test_reopening_or_replaying_queues_one_gpu_job_per_head(world):
     head = add_pr(world, 37, {"drafter/config.json": HEAD_CONFIG}, author="alice")  # alice can write
     opened = pr_payload(REPO, 37, head, BASE)
@@ -492,6 +520,47 @@ def test_a_hub_recheck_says_it_ran(world):
     assert len(trace) == 1 and head[:12] in trace[0] and "alice" in trace[0], trace
 
 
+# --- a repository the token cannot see: one clear line, no traceback, no retries --------------------
+
+def _lines_about(world: World, repo: str) -> list[str]:
+    return [line for line in world.log().splitlines() if repo in line]
+
+
+@pytest.mark.parametrize("repo, fault, status", [("acme/not-installed", None, 404),
+                                                 ("acme/no-access", "forbidden", 403)])
+def test_a_repo_the_token_cannot_see_fails_its_job_in_one_line(world, repo, fault, status):
+    if fault:  # the repo exists, but GitHub refuses this token every read of it
+        world.api.add_repo(repo)
+        world.api.fail("GET", rf"^/repos/{repo}/", fault, times=100)
+    before = len(world.log().splitlines())
+    assert world.post("pull_request", pr_payload(repo, 1, "a" * 40, BASE)).status_code == 202
+    world.settle()
+    jobs = [j for j in world.queue.jobs() if j.repo == repo]
+    assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
+    assert jobs[0].result.startswith(f"GitHub answered {status}") and repo in jobs[0].result
+    assert world.api.count("GET", rf"^/repos/{repo}/pulls/1$") == 1  # asked once, never again
+    new_lines = world.log().splitlines()[before:]
+    assert "Traceback" not in "\n".join(new_lines)
+    failed = [line for line in new_lines if "failed" in line and repo in line]
+    assert len(failed) == 1 and f"answered {status}" in failed[0], new_lines
+    world.api.faults.clear()
+
+
+def test_a_hub_repo_the_token_cannot_see_fails_its_job_in_one_line(world):
+    repo = "acme/hub-not-there"
+    payload = {"event": {"action": "create", "scope": "discussion"}, "repo": {"type": "model", "name": repo},
+               "discussion": {"num": 2, "isPullRequest": True, "status": "open"}}
+    before = len(world.log().splitlines())
+    assert world.post_hub(payload).status_code == 202
+    world.settle()
+    jobs = [j for j in world.queue.jobs() if j.repo == repo]
+    assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
+    assert jobs[0].result.startswith("Hub answered 404") and repo in jobs[0].result
+    new_lines = world.log().splitlines()[before:]
+    assert "Traceback" not in "\n".join(new_lines)
+    assert len([line for line in new_lines if "failed" in line and repo in line]) == 1, new_lines
+
+
 def test_no_probe_left_a_traceback(world):
     assert os.path.exists(world.serve.log.name)
     assert "Traceback" not in world.log()
@@ -527,3 +596,18 @@ def test_a_hub_recheck_approves_the_head_the_member_saw_not_a_later_push(world):
                         comment={"id": again["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}))
     world.settle()
     assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [pushed]
+
+
+def test_a_first_hub_recheck_binds_to_the_head_the_hub_gives_when_the_bot_never_saw_it(world):
+    repo = "acme/hub-gpu-older"
+    world.hub.push(repo, {"drafter/config.json": BASE_CONFIG.encode(), ".draftguard.yml": SETTINGS.encode()}, "main")
+    head = world.hub.open_pr(repo, 6, {"drafter/config.json": HEAD_CONFIG.encode()}, author="eve")
+    # The pull request predates the bot: its webhooks never reached it.
+    event = world.hub.add_comment(repo, 6, "/recheck", author="alice")  # alice is a member of acme
+    world.post_hub({"event": {"action": "create", "scope": "discussion.comment"}, "repo": {"type": "model", "name": repo},
+                    "discussion": {"num": 6, "isPullRequest": True, "status": "open"},
+                    "comment": {"id": event["id"], "content": "/recheck", "hidden": False, "author": {"id": "u-alice"}}})
+    world.settle()
+    assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [head]
+    body = world.hub.comments_on(repo, 6, author=HUB_BOT)[0]["data"]["latest"]["raw"]
+    assert "moved to" not in body and "queued" in parse_sticky(body)["acceptance"]

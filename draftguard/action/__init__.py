@@ -76,7 +76,7 @@ def run_action(env: Mapping[str, str] | None = None, cwd: str | Path | None = No
         if want_comment and not inputs.token:
             raise ActionError("input `comment` is true but `github-token` is empty: pass "
                               "`github-token: ${{ github.token }}` or set `comment: false`")
-        comment = StickyComment(ctx, inputs.token, commands, secrets) if want_comment else None
+        comment = StickyComment(ctx, inputs.token, commands, secrets, inputs.section_key()) if want_comment else None
         if inputs.mode == "acceptance":
             outcome = acceptance_mode(root, ctx, inputs, commands, comment)
         else:

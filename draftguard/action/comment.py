@@ -15,7 +15,7 @@ from draftguard.action.inputs import Context, WorkflowCommands
 from draftguard.errors import ActionError, CommentRefused
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, TransientGitHubError, connect, retry_delay
 from draftguard.hosts.retry import call_with_retries
-from draftguard.report.comment import update_sticky
+from draftguard.report.comment import section_name, update_sticky
 from draftguard.secrets import scrub
 
 
@@ -34,7 +34,11 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
     """A function that merges sections into the pull request's one sticky comment (the bot's).
 
     Transient faults (5xx, rate limits, timeouts) are retried a few times within ``max_wait``
-    seconds; a refusal raises CommentRefused."""
+    seconds; a refusal raises CommentRefused.
+
+    Raises:
+        CommentRefused: (from the writer) GitHub answered 403 or 404 to the comment write.
+    """
     # PyGithub is the `action` extra, imported only when a comment is wanted: StickyComment turns
     # its absence into an ActionError that says to install it or set `comment: false`.
     from github import GithubException
@@ -61,7 +65,9 @@ class StickyComment:
     """Merges sections into the pull request's sticky comment; remembers a refusal or a failure
     instead of raising, so the check's result, summary and annotations always come out."""
 
-    def __init__(self, ctx: Context, token: str, commands: WorkflowCommands, secrets: list[str]):
+    def __init__(self, ctx: Context, token: str, commands: WorkflowCommands, secrets: list[str],
+                 key: str | None = None):
+        self.key = key  # this use's own sections (``ActionInputs.section_key``), None for the plain ones
         try:
             self.write = sticky_writer(ctx, token)
         except ImportError as exc:
@@ -79,7 +85,7 @@ class StickyComment:
         if self.refused or self.failed:
             return
         try:
-            self.write(sections)
+            self.write({section_name(kind, self.key): text for kind, text in sections.items()})
         except CommentRefused as exc:
             self.refused = NO_COMMENT.format(status=exc.status, message=exc.message)
             self.commands.command("notice", self.refused, title="draftguard: no comment")

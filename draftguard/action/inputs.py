@@ -9,6 +9,7 @@ step summary and the outputs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -24,7 +25,7 @@ from draftguard.snapshot import SETTINGS_NAME
 
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
-INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token")
+INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section")
 OUTPUTS = ("errors", "warnings", "verdict", "report-json")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
@@ -77,6 +78,34 @@ class ActionInputs:
     fail_on: str | None = None  # None: .draftguard.yml `fail_on`, else error
     comment: bool = True
     token: str | None = None
+    section: str | None = None  # this use's own sections in the sticky comment (see section_key)
+
+    def section_key(self) -> str | None:
+        """The key of this use's sections in the sticky comment (``report.comment.section_name``):
+        the ``section`` input, else one made from ``paths`` (two uses that check different folders
+        keep a section each), else None, the plain sections the bot writes too.
+
+        Example::
+
+            >>> ActionInputs(paths=["models/a/**"]).section_key()
+            'models-a-a2a5d3'
+            >>> ActionInputs(paths=["models/a/**"], section="drafter").section_key(), ActionInputs().section_key()
+            ('drafter', None)
+        """
+        if self.section:
+            return self.section
+        if not self.paths:
+            return None
+        joined = ",".join(self.paths)
+        slug = re.sub(r"[^a-z0-9]+", "-", joined.lower()).strip("-")[:32].strip("-")
+        digest = hashlib.sha1(joined.encode()).hexdigest()[:6]  # "a/b" and "a-b" slug alike
+        return f"{slug}-{digest}" if slug else digest
+
+    def section_label(self) -> str | None:
+        """What this use's light-check section says it covers, when it has its own sections."""
+        if self.section:
+            return self.section
+        return ", ".join(self.paths) if self.paths else None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
@@ -104,7 +133,17 @@ class ActionInputs:
             fail_on=fail_on,
             comment=parse_bool("comment", read_input(env, "comment") or "true"),
             token=read_input(env, "github-token") or None,
+            section=_section(read_input(env, "section")),
         )
+
+
+def _section(text: str) -> str | None:
+    if not text:
+        return None
+    if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", text) or len(text) > 40:
+        raise ActionError(f"input `section` must be lowercase letters, digits and single dashes (at most 40), "
+                          f"got {text!r}")
+    return text
 
 
 @dataclass

@@ -16,19 +16,21 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from draftguard.action.git import _cwd, changed_files, find_base, git, materialize, select_targets
 from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
                                       ActionInputs, Context, WorkflowCommands)
 from draftguard.check import matrix
 from draftguard.check.drafter import detect_drafter
+from draftguard.check.findings import Finding, Report
 from draftguard.check.light import check_targets
 from draftguard.errors import ActionError
 from draftguard.report.annotations import render_annotations
-from draftguard.report.comment import (matrix_note, new_findings, render_acceptance_section, render_light_section,
-                                       render_matrix_section)
+from draftguard.report.comment import matrix_note, render_acceptance_section
 from draftguard.report.json import render_json
+from draftguard.review import PullRequestReview
+from draftguard.review import matrix_markdown as review_matrix_markdown
 from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
 from draftguard.secrets import scrub
@@ -48,14 +50,18 @@ def settings_text(root: Path, base: str | None) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
 
-def load_action_settings(root: Path, base: str | None):
+def load_action_settings(root: Path, base: str | None) -> Settings:
+    """The settings a check runs under: ``.draftguard.yml`` from ``settings_text``, else the defaults.
+
+    Raises:
+        BadInput: The file is not valid settings (it names the file, line and key)."""
     text = settings_text(root, base)
     return parse_settings(text, SETTINGS_FILE) if text is not None else Settings()
 
 
 # --- the light check ----------------------------------------------------------------------------
 
-def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None):
+def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None) -> Report:
     """One Report for targets relative to the current folder (so findings name repo paths)."""
     if versions:
         return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
@@ -63,12 +69,12 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
     return check_targets(targets, drafter_target=drafter_target)
 
 
-def matrix_markdown(report: Any) -> str | None:
+def matrix_markdown(report: Report) -> str | None:
     """The version-matrix section of a Report, as the bot renders it (table, and the versions that did
     not run); None when every version ran and no value differs.
 
-    The bot's ``pipeline.matrix_section`` would re-run the matrix from file bytes, and this Report
-    already holds it, so only the shared table and renderer are reused."""
+    The bot's ``review.matrix_section`` would re-run the matrix from file bytes, and this Report
+    already holds it, so only the shared rendering (``draftguard.review.matrix_markdown``) is reused."""
 
     if report.matrix is None:
         return None
@@ -76,7 +82,7 @@ def matrix_markdown(report: Any) -> str | None:
     note = matrix_note(report.matrix, bool(body))
     if not body and (note is None or "Not run" not in note):
         return None  # every version ran and agrees: nothing to show
-    return render_matrix_section(header, body, note=note)
+    return review_matrix_markdown(report.matrix)
 
 
 @dataclass
@@ -111,7 +117,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
 
     with _cwd(root):
         report = run_check(targets, versions, drafter_target)
-    new = None
+    base_findings: list[Finding] | None = None
     if base:
         with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
             present = materialize(root, base, targets, Path(tmp))
@@ -119,11 +125,10 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             if present:
                 with _cwd(tmp):
                     base_findings = run_check(present, versions, drafter_target).findings
-        new = new_findings(report.findings, base_findings)
-
-    light = render_light_section(report, new, head=head, base=base if new is not None else None,
-                                 fail_on=fail_on, notes=notes)
-    sections = {"light": light, "matrix": matrix_markdown(report)}
+    # From here on the bot's tail: new findings against the base, the sections, the verdict.
+    review = PullRequestReview.against_base(report, base_findings, settings, notes)
+    sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
+                "matrix": matrix_markdown(report)}
     commands.write(render_annotations(report))
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
     Path(report_path).write_text(render_json(report), encoding="utf-8")
@@ -132,8 +137,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     if report.errors:
         return Outcome(EXIT_BAD_INPUT, "fail", errors, warnings, sections, report_path,
                        failure=f"draftguard could not check {len(report.errors)} file(s); see the annotations")
-    if report.fails(fail_on):
-        n_new = len(new) if new is not None else None
+    if review.fails(fail_on):
+        n_new = review.new_count()
         return Outcome(EXIT_FAIL, "fail", errors, warnings, sections, report_path,
                        failure=f"draftguard: {errors} error(s), {warnings} warning(s) (fail-on: {fail_on})"
                        + (f", {n_new} new in this pull request" if n_new is not None else ""))

@@ -50,6 +50,9 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
     """The Job a webhook asks for, or None with the reason it is ignored. A payload that asks for work
     but lacks what the work needs (a repository, a pull request number) raises PayloadError.
 
+    Raises:
+        PayloadError: The payload asks for work but lacks what it needs (answered 400).
+
     Example::
 
         >>> job, why = job_from_github("ping", "d1", {"zen": "..."})

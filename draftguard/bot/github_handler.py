@@ -19,11 +19,13 @@ from typing import Any, Callable
 
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
-from draftguard.bot.review import check_pull_request, check_sections, check_title, read_settings, run_job
-from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, retry_delay
+from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.check.findings import Report
+from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
 from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 from draftguard.secrets import scrub
+from draftguard.settings import Settings
 from draftguard.snapshot import SETTINGS_NAME, is_model_file
 
 log = logging.getLogger("draftguard.bot")
@@ -35,20 +37,24 @@ SETTINGS_FILE = SETTINGS_NAME
 REACT_START, REACT_DONE = "eyes", "+1"
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
 
-AcceptanceRunner = Callable[[Job, PullRequestClient, Any], "dict[str, Any]"]
+AcceptanceRunner = Callable[[Job, PullRequestClient, Settings], "dict[str, Any]"]
 
 
 class GitHubHandler:
     """The queue's handler for GitHub jobs. ``acceptance_runner(job, client, settings)`` returns the
     AcceptanceResult JSON dict; the default runs ``draftguard accept`` on the drafter's files."""
 
+    # The method that runs each job kind; any other kind fails the job (``UnknownJobKind``).
+    HANDLERS = {"pull_request": "_pull_request", "comment": "_comment", "acceptance": "_acceptance"}
+
     def __init__(self, config: GitHubConfig, acceptance_runner: AcceptanceRunner | None = None):
         self.config = config
         self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
+        self.handlers = {kind: getattr(self, name) for kind, name in self.HANDLERS.items()}
 
     def __call__(self, job: Job, queue: Queue) -> str | None:
-        kinds = {"comment": self._comment, "pull_request": self._pull_request, "acceptance": self._acceptance}
-        return run_job(job, queue, kinds, self.config, retry_delay, client=self.client)
+        return run_job(job, queue, self.handlers, self.config, retry_delay, client=self.client, refusal=refusal,
+                       host="GitHub")
 
     def client(self, job: Job) -> PullRequestClient:
         gh = connect(self.config, job.installation_id)
@@ -106,7 +112,7 @@ class GitHubHandler:
                 return "done: no model files changed any more"
             return "skipped: no model files changed"
         outcome = check_pull_request(client, head, base, relevant, forced=forced_by is not None)
-        report, settings = outcome.report, outcome.settings
+        report = outcome.report
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
@@ -120,8 +126,8 @@ class GitHubHandler:
                 acceptance_state = "skipped"
                 acceptance_detail = (f"{why}; GPU tests run only for trusted pull requests. A maintainer can "
                                      "comment /ok-to-test to run it.")
-        failed = report.fails(settings.fail_on) or bool(report.errors)
-        title = check_title(outcome)
+        failed = outcome.fails()
+        title = outcome.title()
         sections = {"light": light, "matrix": matrix, "acceptance": render_acceptance_section(acceptance_state, detail=acceptance_detail)
                     if acceptance_state else None}
         if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
@@ -205,7 +211,7 @@ def publish_check_run(client: PullRequestClient, name: str, head_sha: str, **kwa
         raise
 
 
-def annotations(report: Any) -> list[dict[str, Any]]:
+def annotations(report: Report) -> list[dict[str, Any]]:
     """Check-run annotations, one per finding, on the key's line of the repo's config.json."""
     out = []
     for f in report.findings:
@@ -222,7 +228,7 @@ def annotations(report: Any) -> list[dict[str, Any]]:
     return out
 
 
-def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Any) -> dict[str, Any]:
+def run_acceptance_subprocess(job: Job, client: PullRequestClient, settings: Settings) -> dict[str, Any]:
     """The default acceptance runner: fetch the drafter folder at the head commit through the API
     (Git LFS files as their real bytes, checked against their pointers) and the prompt file the
     settings name, then run ``draftguard accept --format json`` on them (needs the ``runner`` extra

@@ -15,20 +15,24 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
-from draftguard.bot.review import check_pull_request, check_sections, check_title, read_settings, run_job
-from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_retry_delay
+from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
 from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 from draftguard.secrets import scrub
+from draftguard.settings import Settings
 from draftguard.snapshot import is_model_file
+
+if TYPE_CHECKING:  # huggingface_hub is imported where a Hub job runs, not where this module is
+    from huggingface_hub import DiscussionWithDetails
 
 log = logging.getLogger("draftguard.bot")
 
-AcceptanceRunner = Callable[[Job, HubPullRequestClient, Any], "dict[str, Any]"]
+AcceptanceRunner = Callable[[Job, HubPullRequestClient, Settings], "dict[str, Any]"]
 
 
 # --- what a Hub Job does -------------------------------------------------------------------------
@@ -38,19 +42,23 @@ class HubHandler:
     settings)`` returns the AcceptanceResult JSON dict; the default runs ``draftguard accept`` on the
     drafter's folder downloaded at the PR head."""
 
+    # The method that runs each job kind; any other kind fails the job (``UnknownJobKind``).
+    HANDLERS = {"branch": "_branch", "pull_request": "_pull_request", "comment": "_comment",
+                "acceptance": "_acceptance"}
+
     def __init__(self, config: HubConfig, acceptance_runner: AcceptanceRunner | None = None):
         self.config = config
         self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
+        self.handlers = {kind: getattr(self, name) for kind, name in self.HANDLERS.items()}
 
     def client(self, job: Job) -> HubPullRequestClient:
         return HubPullRequestClient(self.config, job.repo, job.number)
 
     def __call__(self, job: Job, queue: Queue) -> str | None:
-        kinds = {"branch": lambda job, queue, client: self._branch(job), "comment": self._comment,
-                 "pull_request": self._pull_request, "acceptance": self._acceptance}
         # A push to main has no pull request, so no client.
-        return run_job(job, queue, kinds, self.config, hub_retry_delay,
-                       client=lambda job: None if job.kind == "branch" else self.client(job))
+        return run_job(job, queue, self.handlers, self.config, hub_retry_delay,
+                       client=lambda job: None if job.kind == "branch" else self.client(job), refusal=hub_refusal,
+                       host="Hub")
 
     # --- /recheck ------------------------------------------------------------------------------
     def _comment(self, job: Job, queue: Queue, client: HubPullRequestClient) -> str:
@@ -87,8 +95,8 @@ class HubHandler:
                 return f"skipped: superseded by {head[:12]}"
             return self._check_head(job, queue, client, details, head, forced_by, gpu_allowed)
 
-    def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: Any, head: str,
-                    forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
+    def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: DiscussionWithDetails,
+                    head: str, forced_by: str | None, gpu_allowed: tuple[bool, str] | None) -> str:
         checked_key = f"hub-checked:{job.repo}#{job.number}"
         # When the bot first learnt of this head: its delivery's arrival, else now (kept if earlier).
         queue.mark_head_seen("hub", job.repo, job.number, head, job.created if job.head_sha == head else None)
@@ -130,12 +138,12 @@ class HubHandler:
         queue.store.put_data(checked_key, head.encode())
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
-        return f"done: {check_title(outcome)}" + (", acceptance queued" if gpu_job else "")
+        return f"done: {outcome.title()}" + (", acceptance queued" if gpu_job else "")
 
     # --- a push to main ------------------------------------------------------------------------
-    def _branch(self, job: Job) -> str:
+    def _branch(self, job: Job, queue: Queue, client: None = None) -> str:
         """A push to main: check the watched files that changed; the result is the job's record
-        (there is no pull request to comment on)."""
+        (there is no pull request to comment on, so no pull-request ``client``)."""
 
         client = HubPullRequestClient(self.config, job.repo, 0)
         now = client.revision_sha("main")
@@ -158,9 +166,8 @@ class HubHandler:
         if not relevant:
             return "skipped: no model files changed"
         outcome = check_pull_request(client, head, old or head, relevant, forced=False)
-        report = outcome.report
-        failed = report.fails(outcome.settings.fail_on) or bool(report.errors)
-        return f"done: main at {head[:12]}: {len(report.findings)} finding(s), " + ("fails" if failed else "passes")
+        failed = outcome.fails()
+        return f"done: main at {head[:12]}: {len(outcome.report.findings)} finding(s), " + ("fails" if failed else "passes")
 
     # --- the acceptance test -------------------------------------------------------------------
     def _acceptance(self, job: Job, queue: Queue, client: HubPullRequestClient) -> str:
@@ -193,7 +200,7 @@ def _peek(queue: Queue, key: str) -> str | None:
     return None if value is EmptyData else bytes(value).decode()
 
 
-def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: Any) -> dict[str, Any]:
+def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: Settings) -> dict[str, Any]:
     """The default acceptance runner: download the drafter's folder at the PR head (huggingface_hub
     cache) and run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU
     worker)."""

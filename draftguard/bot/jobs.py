@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
-from draftguard.errors import QueueConfigError, Retry
+from draftguard.errors import JobFailed, QueueConfigError, Retry
 from draftguard.secrets import scrub_known
 
 log = logging.getLogger("draftguard.bot")
@@ -294,7 +294,11 @@ class Queue:
 
     def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> "_Lock":
         """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
-        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry."""
+        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry.
+
+        Raises:
+            Retry: (on entering) The lock stayed busy for ``wait`` seconds; the job runs again later.
+        """
         return _Lock(self, name, ttl, wait)
 
     def _task(self, job_id: str) -> None:
@@ -326,6 +330,8 @@ class Queue:
                 self.save(job)
                 log.info("job %s: %s; attempt %d, retry in %.1fs", job.id, exc, job.attempts, exc.delay)
                 return exc.delay
+            except JobFailed as exc:  # it cannot succeed, and says why in one line: no traceback, no retry
+                return self._finish(job, FAILED, str(exc), level=logging.WARNING)
             except Exception as exc:  # a bug or a permanent failure: record it, never loop on it
                 log.exception("job %s failed", job.id)
                 return self._finish(job, FAILED, f"{type(exc).__name__}: {exc}")
@@ -333,7 +339,7 @@ class Queue:
         finally:
             self._release(job)
 
-    def _finish(self, job: Job, state: str, result: str | None) -> None:
+    def _finish(self, job: Job, state: str, result: str | None, level: int = logging.INFO) -> None:
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
         job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()
         self.save(job)
@@ -343,7 +349,7 @@ class Queue:
             prune = self._finished % 1000 == 0
         if prune:
             self.prune()
-        log.info("job %s %s: %s", job.id, state, result or "")
+        log.log(level, "job %s %s: %s", job.id, state, job.result or "")
         return None
 
     # --- consumers -----------------------------------------------------------------------------
@@ -393,11 +399,24 @@ def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
     return f"{base}:asked:{asked}"
 
 
+# How long after a command the bot waits before binding it to a head it never heard of: time for the
+# webhook of a push made just before the command's job ran to arrive (the hosts deliver in seconds).
+SETTLE_SECONDS = 5.0
+
+
 def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     """Whether the command in ``job`` was written after the bot first learnt of ``head`` (its
     ``pull_request`` delivery was received): only then can its author have seen that commit. The
-    comment's time is GitHub's ``created_at`` (else when its delivery arrived). A head the bot never
-    heard of is recorded now, so the next command approves it."""
+    comment's time is the host's ``created_at`` (else when its delivery arrived).
+
+    A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
+    the one the API gave for the command: it is bound to the command, unless a push to the pull
+    request was announced after the command was written, or the head moves while the bot waits
+    ``SETTLE_SECONDS`` after the command for such an announcement.
+
+    Raises:
+        Retry: The command is younger than ``SETTLE_SECONDS`` and its head unknown: run it again then.
+    """
     from datetime import datetime
 
     said = job.created
@@ -408,14 +427,32 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
         except ValueError:
             pass
     seen = queue.head_seen(job.source, job.repo, job.number, head)
-    if seen is None:
-        # That head's own job has not run yet (it records the time): look for its delivery.
-        seen = min((j.created for j in queue.jobs() if j.kind == "pull_request" and j.head_sha == head
-                    and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)), default=None)
+    if seen is not None:
+        return seen <= said
+    same_pull = [j for j in queue.jobs() if j.kind == "pull_request" and j.head_sha
+                 and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)]
+    # That head's own job may not have run yet (it records the time): look for its delivery.
+    seen = min((j.created for j in same_pull if j.head_sha == head), default=None)
+    if seen is not None:
         queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
-        if seen is None:
-            return False
-    return seen <= said
+        return seen <= said
+    if any(j.created > said for j in same_pull):
+        queue.mark_head_seen(job.source, job.repo, job.number, head)
+        return False  # the pull request was pushed to after the command: not the head its author saw
+    # The first head the API gave for this command is the one it can bind to.
+    key = f"bind:{job.source}:{job.id}"
+    queue.store.put_if_empty(key, head.encode())
+    first = bytes(queue.store.peek_data(key)).decode()
+    wait = said + SETTLE_SECONDS - time.time()
+    if first == head and wait > 0:
+        raise Retry(f"waiting {wait:.1f}s for pushes announced after the command before binding it to {head[:12]}",
+                    delay=wait)
+    queue.store.delete_data(key)
+    if first != head:
+        queue.mark_head_seen(job.source, job.repo, job.number, head)
+        return False  # it moved while the bot waited
+    queue.mark_head_seen(job.source, job.repo, job.number, head, said)
+    return True
 
 
 class _Lock:

@@ -14,17 +14,20 @@ import logging
 import os
 import posixpath
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from draftguard.bot.jobs import Job, Queue, Retry
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
-from draftguard.check.findings import InputError, Report
+from draftguard.check.findings import Finding, InputError, Report, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.matrix import check_matrix
-from draftguard.errors import FileTooLarge, UnreadableFile
-from draftguard.report.comment import esc, matrix_note, new_findings, render_light_section, render_matrix_section
+from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
+from draftguard.hosts.github import GitHubConfig
+from draftguard.hosts.hub import HubConfig
+from draftguard.hosts.retry import DelayOf
+from draftguard.report.comment import esc, render_matrix_section
+from draftguard.review import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
@@ -34,19 +37,32 @@ log = logging.getLogger("draftguard.bot")
 SETTINGS_FILE = SETTINGS_NAME
 
 
+JobHandler = Callable[[Job, Queue, Any], "str | None"]
+# A host's answer to "is this fault the host refusing the bot's token?": (status, the host's message) or None.
+RefusalOf = Callable[[BaseException], "tuple[int, str] | None"]
+
+
 def run_job(
     job: Job,
     queue: Queue,
-    kinds: Mapping[str, Callable[[Job, Queue, Any], str | None]],
-    config: Any,
-    retry_delay: Callable[..., float | None],
+    handlers: Mapping[str, JobHandler],
+    config: GitHubConfig | HubConfig,
+    retry_delay: DelayOf,
     *,
     client: Callable[[Job], Any],
+    refusal: RefusalOf | None = None,
+    host: str = "the host",
 ) -> str | None:
-    """Run ``job`` with the handler ``kinds`` names for its kind, on ``client(job)``: the dispatch
+    """Run ``job`` with the handler ``handlers`` names for its kind, on ``client(job)``: the dispatch
     and retry shared by the GitHub and Hub handlers. A fault that ``retry_delay(exc, attempts,
     base=config.retry_base)`` gives a delay for becomes a ``Retry`` (its message scrubbed of
-    ``config.secrets``); any other is raised.
+    ``config.secrets``); one that ``refusal`` reads as the host refusing the token becomes a
+    ``HostRefused``; any other is raised.
+
+    Raises:
+        UnknownJobKind: No handler runs the job's kind (the queue records a failed job, no traceback).
+        HostRefused: The host answered 401, 403 or 404: the token cannot see the repo (the same).
+        Retry: The fault is transient; the queue runs the job again after its delay.
 
     Example::
 
@@ -55,49 +71,37 @@ def run_job(
         >>> run_job(job, None, {"ping": lambda job, queue, client: f"done: {client}"}, config, retry_delay,
         ...         client=lambda job: "c")
         'done: c'
-        >>> run_job(job, None, {}, config, retry_delay, client=lambda job: "c")
-        'skipped: unknown job kind ping'
+        >>> run_job(job, None, {"pong": lambda job, queue, client: "done"}, config, retry_delay, client=lambda job: "c")
+        Traceback (most recent call last):
+        ...
+        draftguard.errors.UnknownJobKind: no demo handler for job kind 'ping' (this worker runs pong); is the worker older than the server that recorded it?
     """
+    handler = handlers.get(job.kind)
+    if handler is None:
+        raise UnknownJobKind(job.source, job.kind, tuple(handlers))
     try:
-        connected = client(job)
-        handler = kinds.get(job.kind)
-        if handler is None:
-            return f"skipped: unknown job kind {job.kind}"
-        return handler(job, queue, connected)
+        return handler(job, queue, client(job))
     except Retry:
         raise
     except Exception as exc:
         delay = retry_delay(exc, job.attempts, base=config.retry_base)
         if delay is not None:
             raise Retry(scrub(str(exc), config.secrets), delay) from None
+        refused = refusal(exc) if refusal is not None else None
+        if refused is not None:
+            raise HostRefused(host, job.repo, *refused) from None
         raise
 
 
-def check_title(outcome: "PullRequestReview") -> str:
+def check_title(outcome: PullRequestReview) -> str:
     """The check run's title: findings, and files that could not be checked."""
-    report = outcome.report
-    if not (report.targets or report.errors):
-        return "no config.json to check"
-    n_new = sum(1 for f in report.findings if outcome.new is not None and (f.file, f.rule, f.key) in outcome.new)
-    title = f"{len(report.findings)} finding(s), {n_new} new"
-    return title + (f", {len(report.errors)} file(s) not checked" if report.errors else "")
+    return outcome.title()
 
-
-@dataclass
-class PullRequestReview:
-    """What the review of one pull request head found; the handlers turn it into comments and checks."""
-
-    report: Any
-    new: set | None
-    settings: Any
-    notes: list[str]
-    drafters: list[str]
-    files: dict[str, bytes] = field(default_factory=dict)  # each checked config.json at the head
 
 Outcome = PullRequestReview  # the name it had in bot/pipeline.py
 
 
-def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[str, str]],
+def check_pull_request(client: PullRequestSource, head: str, base: str, relevant: list[tuple[str, str]],
                        forced: bool = False) -> PullRequestReview:
     """The light check of a pull request's changed configs at ``head``, with findings new against
     ``base``. ``client`` is any pull-request client with ``repo_name``, ``read_file(path, ref)`` and
@@ -119,10 +123,10 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
         folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
     configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
     report = Report(transformers_version=resolver.transformers_version())
-    base_findings: list = []
+    base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
-    fetched: dict = {}  # target models, fetched once per job
+    fetched: dict[str, Any] = {}  # target models, fetched once per job
     files: dict[str, bytes] = {}
     for path in configs:
         try:
@@ -164,16 +168,15 @@ def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[s
             have_base = True
         except BadInput:
             have_base = True  # the base could not be checked: everything found now is new
-    new = new_findings(report.findings, base_findings) if have_base else None
-    return PullRequestReview(report, new, settings, notes, drafters, files)
+    return PullRequestReview.against_base(report, base_findings if have_base else None, settings, notes,
+                                          drafters, files)
 
 
-def check_sections(outcome: Any, head: str, base: str) -> tuple[str, str | None, bool]:
+def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[str, str | None, bool]:
     """The light-check and matrix sections for a checked PR head (GitHub or Hub), and whether the
     repo's settings ask for a GPU acceptance test of its drafters."""
     settings = outcome.settings
-    light = render_light_section(outcome.report, outcome.new, head=head, base=base, fail_on=settings.fail_on,
-                                 notes=outcome.notes)
+    light = outcome.light_section(head, base)
     matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
     wants_gpu = bool(outcome.drafters) and bool(settings.target and (settings.min_acceptance_length or settings.baseline))
     return light, matrix, wants_gpu
@@ -200,16 +203,13 @@ def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | Non
             report = check_matrix(list(folders), versions, trust_remote_code=False)
         except BadInput as exc:
             return render_matrix_section([], [], note=f"not run: {exc}")
-    matrix = report.matrix
-    header, body = matrix.table()
-    if header and header[0] == "file":
-        shown = {os.path.join(folder, "config.json"): path for folder, path in folders.items()}
-        shown.update({folder: path for folder, path in folders.items()})
-        body = [[shown.get(row[0], row[0])] + row[1:] for row in body]
-    return render_matrix_section(header, body, note=matrix_note(matrix, bool(body)))
+    shown = {os.path.join(folder, "config.json"): path for folder, path in folders.items()}
+    shown.update(folders)
+    return matrix_markdown(report.matrix, shown)
 
 
-def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: dict, notes: list[str]) -> list:
+def _drafter_findings(snap: Snapshot, result: TargetResult, raw: Any, settings: Settings,
+                      fetched: dict[str, Any], notes: list[str]) -> list[Finding]:
     """The drafter rules (issue 4) against the target that the default branch's settings name. The
     files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
     that cannot be fetched is a note in the comment, not a failed check."""
@@ -229,7 +229,7 @@ def _drafter_findings(snap: Any, result: Any, raw: Any, settings: Any, fetched: 
         return []
 
 
-def read_settings(client: Any, notes: list[str] | None = None) -> Any:
+def read_settings(client: PullRequestSource, notes: list[str] | None = None) -> Settings:
     """``.draftguard.yml`` from the client's default branch: never from a pull request's head, which
     a fork controls. Missing: defaults. Invalid or over the size limit: defaults, and (with
     ``notes``) a line for the comment that says so."""

@@ -113,6 +113,9 @@ def parse_payload(body: bytes | bytearray, content_type: str | None) -> dict[str
     limit (the C parser stops there with a RecursionError, in one pass), numbers that are not finite
     (``1e999``, ``NaN``) and anything but an object raise PayloadError.
 
+    Raises:
+        PayloadError: The body is not a JSON object (answered 400).
+
     Example::
 
         >>> parse_payload(b'{"a": [1]}', "application/json")

@@ -44,6 +44,9 @@ def parse_versions(values: Iterable[str], *, source: str = "--transformers") -> 
     """Validate, deduplicate and sort transformers versions (oldest first). Raises BadInput naming
     the bad one: these strings end up on a pip command line.
 
+    Raises:
+        BadInput: A version is not a plain release number.
+
     Example::
 
         >>> parse_versions(["5.24.0", "4.52.4", "4.52.4"])
@@ -109,6 +112,9 @@ def ensure_env(
 ) -> tuple[str, float | None]:
     """The interpreter that has transformers ``version``, installing it on first use. Returns
     (python, seconds the install took or None when it was cached). Raises MatrixError.
+
+    Raises:
+        MatrixError: The version could not be installed (its column says why).
 
     Example::
 
@@ -259,6 +265,9 @@ def _timeout(name: str, default: float) -> float:
 def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
     """Run the resolver package under ``python`` with the script protocol; one result per config (a node or
     ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout`` or answers junk.
+
+    Raises:
+        MatrixError: The resolver crashed, ran past ``timeout`` or answered something else.
 
     Example::
 

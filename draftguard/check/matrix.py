@@ -169,6 +169,9 @@ def check_matrix(
     """Check every target under every transformers version into one Report with a ``matrix``.
     Raises BadInput, before any work, for malformed versions or time limits.
 
+    Raises:
+        BadInput: A version or a time limit is malformed (nothing has run yet).
+
     A version that cannot be installed or whose resolver fails becomes an InputError naming it (exit 2)
     and a column that says why; the other versions' results are still in the Report. Drafters are also
     checked against their target model, once (those rules do not depend on the version), as in
@@ -442,6 +445,9 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
     """The versions a check asked for: ``--transformers V1,V2``, else the ``transformers:`` list of
     ``.draftguard.yml`` in ``folder``, else None (check under the installed version only).
     Raises BadInput for a malformed version or settings file.
+
+    Raises:
+        BadInput: A version or the settings file is malformed.
 
     Example::
 

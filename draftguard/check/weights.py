@@ -88,6 +88,9 @@ def parse_header(head: bytes, file_size: int | None = None) -> dict[str, tuple[s
     ``head`` is the header bytes without the length prefix. With ``file_size``, tensor offsets must
     fit in the file. Returns ``{name: (dtype, shape)}``; raises HeaderError saying what is wrong.
 
+    Raises:
+        HeaderError: The header is not JSON, or a tensor's dtype, shape or offsets are wrong.
+
     Example::
 
         >>> parse_header(b'{"fc.weight": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}')
@@ -172,7 +175,10 @@ def read_weights(snapshot: Snapshot) -> Weights | None:
     """The tensor headers of a snapshot's checkpoint: local files or the Hub. None when the snapshot
     has no safetensors checkpoint (``model.safetensors`` or its index).
 
-    Raises BadInput only when the Hub cannot be reached; unreadable files become ``problems``.
+    Unreadable files become ``problems``.
+
+    Raises:
+        BadInput: The Hub cannot be reached.
     """
     if snapshot.is_hub:
         return _hub_weights(snapshot)

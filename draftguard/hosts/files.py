@@ -18,6 +18,9 @@ def safe_repo_path(path: str) -> str:
     """A repository path the API may be asked for: relative, no ``..`` or empty segments, no
     backslashes or control characters. Anything else raises UnreadableFile.
 
+    Raises:
+        UnreadableFile: The path could reach outside the repository.
+
     Example::
 
         >>> safe_repo_path("drafter/config.json")

@@ -24,13 +24,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
 from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
 from draftguard.secrets import remember_secret
+
+if TYPE_CHECKING:  # PyGithub is the bot and action extras, imported where a client is made
+    from github import Github
+    from github.ContentFile import ContentFile
+    from github.IssueComment import IssueComment
 
 log = logging.getLogger("draftguard.bot")
 
@@ -138,7 +143,7 @@ def connect(config: GitHubConfig, installation_id: int | None = None):
 _LOGINS: dict[tuple[str, str], str] = {}
 
 
-def bot_login(config: GitHubConfig, gh: Any) -> str:
+def bot_login(config: GitHubConfig, gh: Github) -> str:
     """The login the bot comments as: ``<app slug>[bot]`` for an App (learnt in ``connect``), else
     the token's user (``GET /user``). Its comments are the only ones it ever edits."""
     import hashlib
@@ -186,6 +191,24 @@ def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now:
     return None
 
 
+def refusal(exc: BaseException) -> tuple[int, str] | None:
+    """(status, GitHub's message) when ``exc`` is GitHub refusing the token a repository or pull
+    request (401, 403 not for a rate limit, 404), else None.
+
+    Example::
+
+        >>> from github import UnknownObjectException
+        >>> refusal(UnknownObjectException(404, {"message": "Not Found"}, {})), refusal(ValueError("x"))
+        ((404, 'Not Found'), None)
+    """
+    from github import GithubException
+
+    if isinstance(exc, GithubException) and exc.status in (401, 403, 404) and retry_delay(exc) is None:
+        message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
+        return exc.status, str(message)[:200]
+    return None
+
+
 def _translated(what: str) -> transient_errors:
     """Turn retryable PyGithub and requests errors into TransientGitHubError, naming the operation."""
     return transient_errors(what, retry_delay, TransientGitHubError, "GitHub")
@@ -197,7 +220,7 @@ class PullRequestClient:
     ``me`` is the login the bot comments as: only comments by it are ever taken for its sticky
     comment or its replies (anyone can paste the hidden marker)."""
 
-    def __init__(self, gh: Any, repo_full_name: str, number: int, me: str | None = None):
+    def __init__(self, gh: Github, repo_full_name: str, number: int, me: str | None = None):
         self.gh = gh
         self.me = me
         self.repo_name = repo_full_name
@@ -228,6 +251,11 @@ class PullRequestClient:
         file (up to ``max_bytes``) is read through the git blobs API instead. Over ``max_bytes``
         raises FileTooLarge, before any content is fetched. A symlink whose target is a file in the
         repo arrives as that file (GitHub follows it); one whose target is not, raises UnreadableFile.
+
+        Raises:
+            FileTooLarge: The file is over ``max_bytes``.
+            UnreadableFile: A symlink out of the repo, a submodule, or a path that could leave the repo.
+            TransientGitHubError: A fault worth retrying (5xx, rate limit, timeout).
         """
         import base64
 
@@ -291,7 +319,7 @@ class PullRequestClient:
             names.append(item.name)
         return names
 
-    def _download_lfs(self, item: Any, pointer: "LfsPointer", target: str) -> None:
+    def _download_lfs(self, item: ContentFile, pointer: "LfsPointer", target: str) -> None:
         import hashlib
 
         if not item.download_url:
@@ -324,7 +352,7 @@ class PullRequestClient:
                     return None
                 raise
 
-    def _mine(self, comment: Any) -> bool:
+    def _mine(self, comment: IssueComment) -> bool:
         if self.me is None:
             self.me = self._whoami()
         return comment.user is not None and comment.user.login == self.me

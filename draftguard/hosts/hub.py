@@ -24,13 +24,16 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, transient_errors
 from draftguard.report.comment import is_sticky
+
+if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
+    from huggingface_hub import DiscussionComment
 
 log = logging.getLogger("draftguard.bot")
 
@@ -111,6 +114,22 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
             return None
         exc = exc.__cause__ or exc.__context__
         seen += 1
+    return None
+
+
+def hub_refusal(exc: BaseException) -> tuple[int, str] | None:
+    """(status, the Hub's reason) when ``exc`` is the Hub refusing the token a repository or
+    discussion (401, 403, 404), else None.
+
+    Example::
+
+        >>> hub_refusal(ValueError("x")) is None
+        True
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None and exc.response.status_code in (401, 403, 404):
+        return exc.response.status_code, str(exc.response.reason_phrase or "")[:200]
     return None
 
 
@@ -202,7 +221,13 @@ class HubPullRequestClient:
         """A file's bytes at a revision, through huggingface_hub's cache; None when it is not there.
 
         Only config-sized files are read, and the size is asked first (a HEAD): a file over
-        ``max_bytes`` raises FileTooLarge without a byte of it downloaded."""
+        ``max_bytes`` raises FileTooLarge without a byte of it downloaded.
+
+        Raises:
+            FileTooLarge: The file is over ``max_bytes``.
+            UnreadableFile: The path could reach outside the repository.
+            TransientHubError: A fault worth retrying (5xx, 429, timeout).
+        """
         from huggingface_hub import errors as hf_errors
         from huggingface_hub import hf_hub_url
 
@@ -287,7 +312,7 @@ class HubPullRequestClient:
         with self._t("post comment"):
             self.api.comment_discussion(self.repo_name, self.number, f"{marker}\n{body}")
 
-    def comment(self, comment_id: str) -> Any | None:
+    def comment(self, comment_id: str) -> DiscussionComment | None:
         """A comment event of this discussion by id (author name, content), or None."""
         for event in self.details().events:
             if event.type == "comment" and event.id == comment_id:

@@ -80,6 +80,9 @@ def call_with_retries(call: Callable[[], T], *, delay_of: DelayOf, attempts: int
     ``max_wait`` seconds of waiting in all. The delay is asked again of the error's cause at each
     attempt (so backoff grows), else the delay the error carries. Re-raises the last error.
 
+    Raises:
+        TransientError: The last attempt's, when every attempt failed or the wait ran out.
+
     Example::
 
         >>> from draftguard.errors import TransientGitHubError

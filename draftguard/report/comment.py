@@ -35,10 +35,14 @@ from draftguard.runner.render import diagnosis_table
 
 MARKER = "<!-- draftguard:sticky -->"
 SECTIONS = ("light", "matrix", "acceptance")
+# A section is named for what it holds, and optionally for one use of the Action: "light.models-a"
+# (``section_name``), so two uses on one pull request keep a section each.
 _SECTION = re.compile(
-    r"<!-- draftguard:section:(?P<name>[a-z]+) -->\n(?P<body>.*?)\n<!-- /draftguard:section:(?P=name) -->",
+    r"<!-- draftguard:section:(?P<name>[a-z]+(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)?) -->\n(?P<body>.*?)\n"
+    r"<!-- /draftguard:section:(?P=name) -->",
     re.S,
 )
+_SECTION_KEY = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _ICON = {"error": ":x:", "warning": ":warning:", "info": ":information_source:"}
 _VERDICT_ICON = {"pass": ":white_check_mark:", "fail": ":x:", "inconclusive": ":grey_question:"}
 # Bodies over GitHub's 65536-character limit are refused; leave room for the other sections.
@@ -88,11 +92,38 @@ def parse_sticky(body: str | None) -> dict[str, str]:
     return {m.group("name"): m.group("body") for m in _SECTION.finditer(body or "")}
 
 
+def section_name(kind: str, key: str | None = None) -> str:
+    """The name of a section of ``kind`` (light, matrix, acceptance) written for ``key`` (one use of
+    the Action: letters, digits and single dashes), or the plain kind without a key.
+
+    Example::
+
+        >>> section_name("light"), section_name("light", "models-a")
+        ('light', 'light.models-a')
+    """
+    if kind not in SECTIONS:
+        raise ValueError(f"section kind must be one of {', '.join(SECTIONS)}, not {kind!r}")
+    if key is None:
+        return kind
+    if not _SECTION_KEY.fullmatch(key):
+        raise ValueError(f"section key {key!r}: use lowercase letters, digits and single dashes")
+    return f"{kind}.{key}"
+
+
+def _is_known(name: str) -> bool:
+    return name.partition(".")[0] in SECTIONS
+
+
+def _order(name: str) -> tuple[int, str, str]:
+    kind, _, key = name.partition(".")
+    return (SECTIONS.index(kind) if kind in SECTIONS else len(SECTIONS), key, name)
+
+
 def render_sticky(sections: Mapping[str, str | None], *, footer: str | None = None) -> str:
-    """Assemble a sticky body from sections (known names in fixed order; None or "" leaves one out)."""
+    """Assemble a sticky body from sections (known kinds in fixed order, each kind's plain section
+    before its keyed ones; None or "" leaves one out)."""
     out = [MARKER, "## draftguard", ""]
-    names = list(SECTIONS) + sorted(n for n in sections if n not in SECTIONS)
-    for name in names:
+    for name in sorted(sections, key=_order):
         text = sections.get(name)
         if not text:
             continue
@@ -107,10 +138,12 @@ def render_sticky(sections: Mapping[str, str | None], *, footer: str | None = No
 def update_sticky(old_body: str | None, *, footer: str | None = None, **sections: str | None) -> str:
     """Replace the given sections of an existing sticky body (or start one), keeping the others.
 
-    Passing ``name=None`` removes that section. Only the known sections of the old body are kept:
-    a section the bot does not write (pasted in by someone else) is dropped.
+    Passing ``name=None`` removes that section. Only the known sections of the old body (``SECTIONS``,
+    plain or keyed by ``section_name``) are kept: a section the bot does not write (pasted in by
+    someone else) is dropped. Keyed sections are passed as a mapping, as their names hold a dot:
+    ``update_sticky(old, **{"light.models-a": text})``.
     """
-    merged: dict[str, str | None] = {k: v for k, v in parse_sticky(old_body).items() if k in SECTIONS}
+    merged: dict[str, str | None] = {k: v for k, v in parse_sticky(old_body).items() if _is_known(k)}
     merged.update(sections)
     return render_sticky(merged, footer=footer)
 
@@ -136,17 +169,20 @@ def render_light_section(
     base: str | None = None,
     fail_on: str = "error",
     notes: Iterable[str] = (),
+    label: str | None = None,
 ) -> str:
     """The light-check section: summary, findings table (new ones first), layer attention.
 
     ``new`` holds the ids (``finding_id``) the pull request introduced; None when there is no base to
-    compare with, and then no finding is marked.
+    compare with, and then no finding is marked. ``label`` names what this section covers when the
+    comment holds more than one (one per use of the Action).
     """
     counts = report.summary()
     state = ":x: fails" if report.fails(fail_on) or report.errors else ":white_check_mark: passes"
+    named = f" of {code(label)}" if label else ""
     where = f" at `{head[:12]}`" if head else ""
     against = f" against base `{base[:12]}`" if base and new is not None else ""
-    out = [f"### Light check{where}{against}", ""]
+    out = [f"### Light check{named}{where}{against}", ""]
     line = summary_line(counts, len(report.targets), len(report.errors))
     if new is not None:
         n_new = sum(1 for f in report.findings if finding_id(f) in new)

@@ -79,6 +79,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 def engine_options(args: argparse.Namespace) -> EngineOptions:
     """EngineOptions from parsed arguments; raises BadInput on values vLLM would reject late.
 
+    Raises:
+        VllmOptionError: An option is out of the range vLLM accepts (a BadInput, exit 2).
+
     Example::
 
         >>> engine_options(argparse.Namespace(max_model_len=0))

@@ -147,6 +147,9 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
     target, vLLM missing on this runner) and anything else raise AcceptanceJobError with the child's
     last stderr line, which never holds a traceback or a secret.
 
+    Raises:
+        AcceptanceJobError: The child exited other than 0 or 1, or its output is not a result.
+
     Example (on a GPU worker)::
 
         result = run_acceptance_job("Qwen/Qwen3-8B", "/tmp/pr-42/drafter", settings)

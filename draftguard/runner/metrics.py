@@ -123,6 +123,9 @@ def delta(before: SpecDecodeCounts, after: SpecDecodeCounts) -> SpecDecodeCounts
     """What happened between two snapshots. Raises MetricsError when a counter went down (the
     registry was reset between them), because a negative count would be silently wrong.
 
+    Raises:
+        MetricsError: A counter went down between the snapshots.
+
     Example::
 
         >>> delta(SpecDecodeCounts(2, 6, 3, [2, 1]), SpecDecodeCounts(5, 15, 9, [5, 3, 1])).accepted_per_position
@@ -148,6 +151,9 @@ def delta(before: SpecDecodeCounts, after: SpecDecodeCounts) -> SpecDecodeCounts
 
 def require_spec_decode(counts: SpecDecodeCounts) -> None:
     """Raise MetricsError when a snapshot holds no speculative-decoding counters at all.
+
+    Raises:
+        MetricsError: The snapshot has no ``vllm:spec_decode_*`` counters.
 
     Example::
 

@@ -38,6 +38,9 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
     Raises BadInput when the target cannot be fetched. ``cache`` keeps fetched targets for one run
     of several drafters.
 
+    Raises:
+        BadInput: ``target`` names no readable model, or names one for a config that is not a drafter.
+
     Example::
 
         >>> from draftguard.check.light import check_snapshot

@@ -119,6 +119,9 @@ def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
     """Which target to check against: ``--target``, then ``.draftguard.yml``, then the speculators
     verifier. Returns (name, origin, folder that relative names are relative to).
 
+    Raises:
+        BadInput: With ``allow_local=False``, the name is not a Hub repo id.
+
     ``allow_local=False`` (the bots) reads no settings from the host and raises BadInput when the
     name is not a Hub repo id (owner/name), so repository content cannot point at the host's files."""
     if not allow_local:
