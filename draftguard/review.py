@@ -2,7 +2,8 @@
 Action over a git checkout.
 
 In: the head's Report, the base's findings (None when there is no base to compare with), the settings
-read from the default branch and notes for the reader. Out: a ``PullRequestReview`` that says which
+read from the default branch and notes for the reader.
+Out: a ``PullRequestReview`` that says which
 findings are new, renders the light-check and matrix sections of the sticky comment, names the check
 (``title``) and gives the verdict (``fails``). ``PullRequestSource`` is what a review reads files
 through: the GitHub and Hub clients in ``draftguard.hosts`` both are one.
