@@ -20,7 +20,13 @@ from typing import Any, Callable, TypeVar
 
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
+from draftguard.check import matrix, resolver
+from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
+from draftguard.check.drafter.check import CHECKS
 from draftguard.check.findings import Finding, TargetResult
+from draftguard.check.light import check_snapshot
+from draftguard.check.weights import read_weights
+from draftguard.hosts.hub import hub_retry_delay
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -119,8 +125,6 @@ def classify(exc: BaseException) -> RepoFailure | None:
 def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
     """Run ``step``, retrying transient Hub failures (honouring Retry-After up to ``max_wait``).
     Raises RepoFailure when it still fails, or for a permanent failure; ``attempts[0]`` counts tries."""
-    from draftguard.hosts.hub import hub_retry_delay
-
     attempt = 0
     while True:
         attempt += 1
@@ -189,11 +193,6 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
     """The drafter rules for a fetched repo, against its target: the drafter's own config (the
     speculators verifier) or its .draftguard.yml, else the model card's ``base_model``. Only Hub
     targets are read. Raises BadInput (or huggingface_hub errors) when the target cannot be read."""
-    from draftguard.check import resolver
-    from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
-    from draftguard.check.drafter.check import CHECKS
-    from draftguard.check.weights import read_weights
-
     snapshot = fetched.snapshot
     raw = snapshot.load_json()
     fmt = detect_drafter(raw)
@@ -306,8 +305,6 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
     if not snapshots:
         return []
     if options.host_only:
-        from draftguard.check.light import check_snapshot
-
         out: list[Judged] = []
         for snapshot in snapshots:
             try:
@@ -336,8 +333,6 @@ def _config_error(exc: BadInput) -> RepoError:
 
 
 def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
-    from draftguard.check import matrix
-
     report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False,
                                  host_in_process=True)
     ok = [c.version for c in report.matrix.columns if c.status == matrix.OK]

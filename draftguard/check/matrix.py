@@ -56,6 +56,7 @@ from draftguard.check.fidelity import judge_config, same, show
 from draftguard.check.findings import (ABSENT, Finding, InputError, LayerAttention, Report, TargetResult,
                                       attention_runs)
 from draftguard.errors import MatrixError
+from draftguard.settings import load_settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -445,7 +446,6 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
     """
     if option is not None:
         return parse_versions([part for part in option.split(",") if part.strip()] or [option])
-    from draftguard.settings import load_settings
 
     settings = load_settings(folder)
     if not settings.transformers:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.errors import HeaderError
-from draftguard.snapshot import BadInput, Snapshot, key_lines
+from draftguard.snapshot import BadInput, Snapshot, key_lines, parse_json_object
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -227,8 +227,6 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
         return {}
     data = index.read_bytes()
     try:
-        from draftguard.snapshot import parse_json_object
-
         parsed = parse_json_object(data, shown)
     except BadInput as exc:
         weights.problems.append(WeightsProblem(shown, str(exc), exc.line))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
+from draftguard.runner.differential import render_side_by_side
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.snapshot import BadInput
 
@@ -147,8 +148,6 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
         for i, rate in enumerate(result.per_position_acceptance):
             console.print(f"  {i + 1:>3}  {_bar(rate)}  {rate:.3f}")
     if result.run.get("differential"):  # --backend both: vLLM beside the reference
-        from draftguard.runner.differential import render_side_by_side
-
         console.print(render_side_by_side(result.run["differential"]), markup=False)
 
 
@@ -164,8 +163,6 @@ def render_markdown(result: AcceptanceResult) -> str:
         lines += ["", "| position | acceptance | |", "|---:|---:|---|"]
         lines += [f"| {i + 1} | {rate:.3f} | `{_bar(rate)}` |" for i, rate in enumerate(result.per_position_acceptance)]
     if result.run.get("differential"):  # --backend both: vLLM beside the reference
-        from draftguard.runner.differential import render_side_by_side
-
         lines += ["", render_side_by_side(result.run["differential"], markdown=True)]
     if result.per_prompt:
         lines += ["", "<details><summary>per-prompt τ</summary>", "", "| prompt | τ | drafts | new tokens |",
