@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -85,7 +86,7 @@ def classify(exc: BaseException) -> RepoFailure | None:
         >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).error.kind
         'invalid-config'
     """
-    import httpx2
+    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
     from huggingface_hub import errors as hf
 
     seen, current = 0, exc
@@ -147,6 +148,7 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
 def fetch_repo(ref: RepoRef) -> Fetched:
     """The repo's info and config.json at its current commit. Raises RepoFailure (no config,
     oversized, LFS pointer) or huggingface_hub's errors (classified by the caller)."""
+    # huggingface_hub: ~0.15 s to import; only a Hub read pays it
     from huggingface_hub import HfApi, hf_hub_download
 
     info = HfApi().model_info(ref.repo, revision=ref.revision, files_metadata=True)
@@ -253,8 +255,6 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
         todo.append((index, record, fetched, attempts, started))
 
     if options.fetch_workers > 1 and len(refs) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=options.fetch_workers, thread_name_prefix="audit-fetch") as pool:
             list(pool.map(fetch, range(len(refs)), refs))
     else:

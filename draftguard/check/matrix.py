@@ -460,7 +460,7 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
 
 
 def _line_of_key(path: Path, key: str) -> int | None:
-    import yaml
+    import yaml  # yaml: only a .draftguard.yml pays its import
 
     try:
         root = yaml.compose(path.read_text(encoding="utf-8", errors="replace"), Loader=yaml.SafeLoader)

@@ -186,11 +186,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     specs = select_prompts(args.prompts, args.num_prompts)
     if args.plot:
         try:  # fail before the run, not after it
-            import matplotlib  # noqa: F401
+            import matplotlib  # noqa: F401 (matplotlib: the plot extra only)
         except ImportError:
             raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
     try:
-        import torch
+        import torch  # torch: the runner extra only
     except ImportError:
         raise BadInput("draftguard accept needs torch: pip install 'draftguard[runner]'") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
