@@ -148,7 +148,7 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
 def fetch_repo(ref: RepoRef) -> Fetched:
     """The repo's info and config.json at its current commit. Raises RepoFailure (no config,
     oversized, LFS pointer) or huggingface_hub's errors (classified by the caller)."""
-    # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import HfApi, hf_hub_download
 
     info = HfApi().model_info(ref.repo, revision=ref.revision, files_metadata=True)

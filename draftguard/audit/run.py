@@ -86,7 +86,7 @@ def chunks(refs: list[RepoRef], size: int) -> Iterator[list[RepoRef]]:
 def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | None = None) -> AuditResult:
     """Audit every repo of ``run``, appending each record to ``out/audit.jsonl`` as it finishes,
     then write audit.md and audit.html. Raises BadInput (bad queue URL); repo failures are records."""
-    # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub.utils import logging as hf_logging
 
     # Its retries would print a warning line per 429 through the progress bar; the records say it.
@@ -152,7 +152,7 @@ class _Progress:
     def __enter__(self) -> "_Progress":
         if not self.enabled:
             return self
-        from rich.console import Console  # rich: ~35 ms to import; only drawn output pays it
+        from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._bar = Progress(

@@ -251,7 +251,7 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
 
 
 def _hub_weights(snapshot: Snapshot) -> Weights | None:
-    from huggingface_hub import HfApi  # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
@@ -279,7 +279,7 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
 def _hub_failure(snapshot: Snapshot, exc: Exception) -> Weights | None:
     """What a failed get_safetensors_metadata means for the check: no checkpoint (None), a problem
     with the repo's files (a finding), no network (checked without weights), or bad input."""
-    # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import errors as hf_errors
 
     single = _shown(snapshot, SINGLE_FILE)

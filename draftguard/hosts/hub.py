@@ -133,7 +133,7 @@ class HubPullRequestClient:
     """
 
     def __init__(self, config: HubConfig, repo_id: str, number: int):
-        from huggingface_hub import HfApi  # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+        from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
 
         self.config = config
         self.repo_name = repo_id
@@ -185,7 +185,7 @@ class HubPullRequestClient:
 
     def tree(self, revision: str) -> dict[str, str]:
         """``{path: blob id}`` of every file at a revision (no file content is fetched)."""
-        # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub.hf_api import RepoFile
 
         with self._t(f"list files at {revision[:12]}"):
@@ -204,9 +204,9 @@ class HubPullRequestClient:
 
         Only config-sized files are read, and the size is asked first (a HEAD): a file over
         ``max_bytes`` raises FileTooLarge without a byte of it downloaded."""
-        # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub import errors as hf_errors
-        from huggingface_hub import hf_hub_url  # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+        from huggingface_hub import hf_hub_url  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
 
         safe_repo_path(path)
         try:
@@ -234,7 +234,7 @@ class HubPullRequestClient:
         """Whether ``user`` owns the repo or is a member of the organization that owns it, and why.
 
         A namespace that is not an organization (a user's own repo) has only its owner."""
-        # huggingface_hub: ~0.15 s to import; only a Hub read pays it
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub.errors import HfHubHTTPError
 
         if "/" not in self.repo_name:

@@ -11,7 +11,7 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def render_text(report: Report, file: TextIO) -> None:
-    from rich.console import Console  # rich: ~35 ms to import; only drawn output pays it
+    from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text

@@ -126,7 +126,7 @@ def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any
 
 def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     """The result for a terminal (rich; plain when not a TTY)."""
-    from rich.console import Console  # rich: ~35 ms to import; only drawn output pays it
+    from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
     from rich.markup import escape
     from rich.table import Table
 

@@ -29,7 +29,7 @@ def _progress(total: int, quiet: bool) -> tuple[Callable[[str], None], Callable[
     """A progress bar over prompts on stderr (rich), or nothing when quiet or not a terminal."""
     if quiet or not sys.stderr.isatty():
         return (lambda _label: None), (lambda: None)
-    from rich.console import Console  # rich: ~35 ms to import; only drawn output pays it
+    from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
