@@ -13,13 +13,27 @@ stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for th
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from typing import Sequence
 
 from draftguard import __version__
+from draftguard.action import cmd_action as run_action
+from draftguard.audit.cli import add_audit_parser
+from draftguard.check import matrix
+from draftguard.check.light import check_targets
+from draftguard.check.resolver import hide_torch
+from draftguard.report.annotations import render_annotations
+from draftguard.report.json import render_json
+from draftguard.report.markdown import render_markdown
+from draftguard.report.terminal import render_text
+from draftguard.runner.cli import add_accept_parser
+from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+# What `serve` and `worker` need beyond the base install (the `bot` extra), by import name.
+BOT_EXTRA = ("github", "huey", "starlette", "uvicorn")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,12 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=cmd_check)
 
-    from draftguard.runner.cli import add_accept_parser  # imports no torch: `check` must never load it
-
     add_accept_parser(sub)
-
-    from draftguard.audit.cli import add_audit_parser
-
     add_audit_parser(sub)
 
     serve = sub.add_parser(
@@ -105,20 +114,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def missing_bot_extra() -> str | None:
+    """The one-line message when the `bot` extra is not installed, else None. Looks the packages up
+    without importing them, so that the message comes before any import could fail."""
+    missing = [name for name in BOT_EXTRA if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return f"the bot needs the `bot` extra ({missing[0]} is missing): pip install 'draftguard[bot]'"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from draftguard.bot.cli import serve
+    if message := missing_bot_extra():
+        print(f"draftguard: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from draftguard.bot.cli import serve  # starlette, huey, uvicorn, PyGithub: the `bot` extra only
 
     return serve(args)
 
 
 def cmd_action(args: argparse.Namespace) -> int:
-    from draftguard.action import cmd_action as run
-
-    return run(args)
+    return run_action(args)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from draftguard.bot.cli import worker
+    if message := missing_bot_extra():
+        print(f"draftguard: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from draftguard.bot.cli import worker  # starlette, huey, uvicorn, PyGithub: the `bot` extra only
 
     if args.device:  # read by each acceptance job (draftguard.runner.gpu_job), as the runner's env file sets it
         os.environ["DRAFTGUARD_DEVICE"] = args.device
@@ -127,11 +149,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from draftguard.check.light import check_targets
-
-    from draftguard.check import matrix
-    from draftguard.snapshot import BadInput
-
     try:
         versions = matrix.requested_versions(args.transformers)
         report = matrix.check_matrix(
@@ -146,20 +163,12 @@ def cmd_check(args: argparse.Namespace) -> int:
                            drafter_target=args.target)
     out = sys.stdout
     if args.format == "json":
-        from draftguard.report.json import render_json
-
         out.write(render_json(report))
     elif args.format == "markdown":
-        from draftguard.report.markdown import render_markdown
-
         out.write(render_markdown(report, fail_on=args.fail_on))
     elif args.format == "github":
-        from draftguard.report.annotations import render_annotations
-
         out.write(render_annotations(report))
     else:
-        from draftguard.report.terminal import render_text
-
         render_text(report, out)
     for error in report.errors:
         print(f"draftguard: {error.message}", file=sys.stderr)
@@ -173,8 +182,6 @@ def entry() -> None:
     caller, hiding it would break later imports of torch in the same process."""
     # `action` too: its acceptance mode runs `draftguard accept` in a subprocess, never in-process.
     if len(sys.argv) > 1 and sys.argv[1] in ("check", "action", "audit"):
-        from draftguard.check.resolver import hide_torch
-
         # Before transformers is imported: the light check must never load torch.
         hide_torch()
     sys.exit(main())

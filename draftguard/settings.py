@@ -68,7 +68,7 @@ _NONE = object()
 @functools.lru_cache(maxsize=1)
 def _no_alias_loader() -> type:
     """Built on first use: yaml is imported only when settings are read."""
-    import yaml
+    import yaml  # yaml: only a .draftguard.yml pays its import
 
     class NoAliasLoader(yaml.SafeLoader):
         """A SafeLoader that refuses aliases (``*name``). Settings never need them, and a few hundred
@@ -96,7 +96,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
         >>> parse_settings("transformers: [4.52.4, 5.24.0]\\nfail_on: warning\\n").transformers
         ['4.52.4', '5.24.0']
     """
-    import yaml
+    import yaml  # yaml: only a .draftguard.yml pays its import
 
     if len(text) > MAX_SETTINGS_BYTES:
         raise BadInput(f"{source}: over {MAX_SETTINGS_BYTES // 1024} KB; refused", file=source)

@@ -159,7 +159,9 @@ def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | No
 
 
 def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot:
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import hf_hub_download
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import errors as hf_errors
 
     files: dict[str, bytes] = {}

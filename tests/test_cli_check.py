@@ -186,6 +186,20 @@ def test_check_never_imports_torch_even_when_installed():
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert "transformers" in imported  # the check really ran through transformers
     assert not imported & {"torch", "vllm", "torchvision"}
+    # Nor any other extra: the base install (no extras) runs the check.
+    assert not imported & {"starlette", "uvicorn", "huey", "redis", "github", "matplotlib", "safetensors"}
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_the_bot_commands_without_the_bot_extra_say_so_in_one_line(command):
+    """huey stands in for any missing package of the extra (None in sys.modules: not importable)."""
+    code = f"import sys; sys.modules['huey'] = None; from draftguard.cli import main; sys.exit(main([{command!r}]))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAFTGUARD_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == ("draftguard: the bot needs the `bot` extra (huey is missing): "
+                           "pip install 'draftguard[bot]'\n")
 
 
 REMOTE_CLASS = '''

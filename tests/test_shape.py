@@ -177,3 +177,158 @@ def test_the_docstring_check_sees_a_missing_line(tmp_path):
 
 def test_every_module_says_what_comes_in_and_what_goes_out():
     assert _in_out_missing(_modules()) == {}
+
+
+# --- imports inside functions ------------------------------------------------------------------------
+# Third-party packages that a module may import inside a function rather than at its top: an optional
+# extra that the base install lacks (torch, vllm, safetensors: runner/vllm; huey, starlette, uvicorn,
+# redis, PyGithub: bot/action; matplotlib: plot), or a base dependency that costs the cold check tenths
+# of a second (transformers, huggingface_hub, numpy).
+HEAVY = {"torch", "vllm", "safetensors", "huey", "starlette", "uvicorn", "redis", "github", "matplotlib",
+         "transformers", "huggingface_hub", "numpy"}
+# The resolver runs on its own in the version matrix's environments, where draftguard is not installed;
+# its lazy imports are its own (transformers only after hide_torch) and change with its split.
+SAYS_WHY_EXEMPT = ("draftguard.check.resolver",)
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The absolute names an import statement loads (for ``from X import a``: X and X.a)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _function_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run inside a function (not under ``if TYPE_CHECKING:``)."""
+    type_only = _type_only(tree)
+    found = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in type_only:
+                    found[(node.lineno, node.col_offset)] = node
+    return [found[key] for key in sorted(found)]
+
+
+def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is imported: its body, and the bodies of its
+    module-level if/try/with/class blocks, but not functions nor ``if TYPE_CHECKING:``."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                found.append(stmt)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            elif isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test):
+                visit(stmt.orelse)
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    visit([s for s in getattr(stmt, field, []) if isinstance(s, ast.stmt)])
+                for handler in getattr(stmt, "handlers", []):
+                    visit(handler.body)
+    visit(tree.body)
+    return found
+
+
+def heavy_at_import(module: str, modules: dict[str, Path], seen: set[str] | None = None) -> set[str]:
+    """The HEAVY packages that importing ``module`` loads: through its top-level imports, and those of
+    every package above it and every draftguard module they import in turn."""
+    seen = set() if seen is None else seen
+    heavy: set[str] = set()
+    chain = [module[: i] for i in range(len(module) + 1) if i == len(module) or module[i] == "."]
+    for name in chain:
+        if name not in modules or name in seen:
+            continue
+        seen.add(name)
+        path = modules[name]
+        for node in _top_level_imports(ast.parse(path.read_text(), str(path))):
+            for target in _imported_names(node, _package_of(name, path)):
+                if target.startswith("draftguard"):
+                    found = _resolve(target, modules)
+                    if found:
+                        heavy |= heavy_at_import(found, modules, seen)
+                elif target.split(".")[0] in HEAVY:
+                    heavy.add(target.split(".")[0])
+    return heavy
+
+
+def test_heavy_at_import_follows_top_level_imports_only():
+    modules = _modules()
+    assert heavy_at_import("draftguard.runner.reference", modules) >= {"torch"}
+    assert heavy_at_import("draftguard.bot.app", modules) >= {"starlette"}
+    assert heavy_at_import("draftguard.check.resolver", modules) == set()  # transformers: inside functions
+    assert heavy_at_import("draftguard.cli", modules) == set()
+
+
+def test_own_modules_are_imported_inside_a_function_only_to_spare_a_heavy_package():
+    """An import of a draftguard module sits at the top of the file, where it shows in the graph,
+    unless importing that module loads a HEAVY package the caller must not pay for."""
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        package = _package_of(name, path)
+        for node in _function_imports(ast.parse(path.read_text(), str(path))):
+            owned = {_resolve(t, modules) for t in _imported_names(node, package) if t.startswith("draftguard")}
+            target = max(owned - {None}, key=len, default=None)
+            if target and not heavy_at_import(target, modules):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")
+    assert not wrong, "move these to the top of their module:\n" + "\n".join(wrong)
+
+
+def _says_why(comment: str) -> bool:
+    """A comment that gives a reason, not only a linter's pragma."""
+    text = comment.lstrip("#").strip()
+    for pragma in ("noqa", "type: ignore", "pragma"):
+        if text.startswith(pragma):
+            text = text.split("(", 1)[1] if "(" in text else ""
+    return bool(text.strip(" )"))
+
+
+def test_every_import_inside_a_function_says_why():
+    """Each import left inside a function carries its reason (heavy, an extra, ...): on its own
+    line(s), on the line above, or on another import of the run of imports it belongs to."""
+    wrong = []
+    for name, path in _modules().items():
+        if name.startswith(SAYS_WHY_EXEMPT):
+            continue
+        lines = path.read_text().splitlines()
+        nodes = _function_imports(ast.parse("\n".join(lines), str(path)))
+        span_of_end = {node.end_lineno: node for node in nodes}
+
+        def commented(first: int, last: int) -> bool:
+            return any("#" in lines[i - 1] and _says_why(lines[i - 1][lines[i - 1].index("#"):])
+                       for i in range(first, last + 1))
+
+        for node in nodes:
+            first, last, ok = node.lineno, node.end_lineno, False
+            while not ok:
+                ok = commented(first, last)
+                above = first - 1
+                if ok or above < 1:
+                    break
+                if lines[above - 1].strip().startswith("#"):
+                    ok = _says_why(lines[above - 1].strip())
+                    break
+                if above not in span_of_end:  # not part of a run of imports: nothing more to read
+                    break
+                first, last = span_of_end[above].lineno, span_of_end[above].end_lineno
+            if not ok:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not wrong, "say why each of these is inside a function (or move it to the top):\n" + "\n".join(wrong)
+
+
+def test_the_reason_check_reads_comments_not_pragmas():
+    assert _says_why("# torch: the runner extra only")
+    assert _says_why("# noqa: F401 (the runs, importable from here as before)")
+    assert not _says_why("# noqa: F401")
+    assert not _says_why("# type: ignore[import]")

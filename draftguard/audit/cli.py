@@ -16,6 +16,14 @@ import os
 import sys
 from pathlib import Path
 
+from draftguard.audit.discussions import sync_discussions
+from draftguard.audit.inputs import select_repos
+from draftguard.audit.repo import AuditOptions
+from draftguard.audit.run import AuditRun, run_audit, say, summary_line
+from draftguard.audit.versions import audit_versions
+from draftguard.check import resolver
+from draftguard.snapshot import BadInput
+
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -63,13 +71,6 @@ def add_audit_parser(sub: "argparse._SubParsersAction") -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from draftguard.audit.inputs import select_repos
-    from draftguard.audit.repo import AuditOptions
-    from draftguard.audit.run import AuditRun, run_audit, say, summary_line
-    from draftguard.audit.versions import audit_versions
-    from draftguard.check import resolver
-    from draftguard.snapshot import BadInput
-
     for name in ("concurrency", "retries"):
         if getattr(args, name) < (1 if name == "concurrency" else 0):
             return _bad(f"--{name} must be at least {1 if name == 'concurrency' else 0}")
@@ -92,8 +93,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     say(summary_line(result))
     say(f"report: {Path(args.out) / 'audit.html'} (and audit.md, audit.jsonl)")
     if args.open_discussions:
-        from draftguard.audit.discussions import sync_discussions
-
         sync_discussions(result.records, args.open_discussions, say=lambda text: print(text))
     for version, why in sorted(result.version_problems.items()):
         print(f"draftguard: transformers {version} did not run: {why}", file=sys.stderr)

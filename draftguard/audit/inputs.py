@@ -43,6 +43,7 @@ class RepoRef:
             >>> RepoRef.parse("z-lab/Qwen3-8B-DFlash@v1.0")
             RepoRef(repo='z-lab/Qwen3-8B-DFlash', revision='v1.0')
         """
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub.utils import HFValidationError, validate_repo_id
 
         repo, sep, revision = text.strip().partition("@")
@@ -96,7 +97,7 @@ def list_hub_repos(*, org: str | None = None, search: str | None = None, tag: st
 
     Raises BadInput when the Hub refuses the listing or cannot be reached (nothing to audit then).
     """
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import errors as hf_errors
 
     what = ", ".join(f"{k} {v!r}" for k, v in (("author", org), ("search", search), ("filter", tag)) if v)

@@ -23,6 +23,8 @@ from typing import Any, Callable
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
+from draftguard.bot.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+from draftguard.check import resolver
 from draftguard.snapshot import BadInput
 
 SOURCE = "audit"
@@ -40,8 +42,6 @@ class AuditJobHandler:
     Registered by ``draftguard worker`` for Jobs whose source is ``audit``."""
 
     def __call__(self, job: Any, queue: Any) -> str:
-        from draftguard.check import resolver
-
         data = job.data
         options = AuditOptions(
             versions=list(data["versions"]), host_version=resolver.transformers_version(),
@@ -63,9 +63,7 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
     """Submit one Job per chunk, then gather each chunk's records (``take``) as its Job finishes.
     A Job that fails records its repos with the worker's error. Raises BadInput for a bad URL."""
     try:
-        from huey.constants import EmptyData
-
-        from draftguard.bot.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+        from huey.constants import EmptyData  # huey: the `bot` extra, which only --queue needs
     except ImportError as exc:
         raise BadInput(f"--queue needs the `bot` extra ({exc.name} is missing): pip install "
                        "'draftguard[bot]'", key="queue") from None

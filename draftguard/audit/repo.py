@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
+from draftguard.check import matrix, resolver
+from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
+from draftguard.check.drafter.check import CHECKS
 from draftguard.check.findings import Finding, TargetResult
+from draftguard.check.light import check_snapshot
+from draftguard.check.weights import read_weights
+from draftguard.hosts.hub import hub_retry_delay
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -84,7 +91,7 @@ def classify(exc: BaseException) -> RepoFailure | None:
         >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).error.kind
         'invalid-config'
     """
-    import httpx2
+    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
     from huggingface_hub import errors as hf
 
     seen, current = 0, exc
@@ -124,8 +131,6 @@ def classify(exc: BaseException) -> RepoFailure | None:
 def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
     """Run ``step``, retrying transient Hub failures (honouring Retry-After up to ``max_wait``).
     Raises RepoFailure when it still fails, or for a permanent failure; ``attempts[0]`` counts tries."""
-    from draftguard.hosts.hub import hub_retry_delay
-
     attempt = 0
     while True:
         attempt += 1
@@ -148,6 +153,7 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
 def fetch_repo(ref: RepoRef) -> Fetched:
     """The repo's info and config.json at its current commit. Raises RepoFailure (no config,
     oversized, LFS pointer) or huggingface_hub's errors (classified by the caller)."""
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import HfApi, hf_hub_download
 
     info = HfApi().model_info(ref.repo, revision=ref.revision, files_metadata=True)
@@ -194,11 +200,6 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
     """The drafter rules for a fetched repo, against its target: the drafter's own config (the
     speculators verifier) or its .draftguard.yml, else the model card's ``base_model``. Only Hub
     targets are read. Raises BadInput (or huggingface_hub errors) when the target cannot be read."""
-    from draftguard.check import resolver
-    from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
-    from draftguard.check.drafter.check import CHECKS
-    from draftguard.check.weights import read_weights
-
     snapshot = fetched.snapshot
     raw = snapshot.load_json()
     fmt = detect_drafter(raw)
@@ -259,8 +260,6 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
         todo.append((index, record, fetched, attempts, started))
 
     if options.fetch_workers > 1 and len(refs) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=options.fetch_workers, thread_name_prefix="audit-fetch") as pool:
             list(pool.map(fetch, range(len(refs)), refs))
     else:
@@ -311,8 +310,6 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
     if not snapshots:
         return []
     if options.host_only:
-        from draftguard.check.light import check_snapshot
-
         out: list[Judged] = []
         for snapshot in snapshots:
             try:
@@ -341,8 +338,6 @@ def _config_error(exc: BadInput) -> RepoError:
 
 
 def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
-    from draftguard.check import matrix
-
     report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False,
                                  host_in_process=True)
     ok = [c.version for c in report.matrix.columns if c.status == matrix.OK]

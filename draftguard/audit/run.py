@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from draftguard.audit.inputs import RepoRef
+from draftguard.audit.queue import run_on_queue
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
+from draftguard.audit.report import write_reports
 from draftguard.audit.store import RecordStore
 
 DEFAULT_OUT = "draftguard-audit"
@@ -89,8 +91,7 @@ def chunks(refs: list[RepoRef], size: int) -> Iterator[list[RepoRef]]:
 def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | None = None) -> AuditResult:
     """Audit every repo of ``run``, appending each record to ``out/audit.jsonl`` as it finishes,
     then write audit.md and audit.html. Raises BadInput (bad queue URL); repo failures are records."""
-    from draftguard.audit.report import write_reports
-
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub.utils import logging as hf_logging
 
     # Its retries would print a warning line per 429 through the progress bar; the records say it.
@@ -117,8 +118,6 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
 
     with progress:
         if run.queue_url:
-            from draftguard.audit.queue import run_on_queue
-
             run.options.fetch_workers = max(1, min(run.concurrency, size))
             run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id)
         else:
@@ -158,7 +157,7 @@ class _Progress:
     def __enter__(self) -> "_Progress":
         if not self.enabled:
             return self
-        from rich.console import Console
+        from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._bar = Progress(

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from typing import Callable
 
+from draftguard.check.matrix import parse_versions
 from draftguard.snapshot import BadInput
 
 LATEST = "latest"
@@ -50,8 +51,6 @@ def audit_versions(option: str | None, host: str, *, newest: Callable[[], str] |
         >>> audit_versions(None, "5.24.0")
         ['5.24.0']
     """
-    from draftguard.check.matrix import parse_versions
-
     if option is None:
         return [host]
     parts = [p.strip() for p in option.split(",") if p.strip()]

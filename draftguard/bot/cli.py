@@ -15,6 +15,18 @@ import argparse
 import os
 import sys
 
+from huey.consumer import Consumer
+
+from draftguard.audit.queue import AuditJobHandler
+from draftguard.bot.app import build_from_env, configure_logging
+from draftguard.bot.github_handler import GitHubHandler
+from draftguard.bot.hub_handler import HubHandler
+from draftguard.bot.jobs import Queue, QueueConfigError, _parse_url
+from draftguard.bot.server import run_server
+from draftguard.check import resolver
+from draftguard.hosts.github import BotConfigError, GitHubConfig
+from draftguard.hosts.hub import HubConfig
+
 EXIT_BAD_INPUT = 2
 
 
@@ -23,31 +35,12 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _imports_ok() -> str | None:
-    try:
-        import github  # noqa: F401
-        import huey  # noqa: F401
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as exc:
-        return f"the bot needs the `bot` extra ({exc.name} is missing): pip install 'draftguard[bot]'"
-    return None
-
-
 def serve(args: argparse.Namespace) -> int:
-    """Run the ASGI app under uvicorn; with SQLite the workers run in this process too."""
-    missing = _imports_ok()
-    if missing:
-        return _fail(missing)
-    from draftguard.bot.app import build_from_env, configure_logging
-    from draftguard.hosts.github import BotConfigError, GitHubConfig
-    from draftguard.bot.jobs import QueueConfigError, _parse_url
-
+    """Run the ASGI app under uvicorn; with SQLite the workers run in this process too. The caller
+    (draftguard.cli) has said so in one line already when the `bot` extra is missing."""
     try:
         backend, _ = _parse_url(args.queue)
         config = GitHubConfig.from_env()
-        from draftguard.hosts.hub import HubConfig
-
         configure_logging(config.secrets + HubConfig.from_env().secrets)
         sqlite = backend == "sqlite"
         workers = args.workers if args.workers is not None else (2 if sqlite else 0)
@@ -59,25 +52,12 @@ def serve(args: argparse.Namespace) -> int:
     # Worker threads share the interpreter lock with the event loop; a 1 ms switch interval (default
     # 5 ms) lets a webhook be answered between a job's steps instead of waiting behind them.
     sys.setswitchinterval(0.001)
-    from draftguard.bot.server import run_server
-
     run_server(app, args.host, args.port)
     return 0
 
 
 def worker(args: argparse.Namespace) -> int:
     """Consume one queue (cpu or gpu) of a shared queue until interrupted."""
-    missing = _imports_ok()
-    if missing:
-        return _fail(missing)
-    from draftguard.bot.app import configure_logging
-    from draftguard.hosts.github import BotConfigError, GitHubConfig
-    from draftguard.bot.jobs import Queue, QueueConfigError
-    from draftguard.hosts.hub import HubConfig
-    from draftguard.bot.hub_handler import HubHandler
-    from draftguard.bot.github_handler import GitHubHandler
-    from draftguard.audit.queue import AuditJobHandler
-
     try:
         config = GitHubConfig.from_env()
         hub = HubConfig.from_env()
@@ -104,8 +84,6 @@ def worker(args: argparse.Namespace) -> int:
         _warm_up()
     queue.recover(lease=True)
     queue.start_recovery()
-    from huey.consumer import Consumer
-
     Consumer(queue.hueys[args.queue], workers=args.workers, periodic=False, initial_delay=0.05,
              max_delay=1.0, check_worker_health=True).run()
     return 0
@@ -114,8 +92,6 @@ def worker(args: argparse.Namespace) -> int:
 def _warm_up() -> None:
     """Import transformers before the first webhook, so the first job does not pay for it while
     other deliveries wait on the interpreter lock."""
-    from draftguard.check import resolver
-
     resolver.hide_torch()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     resolver.transformers_version()

@@ -17,6 +17,9 @@ import posixpath
 import tempfile
 from typing import Any, Callable
 
+from github import GithubException
+from huey.constants import EmptyData
+
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
@@ -154,8 +157,6 @@ class GitHubHandler:
                  forced_by: str | None) -> tuple[bool, str]:
         if forced_by:
             return True, f"requested by @{forced_by}"
-        from huey.constants import EmptyData
-
         trust = queue.store.peek_data(f"trust:{job.repo}#{job.number}")
         if trust is not EmptyData and bytes(trust).decode() == head:
             return True, "marked /ok-to-test"
@@ -199,8 +200,6 @@ def publish_check_run(client: PullRequestClient, name: str, head_sha: str, **kwa
     """Create or update a check run. Without the right to write checks (a personal token; GitHub only
     lets Apps and Actions' token write them) this logs one warning and the sticky comment carries the
     result alone, instead of failing the job."""
-    from github import GithubException
-
     try:
         return client.upsert_check_run(name, head_sha, **kwargs)
     except GithubException as exc:

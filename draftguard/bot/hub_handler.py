@@ -15,7 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import tempfile
 from typing import TYPE_CHECKING, Any, Callable
+
+from huey.constants import EmptyData
+from huggingface_hub.errors import RevisionNotFoundError
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.jobs import Job, Queue, Retry, command_saw_head, gpu_job_id
@@ -153,8 +157,6 @@ class HubHandler:
         old = job.base_sha
         if old and set(old) == {"0"}:
             old = None
-        from huggingface_hub.errors import RevisionNotFoundError
-
         try:
             changed = client.changed_files(old, head) if old else None
         except RevisionNotFoundError:
@@ -194,8 +196,6 @@ class HubHandler:
 
 
 def _peek(queue: Queue, key: str) -> str | None:
-    from huey.constants import EmptyData
-
     value = queue.store.peek_data(key)
     return None if value is EmptyData else bytes(value).decode()
 
@@ -204,9 +204,6 @@ def run_acceptance_subprocess(job: Job, client: HubPullRequestClient, settings: 
     """The default acceptance runner: download the drafter's folder at the PR head (huggingface_hub
     cache) and run ``draftguard accept --format json`` on it (needs the ``runner`` extra on the GPU
     worker)."""
-    import tempfile
-
-
     folder = posixpath.dirname(job.data["drafters"][0])
     local = client.download_folder(folder, job.head_sha or client.ref)
     with tempfile.TemporaryDirectory(prefix="draftguard-prompts-") as tmp:

@@ -36,6 +36,7 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -96,6 +97,7 @@ Handler = Callable[["Job", "Queue"], "str | None"]
 
 
 def _sqlite_storage(synchronous: int):
+    # huey: the bot extra; the base install loads this module too (audit)
     from huey.storage import SqliteStorage
 
     class Storage(SqliteStorage):
@@ -138,6 +140,7 @@ class Queue:
     """Job records plus two huey queues (cpu, gpu) on one storage: SQLite or Redis."""
 
     def __init__(self, url: str = DEFAULT_QUEUE_URL):
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey import RedisHuey, SqliteHuey
 
         self.url = url
@@ -162,6 +165,7 @@ class Queue:
         return bool(self.store.put_if_empty(f"job:{job.id}", job.to_bytes()))
 
     def get(self, job_id: str) -> Job | None:
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
         data = self.store.peek_data(f"job:{job_id}")
@@ -212,6 +216,7 @@ class Queue:
 
     def head_seen(self, source: str, repo: str, number: int, head: str) -> float | None:
         """When the bot first learnt of a pull request's head (its delivery arrived), or None."""
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
         value = self.store.peek_data(f"seen:{source}:{repo}#{number}@{head}")
@@ -281,6 +286,7 @@ class Queue:
         until = str(time.time() + LEASE_SECONDS[job.queue]).encode()
         if self.store.put_if_empty(key, until):
             return True
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
         held = self.store.peek_data(key)
@@ -302,6 +308,7 @@ class Queue:
         return _Lock(self, name, ttl, wait)
 
     def _task(self, job_id: str) -> None:
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.exceptions import RetryTask
 
         delay = self.run(job_id)
@@ -356,6 +363,7 @@ class Queue:
     def start_consumers(self, kinds: dict[str, int], *, in_process: bool = True) -> None:
         """Start huey consumer threads, ``{"cpu": 2, "gpu": 1}``. In process (inside the server) no
         signal handlers are installed; uvicorn owns them."""
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.consumer import Consumer
 
         class _InProcess(Consumer):
@@ -417,8 +425,6 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     Raises:
         Retry: The command is younger than ``SETTLE_SECONDS`` and its head unknown: run it again then.
     """
-    from datetime import datetime
-
     said = job.created
     stamp = job.data.get("created_at")
     if isinstance(stamp, str):
@@ -460,6 +466,7 @@ class _Lock:
         self.queue, self.key, self.ttl, self.wait = queue, f"lock:{name}", ttl, wait
 
     def __enter__(self) -> "_Lock":
+        # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
         store = self.queue.store

@@ -20,6 +20,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
 HEADER_TIMEOUT = 10.0
 KEEP_ALIVE = 5.0
 MAX_CONNECTIONS = 2000
@@ -50,9 +54,6 @@ class ServerLimits:
 
 def guarded_h11(header_timeout: float) -> type:
     """uvicorn's h11 protocol with a deadline for request headers."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
     class GuardedH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
@@ -94,8 +95,6 @@ def guarded_h11(header_timeout: float) -> type:
 
 def run_server(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> None:
     """Serve ``app`` until interrupted, with ``limits`` (from the environment when None)."""
-    import uvicorn
-
     limits = limits or ServerLimits.from_env()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 http=guarded_h11(limits.header_timeout), timeout_keep_alive=int(max(1, limits.keep_alive)),

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -52,7 +53,7 @@ def parse_versions(values: Iterable[str], *, source: str = "--transformers") -> 
         >>> parse_versions(["5.24.0", "4.52.4", "4.52.4"])
         ['4.52.4', '5.24.0']
     """
-    from packaging.version import Version
+    from packaging.version import Version  # packaging (with transformers): only a --transformers list pays it
 
     seen: dict[str, Version] = {}
     for item in values:
@@ -92,11 +93,9 @@ def env_python(env: Path) -> Path:
 
 def host_transformers_version() -> str | None:
     """The transformers version installed beside draftguard, read without importing it."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("transformers")
-    except PackageNotFoundError:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
         return None
 
 
@@ -124,7 +123,7 @@ def ensure_env(
     """
     if version == host_transformers_version():
         return sys.executable, None
-    from filelock import FileLock
+    from filelock import FileLock  # filelock (with huggingface_hub): only building an environment pays it
 
     env = env_dir(version, cache)
     try:
@@ -202,13 +201,11 @@ def _install(version: str, env: Path, timeout: float) -> None:
 
 def _host_pip_can_target() -> bool:
     """pip 22.3 and later install into another interpreter's environment with ``--python``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from packaging.version import Version
+    from packaging.version import Version  # packaging (with transformers): only a --transformers list pays it
 
     try:
-        return Version(version("pip")) >= Version("22.3")
-    except (PackageNotFoundError, ValueError):
+        return Version(metadata.version("pip")) >= Version("22.3")
+    except (metadata.PackageNotFoundError, ValueError):
         return False
 
 

@@ -10,6 +10,7 @@ table, a moved sub-config, a rename, a value the file asked for, the class's own
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -422,8 +423,6 @@ def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fi
 
 
 def _names(message: str, key: str) -> bool:
-    import re
-
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])", message) is not None
 
 

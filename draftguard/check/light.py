@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
-from draftguard.check.fidelity import judge_config
 from draftguard.check import resolver
+from draftguard.check.drafter.check import check_drafter
 from draftguard.check.drafter.detect import detect_drafter, layer_config
+from draftguard.check.fidelity import judge_config
+from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
+from draftguard.check.weights import read_weights
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -80,7 +82,6 @@ def _head_dim_against_weights(
     warned = [f for f in findings if f.rule == "DG003" and f.key == "head_dim"]
     if snapshot.is_hub and not warned:
         return findings
-    from draftguard.check.weights import read_weights  # only past this point: keeps the cold check short
 
     try:
         weights = read_weights(snapshot)
@@ -124,9 +125,7 @@ def check_targets(
             snapshot = load_snapshot(target, revision)
             result = check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
             if drafter_target or detect_drafter(snapshot.load_json()) is not None:
-                # The drafter rules load only for a drafter, or a pair the user named.
-                from draftguard.check.drafter.check import check_drafter
-
+                # The drafter rules run only for a drafter, or a pair the user named.
                 result.findings.extend(check_drafter(
                     snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
                 ))

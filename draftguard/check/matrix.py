@@ -61,6 +61,7 @@ from draftguard.check.fidelity import judge_config, same, show
 from draftguard.check.findings import (ABSENT, Finding, InputError, LayerAttention, Report, TargetResult,
                                       attention_runs)
 from draftguard.errors import MatrixError
+from draftguard.settings import load_settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -456,7 +457,6 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
     """
     if option is not None:
         return parse_versions([part for part in option.split(",") if part.strip()] or [option])
-    from draftguard.settings import load_settings
 
     settings = load_settings(folder)
     if not settings.transformers:
@@ -471,7 +471,7 @@ def requested_versions(option: str | None, folder: str | Path = ".") -> list[str
 
 
 def _line_of_key(path: Path, key: str) -> int | None:
-    import yaml
+    import yaml  # yaml: only a .draftguard.yml pays its import
 
     try:
         root = yaml.compose(path.read_text(encoding="utf-8", errors="replace"), Loader=yaml.SafeLoader)

@@ -22,9 +22,10 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from draftguard.errors import HeaderError
-from draftguard.snapshot import BadInput, Snapshot, key_lines
+from draftguard.snapshot import BadInput, Snapshot, key_lines, parse_json_object
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -238,8 +239,6 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
         return {}
     data = index.read_bytes()
     try:
-        from draftguard.snapshot import parse_json_object
-
         parsed = parse_json_object(data, shown)
     except BadInput as exc:
         weights.problems.append(WeightsProblem(shown, str(exc), exc.line))
@@ -263,7 +262,7 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
 
 
 def _hub_weights(snapshot: Snapshot) -> Weights | None:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
@@ -291,6 +290,7 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
 def _hub_failure(snapshot: Snapshot, exc: Exception) -> Weights | None:
     """What a failed get_safetensors_metadata means for the check: no checkpoint (None), a problem
     with the repo's files (a finding), no network (checked without weights), or bad input."""
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import errors as hf_errors
 
     single = _shown(snapshot, SINGLE_FILE)
@@ -356,7 +356,5 @@ def _hub_parse_message(message: str) -> str:
 def _missing_from_url(exc: Exception) -> str:
     response = getattr(exc, "response", None)
     url = str(response.url) if response is not None and response.url is not None else ""
-    from urllib.parse import unquote
-
     tail = url.split("/resolve/", 1)[-1]
     return unquote(tail.split("/", 1)[-1]) if "/" in tail else "?"

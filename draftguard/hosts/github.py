@@ -20,10 +20,13 @@ or a GitHub App: ``DRAFTGUARD_GITHUB_APP_ID`` with ``DRAFTGUARD_GITHUB_PRIVATE_K
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
@@ -113,7 +116,7 @@ class GitHubConfig:
 
 def connect(config: GitHubConfig, installation_id: int | None = None):
     """A PyGithub client: the App's installation token when an App is configured, else the token."""
-    from github import Auth, Github, GithubIntegration
+    from github import Auth, Github, GithubIntegration  # PyGithub: the bot and action extras, not the base install
 
     config.require_auth()
     common = dict(
@@ -146,8 +149,6 @@ _LOGINS: dict[tuple[str, str], str] = {}
 def bot_login(config: GitHubConfig, gh: Github) -> str:
     """The login the bot comments as: ``<app slug>[bot]`` for an App (learnt in ``connect``), else
     the token's user (``GET /user``). Its comments are the only ones it ever edits."""
-    import hashlib
-
     if config.app_id:
         key = (config.api_url, str(config.app_id))
     else:
@@ -165,7 +166,7 @@ def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now:
     5xx and timeouts back off exponentially; a rate limit waits what GitHub asked for, from
     ``Retry-After`` or ``x-ratelimit-reset`` (capped at ``cap``).
     """
-    import requests
+    import requests  # requests: comes with PyGithub
     from github import GithubException, RateLimitExceededException
 
     if isinstance(exc, TransientGitHubError):
@@ -201,7 +202,7 @@ def refusal(exc: BaseException) -> tuple[int, str] | None:
         >>> refusal(UnknownObjectException(404, {"message": "Not Found"}, {})), refusal(ValueError("x"))
         ((404, 'Not Found'), None)
     """
-    from github import GithubException
+    from github import GithubException  # PyGithub: the bot and action extras, not the base install
 
     if isinstance(exc, GithubException) and exc.status in (401, 403, 404) and retry_delay(exc) is None:
         message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
@@ -257,9 +258,7 @@ class PullRequestClient:
             UnreadableFile: A symlink out of the repo, a submodule, or a path that could leave the repo.
             TransientGitHubError: A fault worth retrying (5xx, rate limit, timeout).
         """
-        import base64
-
-        from github import UnknownObjectException
+        from github import UnknownObjectException  # PyGithub: the bot and action extras, not the base install
 
         safe_repo_path(path)
         with _translated(f"read {path}"):
@@ -299,8 +298,6 @@ class PullRequestClient:
 
             client.download_folder("drafter", pull.head.sha, "/tmp/drafter")  # ["config.json", "model.safetensors"]
         """
-        import base64
-
         with _translated(f"list {folder or '/'}"):
             contents = self.repo.get_contents(folder or "", ref=ref)
         names = []
@@ -320,8 +317,6 @@ class PullRequestClient:
         return names
 
     def _download_lfs(self, item: ContentFile, pointer: "LfsPointer", target: str) -> None:
-        import hashlib
-
         if not item.download_url:
             raise LfsError(f"{self.repo_name}/{item.path}: a Git LFS pointer, and GitHub gave no download URL for "
                            "its object")
@@ -342,7 +337,7 @@ class PullRequestClient:
 
     def permission(self, login: str) -> str | None:
         """The user's permission on the repo (admin, write, read, none), None when not a collaborator."""
-        from github import GithubException
+        from github import GithubException  # PyGithub: the bot and action extras, not the base install
 
         with _translated("read permission"):
             try:
@@ -361,7 +356,7 @@ class PullRequestClient:
         """The token's login. GitHub closes ``GET /user`` to installation tokens (403); the only one
         that reaches a client without ``me`` is the Action's ``GITHUB_TOKEN``, which comments as
         github-actions[bot] (the bot passes its App's login)."""
-        from github import GithubException
+        from github import GithubException  # PyGithub: the bot and action extras, not the base install
 
         with _translated("read the token's user"):
             try:
@@ -424,8 +419,6 @@ class PullRequestClient:
         """Create the check run ``name`` on ``head_sha``, or update the one there. Annotations go in
         batches of 50 (GitHub appends them across updates); they are sent only when the run completes,
         and only to a run that has none yet, so a retried Job never doubles them."""
-        from datetime import datetime, timezone
-
         annotations = list(annotations)
         output: dict[str, Any] = {"title": title or name, "summary": summary[:65000] or name}
         if text:

@@ -95,7 +95,7 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
         >>> hub_retry_delay(TransientHubError("busy", 7.0)), hub_retry_delay(ValueError("bad"))
         (7.0, None)
     """
-    import httpx2
+    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
     from huggingface_hub.errors import HfHubHTTPError
 
     seen = 0
@@ -126,7 +126,7 @@ def hub_refusal(exc: BaseException) -> tuple[int, str] | None:
         >>> hub_refusal(ValueError("x")) is None
         True
     """
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.errors import HfHubHTTPError  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
 
     if isinstance(exc, HfHubHTTPError) and exc.response is not None and exc.response.status_code in (401, 403, 404):
         return exc.response.status_code, str(exc.response.reason_phrase or "")[:200]
@@ -152,7 +152,7 @@ class HubPullRequestClient:
     """
 
     def __init__(self, config: HubConfig, repo_id: str, number: int):
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
 
         self.config = config
         self.repo_name = repo_id
@@ -204,6 +204,7 @@ class HubPullRequestClient:
 
     def tree(self, revision: str) -> dict[str, str]:
         """``{path: blob id}`` of every file at a revision (no file content is fetched)."""
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub.hf_api import RepoFile
 
         with self._t(f"list files at {revision[:12]}"):
@@ -228,6 +229,7 @@ class HubPullRequestClient:
             UnreadableFile: The path could reach outside the repository.
             TransientHubError: A fault worth retrying (5xx, 429, timeout).
         """
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub import errors as hf_errors
         from huggingface_hub import hf_hub_url
 
@@ -257,6 +259,7 @@ class HubPullRequestClient:
         """Whether ``user`` owns the repo or is a member of the organization that owns it, and why.
 
         A namespace that is not an organization (a user's own repo) has only its owner."""
+        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
         from huggingface_hub.errors import HfHubHTTPError
 
         if "/" not in self.repo_name:

@@ -30,6 +30,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from draftguard.check.findings import RULES, Finding, Report
+from draftguard.check.matrix import OK
 from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
 from draftguard.runner.render import diagnosis_table
 
@@ -242,8 +243,6 @@ def matrix_note(matrix: Any, has_rows: bool) -> str | None:
         >>> matrix_note(m, has_rows=False)
         'no resolved value differs between transformers 4.52.4, 5.24.0. Not run: transformers 4.52.4: install failed.'
     """
-    from draftguard.check.matrix import OK
-
     failed = [f"transformers {c.version}: {c.status}" for c in matrix.columns if c.status != OK]
     note = None if has_rows else f"no resolved value differs between transformers {', '.join(matrix.versions)}."
     if failed:

@@ -10,11 +10,10 @@ Report has a version matrix with differing rows.
 from __future__ import annotations
 
 from draftguard.check.findings import Report
+from draftguard.report.comment import render_light_section, render_matrix_section
 
 
 def render_markdown(report: Report, *, fail_on: str = "error") -> str:
-    from draftguard.report.comment import render_light_section, render_matrix_section
-
     parts = [render_light_section(report, fail_on=fail_on)]
     if report.matrix is not None and report.matrix.rows:
         parts.append(render_matrix_section(*report.matrix.table()))

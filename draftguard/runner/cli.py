@@ -26,8 +26,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from draftguard.check.drafter import check_drafter
+from draftguard.check.findings import TargetResult
+from draftguard.runner import differential
+from draftguard.runner.prompts import select_prompts
+from draftguard.runner.render import plot_per_position, render_markdown, render_text
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
-from draftguard.snapshot import BadInput
 from draftguard.runner.runs import (  # noqa: F401 (the runs, importable from here as before)
     config_views,
     run_cells,
@@ -37,6 +41,10 @@ from draftguard.runner.runs import (  # noqa: F401 (the runs, importable from he
     _run_reference,
     _run_vllm,
 )
+from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
+from draftguard.runner.vllm import add_engine_arguments
+from draftguard.settings import load_settings
+from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -97,22 +105,13 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE.png", help="write a per-position acceptance chart (needs the plot extra)")
     p.add_argument("--settings", metavar="DIR", default=".", help="folder whose .draftguard.yml supplies defaults (default: .)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    try:
-        from draftguard.runner.vllm import add_engine_arguments
-    except ImportError:  # the vLLM backend's options are optional; the reference runs without them
-        pass
-    else:
-        add_engine_arguments(p)
+    add_engine_arguments(p)
     p.set_defaults(func=cmd_accept)
     return p
 
 
 def _check_fit(target: str, drafter: str) -> None:
     """The drafter-vs-target rules (draftguard.check.drafter) that make a pair impossible to run."""
-    from draftguard.check.drafter import check_drafter
-    from draftguard.check.findings import TargetResult
-    from draftguard.snapshot import load_snapshot
-
     if not Path(drafter).is_dir():
         return  # Hub drafters: checked after download, by the loader's own shape checks
     snapshot = load_snapshot(drafter)
@@ -127,8 +126,6 @@ def _check_fit(target: str, drafter: str) -> None:
 
 def _settings(args: argparse.Namespace) -> None:
     """Fill options the command line left out from .draftguard.yml (the command line wins)."""
-    from draftguard.settings import load_settings
-
     s = load_settings(args.settings)
     for name in ("target", "min_acceptance_length", "baseline", "tolerance", "num_prompts", "max_new_tokens",
                  "block_size", "backend"):
@@ -164,12 +161,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if args.format == "json":
         out.write(result.to_json())
     elif args.format == "markdown":
-        from draftguard.runner.render import render_markdown
-
         out.write(render_markdown(result))
     else:
-        from draftguard.runner.render import render_text
-
         render_text(result, out)
     if args.output:
         Path(args.output).write_text(result.to_json(), encoding="utf-8")
@@ -182,9 +175,6 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def _accept(args: argparse.Namespace) -> AcceptanceResult:
-    from draftguard.runner.prompts import select_prompts
-    from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
-
     _settings(args)
     device = args.device
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
@@ -201,11 +191,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     specs = select_prompts(args.prompts, args.num_prompts)
     if args.plot:
         try:  # fail before the run, not after it
-            import matplotlib  # noqa: F401
+            import matplotlib  # noqa: F401 (matplotlib: the plot extra only)
         except ImportError:
             raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
     try:
-        import torch
+        import torch  # torch: the runner extra only
     except ImportError:
         raise BadInput("draftguard accept needs torch: pip install 'draftguard[runner]'") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -229,16 +219,12 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         args.config_view = views[0]
         result = _run_vllm(args, specs, thresholds, run)
         if args.backend == "both":  # one view, two backends: the same paired diagnosis as the 2 x 2
-            from draftguard.runner import differential
-
             cells = differential.cells_of_combined(result, views[0])
             diagnosis = differential.diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
             result = differential.with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
     if args.plot:
-        from draftguard.runner.render import plot_per_position
-
         plot_per_position(result, args.plot)
     return result
 

@@ -91,7 +91,7 @@ def read_drafter_spec(folder: str | Path, view: str = "resolved") -> DrafterSpec
         >>> read_drafter_spec("tests/fixtures/models/drafter-window-lost", "raw").layer_windows
         [6, None]
     """
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # transformers: seconds to import; only a model run pays it
 
     if view not in CONFIG_VIEWS:
         raise BadInput(f"--config-view must be one of {', '.join(CONFIG_VIEWS)}, got {view!r}")
@@ -197,6 +197,7 @@ class DrafterAttention(nn.Module):
         self.k_proj = nn.Linear(h, spec.num_kv_heads * hd, bias=bias)
         self.v_proj = nn.Linear(h, spec.num_kv_heads * hd, bias=bias)
         self.o_proj = nn.Linear(spec.num_heads * hd, h, bias=bias)
+        # transformers: seconds to import; only a model run pays it
         from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
         self.q_norm = Qwen3RMSNorm(hd, eps=spec.rms_norm_eps)
@@ -249,6 +250,7 @@ class DrafterAttention(nn.Module):
 class DrafterLayer(nn.Module):
     def __init__(self, spec: DrafterSpec, index: int):
         super().__init__()
+        # transformers: seconds to import; only a model run pays it
         from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm
 
         self.self_attn = DrafterAttention(spec, index)
@@ -275,6 +277,7 @@ class DFlashDrafter(nn.Module):
 
     def __init__(self, spec: DrafterSpec, target_hidden_size: int | None = None):
         super().__init__()
+        # transformers: seconds to import; only a model run pays it
         from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, Qwen3RotaryEmbedding
 
         self.spec = spec
@@ -330,6 +333,7 @@ def _local_folder(name: str, what: str) -> Path:
         return path
     if path.exists():
         raise BadInput(f"{name}: the {what} must be a folder or a Hub repo id, not a file", file=name)
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import snapshot_download
 
     try:
@@ -342,6 +346,7 @@ def _local_folder(name: str, what: str) -> Path:
 def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
     """Load the target with transformers ``AutoModelForCausalLM`` (and its tokenizer, or None when the
     folder has none). Example: ``target, tokenizer = load_target("Qwen/Qwen3-8B", "cuda")``."""
+    # transformers: seconds to import; only a model run pays it
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = _local_folder(name, "target")
@@ -350,7 +355,7 @@ def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         raise MissingWeights(f"{folder}: the target has no weights (*.safetensors)", file=str(folder))
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # transformers: seconds to import; only a model run pays it
 
     hf_logging.disable_progress_bar()  # stderr carries the one-line errors and our own progress only
     try:
@@ -372,7 +377,7 @@ def text_config(target: nn.Module) -> Any:
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # safetensors: the runner extra only
 
     single = folder / "model.safetensors"
     index = folder / "model.safetensors.index.json"

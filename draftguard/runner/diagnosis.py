@@ -9,7 +9,10 @@ attached to the combined result, and the raw view's drafter copy for an engine.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from draftguard.check.findings import ABSENT, show as _show
@@ -327,10 +330,6 @@ def raw_view_folder(drafter: str, rewrites: Sequence[Rewrite], into: str) -> str
         >>> light_check_rewrites(folder)[1]
         []
     """
-    import json
-    import os
-    from pathlib import Path
-
     src, dst = Path(drafter), Path(into)
     if not src.is_dir():
         raise RawViewUnavailable(f"{drafter}: the raw view for an engine needs a local drafter folder", file=drafter)

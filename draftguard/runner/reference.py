@@ -31,6 +31,7 @@ Needs the ``runner`` extra (torch). Example::
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -153,13 +154,11 @@ class TargetTrace:
 def _cache_arg(target: nn.Module) -> str:
     """The keyword the target's forward takes its KV cache by: transformers 5.2x renamed
     ``past_key_values`` to ``cache`` (the old name still works there, with a warning)."""
-    import inspect
-
     return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
 
 
 def _new_cache(target: nn.Module) -> Any:
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # transformers: seconds to import; only a model run pays it
 
     return DynamicCache(config=target.config)
 

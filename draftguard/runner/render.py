@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
+from draftguard.runner.differential import render_side_by_side
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.snapshot import BadInput
 
@@ -129,7 +130,7 @@ def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any
 
 def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     """The result for a terminal (rich; plain when not a TTY)."""
-    from rich.console import Console
+    from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
     from rich.markup import escape
     from rich.table import Table
 
@@ -151,8 +152,6 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
         for i, rate in enumerate(result.per_position_acceptance):
             console.print(f"  {i + 1:>3}  {_bar(rate)}  {rate:.3f}")
     if result.run.get("differential"):  # --backend both: vLLM beside the reference
-        from draftguard.runner.differential import render_side_by_side
-
         console.print(render_side_by_side(result.run["differential"]), markup=False)
 
 
@@ -168,8 +167,6 @@ def render_markdown(result: AcceptanceResult) -> str:
         lines += ["", "| position | acceptance | |", "|---:|---:|---|"]
         lines += [f"| {i + 1} | {rate:.3f} | `{_bar(rate)}` |" for i, rate in enumerate(result.per_position_acceptance)]
     if result.run.get("differential"):  # --backend both: vLLM beside the reference
-        from draftguard.runner.differential import render_side_by_side
-
         lines += ["", render_side_by_side(result.run["differential"], markdown=True)]
     if result.per_prompt:
         lines += ["", "<details><summary>per-prompt τ</summary>", "", "| prompt | τ | drafts | new tokens |",
@@ -184,10 +181,10 @@ def plot_per_position(result: AcceptanceResult, path: str | Path) -> None:
     """Write a bar chart of the per-position acceptance rates to ``path`` (PNG). Needs the ``plot``
     extra (matplotlib)."""
     try:
-        import matplotlib
+        import matplotlib  # matplotlib: the plot extra only
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # matplotlib: the plot extra only
     except ImportError:
         raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
     rates = result.per_position_acceptance

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,7 +30,7 @@ def _progress(total: int, quiet: bool) -> tuple[Callable[[str], None], Callable[
     """A progress bar over prompts on stderr (rich), or nothing when quiet or not a terminal."""
     if quiet or not sys.stderr.isatty():
         return (lambda _label: None), (lambda: None)
-    from rich.console import Console
+    from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -121,7 +122,7 @@ def _note_catastrophic(result: AcceptanceResult, view: str, backend: str, thresh
 
 
 def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = None) -> Any:
-    import torch
+    import torch  # torch: the runner extra only
 
     from draftguard.runner.reference import ReferenceBackend  # torch, only when the reference backend runs
 
@@ -178,7 +179,7 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         try:
             tokenizer = None
             if backend.tokenizer:
-                from transformers import AutoTokenizer
+                from transformers import AutoTokenizer  # transformers: seconds to import; only a model run pays it
 
                 tokenizer = AutoTokenizer.from_pretrained(args.target)
             prompts = encode_all(specs, tokenizer)
@@ -275,8 +276,6 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     fault) runs each view in turn over the same prompts, without early stop so the prompts pair up.
     The result's top-level figures are the served cell's: the resolved view, the engine's when one ran.
     """
-    import tempfile
-
     cells: dict[tuple[str, str], AcceptanceResult] = {}
     tokens: dict[tuple[str, str], list[list[int]]] = {}
     prompts: list[list[int]] | None = None
@@ -350,7 +349,7 @@ def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any
 
     tokenizer = getattr(backend, "tokenizer", None)
     if tokenizer is True:  # vLLM's flag: the target has a tokenizer; load it here to encode
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # transformers: seconds to import; only a model run pays it
 
         tokenizer = AutoTokenizer.from_pretrained(args.target)
     elif tokenizer is False:

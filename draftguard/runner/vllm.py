@@ -71,7 +71,7 @@ def import_vllm() -> ModuleType:
     at stderr first: it reads ``VLLM_LOGGING_STREAM`` once, when it is imported."""
     os.environ[LOG_STREAM_ENV] = "ext://sys.stderr"
     try:
-        import vllm
+        import vllm  # vllm: the vllm extra only (GPU runners)
     except ImportError as exc:
         raise VllmMissing(
             f"--backend vllm needs vLLM, which is not installed here ({exc.name or 'vllm'} cannot be imported): "
@@ -335,7 +335,7 @@ class VllmBackend:
 
     @property
     def version(self) -> str:
-        import vllm
+        import vllm  # vllm: the vllm extra only (GPU runners)
 
         return str(getattr(vllm, "__version__", "?"))
 

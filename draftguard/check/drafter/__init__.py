@@ -20,21 +20,13 @@ Out: ``check_drafter`` -> a list of ``Finding``; ``detect_drafter`` -> a ``Draft
 
 from __future__ import annotations
 
-from typing import Any
-
+from draftguard.check.drafter.check import check_drafter
 from draftguard.check.drafter.detect import DrafterFormat, Stated, detect_drafter, layer_config
+from draftguard.check.drafter.files import HubUnreachable, TokenizerFiles, read_optional
+from draftguard.check.drafter.rules import DrafterCheck
+from draftguard.check.drafter.target import TargetModel, find_target, load_target
 
-_LAZY = {
-    "check_drafter": "check", "TargetModel": "target", "find_target": "target", "load_target": "target",
-    "TokenizerFiles": "files", "HubUnreachable": "files", "read_optional": "files", "DrafterCheck": "rules",
-}
-
-__all__ = ["DrafterFormat", "Stated", "detect_drafter", "layer_config", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"draftguard.check.drafter.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "DrafterFormat", "Stated", "detect_drafter", "layer_config", "check_drafter", "TargetModel", "find_target",
+    "load_target", "TokenizerFiles", "HubUnreachable", "read_optional", "DrafterCheck",
+]

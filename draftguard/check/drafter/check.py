@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from draftguard.check import resolver
 from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, layer_config
 from draftguard.check.drafter.dflash import DFlashCheck
 from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MtpCheck
@@ -48,8 +49,6 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         >>> check_drafter(snap, check_snapshot(snap))  # no target, weights or tokenizer: nothing to say
         []
     """
-    from draftguard.check import resolver
-
     raw = snapshot.load_json()
     fmt = detect_drafter(raw)
     shown = snapshot.path_of("config.json")

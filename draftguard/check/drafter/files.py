@@ -41,7 +41,9 @@ def read_optional(snapshot: Snapshot, name: str, limit: int = MAX_TOKENIZER_BYTE
 
 
 def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import hf_hub_download
+    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import errors as hf_errors
 
     shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{name}"

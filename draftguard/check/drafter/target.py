@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from draftguard.check import resolver
 from draftguard.check.drafter.detect import DrafterFormat
 from draftguard.check.drafter.files import GENERATION_CONFIG, HubUnreachable, TokenizerFiles, _is_int, read_optional
-from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot
+from draftguard.settings import MAX_SETTINGS_BYTES, load_settings, parse_settings
+from draftguard.snapshot import CONFIG_NAME, SETTINGS_NAME, BadInput, Snapshot, _hub, load_snapshot
+
 
 @dataclass
 class TargetModel:
@@ -66,8 +69,6 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
 
     ``allow_local=False`` (the bots, where the name comes from repository content) accepts only a
     Hub repo id and never reads the host's files, even when a folder of that name exists."""
-    from draftguard.snapshot import CONFIG_NAME, _hub
-
     if not allow_local:
         _require_hub_id(name, origin)
         repo, _, revision = name.partition("@")
@@ -99,8 +100,6 @@ def _require_hub_id(name: str, origin: str) -> None:
 
 
 def _resolved_target(name: str, origin: str, snapshot: Snapshot, trust_remote_code: bool) -> TargetModel:
-    from draftguard.check import resolver
-
     raw = snapshot.load_json()
     try:
         node = resolver.resolve(raw, trust_remote_code=trust_remote_code,
@@ -138,8 +137,6 @@ def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
         if found is not None:
             return found
     if not snapshot.is_hub and snapshot.local_dir:
-        from draftguard.settings import load_settings
-
         settings = load_settings(snapshot.local_dir)
         if settings.target:
             return settings.target, str(Path(snapshot.local_dir) / SETTINGS_NAME), Path(snapshot.local_dir)
@@ -156,8 +153,6 @@ def _hub_settings_target(snapshot: Snapshot) -> tuple[str, str, None] | None:
     nothing cached), the target comes from elsewhere and the check goes on. Its text is kept in the
     snapshot so that DG100 can point at the `target:` line. The name must be a Hub repo id: a file
     in someone's Hub repo must not make this host read its own folders."""
-    from draftguard.settings import MAX_SETTINGS_BYTES, parse_settings
-
     shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{SETTINGS_NAME}"
     try:
         data = read_optional(snapshot, SETTINGS_NAME, MAX_SETTINGS_BYTES)
