@@ -186,9 +186,8 @@ def test_every_module_says_what_comes_in_and_what_goes_out():
 # of a second (transformers, huggingface_hub, numpy).
 HEAVY = {"torch", "vllm", "safetensors", "huey", "starlette", "uvicorn", "redis", "github", "matplotlib",
          "transformers", "huggingface_hub", "numpy"}
-# The resolver runs on its own in the version matrix's environments, where draftguard is not installed;
-# its lazy imports are its own (transformers only after hide_torch) and change with its split.
-SAYS_WHY_EXEMPT = ("draftguard.check.resolver",)
+# Modules whose lazy imports need not say why: none (the resolver package says why too).
+SAYS_WHY_EXEMPT: tuple[str, ...] = ()
 
 
 def _package_of(name: str, path: Path) -> str:

@@ -8,8 +8,13 @@ Out: ``unread_aliases`` ({file key: the field the model code reads instead}) and
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import inspect
 import json
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 from .nodes import MISSING, copy_tree, plain, same
@@ -23,9 +28,6 @@ def _declared(cls: type) -> frozenset[str]:
     """Names a config class reads: its fields or __init__ parameters, its aliases, and the base
     class's own attributes."""
     if cls not in _DECLARED_CACHE:
-        import dataclasses
-        import inspect
-
         names: set[str] = set(getattr(cls, "attribute_map", {}) or {})
         for klass in cls.__mro__:
             if dataclasses.is_dataclass(klass):
@@ -38,6 +40,7 @@ def _declared(cls: type) -> frozenset[str]:
                     pass
             names.update(k for k, v in vars(klass).items() if not k.startswith("__"))
         try:
+            # transformers: after hide_torch(), else it imports torch
             from transformers import PretrainedConfig
 
             with class_voice(None):
@@ -58,10 +61,7 @@ def alias_vocabulary() -> dict[str, set[str]]:
     if _ALIAS_PAIRS is None:
         _ALIAS_PAIRS = _read_vocabulary_cache()
     if _ALIAS_PAIRS is None:
-        import re
-        from pathlib import Path
-
-        import transformers.models
+        import transformers.models  # transformers: after hide_torch(), else it imports torch
 
         pairs: dict[str, set[str]] = {}
         block = re.compile(r"attribute_map(?:\s*:\s*[^=]+)?\s*=\s*\{([^}]*)\}")
@@ -88,10 +88,7 @@ def alias_vocabulary() -> dict[str, set[str]]:
 def _vocabulary_cache_file() -> Any:
     """Where the alias vocabulary of this transformers install is kept between runs: the draftguard
     cache dir (as check/matrix.py finds it), keyed by version and install path."""
-    import hashlib
-    from pathlib import Path
-
-    import transformers
+    import transformers  # transformers: after hide_torch(), else it imports torch
 
     base = os.environ.get("DRAFTGUARD_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(str(Path.home()), ".cache"), "draftguard")

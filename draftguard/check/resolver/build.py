@@ -48,7 +48,7 @@ def resolve(
     messages: list[str] = []
     try:
         if remote and pretrained is not None:
-            from transformers import AutoConfig
+            from transformers import AutoConfig  # transformers: after hide_torch(), else it imports torch
 
             config = AutoConfig.from_pretrained(pretrained, revision=revision, trust_remote_code=True)
         else:

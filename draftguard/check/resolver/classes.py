@@ -8,7 +8,9 @@ from ``plausible_typos`` and the built-in class a remote-code file names, ``buil
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 # Keys every PretrainedConfig carries for bookkeeping. They say nothing about the model.
@@ -34,7 +36,7 @@ def hide_torch() -> bool:
 
 
 def transformers_version() -> str:
-    import transformers
+    import transformers  # transformers: after hide_torch(), else it imports torch
 
     return transformers.__version__
 
@@ -58,6 +60,7 @@ def config_class_name(raw: dict[str, Any]) -> str:
 
 
 def config_class(raw: dict[str, Any], trust_remote_code: bool):
+    # transformers: after hide_torch(), else it imports torch
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type = raw.get("model_type")
@@ -127,7 +130,6 @@ def plausible_typos(name: str, known: list[str]) -> list[str]:
         >>> plausible_typos("qwen33", ["qwen3", "qwen2"])
         ['qwen3']
     """
-    import re
 
     def bare(text: str) -> str:
         return re.sub(r"[-_\s]", "", text.lower())
@@ -153,10 +155,7 @@ def plausible_typos(name: str, known: list[str]) -> list[str]:
 def _architecture_types() -> dict[str, str]:
     """Model class name -> model_type for every class transformers' auto mappings name, read from
     modeling_auto's source text (importing it costs seconds and may pull in torch)."""
-    import re
-    from pathlib import Path
-
-    import transformers.models.auto as auto
+    import transformers.models.auto as auto  # transformers: after hide_torch(), else it imports torch
 
     found: dict[str, str] = {}
     for folder in auto.__path__:
@@ -173,6 +172,7 @@ def _architecture_types() -> dict[str, str]:
 def built_in_reader(raw: dict[str, Any]) -> str | None:
     """For a model type transformers does not know: the built-in class that its ``auto_map`` or
     ``architectures`` names (DeepSeek-V3-based remote-code models), and how to check with it."""
+    # transformers: after hide_torch(), else it imports torch
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     by_config = {name: model_type for model_type, name in CONFIG_MAPPING_NAMES.items()}

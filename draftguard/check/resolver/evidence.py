@@ -25,7 +25,7 @@ def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
     """The dropped keys that are generation parameters: GenerationConfig, built from the dict that
     holds them (config.json itself, or a nested config), carries them with the same value. This is
     what transformers does with config.json when a repo has no generation_config.json."""
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # transformers: after hide_torch(), else it imports torch
 
     global _GENERATION_NAMES
     if _GENERATION_NAMES is None:

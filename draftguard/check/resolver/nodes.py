@@ -9,6 +9,8 @@ forged layer count before a class builds per-layer lists from it.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any
 
 from .classes import BOOKKEEPING_KEYS, ResolveError
@@ -41,9 +43,6 @@ _DEFAULTS_CACHE: dict[type, dict[str, Any]] = {}
 
 def _class_defaults(cls: type) -> dict[str, Any]:
     if cls not in _DEFAULTS_CACHE:
-        import dataclasses
-        import inspect
-
         found: dict[str, Any] = {}
         if dataclasses.is_dataclass(cls):  # transformers 5.x config classes
             for f in dataclasses.fields(cls):

@@ -9,6 +9,9 @@ config object, and the caches the evidence modules share (``TRACE_CACHE``, ``FLA
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
+import warnings
 from typing import Any
 
 from .classes import BOOKKEEPING_KEYS
@@ -41,8 +44,6 @@ class _Collect:
     """A logging handler that keeps each record's text."""
 
     def __init__(self, into: list[str] | None):
-        import logging
-
         self.handler = logging.Handler()
         self.handler.emit = self.emit  # type: ignore[method-assign]
         self.into = into
@@ -59,9 +60,6 @@ class _Collect:
 def class_voice(messages: list[str] | None):
     """Collect what transformers logs (warnings and up) and warns while the block runs, into
     ``messages``; with None, keep it quiet. Nothing reaches stderr either way."""
-    import logging
-    import warnings
-
     logger = logging.getLogger("transformers")
     saved = (logger.handlers[:], logger.level, logger.propagate)
     collect = _Collect(messages)
@@ -225,8 +223,6 @@ class LazyStorage:
 
 def _is_record(value: Any) -> bool:
     """A plain dataclass a config keeps its structure in (per-layer override specs)."""
-    import dataclasses
-
     return dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "__dict__")
 
 
