@@ -211,6 +211,17 @@ def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
     assert errors(report) == set() and rules(report, "warning") == {"DG108"}
 
 
+def test_an_mla_target_has_no_head_dim_to_compare(tmp_path):
+    # DeepseekV3Config's head_dim is qk_rope_head_dim (the rotary part of a key), so the real
+    # SpecForge DeepSeek-V3 head (128) against its real target (64) was a false DG108.
+    corpus = Path(__file__).parent / "data"
+    drafter = corpus / "real-drafters" / "specforge-deepseek-v3-671b-eagle3"
+    target = corpus / "real-configs" / "deepseek-ai--deepseek-v3"
+    report = check(str(drafter), str(target))
+    assert "DG108" not in {f.rule for f in report.findings}
+    assert "DG100" in {f.rule for f in report.findings}  # it was checked against the target
+
+
 def test_sliding_windows_kept_per_layer_come_from_the_fidelity_view(tmp_path):
     drafter, target = make_pair(tmp_path, drafter=_set("use_sliding_window", _DELETE))
     report = check(drafter, target)

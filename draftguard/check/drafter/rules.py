@@ -280,7 +280,11 @@ class DrafterCheck(WeightRules):
                          "the target's embeddings, so token ids must mean the same in both. Fix: set "
                          f"`vocab_size` to {t_vocab}, or use the target the drafter was trained for.")
         head = self.drafter("head_dim")
-        if _is_int(head) and _is_int(t_head) and head != t_head:
+        # An MLA target (DeepSeek-V2/V3, Kimi K2) has no head size to compare: its config's head_dim is
+        # qk_rope_head_dim, the rotary part of each key (DeepseekV3Config sets head_dim =
+        # qk_rope_head_dim), and its cache holds a compressed latent of kv_lora_rank, not heads.
+        mla = _is_int(self.target_value("kv_lora_rank"))
+        if _is_int(head) and _is_int(t_head) and head != t_head and not mla:
             self.finding("DG108", self.layer_key("head_dim"), head, t_head,
                          f"`{self.layer_key('head_dim')}` is {head}, the target's head_dim is {t_head}. The "
                          "reference runs this, but engines that size one KV cache for target and drafter "
