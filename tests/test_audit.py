@@ -228,9 +228,9 @@ def test_org_and_filter_list_repos_through_the_hub(tmp_path):
 
 
 def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_naming_both(tmp_path):
-    from draftguard.check import matrix
+    from draftguard.check.environments import host_transformers_version
 
-    if matrix.host_transformers_version() != "5.24.0":
+    if host_transformers_version() != "5.24.0":
         pytest.skip("the seeded regressions are facts about transformers 5.24.0")
     with FakeHub() as hub:
         fleet = build_fleet(hub, copies=1, corpus=False)

@@ -94,8 +94,6 @@ class PullRequestReview:
     drafters: list[str]
     files: dict[str, bytes] = field(default_factory=dict)  # each checked config.json at the head
 
-Outcome = PullRequestReview  # the name it had in bot/pipeline.py
-
 
 def check_pull_request(client: Any, head: str, base: str, relevant: list[tuple[str, str]],
                        forced: bool = False) -> PullRequestReview:

@@ -24,8 +24,8 @@ import html
 import re
 from typing import Any, Iterable, Mapping
 
-from draftguard.check.findings import RULES, Finding, Report
-from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
+from draftguard.check.findings import RULES, Finding, Report, attention_runs
+from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
 from draftguard.runner.render import diagnosis_table
 
 MARKER = "<!-- draftguard:sticky -->"

@@ -23,15 +23,7 @@ from typing import Any
 
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.snapshot import BadInput
-from draftguard.runner.runs import (  # noqa: F401 (the runs, importable from here as before)
-    config_views,
-    run_cells,
-    run_prompts,
-    run_prompts_views,
-    _note_catastrophic,
-    _run_reference,
-    _run_vllm,
-)
+from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -93,7 +85,7 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--settings", metavar="DIR", default=".", help="folder whose .draftguard.yml supplies defaults (default: .)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     try:
-        from draftguard.runner.vllm import add_engine_arguments
+        from draftguard.runner.engine_options import add_engine_arguments
     except ImportError:  # the vLLM backend's options are optional; the reference runs without them
         pass
     else:
@@ -224,11 +216,12 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         args.config_view = views[0]
         result = _run_vllm(args, specs, thresholds, run)
         if args.backend == "both":  # one view, two backends: the same paired diagnosis as the 2 x 2
-            from draftguard.runner import differential
+            from draftguard.runner.diagnosis import diagnose, with_diagnosis
+            from draftguard.runner.differential import cells_of_combined
 
-            cells = differential.cells_of_combined(result, views[0])
-            diagnosis = differential.diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
-            result = differential.with_diagnosis(result, cells, diagnosis)
+            cells = cells_of_combined(result, views[0])
+            diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
+            result = with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
     if args.plot:
