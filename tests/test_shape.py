@@ -131,3 +131,26 @@ def test_no_module_is_over_500_lines():
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text().splitlines())) > WAITING_FOR_SPLIT.get(name, MAX_LINES)}
     assert not long
+
+
+# The one error defined outside errors.py on purpose: resolver.py runs standalone, without draftguard.
+OUTSIDE_THE_TREE = {"draftguard.check.resolver.ResolveError"}
+
+
+def test_every_error_is_in_the_one_tree():
+    """An exception class that derives from a builtin exception anywhere but errors.py is outside the
+    tree that DraftguardError and its hints hold together (subclasses of the tree's errors are in it)."""
+    import builtins
+
+    builtin_errors = {name for name, value in vars(builtins).items()
+                      if isinstance(value, type) and issubclass(value, BaseException)}
+    outside = set()
+    for name, path in _modules().items():
+        if name == "draftguard.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+                if bases & builtin_errors:
+                    outside.add(f"{name}.{node.name}")
+    assert outside == OUTSIDE_THE_TREE

@@ -21,20 +21,12 @@ from typing import Any, Callable, TypeVar
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
 from draftguard.check.findings import Finding, TargetResult
+from draftguard.errors import RepoFailure
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 BASE_MODEL_ORIGIN = "the model card's base_model"
-
-
-class RepoFailure(Exception):
-    """A repo could not be audited (or part of it could not): carries the RepoError to record."""
-
-    def __init__(self, kind: str, message: str, sha: str | None = None):
-        super().__init__(message)
-        self.error = RepoError(kind, message)
-        self.sha = sha  # the commit, when the repo's info was read before the failure
 
 
 @dataclass
@@ -76,7 +68,7 @@ def classify(exc: BaseException) -> RepoFailure | None:
 
     Example::
 
-        >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).error.kind
+        >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).kind
         'invalid-config'
     """
     import httpx2
@@ -131,7 +123,7 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
             failure = classify(exc)
             if failure is None:
                 raise
-            if not failure.error.transient or attempt > options.retries:
+            if failure.kind not in TRANSIENT or attempt > options.retries:
                 raise failure from None
             delay = hub_retry_delay(exc, attempt, base=0.5, cap=options.max_wait) or 1.0
             options.sleep(min(delay, options.max_wait))
@@ -243,7 +235,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             failure = _failure_of(exc)
             if unchanged(failure.sha):  # e.g. still no config.json at the same commit
                 return
-            record.errors.append(failure.error)
+            record.errors.append(_recorded(failure))
             record.sha = failure.sha
             record.attempts, record.seconds = attempts[0], time.monotonic() - started
             out[index] = (record, False)
@@ -266,7 +258,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
     try:
         results = _judge([f.snapshot for _, _, f, _, _ in todo], options)
     except Exception as exc:  # a bug on one config must not lose the chunk's other records
-        results = [(None, [_failure_of(exc).error], [])] * len(todo)
+        results = [(None, [_recorded(_failure_of(exc))], [])] * len(todo)
     targets: dict[str, Any] = {}
     for (index, record, fetched, attempts, started), (result, errors, regressions) in zip(todo, results):
         record.errors.extend(errors)
@@ -277,8 +269,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
                 findings += with_retries(lambda: drafter_findings(fetched, result, record, targets), options, attempts)
             except Exception as exc:
                 failure = _failure_of(exc)
-                kind = failure.error.kind if failure.error.kind in ("internal", *TRANSIENT) else "target"
-                record.errors.append(RepoError(kind, f"drafter rules not run: {failure.error.message}"))
+                kind = failure.kind if failure.kind in ("internal", *TRANSIENT) else "target"
+                record.errors.append(RepoError(kind, f"drafter rules not run: {failure.message}"))
             record.findings = [f.to_json() for f in _sorted(findings)]
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
@@ -291,6 +283,11 @@ def _failure_of(exc: BaseException) -> RepoFailure:
         failure = RepoFailure("internal", f"{type(exc).__name__}: {exc} (a bug in draftguard: rerun this repo with "
                                           "`draftguard check` and DRAFTGUARD_DEBUG=1, and report it)")
     return failure
+
+
+def _recorded(failure: RepoFailure) -> RepoError:
+    """The repo's error as its record keeps it."""
+    return RepoError(failure.kind, failure.message)
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:
@@ -315,7 +312,7 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
             except BadInput as exc:
                 out.append((None, [_config_error(exc)], []))
             except Exception as exc:  # a bug on this config: recorded, and the audit goes on
-                out.append((None, [_failure_of(exc).error], []))
+                out.append((None, [_recorded(_failure_of(exc))], []))
         return out
     return _judge_versions(snapshots, options)
 
