@@ -510,3 +510,14 @@ def test_example_workflows_keep_fork_code_off_the_gpu_runner():
 ])
 def test_globs(pattern, path, hit):
     assert bool(glob_regex(pattern).match(path)) is hit
+
+
+@pytest.mark.parametrize("number,expected", [(7, 7), ("7", 7), (7.0, 7), (3.5, None), (True, None), (None, None)])
+def test_the_pull_request_number_is_a_whole_number_or_none(tmp_path, number, expected):
+    """A malformed event must not post to another pull request: 3.5 once became 3, true became 1."""
+    from draftguard.action.inputs import Context
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": number, "head": {"sha": "h"}, "base": {"sha": "b"}}}))
+    ctx = Context.from_env({"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request"})
+    assert ctx.pr_number == expected

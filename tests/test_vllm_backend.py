@@ -181,6 +181,14 @@ def test_wrong_metric_shapes_are_named():
         m.read_counts([Vector(m.DRAFTS, {}, [1])])
 
 
+def test_a_counter_that_is_not_a_count_is_named_not_cut_or_crashed():
+    """Infinity once escaped as an OverflowError traceback, and 2.5 drafts were cut to 2."""
+    for bad in (float("inf"), 2.5, "many"):
+        with pytest.raises(m.MetricsError, match=f"{m.DRAFTS} has a value that is not a count"):
+            m.read_counts([Counter(m.DRAFTS, {}, bad)])
+    assert m.read_counts([Counter(m.DRAFTS, {}, 4.0), Counter(m.DRAFTS, {"engine": "1"}, "3")]).drafts == 7
+
+
 def test_positions_beyond_the_speculative_width_are_refused():
     with pytest.raises(m.MetricsError, match="num_speculative_tokens"):
         m.prompt_result(0, m.SpecDecodeCounts(1, 4, 4, [1, 1, 1, 1]), new_tokens=5, positions=3)
