@@ -230,5 +230,4 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         plot_per_position(result, args.plot)
     return result
 
-__all__ = ["add_accept_parser", "cmd_accept", "run_prompts", "run_prompts_views", "run_cells", "config_views",
-           "FATAL_RULES"]
+__all__ = ["add_accept_parser", "cmd_accept", "run_cells", "config_views", "FATAL_RULES"]
