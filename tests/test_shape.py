@@ -120,6 +120,16 @@ def test_the_check_core_never_imports_a_surface():
     assert not wrong
 
 
+def test_the_report_views_import_no_surface_above_them():
+    """report/ renders the check's Report and the JSON a GPU worker sends back; the runner, the bots and
+    the Action sit above it and use it, never the other way round."""
+    graph = import_graph()
+    above = ("draftguard.runner", "draftguard.bot", "draftguard.action")
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.report")
+             for dep in deps if dep.startswith(above)}
+    assert not wrong
+
+
 def test_the_action_imports_nothing_from_the_bot():
     graph = import_graph()
     wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.action")
