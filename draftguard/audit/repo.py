@@ -321,6 +321,10 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
 # diffusers; remote code, which the audit never runs; a model_type newer than this transformers) is
 # not checkable here, and not its owner's fault.
 _UNSUPPORTED = ("has no `model_type`", "ships its own config class", "is unknown to transformers")
+# The resolver's advice for a repo's own config class names draftguard check's flag; the audit has none.
+_CHECK_ADVICE = re.compile(r"Pass --trust-remote-code\b[^.]*\.")
+AUDIT_REMOTE_CODE = ("The audit never runs a repo's own code; if you trust this repo, "
+                     "`draftguard check --trust-remote-code` on it runs its config class.")
 
 
 def _config_error(exc: BadInput) -> RepoError:
@@ -328,7 +332,7 @@ def _config_error(exc: BadInput) -> RepoError:
     if "invalid JSON" in text or "not UTF-8" in text or "top level must be" in text:
         return RepoError("invalid-config", text)
     if any(sign in text for sign in _UNSUPPORTED):
-        return RepoError("unsupported", text)
+        return RepoError("unsupported", _CHECK_ADVICE.sub(AUDIT_REMOTE_CODE, text))
     return RepoError("config-rejected", text)
 
 
@@ -348,7 +352,7 @@ def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Ju
     out: list[Judged] = []
     for snapshot in snapshots:
         result = by_source.get(snapshot.source)
-        repo_errors = [RepoError(_config_error(BadInput(m)).kind, m) for m in errors.get(snapshot.source, [])]
+        repo_errors = [_config_error(BadInput(m)) for m in errors.get(snapshot.source, [])]
         regressions = []
         if result is not None:
             for finding in result.findings:
