@@ -1,5 +1,11 @@
 """The `draftguard` command.
 
+In: the command line (``main(argv)``; ``entry`` reads ``sys.argv`` and hides torch first for
+``check``, ``action`` and ``audit``). ``check`` runs here; ``accept`` (``runner.cli``), ``audit``
+(``audit.cli``), ``serve`` and ``worker`` (``bot.cli``) and ``action`` (``action``) are dispatched.
+Out: ``check``'s Report on stdout as text, json, markdown or GitHub annotations (``report/``), input
+errors on stderr, and the exit code.
+
 Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 bad input or usage (one line on
 stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for the traceback).
 """

@@ -1,8 +1,9 @@
 """Contains all of draftguard's own errors, in one tree.
 
 In: nothing (this module imports nothing of draftguard's and no third-party package, so every layer
-can import it). Out: ``DraftguardError`` and its subclasses, grouped below by who raises them.
-One error stays outside the tree on purpose: ``check.resolver.ResolveError``, because resolver.py
+can import it).
+Out: ``DraftguardError`` and its subclasses, grouped below by who raises them.
+One error stays outside the tree on purpose: ``check.resolver.ResolveError``, because the resolver
 runs standalone in other transformers versions' environments, where draftguard is not installed.
 
 Every error carries an actionable message; ``hint`` (when set) says the fix in one line, for a

@@ -1,7 +1,9 @@
 """Secret scrubbing: tokens and keys never reach a log line, a job record or a comment.
 
 In: text (a log record, an error message) and the secrets to hide: those configured, and tokens
-minted at run time (``remember_secret``). Out: the text with each secret replaced by ``***``.
+minted at run time (``remember_secret``).
+Out: the text with each secret replaced by ``***`` (``scrub``, ``scrub_known``), and ``SecretFilter``,
+a logging filter that does the same to every record.
 Used by the bot's logging, its job records, the Action's messages and the hosts' clients.
 """
 

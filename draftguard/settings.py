@@ -3,6 +3,10 @@
 Every key is optional. Unknown keys and wrong types are errors that name the file, line and key,
 so a typo never silently turns a check off.
 
+In: the text of a .draftguard.yml and its name (``parse_settings``), or a folder (``load_settings``).
+Out: ``Settings`` (defaults for every key missing; all defaults when there is no file), or
+``BadInput`` naming the file, line and key. YAML aliases and files over 256 KB are refused.
+
 Example .draftguard.yml::
 
     target: Qwen/Qwen3-8B            # the drafter's target model (folder or Hub repo id)

@@ -1,7 +1,11 @@
 """Snapshots: the raw files of a model repo at one revision, from a folder, a file or the Hub.
 
 A Snapshot holds bytes, never parsed objects, so every check sees exactly what was committed.
-Only this module and the bot's sources touch the network.
+
+In: a target (a folder, a config.json file, or a Hub repo id with an optional revision) and the file
+names to read; Hub files come through huggingface_hub's cache (``hf_hub_download``).
+Out: ``load_snapshot`` -> a ``Snapshot`` (bytes per file, display paths, ``load_json``, ``line_of``),
+or ``BadInput`` naming the file (with line and column for invalid JSON).
 """
 
 from __future__ import annotations

@@ -335,8 +335,8 @@ def test_a_cached_trace_whose_places_this_file_lacks_is_traced_again():
 
     raw = json.loads((CORPUS / "google--gemma-4-26b-a4b" / "config.json").read_text())
     first = resolve(raw)["evidence"]["landed"]["text_config.global_head_dim"]
-    key = next(k for k in resolver._TRACE_CACHE if "text_config.global_head_dim" in k[2])
-    resolver._TRACE_CACHE[key] = {**resolver._TRACE_CACHE[key], "text_config.global_head_dim": [
+    key = next(k for k in resolver.TRACE_CACHE if "text_config.global_head_dim" in k[2])
+    resolver.TRACE_CACHE[key] = {**resolver.TRACE_CACHE[key], "text_config.global_head_dim": [
         ["text_config._heterogeneity_spec.per_layer_overrides.999.head_dim", "same"]]}
     again = resolve(raw)["evidence"]["landed"]["text_config.global_head_dim"]
     assert again == first and again

@@ -271,3 +271,36 @@ def test_heterogeneous_per_layer_config_is_read_per_layer(tmp_path):
     node = resolve(raw)
     assert node["values"]["intermediate_size"] == 128
     assert node["values"]["per_layer_config"] == {"1": {"intermediate_size": 256}}
+
+
+GEMMA4 = Path(__file__).parent / "data" / "real-configs" / "google--gemma-4-26b-a4b" / "config.json"
+
+
+def _gemma4_last_layer_sliding() -> dict:
+    raw = json.loads(GEMMA4.read_text())
+    raw["text_config"]["layer_types"][-1] = "sliding_attention"  # the class forces the last layer full
+    return raw
+
+
+@pytest.mark.skipif(not hasattr(transformers, "Gemma4Config"), reason="transformers without Gemma 4")
+def test_a_layer_type_the_class_corrects_and_says_so_is_not_a_lost_window(tmp_path):
+    # The window survives: only layer 29's type changes, and Gemma4TextConfig logs that it forces
+    # it. Before, DG005 said "the window resolved to 1024", which is no cause at all.
+    result = check(tmp_path, _gemma4_last_layer_sliding())
+    [finding] = by_key(result, "text_config.layer_types")
+    assert (finding.rule, finding.severity.value) == ("DG009", "info")
+    assert "layer 29 is declared sliding_attention" in finding.message and "Forcing last layer" in finding.message
+    assert not [f for f in result.findings if f.severity.value != "info"]
+
+
+@pytest.mark.skipif(not hasattr(transformers, "Gemma4Config"), reason="transformers without Gemma 4")
+def test_a_layer_type_rewritten_silently_is_named_as_a_rewrite_not_a_lost_window():
+    raw = _gemma4_last_layer_sliding()
+    node = resolve(raw)
+    node["values"]["text_config"]["evidence"] = {}
+    node["evidence"]["messages"] = []  # the same rewrite, from a class that says nothing
+    findings, _ = judge_config(raw, node, version="5.24.0", file="config.json", line_of=lambda key: None)
+    [finding] = [f for f in findings if f.key == "text_config.layer_types"]
+    assert (finding.rule, finding.severity.value) == ("DG005", "error")
+    assert "rewrites the type to full_attention without saying so" in finding.message
+    assert "window (1024) is kept" in finding.message and "resolved to" not in finding.message

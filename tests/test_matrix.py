@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from draftguard.check import environments, matrix
+from draftguard.check import environments, matrix, resolver
 from draftguard.check.findings import ABSENT
 from draftguard.cli import main
 from draftguard.snapshot import BadInput
@@ -284,6 +285,25 @@ def _broken_env(cache: Path, version: str, body: str) -> None:
     (site / "transformers").mkdir(parents=True)
     (site / "transformers" / "__init__.py").write_text(body)
     (env / environments.READY_MARKER).write_text("{}")
+
+
+def test_the_resolver_package_runs_from_a_copy_where_draftguard_cannot_be_imported(tmp_path):
+    # The matrix's environments hold nothing but transformers: the package must load under its
+    # private name, from a folder outside the source tree, with every import of draftguard refused.
+    folder = tmp_path / "resolver"
+    shutil.copytree(environments.RESOLVER_PACKAGE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    refuse_draftguard = "import sys\nsys.modules['draftguard'] = None\n"
+    request = {"configs": [{"raw": {"model_type": "qwen3", "sliding_window": 2048}},
+                           {"raw": {"model_type": "qwen33"}}]}
+    proc = subprocess.run([sys.executable, "-I", "-c", refuse_draftguard + resolver.LOADER, str(folder)],
+                          input=json.dumps(request), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    window, typo = answer["results"]
+    assert window["__config__"] == "Qwen3Config" and window["values"]["sliding_window"] is None
+    assert window["evidence"]["gates"] == {"sliding_window": "use_sliding_window"}
+    assert typo["error"]["kind"] == "model_type_unknown" and "'qwen3'" in typo["error"]["message"]
+    assert answer["transformers_version"] == matrix.host_transformers_version()
 
 
 def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp_path, capsys, monkeypatch):

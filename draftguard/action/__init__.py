@@ -15,8 +15,11 @@ A refused comment (a fork's read-only token: 403) is reported once and does not 
 
 The package: ``inputs`` (what the runner gives, and ``WorkflowCommands`` to answer it), ``git``
 (changed files, base, files at a commit), ``modes`` (``check_mode``, ``acceptance_mode``) and
-``comment`` (the sticky comment through ``hosts.github``). This module only wires them: in, the
-runner's environment; out, the exit code, annotations, the step summary, the outputs and the comment.
+``comment`` (the sticky comment through ``hosts.github``). This module only wires them
+(``run_action``, ``cmd_action``).
+
+In: the runner's environment (``GITHUB_*``, ``INPUT_<NAME>``) and the checkout (``GITHUB_WORKSPACE``).
+Out: the exit code, annotations, the step summary, the outputs and the sticky comment.
 Exit codes follow the CLI: 0 pass, 1 fail, 2 bad input (``::error::`` names it), 3 a bug.
 
 Example (the pure helpers)::

@@ -1,8 +1,9 @@
 """Git plumbing for the Action: which files a pull request changes, and the model files at a commit.
 
-In: the checkout's root, the ``Context`` (base and head) and the ``paths`` input. Out: the base
-commit, the changed and selected config files, and those files written out at another commit
-(``materialize``), so the base can be checked the same way as the head.
+In: the checkout's root, the ``Context`` (base and head) and the ``paths`` input.
+Out: the base commit (``find_base``), the changed and selected config files (``changed_files``,
+``select_targets``), and those files written out at another commit (``materialize``), so the base can
+be checked the same way as the head.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """What the Action is given: its inputs, the workflow run's context, and the runner's side channels.
 
 In: the runner's environment (``INPUT_<NAME>`` for each input in ``INPUTS``, ``GITHUB_EVENT_PATH``,
-``GITHUB_EVENT_NAME``, ``GITHUB_REPOSITORY``, ...). Out: ``ActionInputs`` (validated; an
-``ActionError`` names a wrong input), ``Context`` (the event, the pull request, base and head), and
-``WorkflowCommands``, which writes ``::error::`` annotations, the step summary and the outputs.
+``GITHUB_EVENT_NAME``, ``GITHUB_REPOSITORY``, ...).
+Out: ``ActionInputs`` (validated; an ``ActionError`` names a wrong input), ``Context`` (the event, the
+pull request, base and head), and ``WorkflowCommands``, which writes ``::error::`` annotations, the
+step summary and the outputs.
 """
 
 from __future__ import annotations

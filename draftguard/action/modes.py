@@ -1,9 +1,9 @@
 """The Action's two modes: the light check of a pull request (head against base) and the acceptance test.
 
-In: the checkout, the ``Context``, the ``ActionInputs`` and ``WorkflowCommands``. Out: an ``Outcome``
-(exit code, verdict, counts, the sticky comment's sections, the JSON report's path); annotations and
-the step summary go out through ``WorkflowCommands``. The acceptance test runs ``draftguard accept``
-in a subprocess, so this process never imports torch.
+In: the checkout, the ``Context``, the ``ActionInputs`` and ``WorkflowCommands``.
+Out: an ``Outcome`` (exit code, verdict, counts, the sticky comment's sections, the JSON report's
+path); annotations and the step summary go out through ``WorkflowCommands``. The acceptance test runs
+``draftguard accept`` in a subprocess, so this process never imports torch.
 """
 
 from __future__ import annotations

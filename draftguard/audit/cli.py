@@ -1,5 +1,10 @@
 """``draftguard audit``: its arguments and its exit code.
 
+In: the parsed command line (``add_audit_parser`` registers it; ``cmd_audit`` runs it): a repo list
+file or --org/--search/--filter, --transformers, --out, --queue, --open-discussions and the limits.
+Out: the reports written by ``run.run_audit``, its summary line and any version that could not run
+on stderr, the discussions' dry run or actions on stdout, and the exit code.
+
 Exit codes, as for ``check``: 0 no repo at or above --fail-on; 1 some repo is; 2 bad input (a bad
 list file, flag or queue URL, or a requested transformers version that could not run).
 """

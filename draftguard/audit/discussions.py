@@ -11,6 +11,10 @@
 
 Repos that could not be checked (gated, deleted, 5xx) are left alone: that is not their owner's
 fault.
+
+In: the run's ``RepoRecord`` list, the mode (dry-run or post) and a ``say`` callback; an ``HfApi``.
+Out: discussions opened, edited, reopened or closed on the Hub (post), what was (or would be) done
+per repo through ``say``, and the list of ``Action`` objects.
 """
 
 from __future__ import annotations

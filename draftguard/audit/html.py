@@ -4,6 +4,9 @@ One table row group (``<tbody>``) per repo: a summary row (severity, repo, rules
 regressions, status) and a details row with its findings, opened by clicking the repo. The column
 headers sort the groups by severity, repo or rule; the script and styles are inline, and every
 text from a repo is escaped, so a config cannot inject markup into the page.
+
+In: an ``AuditResult`` (its ``RepoRecord`` list) and the transformers versions.
+Out: ``render_html`` -> the page as one HTML string (``report.write_reports`` writes it).
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 A list file holds one repo id per line, ``owner/name`` or ``owner/name@revision``; blank lines and
 ``#`` comments are skipped. A malformed line is bad input naming the file and line (exit 2), never
 a half-run audit.
+
+In: a list file's path, or an org, search text or tag for ``HfApi.list_models``.
+Out: ``select_repos`` -> a list of ``RepoRef`` (repo, revision), or ``BadInput`` (a bad line, nothing
+named, an empty listing, the Hub unreachable).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ keeps it to one worker, and ``Queue.recover`` requeues it when a worker dies. Th
 chunk with the same ``audit_chunk`` as a local run and stores the records beside the Job record;
 this process waits for its Jobs, appends each chunk's records to audit.jsonl as it finishes, and
 writes the one report. No scheduling of our own: huey's consumers pick the work.
+
+In: the queue URL, the chunks of ``RepoRef``, the ``AuditOptions`` and a ``take(record, skipped)``
+callback (``run_on_queue``); on the worker, an audit Job (``AuditJobHandler``).
+Out: each chunk's ``RepoRecord`` objects passed to ``take`` as its Job finishes (a failed Job's repos
+get the worker's error); on the worker, the records stored under ``audit-result:<job id>``.
+``BadInput`` for a bad queue URL or a missing ``bot`` extra.
 """
 
 from __future__ import annotations

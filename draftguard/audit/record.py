@@ -4,6 +4,10 @@ A record is plain JSON so that any tool can read audit.jsonl: the repo, the comm
 at, the transformers versions and draftguard version it was checked with, its findings (the json
 view's shape), regressions between versions, and errors. Errors are the repo's own: one gated or
 deleted repo never stops the audit of the others.
+
+In: what ``repo.audit_chunk`` found for one repo, or a line of audit.jsonl (``RepoRecord.from_json``).
+Out: ``RepoRecord`` (status, worst severity, ``fails(fail_on)``, ``to_json``), ``RepoError``,
+``Regression``, and the report order (``severity_rank``, ``sort_key``). Imports nothing of draftguard's.
 """
 
 from __future__ import annotations

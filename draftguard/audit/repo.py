@@ -9,6 +9,11 @@ a rerun take unchanged files from the cache without asking the Hub again.
 
 Every failure becomes the repo's own ``RepoError``; transient ones (429, 5xx, timeouts) are retried
 first, waiting what the Hub's ``Retry-After`` asks.
+
+In: ``audit_chunk(refs, options)``: a chunk of ``RepoRef`` and the ``AuditOptions`` (versions,
+retries, the previous records).
+Out: one (``RepoRecord``, skipped) per repo, in order; an unchanged repo's previous record comes back
+with skipped True. Versions that could not run are added to ``options.version_problems``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 The markdown lists what needs someone's attention (failing repos, regressions between transformers
 versions, repos that could not be checked) and counts the rest; audit.html (audit/html.py) holds
 every finding.
+
+In: an ``AuditResult`` and the transformers versions.
+Out: ``render_markdown`` -> audit.md's text; ``write_reports`` writes audit.md and audit.html into the
+output folder, each by rename.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ bounded pool of threads runs them, sharing huggingface_hub's HTTP connections an
 several transformers versions a chunk holds many repos, so that each version's resolver process
 (one per version per chunk, see check/matrix.py) serves them all. With ``--queue redis://...`` the
 chunks become jobs on the queue that ``draftguard worker`` serves (see audit/queue.py).
+
+In: an ``AuditRun`` (the ``RepoRef`` list, ``AuditOptions``, output folder, concurrency, queue URL).
+Out: ``run_audit`` -> an ``AuditResult`` (the latest record per repo, counts, versions that could not
+run), with audit.jsonl appended as each repo finishes and audit.md and audit.html written at the end;
+progress on stderr. ``cli.py`` turns the result into the exit code.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Nothing is lost when the audit is killed (even with kill -9): every finished rep
 on disk, a line cut off mid-write is ignored when read back, and the next run starts from what is
 there. The latest line for a repo wins; ``compact`` rewrites the file to one line per repo
 (atomically, by rename) when a run ends.
+
+In: an output folder (``RecordStore``) and ``RepoRecord`` objects to ``append``.
+Out: lines of ``<folder>/audit.jsonl``; ``load`` -> the latest ``RepoRecord`` per repo key.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@
 versions``), so the question "does the new transformers silently change our published configs?"
 needs no version number typed in. Everything else goes through the version matrix's own
 validation (``check.matrix.parse_versions``).
+
+In: the ``--transformers`` option (or None) and the installed transformers version.
+Out: ``audit_versions`` -> the versions, oldest first (the installed one alone when the option is
+None), or ``BadInput`` for a malformed version or an index that cannot be asked.
 """
 
 from __future__ import annotations

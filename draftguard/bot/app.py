@@ -1,7 +1,9 @@
 """``draftguard serve``'s app, composed from the environment: the edge (``bot/webhooks.py``) with
 the GitHub route and, when configured, the Hub route, each with its handler on the queue.
 
-In: environment variables (secrets, tokens, API URLs) and a queue URL. Out: a Starlette app.
+In: environment variables (secrets, tokens, API URLs) and a queue URL.
+Out: a Starlette app (``build_from_env``), or ``BotConfigError`` when no webhook secret or
+credentials are set; ``configure_logging`` sends scrubbed logs to stderr.
 """
 
 from __future__ import annotations

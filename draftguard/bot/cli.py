@@ -1,5 +1,10 @@
 """``draftguard serve`` and ``draftguard worker``: the bot's entry points.
 
+In: the parsed arguments (host, port, queue URL, worker counts, which queue a worker serves) and
+the environment (secrets, tokens; see ``hosts.github`` and ``hosts.hub``).
+Out: a running server (``serve``: uvicorn with, on SQLite, its workers in process) or a huey
+consumer (``worker``: GitHub, Hub and audit Jobs), until stopped; the exit code.
+
 Bad configuration (a missing secret, an unusable queue URL, a missing extra) is one line on stderr
 and exit 2, never a traceback, and never shows a secret.
 """

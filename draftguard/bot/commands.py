@@ -4,6 +4,9 @@ A command counts only when it stands alone on a line that renders: outside fence
 block quotes and HTML comments, so quoting, hiding or discussing a command ("type `/recheck` to
 rerun") never triggers it. Pure functions,
 no I/O: the GitHub and Hub bots both use them.
+
+In: a comment's body (``parse_commands``); a commenter's permission and user type (``may_command``).
+Out: the commands found, in order (a list of str); whether that user may run them (bool).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """GitHub's webhook route for the edge (``bot/webhooks.py``): the signature check and the payload's Jobs.
 
 In: a delivery's headers (``X-Hub-Signature-256``, ``X-GitHub-Event``, ``X-GitHub-Delivery``) and its
-body. Out: ``WebhookRefused`` for a delivery that is not GitHub's, else the Job ``job_from_github``
-makes of it (pure: payload in, Job or a reason out, so the decisions are testable without a
-server). No I/O, no web framework.
+body.
+Out: ``github_route`` -> the ``WebhookRoute``, which raises ``WebhookRefused`` (401) for a delivery
+that is not GitHub's, else gives the Job ``job_from_github`` makes of it (pure: payload in, Job or a
+reason out, so the decisions are testable without a server). No I/O, no web framework.
 """
 
 from __future__ import annotations

@@ -1,6 +1,12 @@
 """What a GitHub Job does: a Job in (``github_events.job_from_github`` made it from a webhook), the
 shared review of head against base (``review``), one sticky comment, check runs, and (for trusted pull
 requests) an acceptance test on the GPU queue out. ``GitHubHandler`` is the Job handler the queue calls.
+
+In: a ``Job`` (kind ``pull_request``, ``comment`` or ``acceptance``) and the ``Queue``;
+``GitHubHandler(config)`` talks to GitHub through ``hosts.github.PullRequestClient``.
+Out: the sticky comment upserted, check runs published, replies and reactions to commands, an
+acceptance Job submitted to the gpu queue; the call returns the Job's one-line result
+("done: ...", "skipped: ..."), or raises ``errors.Retry`` for a transient fault.
 """
 
 from __future__ import annotations

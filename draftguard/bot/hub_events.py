@@ -21,6 +21,10 @@ Job. Bursts coalesce: a job whose head is no longer the PR's head is skipped (th
 head already checked is not checked again unless someone asks with ``/recheck``. The Hub allows
 1,000 webhook triggers a day per webhook, so the bot answers each in milliseconds and runs at most
 one check per PR head.
+
+In: a delivery's ``X-Webhook-Secret`` header and its JSON payload.
+Out: ``hub_route`` -> the ``WebhookRoute`` (401 missing secret, 403 wrong one, ``HubPayloadError`` for
+a payload it cannot use); ``jobs_from_hub`` -> (the list of ``Job``, the reason).
 """
 
 from __future__ import annotations

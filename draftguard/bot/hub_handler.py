@@ -2,6 +2,12 @@
 review of a Hub pull request's head against its target (``review``), one sticky comment in the
 discussion, and (for the repo's owner or org members) an acceptance test on the GPU queue out.
 ``HubHandler`` is the Job handler the queue calls, beside ``github_handler.GitHubHandler``.
+
+In: a ``Job`` and the ``Queue``; ``HubHandler(config)`` talks to the Hub through
+``hosts.hub.HubPullRequestClient``.
+Out: the sticky comment upserted in the discussion (the Hub has no reactions: the comment shows that
+a command ran), an acceptance Job submitted to the gpu queue; the call returns the Job's one-line
+result, or raises ``errors.Retry``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ still runs once, and every GitHub write is idempotent, so a job cut off half way
 Two huey queues share one storage: ``cpu`` (light check, comments, check runs) and ``gpu``
 (acceptance tests), so GPU work only reaches ``draftguard worker --queue gpu``.
 
+In: a queue URL (``sqlite:///FILE`` or ``redis://HOST:PORT/DB``), ``Job`` records to ``submit``, and
+``handlers`` by Job source (a callable ``(job, queue) -> str | None``).
+Out: ``submit`` -> True when queued, False for a duplicate; each Job run once by a handler and its
+record finished (done, skipped or failed, with the scrubbed result), rescheduled after ``Retry``.
+
 Example::
 
     >>> import tempfile, os

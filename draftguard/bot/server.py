@@ -1,7 +1,8 @@
 """How ``draftguard serve`` runs its app under uvicorn: with the limits a public webhook endpoint needs.
 
-In: the ASGI app, a host and port, and ``ServerLimits`` (from the environment). Out: a running
-uvicorn server whose connections cannot be held open for free:
+In: the ASGI app, a host and port, and ``ServerLimits`` (from the environment).
+Out: a running uvicorn server (``run_server`` returns when it stops) whose connections cannot be
+held open for free:
 
 - a connection must finish sending its request headers within ``header_timeout`` seconds of opening
   (or of its previous answer), else it is closed: uvicorn itself has no such timeout, so 500

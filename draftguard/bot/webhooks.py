@@ -1,12 +1,14 @@
 """The webhook edge: HTTP in, Jobs on the queue out, for any platform that supplies a route.
 
 In: a ``WebhookRoute`` per platform (its path, a header check run before the body is read, a body
-check run after, and a pure ``to_jobs(headers, payload)``). Out: a Starlette app (``create_app``)
-that answers every delivery in milliseconds: it admits or refuses on the headers, reads the body
-under a size limit and a budget of unauthenticated bytes in flight, verifies it, parses it with
-bounded depth, asks the route for Jobs and writes them to the durable queue. All API calls and
-checks happen in the workers. Nothing here knows a platform: each platform's events module raises
-``WebhookRefused`` (with the HTTP status) or ``PayloadError`` (400), and this module maps them.
+check run after, and a pure ``to_jobs(headers, payload)``) and the ``Queue``.
+Out: a Starlette app (``create_app``) that answers every delivery in milliseconds (202 queued, 200
+ignored or duplicate, 400/401/403/408/413 refused, 503 when the queue is down): it admits or refuses
+on the headers, reads the body under a size limit and a budget of unauthenticated bytes in flight,
+verifies it, parses it with bounded depth, asks the route for Jobs and writes them to the durable
+queue. All API calls and checks happen in the workers. Nothing here knows a platform: each
+platform's events module raises ``WebhookRefused`` (with the HTTP status) or ``PayloadError`` (400),
+and this module maps them.
 
 Routes: the platforms' webhook routes, ``GET /healthz``, ``GET /metrics`` (Prometheus text).
 """

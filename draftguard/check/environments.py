@@ -1,5 +1,5 @@
 """Per-version transformers environments for the version matrix: validating versions, building each
-venv once (cached), and running resolver.py in it.
+venv once (cached), and running the resolver package in it.
 
 In: transformers versions (strings from the CLI, the Action or .draftguard.yml) and raw configs.
 Out: a ready venv per version (``ensure_env``) and, from ``run_resolver``, one resolved-config node per
@@ -30,7 +30,7 @@ INSTALL_TIMEOUT_ENV = "DRAFTGUARD_INSTALL_TIMEOUT"
 DEFAULT_RESOLVE_TIMEOUT = 60.0
 DEFAULT_INSTALL_TIMEOUT = 900.0
 READY_MARKER = "draftguard-env.json"
-RESOLVER_SCRIPT = Path(resolver.__file__).resolve()
+RESOLVER_PACKAGE = Path(resolver.__file__).resolve().parent
 
 # A PEP 440 release, optionally a pre, post or dev release. Nothing else reaches the pip command line:
 # no specifiers, no URLs, no local versions, no option-looking text.
@@ -257,7 +257,7 @@ def _timeout(name: str, default: float) -> float:
 
 
 def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
-    """Run resolver.py under ``python`` with the script protocol; one result per config (a node or
+    """Run the resolver package under ``python`` with the script protocol; one result per config (a node or
     ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout`` or answers junk.
 
     Example::
@@ -266,13 +266,12 @@ def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) 
         >>> r["__config__"]
         'Qwen3Config'
     """
-    # runpy rather than `python resolver.py`: the script's folder must not land on sys.path, where a
-    # module of draftguard's could shadow one that transformers imports. -I keeps out PYTHONPATH,
-    # user site-packages and the working directory for the same reason.
-    bootstrap = "import runpy, sys; sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    # The package is loaded under a private name by resolver.LOADER, not run from its folder: the
+    # folder must not land on sys.path, where a module of ours could shadow one that transformers
+    # imports. -I keeps out PYTHONPATH, user site-packages and the working directory likewise.
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
     proc = subprocess.Popen(
-        [python, "-I", "-c", bootstrap, str(RESOLVER_SCRIPT)],
+        [python, "-I", "-c", resolver.LOADER, str(RESOLVER_PACKAGE)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,  # so a hung resolver's children die with it
     )

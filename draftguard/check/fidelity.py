@@ -10,6 +10,11 @@
 
 Then it builds the effective-attention view: what each layer will run against what the file says.
 The judges of one changed value, and their ``Context``, are ``check/judges.py``.
+
+In: ``judge_config(raw, resolved, version=, file=, line_of=)``: config.json as parsed, its resolver
+node (values, class name, evidence), the transformers version, the file's name and a key -> line lookup.
+Out: ``(findings, attention)``: a list of ``Finding`` and a list of ``LayerAttention`` (empty when the
+model has no per-layer attention types). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from draftguard.check.judges import (  # noqa: F401 (Context, same: importable f
     same,
     _HANDLED,
     _JUDGES,
+    _mentions,
     _parent,
+    _quote,
 )
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
@@ -78,6 +85,10 @@ def judge_config(
             findings.extend(_unread_aliases(ctx))
         findings.extend(_injected(ctx))
         layers, attention_findings = _attention(ctx)
+        # The attention check's verdict on layer_types names the layers and the cause; the value
+        # judge's verdict on the whole list would only say the list changed.
+        retold = {f.key for f in attention_findings if f.key == prefix + "layer_types"}
+        findings[:] = [f for f in findings if f.key not in retold]
         findings.extend(attention_findings)
         if not prefix:
             top_attention = layers
@@ -246,6 +257,11 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
         # The file's own flag switched the window off: the sliding_window finding (DG008) is the
         # one verdict on this cause.
         lost = []
+    # Two causes: the window is lost (every sliding layer runs full), or the class rewrites some
+    # layers' type while the window survives (Gemma 4 forces its last layer to full_attention).
+    retyped = [i for i in lost if isinstance(raw_types, list) and len(raw_types) == len(types)
+               and types[i] != raw_types[i] and _is_int(window)]
+    lost = [i for i in lost if i not in retyped]
     if lost:
         findings.append(ctx.finding(
             "DG005", "layer_types",
@@ -256,6 +272,8 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             "An engine or drafter trained with a window now attends to the whole context. Fix: make "
             "the window survive loading (see the `sliding_window` finding).",
         ))
+    if retyped:
+        findings.append(_retyped(ctx, layers, retyped, [types[i] for i in retyped]))
     if (
         not isinstance(raw_types, list)
         and set(types) <= {"full_attention", "sliding_attention"}  # other kinds may use the window their own way
@@ -277,6 +295,33 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             + (", or lower `max_window_layers`." if _is_int(limit) else "."),
         ))
     return layers, findings
+
+
+def _retyped(ctx: Context, layers: list[LayerAttention], retyped: list[int], now: list[str]) -> Finding:
+    """Layers declared sliding that the class gives another type, the window intact: a correction
+    the class says it makes (DG009), or a silent rewrite (DG005)."""
+    which = f"{'layer' if len(retyped) == 1 else 'layers'} {_ranges(retyped)}"
+    declared = f"{layers[retyped[0]].declared} at {which}"
+    kinds = sorted(set(now))
+    resolved = f"{' and '.join(kinds)} at {which}"
+    window = show(ctx.values.get("sliding_window"))
+    for message in ctx.evidence.get("messages", []):
+        if all(_mentions(message, kind) for kind in kinds):
+            return ctx.finding(
+                "DG009", "layer_types", declared, resolved,
+                f"{which} {'is' if len(retyped) == 1 else 'are'} declared sliding_attention; {ctx.config_class} "
+                f"runs {'it' if len(retyped) == 1 else 'them'} as {' and '.join(kinds)} and says so (transformers "
+                f"{ctx.version}): \"{_quote(message)}\" The window ({window}) is kept for the other sliding "
+                "layers. Declare those layers as the class runs them, so engines and drafters read the same.",
+            )
+    return ctx.finding(
+        "DG005", "layer_types", declared, resolved,
+        f"{which} {'is' if len(retyped) == 1 else 'are'} declared sliding_attention, but {ctx.config_class} "
+        f"rewrites the type to {' and '.join(kinds)} without saying so (transformers {ctx.version}); the window "
+        f"({window}) is kept for the other sliding layers. An engine or drafter trained with a window there "
+        "now attends to the whole context. Fix: declare those layers as the model was trained, in a form the "
+        "class keeps.",
+    )
 
 
 def _kind(layer_type: str, window: Any) -> str:

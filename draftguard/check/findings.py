@@ -1,4 +1,10 @@
-"""Findings, the rules they come from, and the Report that every view renders."""
+"""Findings, the rules they come from, and the Report that every view renders.
+
+In: nothing of draftguard's: plain data the checks fill (``Finding``, ``LayerAttention``,
+``InputError``, ``TargetResult``) and the rule table ``RULES`` (DG0xx config, DG1xx drafters).
+Out: those dataclasses and ``Report``, with ``to_json()``, ``summary()`` and ``fails(fail_on)``;
+the helpers ``show`` (a value in one short line) and ``attention_runs`` (layers grouped for views).
+"""
 
 from __future__ import annotations
 

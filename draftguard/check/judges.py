@@ -1,9 +1,10 @@
 """The judges of one changed value, and what they know about the config (``Context``).
 
 In: a ``Context`` (the raw file, the resolved node, the class's evidence: traces, messages, aliases,
-defaults) and one key whose raw and resolved values differ. Out: the ``Finding`` of the first judge in
-``_JUDGES`` that recognises the cause (an alias, a folded table, a moved sub-config, a rename, a value
-the file asked for, the class's own words), else "overridden". ``fidelity.judge_config`` runs them.
+defaults) and one key whose raw and resolved values differ.
+Out: the ``Finding`` of the first judge in ``_JUDGES`` that recognises the cause (an alias, a folded
+table, a moved sub-config, a rename, a value the file asked for, the class's own words), else
+"overridden". ``fidelity.judge_config`` runs them.
 """
 
 from __future__ import annotations

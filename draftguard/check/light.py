@@ -1,4 +1,10 @@
-"""The light check: snapshots in, one Report out. CPU only, no torch, no network but the Hub fetch."""
+"""The light check: snapshots in, one Report out. CPU only, no torch, no network but the Hub fetch.
+
+In: target names for ``check_targets`` (a folder, a config.json file or a Hub repo id, with an
+optional revision and drafter target), or one ``Snapshot`` for ``check_snapshot``.
+Out: a ``Report`` (one ``TargetResult`` per target; a target that cannot be read becomes an
+``InputError`` in it), or from ``check_snapshot`` one ``TargetResult``, raising ``BadInput``.
+"""
 
 from __future__ import annotations
 

@@ -12,9 +12,14 @@ How it runs:
   else ``$XDG_CACHE_HOME/draftguard``, else ``~/.cache/draftguard``), keyed by version and Python,
   holding ``transformers==X`` and what it pulls, nothing else. uv builds it when it is on PATH, else
   ``python -m venv`` and pip. The version that draftguard itself runs with needs no environment.
-- ``draftguard/check/resolver.py`` (standalone, JSON over stdin/stdout) runs in that environment, one
+- ``draftguard/check/resolver/`` (a standalone package, JSON over stdin/stdout) runs in that environment, one
   subprocess per version for all targets, all versions in parallel, each under a time limit.
 - judging happens here, with the same ``fidelity.judge_config`` as the single-version check.
+
+In: ``check_matrix(targets, versions, ...)``: target names (or fetched ``Snapshot`` objects) and
+version strings; ``requested_versions`` reads ``--transformers`` or ``.draftguard.yml``.
+Out: a ``Report`` whose ``matrix`` is a ``VersionMatrix`` (a column per version, a row per differing
+key); a version that cannot run is an ``InputError`` in it; malformed versions raise ``BadInput``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ with HTTP range requests. Sharded checkpoints are read through ``model.safetenso
 
 A header that cannot be read is not an exception here: it becomes a ``WeightsProblem``, which the
 drafter rules turn into a finding on that file.
+
+In: a ``Snapshot`` (``read_weights``), a local safetensors path (``read_local_header``) or a header's
+bytes (``parse_header``).
+Out: ``Weights`` (each ``Tensor``'s dtype and shape, the files read, any ``WeightsProblem``), or None
+when there is no safetensors checkpoint; ``BadInput`` only when the Hub cannot be reached.
 """
 
 from __future__ import annotations

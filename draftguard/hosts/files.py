@@ -1,8 +1,9 @@
 """Reading repository files through an API, safely: the path checks and the refusals.
 
-In: a repository path (from a pull request, or from settings). Out: the path, or ``UnreadableFile``;
-a client's ``read_file`` raises ``FileTooLarge`` for a file over ``MAX_FILE_BYTES``. Both become an
-error finding that fails the check, never "nothing to check". Used by the GitHub and Hub clients.
+In: a repository path (from a pull request, or from settings).
+Out: the path, or ``UnreadableFile``; a client's ``read_file`` raises ``FileTooLarge`` for a file over
+``MAX_FILE_BYTES``. Both become an error finding that fails the check, never "nothing to check".
+Used by the GitHub and Hub clients.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The GitHub client: PyGithub behind the few idempotent operations the bot's jobs and the Action need.
 
-In: a ``GitHubConfig`` (API URL, a token or an App) and a repository's pull request. Out: file bytes at
-a ref, changed files, permissions, and idempotent writes (the sticky comment, replies, reactions,
-check runs); a transient fault raises ``TransientGitHubError`` with its delay.
+In: a ``GitHubConfig`` (API URL, a token or an App) and a repository's pull request.
+Out: a ``PullRequestClient``: file bytes at a ref, changed files, permissions, and idempotent writes
+(the sticky comment, replies, reactions, check runs); a transient fault raises
+``TransientGitHubError`` with its delay (``retry_delay``).
 
 Every write is safe to repeat after a crash or a lost answer: the sticky comment is found by its
 hidden marker before one is created, check runs are found by name and head sha, reactions are

@@ -2,9 +2,10 @@
 ``TransientError``, and a bounded retry loop for callers that wait in place (the Action).
 
 In: an exception and the attempt number; a ``delay_of(exc, attempt, base=...)`` function that a
-host supplies (``github.github_retry_delay``, ``hub.hub_retry_delay``), which says how long to wait,
-or None when retrying cannot help. Out: a delay in seconds, a ``TransientError`` raised in place of
-the host's own error, or the call's result after at most a few tries.
+host supplies (``github.retry_delay``, ``hub.hub_retry_delay``), which says how long to wait,
+or None when retrying cannot help.
+Out: a delay in seconds (``backoff``), a ``TransientError`` raised in place of the host's own error
+(``transient_errors``), or the call's result after at most a few tries (``call_with_retries``).
 
 The bot never sleeps in a worker: its queue reschedules a job durably (``errors.Retry``). Only the
 Action, which has one job and one comment to write, retries in place with ``call_with_retries``.

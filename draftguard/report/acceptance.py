@@ -1,10 +1,11 @@
 """The parts of an acceptance result that both its renderers show: the config view x backend table
 with the named cause, and how a figure is written.
 
-In: an acceptance result's JSON blocks (``views``, ``diagnosis``), plain mappings, so the sticky
-comment can render what a GPU worker sent back without the runner. Out: table lines (markdown or
-plain text) and number text. The runner's renderers (runner/render.py) and the sticky comment
-(report/comment.py) both use them; nothing here imports the runner.
+In: an acceptance result's JSON blocks (``views``, ``diagnosis``) as plain mappings, so the sticky
+comment can render what a GPU worker sent back without the runner.
+Out: ``diagnosis_table`` -> table lines (markdown or plain text); ``number_text`` -> a figure as text.
+The runner's renderers (runner/render.py) and the sticky comment (report/comment.py) both use them;
+nothing here imports the runner.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""GitHub workflow commands: one annotation per finding, on the key's line of config.json."""
+"""GitHub workflow commands: one annotation per finding, on the key's line of config.json.
+
+In: a ``Report``.
+Out: ``render_annotations`` -> ``::error|warning|notice file=,line=,title=::message`` lines (a str),
+one per finding and one ``::error`` per target that could not be checked.
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,11 @@ work and no state needs to live anywhere but the comment itself.
 Everything taken from a pull request (keys, values, messages quoting them) is HTML-escaped, so a
 config value cannot close a section marker, ping people or inject markup.
 
+In: a ``Report`` (and the base's findings, for what is new), a matrix table, an acceptance state with
+its ``AcceptanceResult`` JSON, and the comment's current body (or None).
+Out: markdown strings: each section (``render_light_section``, ``render_matrix_section``,
+``render_acceptance_section``) and the whole body (``update_sticky``); ``parse_sticky`` -> sections by name.
+
 Example::
 
     >>> body = update_sticky(None, light="### light\\nall good")

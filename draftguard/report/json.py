@@ -1,4 +1,8 @@
-"""The json view: the contract the bot, the Action and scripts read."""
+"""The json view: the contract the bot, the Action and scripts read.
+
+In: a ``Report``.
+Out: ``render_json`` -> ``Report.to_json()`` as indented JSON text (``draftguard check --format json``).
+"""
 
 from __future__ import annotations
 

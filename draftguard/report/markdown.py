@@ -1,6 +1,11 @@
 """The markdown view (`--format markdown`): the same sections as the sticky PR comment, so a finding
 reads the same in a terminal pipe, a step summary, a PR and a Hub discussion, and everything taken
-from a config file is escaped the same way."""
+from a config file is escaped the same way.
+
+In: a ``Report`` and the ``--fail-on`` level.
+Out: ``render_markdown`` -> markdown text: the light-check section, then the matrix section when the
+Report has a version matrix with differing rows.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The text view for people at a terminal (rich)."""
+"""The text view for people at a terminal (rich).
+
+In: a ``Report`` and a text stream.
+Out: ``render_text`` writes each target's findings, its attention table when layers differ, the
+version matrix and a summary line to the stream; returns None.
+"""
 
 from __future__ import annotations
 

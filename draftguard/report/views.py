@@ -1,4 +1,9 @@
-"""Helpers shared by every view of a Report, so a finding reads the same everywhere."""
+"""Helpers shared by every view of a Report, so a finding reads the same everywhere.
+
+In: ``Finding`` objects (and a Report's counts).
+Out: display items (``display_items``: findings, with benign DG007/DG010 ones folded into one
+``FindingGroup``), a finding's location and change as text, and the summary line.
+"""
 
 from __future__ import annotations
 

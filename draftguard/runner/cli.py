@@ -5,6 +5,11 @@ import time: the parser is built for every command, and ``draftguard check`` mus
 torch (and vLLM for ``--backend vllm|both``) is imported inside ``cmd_accept`` only; the runs
 themselves are ``runner/runs.py``.
 
+In: the parsed ``accept`` arguments (--target, --drafter, --prompts, --backend, --config-view, the
+thresholds and engine flags), with defaults from the ``.draftguard.yml`` in --settings.
+Out: the ``AcceptanceResult`` on stdout (--format text, json or markdown), optionally as JSON in
+--output and a chart in --plot; bad input on stderr; the exit code.
+
 Exit codes: 0 pass (or no threshold set: a report only); 1 fail, or inconclusive against a threshold;
 2 bad input (one line on stderr); 3 a bug.
 

@@ -1,9 +1,9 @@
 """The DFlash drafter as a torch module: its spec read from config.json (raw or resolved view), its
 layers, and loading it and its target with their weights.
 
-In: a drafter folder (config.json and safetensors) and a target (a folder or a Hub id). Out: a
-``DrafterSpec``, a ``DFlashDrafter`` on the target's device and dtype, the target model and tokenizer;
-a drafter that does not fit its target raises ``DrafterMismatch``, one without weights
+In: a drafter folder (config.json and safetensors) and a target (a folder or a Hub id).
+Out: a ``DrafterSpec``, a ``DFlashDrafter`` on the target's device and dtype, the target model and
+tokenizer; a drafter that does not fit its target raises ``DrafterMismatch``, one without weights
 ``MissingWeights``. Needs the ``runner`` extra (torch). The decoding loop is ``runner/reference.py``.
 """
 

@@ -1,8 +1,9 @@
 """The diagnosis of an acceptance run across config views and backends: paired cells, one named cause.
 
 In: ``AcceptanceResult`` cells keyed by (view, backend), the thresholds, and the light check's rewrites
-of the drafter's config.json. Out: each cell's state (low, ok, unsure), a ``Diagnosis`` (cause, reason,
-the rewritten keys) attached to the combined result, and the raw view's drafter copy for an engine.
+of the drafter's config.json.
+Out: each cell's state (low, ok, unsure), a ``Diagnosis`` (cause, reason, the rewritten keys)
+attached to the combined result, and the raw view's drafter copy for an engine.
 ``runner/differential.py`` (one engine against the reference) builds on the helpers here.
 """
 

@@ -28,6 +28,10 @@ reference but falls just under the bar (**below bar**), and the reference is low
 "Low" is τ below the result's bar (``--min-acceptance-length`` or the baseline's) or, with no bar,
 below ``LOW_TAU``: a broken drafter sits at 1.0 to 1.5 (see the design notes), a healthy one well above.
 
+In: two ``AcceptanceResult`` objects from the same prompts, the reference's and the engine's (and a bar).
+Out: ``compare`` -> a ``Differential`` (kind, status, ratio, per-position rows); ``combine`` -> one
+``AcceptanceResult`` carrying it; ``render_side_by_side`` -> the table as text or markdown.
+
 Example::
 
     >>> from draftguard.runner.result import AcceptanceResult, PromptResult

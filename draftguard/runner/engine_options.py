@@ -1,9 +1,9 @@
 """The vLLM backend's options and the drafter facts they depend on, in plain Python (vLLM is not imported).
 
-In: ``draftguard accept``'s engine flags, a drafter and a target (folders or Hub ids). Out: validated
-``EngineOptions`` (``VllmOptionError`` names an option out of range), ``DrafterFacts`` (block size,
-window), the target's stop ids and the long-context prompt that runs past the drafter's window.
-The engine itself is ``runner/vllm.py``.
+In: ``draftguard accept``'s engine flags, a drafter and a target (folders or Hub ids).
+Out: validated ``EngineOptions`` (``VllmOptionError`` names an option out of range), ``DrafterFacts``
+(block size, window), the target's stop ids and the long-context prompt that runs past the drafter's
+window. The engine itself is ``runner/vllm.py``.
 """
 
 from __future__ import annotations

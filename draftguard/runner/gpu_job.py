@@ -18,6 +18,11 @@ The runner picks what the repo does not say, through its environment (``runner/d
 - ``DRAFTGUARD_ACCEPT_TIMEOUT``: seconds before a job is stopped (default 3000, under the queue's
   one-hour GPU lease).
 
+In: the target, the drafter's local folder, the repo's ``Settings``, the runner's environment, and a
+prompt file fetched from the default branch (``fetch_prompts``).
+Out: ``accept_command`` -> the ``draftguard accept`` argv; ``run_acceptance_job`` -> the
+AcceptanceResult dict, or ``AcceptanceJobError`` with the child's last stderr line (bad input, timeout).
+
 Example::
 
     >>> from draftguard.settings import Settings

@@ -11,6 +11,11 @@ name); they are summed, because a prompt's work can land on any of them.
 
 Nothing here imports vLLM: the objects are read by attribute, so tests build them by hand.
 
+In: the metric objects of ``LLM.get_metrics()`` before and after a prompt.
+Out: ``SpecDecodeCounts`` (``read_counts``; their difference with ``-``), a ``PromptResult`` per
+prompt (``prompt_result``); ``MetricsError`` when vLLM reported no speculative-decoding counters
+(``require_spec_decode``) or a metric is not of vLLM's shape.
+
 Example::
 
     >>> from types import SimpleNamespace as M

@@ -2,6 +2,11 @@
 
 No torch here: the bot and the Action render results that a GPU worker sent back.
 
+In: an ``AcceptanceResult``.
+Out: ``render_text`` writes to a stream; ``render_markdown`` -> str; ``plot_per_position`` writes a
+PNG (``plot`` extra). The config view x backend table in both comes from report/acceptance.py, which
+the sticky comment shares.
+
 Example::
 
     >>> from draftguard.runner.result import AcceptanceResult, PromptResult, Verdict

@@ -13,6 +13,11 @@ token), draft acceptance rate = accepted / draft_tokens, per-position rate = per
 
 This module imports nothing heavy (no torch): the bot and the Action read results with it.
 
+In: per-prompt counters (``PromptResult.from_counts``), a ``Verdict`` and ``Thresholds``, or the JSON
+of an earlier result (``AcceptanceResult.from_json``).
+Out: an ``AcceptanceResult`` (τ, acceptance rates, per-position rates) and its JSON (``to_json()``)
+in the contract below.
+
 JSON contract (``schema_version`` 1); keys the bot, the Action and every backend rely on::
 
     {

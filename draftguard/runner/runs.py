@@ -1,8 +1,9 @@
 """The acceptance test's runs: prompts through one backend, or through every (config view, backend) cell.
 
-In: parsed ``draftguard accept`` options, prompt specs and thresholds. Out: an ``AcceptanceResult``
-per run (combined, with its diagnosis, when several cells ran). torch and vLLM are imported inside
-the functions that need them, never at import time: ``draftguard check`` shares the CLI's parser.
+In: parsed ``draftguard accept`` options, prompt specs and thresholds.
+Out: an ``AcceptanceResult`` per run (combined, with its diagnosis, when several cells ran). torch
+and vLLM are imported inside the functions that need them, never at import time: ``draftguard
+check`` shares the CLI's parser.
 """
 
 from __future__ import annotations

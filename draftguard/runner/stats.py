@@ -19,6 +19,11 @@
 
 Imports nothing heavy: numpy only for the bootstrap.
 
+In: per-prompt ``PromptResult`` objects and ``Thresholds`` (``make_thresholds`` builds them from the
+bar, a baseline ``AcceptanceResult`` and the tolerance).
+Out: a ``Verdict`` (status, reason, interval), intervals as tuples, a ``PairedInterval`` for two runs,
+and ``EarlyStop``, which says when a run may stop.
+
 Example::
 
     >>> from draftguard.runner.result import PromptResult

@@ -15,6 +15,10 @@ vLLM is imported only inside ``import_vllm``: the rest of this module is plain P
 build options and report a missing install without it. Checked against vLLM 0.33.0 (``LLM.__init__``,
 ``LLM.get_metrics``, ``SamplingParams``, ``AttentionConfig.backend``, ``SpeculativeConfig``).
 
+In: a target and a drafter (folders or Hub ids), ``EngineOptions``, and prompts as token ids.
+Out: ``VllmBackend.run_prompt`` -> (``PromptResult``, generated tokens) per prompt; ``VllmMissing``,
+``EngineStartError`` or ``EngineRunError`` with vLLM's own reason, in one line, when it cannot run.
+
 Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
 
     backend = VllmBackend("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", EngineOptions(max_model_len=8192))

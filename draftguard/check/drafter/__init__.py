@@ -13,6 +13,9 @@ or its weights do not have the shapes its config claims. One module per job:
 - ``check``: the entry point, ``check_drafter``.
 
 Names used elsewhere are importable from here; everything but detection loads on first use.
+
+In: a drafter's ``Snapshot``, its ``TargetResult`` from the light check, and optionally a target name.
+Out: ``check_drafter`` -> a list of ``Finding``; ``detect_drafter`` -> a ``DrafterFormat`` or None.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""The drafter check's entry point: recognise the format, find the target, run that format's rules."""
+"""The drafter check's entry point: recognise the format, find the target, run that format's rules.
+
+In: ``check_drafter(snapshot, result, target=, trust_remote_code=, cache=)``: the drafter's
+``Snapshot``, its ``TargetResult``, an explicit target (``--target``) or None, and a per-run cache of
+fetched ``TargetModel`` objects.
+Out: the drafter findings (a list of ``Finding``; [] for a config that is not a drafter), or
+``BadInput`` when a named target cannot be fetched or ``--target`` was given for a non-drafter.
+"""
 
 from __future__ import annotations
 

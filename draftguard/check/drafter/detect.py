@@ -28,6 +28,10 @@ Formats, in the order they are tried (``detect_drafter``):
 Layer-id forms. The reference reads ``hidden_states[id + 1]``, because index 0 is the embedding
 output; engines and the speculators format store that index, ``aux = id + 1``. So a target layer id
 lies in [0, N) and an aux id in [1, N], where N is the target's ``num_hidden_layers``.
+
+In: a config.json as parsed (a dict), and optionally the target's ``hidden_size``.
+Out: ``detect_drafter`` -> a ``DrafterFormat`` (family, label, every ``Stated`` key the rules read)
+or None; ``layer_config`` -> (the part a config class resolves, its key prefix). Pure: no I/O.
 """
 
 from __future__ import annotations

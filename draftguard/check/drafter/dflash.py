@@ -1,6 +1,11 @@
 """Rules for DFlash drafters and their relatives (z-lab DFlash, DFlash2, DSpark, Domino, and the
 speculators dflash format): mask token, block size, sliding windows, default and shifted target
-layers, and what vLLM's runners refuse (DG101, DG109-DG117)."""
+layers, and what vLLM's runners refuse (DG101, DG109-DG117).
+
+In: what ``DrafterCheck`` holds: the drafter's ``Snapshot``, raw config, ``DrafterFormat``, resolved
+values, the ``TargetModel`` (or None) and ``Weights``; tokenizer files through ``files.read_optional``.
+Out: ``DFlashCheck``, whose ``run()`` returns the shared rules' findings plus these (a list of ``Finding``).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Rules for the EAGLE family: EAGLE-3 heads (and P-EAGLE, which drafts from the same features),
-EAGLE 1/2 heads, and MTP heads that a model declares (DG114, DG115, DG118)."""
+EAGLE 1/2 heads, and MTP heads that a model declares (DG114, DG115, DG118).
+
+In: what ``DrafterCheck`` holds (snapshot, raw config, ``DrafterFormat``, ``TargetModel``, ``Weights``).
+Out: ``Eagle3Check``, ``EagleCheck`` and ``MtpCheck``, whose ``run()`` returns a list of ``Finding``.
+"""
 
 from __future__ import annotations
 

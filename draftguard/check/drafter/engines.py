@@ -4,6 +4,11 @@ Read from their sources (cited per function; docs/drafters.md lists them). Two i
 layer id* k is 0-based and means "the output of layer k"; an *aux id* is the index into the target's
 hidden states with the embedding output at 0, so aux = k + 1. vLLM and SGLang capture the hidden
 state entering layer i, which is aux id i.
+
+In: layer counts, stated layer ids, a drafter's ``layer_types`` and architecture name.
+Out: the ids an engine or trainer would pick (``eagle3_default_aux_ids``, ``build_target_layer_ids``,
+``dflash_fallbacks`` -> ``LayerFallback``), a shift of +1/-1 (``shifted``), or vLLM's refusal text
+(``dflash_v1_refusal``). Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
 """Files beside config.json that the drafter rules read: tokenizer files and other optional files,
-locally or on the Hub, fetched and decoded only as far as a rule needs."""
+locally or on the Hub, fetched and decoded only as far as a rule needs.
+
+In: a ``Snapshot`` and a file name (``read_optional``), or the bytes of tokenizer.json and
+tokenizer_config.json (``TokenizerFiles.from_bytes``).
+Out: the file's bytes or None when absent or over the limit; ``TokenizerFiles`` (vocabulary, added
+tokens, bos/eos/pad ids); ``HubUnreachable`` when the Hub is out of reach, ``BadInput`` for an HTTP error.
+"""
 
 from __future__ import annotations
 

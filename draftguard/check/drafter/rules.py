@@ -3,6 +3,11 @@
 A format whose rules differ subclasses ``DrafterCheck`` in its own module (dflash.py, eagle.py) and
 overrides the hooks: ``format_rules`` for its own rules, ``missing_ids`` for a config without layer
 ids, ``canonical_ids`` for the ids its trainer would choose. Weight-shape rules are in weight_rules.py.
+
+In: ``DrafterCheck(snapshot, raw, fmt, result, target, weights, layer_values)``: the drafter's
+``Snapshot`` and raw config, its ``DrafterFormat`` and ``TargetResult``, the ``TargetModel`` (or None),
+its ``Weights`` (or None) and its decoder config as resolved.
+Out: ``run()`` -> the list of ``Finding`` for that drafter, each on a file and line.
 """
 
 from __future__ import annotations

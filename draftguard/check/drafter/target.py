@@ -3,6 +3,11 @@
 The target comes from ``--target``, else ``.draftguard.yml`` ``target:``, else the speculators
 format's ``speculators_config.verifier.name_or_path``. A bot passes ``allow_local=False``: the name
 then comes from repository content and must be a Hub repo id, never a path on the host.
+
+In: the drafter's ``Snapshot`` and ``DrafterFormat`` and an explicit name (``find_target``); a name
+and where it came from (``load_target``).
+Out: (name, origin, base folder) or None; a ``TargetModel`` (resolved values, snapshot, tokenizer),
+or ``BadInput`` naming the origin when the target cannot be read.
 """
 
 from __future__ import annotations

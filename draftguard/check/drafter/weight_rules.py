@@ -1,4 +1,9 @@
-"""Weight-shape rules (DG120-DG124, DG131), from safetensors headers only: no weight bytes are read."""
+"""Weight-shape rules (DG120-DG124, DG131), from safetensors headers only: no weight bytes are read.
+
+In: the ``Weights`` (tensor dtypes and shapes) and config values a ``DrafterCheck`` holds, and the
+target layer ids the shared rules found usable.
+Out: ``WeightRules``, a mixin whose methods append ``Finding`` objects to the check's ``findings``.
+"""
 
 from __future__ import annotations
 

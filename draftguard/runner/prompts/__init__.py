@@ -11,6 +11,10 @@ An optional ``"label"`` names the prompt in per-prompt results. Blank lines are 
 
 Kept in Python, not a data file, so it ships inside the package without packaging rules.
 
+In: ``builtin`` or a JSONL file's path (and how many prompts), then a tokenizer (or None).
+Out: ``select_prompts`` -> a list of ``PromptSpec``; ``encode``/``encode_all`` -> token ids per
+prompt; ``BadInput`` naming the file, line and key of a bad line.
+
 Example::
 
     >>> [p.label for p in builtin_prompts()[:4]]

@@ -1,0 +1,124 @@
+"""Resolving one config.json, and the script protocol the version matrix speaks.
+
+In: a raw config.json dict (and, with trust_remote_code, the repo to load its own class from); as a
+script, one JSON request on stdin.
+Out: ``resolve`` returns the node of what the model code reads, with its evidence, or raises
+``ResolveError``; ``main`` writes ``{"transformers_version", "results"}`` to stdout and returns 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from typing import Any
+
+from .classes import ResolveError, config_class, hide_torch, transformers_version
+from .evidence import gather_evidence
+from .tracing import class_voice
+from .nodes import config_node, copy_tree, get_path, key_in_message, refuse_implausible
+
+
+def resolve(
+    raw: dict[str, Any],
+    *,
+    trust_remote_code: bool = False,
+    pretrained: str | None = None,
+    revision: str | None = None,
+    trace: bool = True,
+) -> dict[str, Any]:
+    """Resolve ``raw`` through its transformers config class and return the node of what the model
+    code reads. Raises ResolveError when no class applies or the class rejects the values.
+
+    With ``trace`` (the default) the node also holds ``evidence``: what the class itself shows about
+    each value that changed (``gather_evidence``). ``trace=False`` skips that work, for benchmarks.
+
+    ``pretrained`` (a folder or Hub repo id) is used only with ``trust_remote_code``, to load the
+    repo's own config class.
+
+    Example::
+
+        >>> resolve({"model_type": "qwen3", "sliding_window": 2048})["values"]["sliding_window"] is None
+        True
+    """
+    refuse_implausible(raw)
+    remote = trust_remote_code and isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]
+    cls = None
+    messages: list[str] = []
+    try:
+        if remote and pretrained is not None:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(pretrained, revision=revision, trust_remote_code=True)
+        else:
+            cls = config_class(raw, trust_remote_code)
+            # Same as cls.from_dict(raw) when no kwargs are passed, which is what from_pretrained
+            # does, minus from_dict's eager f-string log of the whole config (half its cost). What the
+            # class says while it builds is kept: it is the evidence of a deliberate correction.
+            with class_voice(messages) if trace else contextlib.nullcontext():
+                config = cls(**copy_tree(raw))
+    except ResolveError:
+        raise
+    except KeyError as exc:
+        nested = _nested_model_type(raw, exc.args[0] if exc.args else None)
+        if nested is None:
+            raise _rejected(exc, raw, cls) from None
+        raise ResolveError(
+            "model_type_unknown",
+            f"`{nested}` {get_path(raw, nested)!r} is unknown to transformers {transformers_version()}: the "
+            "nested config names a model type this version does not ship.",
+            key=nested,
+        ) from None
+    except Exception as exc:  # the class's own validation: any exception type is possible
+        raise _rejected(exc, raw, cls) from None
+    node = config_node(config, raw)
+    if trace and cls is not None:
+        try:
+            node["evidence"] = gather_evidence(cls, raw, config, node, messages)
+        except Exception as exc:  # evidence is extra: a class that breaks under tracing is still judged
+            node["evidence"] = {"messages": messages[:20], "failed": f"{type(exc).__name__}: {exc}"[:300]}
+    return node
+
+
+def _nested_model_type(raw: dict[str, Any], name: Any, prefix: str = "") -> str | None:
+    """The dotted path of a nested config's model_type equal to ``name``, if the file has one."""
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            if value.get("model_type") == name and isinstance(name, str):
+                return f"{prefix}{key}.model_type"
+            deeper = _nested_model_type(value, name, f"{prefix}{key}.")
+            if deeper:
+                return deeper
+    return None
+
+
+def _rejected(exc: Exception, raw: dict[str, Any], cls: Any) -> ResolveError:
+    """The class's own refusal, as a ResolveError that names the file's key where the message does."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[1:2])
+    message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
+    aliases = getattr(cls, "attribute_map", None)
+    return ResolveError("class_rejected", message, key=key_in_message(str(exc), raw, aliases))
+
+
+def main() -> int:
+    hide_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    request = json.load(sys.stdin)
+    results = []
+    for item in request.get("configs", []):
+        try:
+            results.append(
+                resolve(
+                    item["raw"],
+                    trust_remote_code=bool(item.get("trust_remote_code")),
+                    pretrained=item.get("pretrained"),
+                    revision=item.get("revision"),
+                    trace=item.get("trace", True) is not False,
+                )
+            )
+        except ResolveError as exc:
+            results.append({"error": exc.to_json()})
+    json.dump({"transformers_version": transformers_version(), "results": results}, sys.stdout)
+    return 0
