@@ -303,7 +303,7 @@ def test_the_resolver_package_runs_from_a_copy_where_draftguard_cannot_be_import
     assert window["__config__"] == "Qwen3Config" and window["values"]["sliding_window"] is None
     assert window["evidence"]["gates"] == {"sliding_window": "use_sliding_window"}
     assert typo["error"]["kind"] == "model_type_unknown" and "'qwen3'" in typo["error"]["message"]
-    assert answer["transformers_version"] == matrix.host_transformers_version()
+    assert answer["transformers_version"] == environments.host_transformers_version()
 
 
 def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp_path, capsys, monkeypatch):
