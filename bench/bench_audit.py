@@ -163,10 +163,10 @@ def main() -> None:
               f"{per_drafter / 1024:.1f} KB per drafter (headers, .draftguard.yml, target config and tokenizer)")
 
         if not args.skip_versions:
-            from draftguard.check import matrix
+            from draftguard.check import environments
 
-            host = matrix.host_transformers_version()
-            matrix.ensure_env(OLD)  # installed once before timing
+            host = environments.host_transformers_version()
+            environments.ensure_env(OLD)  # installed once before timing
             two = audit(hub, work, str(repo_list), "--transformers", f"{OLD},{host}")
             two_cpu = CPU[0]
             # Wall time mixes two schedules (one repo per task with one version; chunks of 64 fetched

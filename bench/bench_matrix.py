@@ -39,7 +39,7 @@ def main() -> None:
                         help="comma-separated; N = 1 uses the first, N = k the first k")
     args = parser.parse_args()
 
-    from draftguard.check import matrix
+    from draftguard.check import environments, matrix
 
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     installs = {}
@@ -86,7 +86,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "runs": args.runs,
-        "cache_dir": str(matrix.cache_dir()),
+        "cache_dir": str(environments.cache_dir()),
         "installed_now_s": installs,
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "light_check_median_s": round(median["light check (no --transformers)"], 3),

@@ -36,7 +36,7 @@ BAR = 3.0
 
 def measure(backend_name: str, drafter: str, max_new_tokens: int) -> dict:
     """One backend in this process: start-up, time to a settled verdict, tokens/s, τ."""
-    from draftguard.runner.cli import run_prompts
+    from draftguard.runner.runs import run_prompts
     from draftguard.runner.prompts import select_prompts
     from draftguard.runner.stats import make_thresholds
 

@@ -263,6 +263,25 @@ class UnreadableFile(DraftguardError):
         self.path = path
 
 
+# AUDIT ERRORS: one repo of a fleet could not be audited ------------------------------------------------
+
+class RepoFailure(DraftguardError):
+    """A repo (or part of its check) could not be audited. ``draftguard audit`` records it as that
+    repo's error (audit.record.RepoError) and goes on with the next repo; only the transient kinds
+    are retried first.
+
+    Attributes:
+        kind (`str`): What went wrong, one of audit.record's REPO_FAULTS, ACCESS or TRANSIENT kinds
+            ("no-config", "gated", "rate-limited", "internal", ...).
+        message (`str`): What to do about it; the audit's report shows it as is.
+        sha (`str` or `None`): The commit, when the repo's info was read before the failure.
+    """
+
+    def __init__(self, kind: str, message: str, sha: str | None = None, *, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind, self.message, self.sha = kind, message, sha
+
+
 # WEBHOOK ERRORS: a delivery refused at the door -------------------------------------------------------
 
 class WebhookRefused(DraftguardError):

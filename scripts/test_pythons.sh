@@ -13,7 +13,7 @@ LIGHT_TESTS=(tests/test_fidelity.py tests/test_cli_check.py tests/test_rules_doc
 # The first command of the README's Quickstart block, exactly as a user copies it.
 readme_command=$(awk '/^## Quickstart/{q=1} q && /^# 1\./{getline; print; exit}' README.md)
 case "$readme_command" in
-  "python3 -m venv .venv && "*) ;;
+  "python3 -c "*" && python3 -m venv .venv && "*) ;;  # the version guard, then the venv
   *) echo "error: README.md Quickstart command 1 not found or changed shape: '$readme_command'" >&2; exit 1 ;;
 esac
 
@@ -33,8 +33,9 @@ for v in $VERSIONS; do
     continue
   fi
   venv=".venv-py${v/./}"
-  # Same command, with this interpreter and its own venv.
-  cmd=${readme_command/python3 -m venv .venv/$py -m venv $venv}
+  # Same command, with this interpreter (the guard and the venv) and its own venv.
+  cmd=${readme_command//python3 -/$py -}
+  cmd=${cmd/-m venv .venv/-m venv $venv}
   cmd=${cmd//.venv\/bin\//$venv/bin/}
   echo "== Python $v ($py): README command 1"
   start=$SECONDS

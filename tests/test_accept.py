@@ -205,7 +205,8 @@ def test_weights_that_do_not_match_the_config_are_bad_input(tmp_path):
     """The loader's own exact-format check: a tensor the config does not call for."""
     from safetensors.torch import load_file, save_file
 
-    from draftguard.runner.reference import DrafterMismatch, load_drafter, load_target
+    from draftguard.errors import DrafterMismatch
+    from draftguard.runner.reference import load_drafter, load_target
 
     folder = drafter_copy(tmp_path)
     weights = load_file(str(folder / "model.safetensors"))

@@ -368,12 +368,12 @@ def test_transformers_versions_runs_the_version_matrix(tmp_path, api):
 def test_a_version_matrix_that_finds_a_difference_shows_its_table(tmp_path, api, monkeypatch):
     """4.52.4 keeps Qwen3's sliding window without the use_sliding_window gate, 5.24.0 drops it: a row
     differs, and the table reaches the sticky comment and the step summary (it once crashed: exit 3)."""
-    from draftguard.check import matrix
+    from draftguard.check import environments
 
     # The matrix tests' cache convention, so 4.52.4 is installed once for the whole suite.
-    cache = matrix.cache_dir()
-    monkeypatch.setenv(matrix.CACHE_ENV, str(cache))
-    matrix.ensure_env("4.52.4", cache=cache)  # before the timed subprocess, which then finds it ready
+    cache = environments.cache_dir()
+    monkeypatch.setenv(environments.CACHE_ENV, str(cache))
+    environments.ensure_env("4.52.4", cache=cache)  # before the timed subprocess, which then finds it ready
     checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
     checkout.push({"drafter/config.json": HEAD_CONFIG})
     add_pull(api, checkout)
@@ -547,3 +547,14 @@ def test_example_workflows_keep_fork_code_off_the_gpu_runner():
 ])
 def test_globs(pattern, path, hit):
     assert bool(glob_regex(pattern).match(path)) is hit
+
+
+@pytest.mark.parametrize("number,expected", [(7, 7), ("7", 7), (7.0, 7), (3.5, None), (True, None), (None, None)])
+def test_the_pull_request_number_is_a_whole_number_or_none(tmp_path, number, expected):
+    """A malformed event must not post to another pull request: 3.5 once became 3, true became 1."""
+    from draftguard.action.inputs import Context
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": number, "head": {"sha": "h"}, "base": {"sha": "b"}}}))
+    ctx = Context.from_env({"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request"})
+    assert ctx.pr_number == expected

@@ -227,10 +227,30 @@ def test_org_and_filter_list_repos_through_the_hub(tmp_path):
         assert empty.rc == 2 and "listed no model repos" in empty.stderr
 
 
-def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_naming_both(tmp_path):
-    from draftguard.check import matrix
+REMOTE_CODE = REPO_ROOT / "tests" / "data" / "real-configs" / "orionstarai--orion-14b-chat" / "config.json"
+AUDIT_REMOTE_CODE = "The audit never runs a repo's own code"
 
-    if matrix.host_transformers_version() != "5.24.0":
+
+def test_a_repo_with_its_own_config_class_is_unsupported_without_a_flag_the_audit_lacks(tmp_path):
+    """The resolver's advice, "Pass --trust-remote-code", is for draftguard check: the audit has no such flag."""
+    with FakeHub() as hub:
+        build_fleet(hub, copies=1, corpus=False)  # its routes answer model_info without a revision
+        hub.add("orionstarai/orion-14b-chat", {"config.json": REMOTE_CODE.read_bytes()})
+        repo_list = tmp_path / "repos.txt"
+        repo_list.write_text("orionstarai/orion-14b-chat\n")
+        run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--fail-on", "never")
+        assert run.rc == 0, run.stderr
+        [error] = run.records["orionstarai/orion-14b-chat"]["errors"]
+        assert error["kind"] == "unsupported"
+        assert "ships its own config class (configuration_orion.OrionConfig)" in error["message"]
+        assert AUDIT_REMOTE_CODE in error["message"] and "Pass --trust-remote-code" not in error["message"]
+        assert "draftguard check --trust-remote-code" in error["message"]
+
+
+def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_naming_both(tmp_path):
+    from draftguard.check.environments import host_transformers_version
+
+    if host_transformers_version() != "5.24.0":
         pytest.skip("the seeded regressions are facts about transformers 5.24.0")
     with FakeHub() as hub:
         fleet = build_fleet(hub, copies=1, corpus=False)
@@ -239,6 +259,8 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
         hub.add("newer/qwen3.5-9b", {"config.json": newer_type.read_bytes()})
         subset = [r for r in fleet.repos if r.startswith(("faults/", "org-00/llama", "org-00/qwen3"))]
         subset.append("newer/qwen3.5-9b")
+        hub.add("orionstarai/orion-14b-chat", {"config.json": REMOTE_CODE.read_bytes()})
+        subset.append("orionstarai/orion-14b-chat")
         repo_list = tmp_path / "repos.txt"
         repo_list.write_text("\n".join(subset) + "\n")
         run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--transformers", "4.52.4,5.24.0")
@@ -255,6 +277,10 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
         assert [(g["rule"], g["present"], g["absent"]) for g in qwen35["regressions"]] == [
             ("unsupported", ["4.52.4"], ["5.24.0"])]
         assert qwen35["errors"] == [] and qwen35["status"] == "clean"  # checked under 5.24.0
+        remote = records["orionstarai/orion-14b-chat"]["errors"]
+        assert {e["kind"] for e in remote} == {"unsupported"}
+        assert all(AUDIT_REMOTE_CODE in e["message"] and "Pass --trust-remote-code" not in e["message"]
+                   for e in remote), remote
         assert records["faults/shifted-layer-drafter"]["versions"] == ["4.52.4", "5.24.0"]
         assert "DG102" in warning_rules(records["faults/shifted-layer-drafter"]["findings"])
         md = (run.out / "audit.md").read_text()

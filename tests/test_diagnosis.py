@@ -23,7 +23,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from draftguard.cli import main  # noqa: E402
-from draftguard.runner import differential as dif  # noqa: E402
+from draftguard.errors import RawViewUnavailable  # noqa: E402
+from draftguard.runner import diagnosis as dia  # noqa: E402
 from draftguard.runner.result import AcceptanceResult  # noqa: E402
 from draftguard.snapshot import BadInput  # noqa: E402
 
@@ -55,7 +56,7 @@ def test_window_lost_is_a_config_rewrite_with_no_threshold_given(capsys):
     assert d["rewritten"] == [{"key": "sliding_window", "raw": 6, "resolved": None, "text": "dropped", "rule": "DG001"}]
     pair = d["intervals"][0]
     assert (pair["a"], pair["b"]) == ("raw/reference", "resolved/reference")
-    assert pair["interval"][1] < dif.SAME_TOLERANCE and pair["tau_a"] == pytest.approx(4.0)
+    assert pair["interval"][1] < dia.SAME_TOLERANCE and pair["tau_a"] == pytest.approx(4.0)
     # Both views' figures; the top level is the resolved view (what an engine trusting the class runs).
     assert set(out["views"]) == {"raw", "resolved"}
     assert out["views"]["raw"]["mean_acceptance_length"] == pytest.approx(4.0)
@@ -158,7 +159,7 @@ def test_an_engine_reading_layer_ids_one_off_is_named_engine():
     assert set(result.views["raw"]) == {"reference", LAYER_IDS_ONE_OFF}
     assert d["cells"]["raw/reference"] == "ok"
     gaps = [p for p in d["intervals"] if p["a"].endswith("/reference") and p["b"].endswith(LAYER_IDS_ONE_OFF)]
-    assert len(gaps) == 2 and all(p["interval"][1] < dif.SAME_TOLERANCE for p in gaps)
+    assert len(gaps) == 2 and all(p["interval"][1] < dia.SAME_TOLERANCE for p in gaps)
 
 
 def test_an_engine_that_reads_the_drafter_right_agrees_with_the_reference():
@@ -255,12 +256,12 @@ def test_a_diagnosis_with_an_unknown_cause_is_bad_input():
 
 
 def test_raw_view_for_an_engine_keeps_the_window_and_refuses_unknown_rewrites(tmp_path):
-    _, found = dif.light_check_rewrites(str(MODELS / "drafter-window-lost"))
-    folder = Path(dif.raw_view_folder(str(MODELS / "drafter-window-lost"), found, str(tmp_path / "raw")))
+    _, found = dia.light_check_rewrites(str(MODELS / "drafter-window-lost"))
+    folder = Path(dia.raw_view_folder(str(MODELS / "drafter-window-lost"), found, str(tmp_path / "raw")))
     config = json.loads((folder / "config.json").read_text())
     assert config["use_sliding_window"] is True and (folder / "model.safetensors").is_symlink()
-    with pytest.raises(dif.RawViewUnavailable, match="`rope_theta`"):
-        dif.raw_view_folder(str(MODELS / "drafter"), [dif.Rewrite("rope_theta", 1.0, 2.0, "1.0 → 2.0", "DG001")],
+    with pytest.raises(RawViewUnavailable, match="`rope_theta`"):
+        dia.raw_view_folder(str(MODELS / "drafter"), [dia.Rewrite("rope_theta", 1.0, 2.0, "1.0 → 2.0", "DG001")],
                             str(tmp_path / "other"))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from draftguard.check import matrix, resolver
+from draftguard.check import environments, matrix, resolver
 from draftguard.check.findings import ABSENT
 from draftguard.cli import main
 from draftguard.snapshot import BadInput
@@ -35,9 +35,9 @@ OLD, PINNED = "4.52.4", "5.24.0"
 @pytest.fixture(scope="module")
 def shared_cache():
     """One cache for the whole session, so CI installs 4.52.4 once; exported so CLI runs use it."""
-    cache = matrix.cache_dir()
+    cache = environments.cache_dir()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(matrix.CACHE_ENV, str(cache))
+        patch.setenv(environments.CACHE_ENV, str(cache))
         yield cache
 
 
@@ -55,8 +55,8 @@ def swa_report(shared_cache, old_env):
 
 
 def _host_is_pinned():
-    if matrix.host_transformers_version() != PINNED:
-        pytest.skip(f"draftguard runs with transformers {matrix.host_transformers_version()}, not {PINNED}")
+    if environments.host_transformers_version() != PINNED:
+        pytest.skip(f"draftguard runs with transformers {environments.host_transformers_version()}, not {PINNED}")
 
 
 # --- versions and the cache -------------------------------------------------------------------------
@@ -80,16 +80,16 @@ def test_versions_are_normalised_deduplicated_and_sorted_oldest_first():
 
 
 def test_cache_dir_prefers_draftguard_then_xdg_then_home(monkeypatch, tmp_path):
-    monkeypatch.setenv(matrix.CACHE_ENV, str(tmp_path / "dg"))
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "dg"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert matrix.cache_dir() == tmp_path / "dg"
-    monkeypatch.delenv(matrix.CACHE_ENV)
-    assert matrix.cache_dir() == tmp_path / "xdg" / "draftguard"
+    assert environments.cache_dir() == tmp_path / "dg"
+    monkeypatch.delenv(environments.CACHE_ENV)
+    assert environments.cache_dir() == tmp_path / "xdg" / "draftguard"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert matrix.cache_dir() == tmp_path / "home" / ".cache" / "draftguard"
+    assert environments.cache_dir() == tmp_path / "home" / ".cache" / "draftguard"
     # Keyed by version (and the Python the venv was built for).
-    assert matrix.env_dir("4.52.4", tmp_path).name == f"transformers-4.52.4-py{sys.version_info[0]}{sys.version_info[1]}"
+    assert environments.env_dir("4.52.4", tmp_path).name == f"transformers-4.52.4-py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 def test_versions_come_from_the_option_else_from_draftguard_yml(tmp_path):
@@ -254,7 +254,7 @@ def test_a_version_that_does_not_exist_is_named_and_the_others_still_print(
 ):
     _host_is_pinned()
     _offline_installer_env(monkeypatch, fake_index)
-    monkeypatch.setenv(matrix.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "cache"))
     assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},99.0.0", "--format", "json"]) == 2
     captured = capsys.readouterr()
     assert "draftguard: installing transformers 99.0.0 (first use of this version)" in captured.err
@@ -262,7 +262,7 @@ def test_a_version_that_does_not_exist_is_named_and_the_others_still_print(
     out = json.loads(captured.out)
     assert {(f["rule"], f["key"]) for f in out["findings"]} == {("DG001", "sliding_window"), ("DG005", "layer_types")}
     assert [(c["version"], c["status"]) for c in out["matrix"]["columns"]] == [(PINNED, "ok"), ("99.0.0", "install failed")]
-    assert not matrix.env_dir("99.0.0", tmp_path / "cache").exists()  # no half-built env left behind
+    assert not environments.env_dir("99.0.0", tmp_path / "cache").exists()  # no half-built env left behind
 
 
 def test_no_network_and_nothing_cached_says_so(monkeypatch, tmp_path, capsys):
@@ -270,7 +270,7 @@ def test_no_network_and_nothing_cached_says_so(monkeypatch, tmp_path, capsys):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     _offline_installer_env(monkeypatch, f"http://127.0.0.1:{port}/simple/")
-    monkeypatch.setenv(matrix.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "cache"))
     assert main(["check", SWA_DRAFTER, "--transformers", OLD, "--format", "json"]) == 2
     err = capsys.readouterr().err
     assert f"transformers {OLD} is not cached and the package index could not be reached (no network?)" in err
@@ -279,19 +279,19 @@ def test_no_network_and_nothing_cached_says_so(monkeypatch, tmp_path, capsys):
 
 def _broken_env(cache: Path, version: str, body: str) -> None:
     """A real venv whose transformers package runs ``body`` on import, marked ready in the cache."""
-    env = matrix.env_dir(version, cache)
+    env = environments.env_dir(version, cache)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     site = env / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     (site / "transformers").mkdir(parents=True)
     (site / "transformers" / "__init__.py").write_text(body)
-    (env / matrix.READY_MARKER).write_text("{}")
+    (env / environments.READY_MARKER).write_text("{}")
 
 
 def test_the_resolver_package_runs_from_a_copy_where_draftguard_cannot_be_imported(tmp_path):
     # The matrix's environments hold nothing but transformers: the package must load under its
     # private name, from a folder outside the source tree, with every import of draftguard refused.
     folder = tmp_path / "resolver"
-    shutil.copytree(matrix.RESOLVER_PACKAGE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(environments.RESOLVER_PACKAGE, folder, ignore=shutil.ignore_patterns("__pycache__"))
     refuse_draftguard = "import sys\nsys.modules['draftguard'] = None\n"
     request = {"configs": [{"raw": {"model_type": "qwen3", "sliding_window": 2048}},
                            {"raw": {"model_type": "qwen33"}}]}
@@ -303,7 +303,7 @@ def test_the_resolver_package_runs_from_a_copy_where_draftguard_cannot_be_import
     assert window["__config__"] == "Qwen3Config" and window["values"]["sliding_window"] is None
     assert window["evidence"]["gates"] == {"sliding_window": "use_sliding_window"}
     assert typo["error"]["kind"] == "model_type_unknown" and "'qwen3'" in typo["error"]["message"]
-    assert answer["transformers_version"] == matrix.host_transformers_version()
+    assert answer["transformers_version"] == environments.host_transformers_version()
 
 
 def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp_path, capsys, monkeypatch):
@@ -326,7 +326,7 @@ def test_a_crashing_or_hanging_resolver_marks_its_column_and_the_run_goes_on(tmp
     header, _ = report.matrix.table()
     assert header == ["key", "config.json", "0.0.1 (crashed)", "0.0.2 (timed out)", PINNED]
 
-    monkeypatch.setenv(matrix.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path))
     assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},0.0.1"]) == 2
     captured = capsys.readouterr()
     assert "transformers 0.0.1: the resolver crashed (killed by SIGABRT)" in captured.out and "DG001" in captured.out
@@ -369,11 +369,11 @@ def test_an_unusable_cache_dir_or_time_limit_is_bad_input_not_a_crash(tmp_path, 
     _host_is_pinned()
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv(matrix.CACHE_ENV, str(blocker))
+    monkeypatch.setenv(environments.CACHE_ENV, str(blocker))
     assert main(["check", SWA_DRAFTER, "--transformers", f"{PINNED},4.52.4", "--format", "json"]) == 2
     captured = capsys.readouterr()
     assert f"draftguard: transformers 4.52.4: cannot use the cache dir {blocker / 'envs'}" in captured.err
-    assert f"set {matrix.CACHE_ENV} to a writable directory" in captured.err
+    assert f"set {environments.CACHE_ENV} to a writable directory" in captured.err
     assert json.loads(captured.out)["findings"]  # 5.24.0's results are still printed
 
     monkeypatch.setenv(matrix.RESOLVE_TIMEOUT_ENV, "soon")

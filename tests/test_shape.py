@@ -119,6 +119,16 @@ def test_the_check_core_never_imports_a_surface():
     assert not wrong
 
 
+def test_the_report_views_import_no_surface_above_them():
+    """report/ renders the check's Report and the JSON a GPU worker sends back; the runner, the bots and
+    the Action sit above it and use it, never the other way round."""
+    graph = import_graph()
+    above = ("draftguard.runner", "draftguard.bot", "draftguard.action")
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.report")
+             for dep in deps if dep.startswith(above)}
+    assert not wrong
+
+
 def test_the_action_imports_nothing_from_the_bot():
     graph = import_graph()
     wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.action")
@@ -130,6 +140,54 @@ def test_no_module_is_over_500_lines():
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long
+
+
+# The one error defined outside errors.py on purpose: the resolver package runs standalone, without
+# draftguard.
+OUTSIDE_THE_TREE = {"draftguard.check.resolver.classes.ResolveError"}
+
+
+def test_every_error_is_in_the_one_tree():
+    """An exception class that derives from a builtin exception anywhere but errors.py is outside the
+    tree that DraftguardError and its hints hold together (subclasses of the tree's errors are in it)."""
+    import builtins
+
+    builtin_errors = {name for name, value in vars(builtins).items()
+                      if isinstance(value, type) and issubclass(value, BaseException)}
+    outside = set()
+    for name, path in _modules().items():
+        if name == "draftguard.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+                if bases & builtin_errors:
+                    outside.add(f"{name}.{node.name}")
+    assert outside == OUTSIDE_THE_TREE
+
+
+def test_every_name_in_all_is_defined_where_it_is_listed():
+    """``__all__`` may only list what its module binds at the top (a def, a class, an assignment or an
+    import): a name left there after a move breaks ``from module import *``."""
+    missing = set()
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        bound: set[str] = set()
+        listed: list[str] = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    bound |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                    if isinstance(target, ast.Name) and target.id == "__all__":
+                        # A starred entry (check.drafter's lazy names) is served by the module's __getattr__.
+                        listed = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+        missing |= {f"{name}.{item}" for item in listed if item not in bound}
+    assert not missing
 
 
 def test_the_resolver_imports_only_the_standard_library_transformers_and_itself():

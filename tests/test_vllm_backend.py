@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from draftguard.errors import VllmOptionError
+from draftguard.runner import engine_options as eo
 from draftguard.runner import metrics as m
 from draftguard.runner import vllm as vb
 from draftguard.runner.result import AcceptanceResult
@@ -179,6 +181,14 @@ def test_wrong_metric_shapes_are_named():
         m.read_counts([Vector(m.DRAFTS, {}, [1])])
 
 
+def test_a_counter_that_is_not_a_count_is_named_not_cut_or_crashed():
+    """Infinity once escaped as an OverflowError traceback, and 2.5 drafts were cut to 2."""
+    for bad in (float("inf"), 2.5, "many"):
+        with pytest.raises(m.MetricsError, match=f"{m.DRAFTS} has a value that is not a count"):
+            m.read_counts([Counter(m.DRAFTS, {}, bad)])
+    assert m.read_counts([Counter(m.DRAFTS, {}, 4.0), Counter(m.DRAFTS, {"engine": "1"}, "3")]).drafts == 7
+
+
 def test_positions_beyond_the_speculative_width_are_refused():
     with pytest.raises(m.MetricsError, match="num_speculative_tokens"):
         m.prompt_result(0, m.SpecDecodeCounts(1, 4, 4, [1, 1, 1, 1]), new_tokens=5, positions=3)
@@ -240,25 +250,25 @@ def test_engine_start_failure_is_one_line_with_vllms_reason(fake_vllm):
 
 def test_cli_options_parse_and_validate():
     p = argparse.ArgumentParser()
-    vb.add_engine_arguments(p)
-    opts = vb.engine_options(p.parse_args(["--attention-backend", "TRITON_ATTN", "--long-context-tokens", "0",
+    eo.add_engine_arguments(p)
+    opts = eo.engine_options(p.parse_args(["--attention-backend", "TRITON_ATTN", "--long-context-tokens", "0",
                                            "--num-speculative-tokens", "7", "--enforce-eager"]))
     assert (opts.attention_backend, opts.long_context_tokens, opts.num_speculative_tokens, opts.enforce_eager) == (
         "TRITON_ATTN", 0, 7, True)
     for bad in (["--gpu-memory-utilization", "1.5"], ["--num-speculative-tokens", "0"], ["--long-context-tokens", "-1"]):
-        with pytest.raises(vb.VllmOptionError, match=bad[0]):
-            vb.engine_options(p.parse_args(bad))
+        with pytest.raises(VllmOptionError, match=bad[0]):
+            eo.engine_options(p.parse_args(bad))
 
 
 def test_long_context_prompt_runs_past_the_window():
     facts = vb.drafter_facts(str(MODELS / "drafter"))
     assert (facts.block_size, facts.sliding_window) == (4, 6)
-    length = vb.long_context_length(vb.EngineOptions(), facts, 32)
-    prompt = vb.long_context_prompt([[40, 1, 2, 3], [40, 9, 8]], length)
+    length = eo.long_context_length(vb.EngineOptions(), facts, 32)
+    prompt = eo.long_context_prompt([[40, 1, 2, 3], [40, 9, 8]], length)
     assert len(prompt) == length > facts.sliding_window
-    assert vb.long_context_length(vb.EngineOptions(long_context_tokens=0), facts, 32) == 0
+    assert eo.long_context_length(vb.EngineOptions(long_context_tokens=0), facts, 32) == 0
     # A drafter without sliding layers gets no long prompt unless asked.
-    assert vb.long_context_length(vb.EngineOptions(), vb.DrafterFacts(16, None, 0), 32) == 0
+    assert eo.long_context_length(vb.EngineOptions(), eo.DrafterFacts(16, None, 0), 32) == 0
 
 
 # ---- vLLM missing ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from draftguard.check.findings import int_or_none
 from draftguard.check.matrix import parse_versions
 from draftguard.errors import ActionError
 from draftguard.snapshot import SETTINGS_NAME
@@ -180,13 +181,13 @@ class Context:
                   sha=env.get("GITHUB_SHA") or None, base_ref=env.get("GITHUB_BASE_REF") or None)
         pr = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else None
         if name in PR_EVENTS and pr:
-            ctx.pr_number = _int(pr.get("number"))
+            ctx.pr_number = int_or_none(pr.get("number"))
             ctx.head_sha = (pr.get("head") or {}).get("sha")
             ctx.base_sha = (pr.get("base") or {}).get("sha")
         elif name == "issue_comment":
             issue = event.get("issue") or {}
             if issue.get("pull_request"):
-                ctx.pr_number = _int(issue.get("number"))
+                ctx.pr_number = int_or_none(issue.get("number"))
             # A comment event names no base; the default branch is what the pull request merges into.
             ctx.base_ref = ctx.base_ref or (event.get("repository") or {}).get("default_branch")
         elif name == "push":
@@ -196,13 +197,6 @@ class Context:
         if ctx.repository is None:
             ctx.repository = (event.get("repository") or {}).get("full_name")
         return ctx
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class WorkflowCommands:

@@ -32,21 +32,13 @@ from draftguard.check.drafter.check import CHECKS
 from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
+from draftguard.errors import RepoFailure
 from draftguard.hosts.hub import hub_retry_delay
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 BASE_MODEL_ORIGIN = "the model card's base_model"
-
-
-class RepoFailure(Exception):
-    """A repo could not be audited (or part of it could not): carries the RepoError to record."""
-
-    def __init__(self, kind: str, message: str, sha: str | None = None):
-        super().__init__(message)
-        self.error = RepoError(kind, message)
-        self.sha = sha  # the commit, when the repo's info was read before the failure
 
 
 @dataclass
@@ -88,7 +80,7 @@ def classify(exc: BaseException) -> RepoFailure | None:
 
     Example::
 
-        >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).error.kind
+        >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).kind
         'invalid-config'
     """
     import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
@@ -141,7 +133,7 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
             failure = classify(exc)
             if failure is None:
                 raise
-            if not failure.error.transient or attempt > options.retries:
+            if failure.kind not in TRANSIENT or attempt > options.retries:
                 raise failure from None
             delay = hub_retry_delay(exc, attempt, base=0.5, cap=options.max_wait) or 1.0
             options.sleep(min(delay, options.max_wait))
@@ -249,7 +241,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             failure = _failure_of(exc)
             if unchanged(failure.sha):  # e.g. still no config.json at the same commit
                 return
-            record.errors.append(failure.error)
+            record.errors.append(_recorded(failure))
             record.sha = failure.sha
             record.attempts, record.seconds = attempts[0], time.monotonic() - started
             out[index] = (record, False)
@@ -270,7 +262,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
     try:
         results = _judge([f.snapshot for _, _, f, _, _ in todo], options)
     except Exception as exc:  # a bug on one config must not lose the chunk's other records
-        results = [(None, [_failure_of(exc).error], [])] * len(todo)
+        results = [(None, [_recorded(_failure_of(exc))], [])] * len(todo)
     targets: dict[str, Any] = {}
     for (index, record, fetched, attempts, started), (result, errors, regressions) in zip(todo, results):
         record.errors.extend(errors)
@@ -281,8 +273,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
                 findings += with_retries(lambda: drafter_findings(fetched, result, record, targets), options, attempts)
             except Exception as exc:
                 failure = _failure_of(exc)
-                kind = failure.error.kind if failure.error.kind in ("internal", *TRANSIENT) else "target"
-                record.errors.append(RepoError(kind, f"drafter rules not run: {failure.error.message}"))
+                kind = failure.kind if failure.kind in ("internal", *TRANSIENT) else "target"
+                record.errors.append(RepoError(kind, f"drafter rules not run: {failure.message}"))
             record.findings = [f.to_json() for f in _sorted(findings)]
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
@@ -295,6 +287,11 @@ def _failure_of(exc: BaseException) -> RepoFailure:
         failure = RepoFailure("internal", f"{type(exc).__name__}: {exc} (a bug in draftguard: rerun this repo with "
                                           "`draftguard check` and DRAFTGUARD_DEBUG=1, and report it)")
     return failure
+
+
+def _recorded(failure: RepoFailure) -> RepoError:
+    """The repo's error as its record keeps it."""
+    return RepoError(failure.kind, failure.message)
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:
@@ -317,7 +314,7 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
             except BadInput as exc:
                 out.append((None, [_config_error(exc)], []))
             except Exception as exc:  # a bug on this config: recorded, and the audit goes on
-                out.append((None, [_failure_of(exc).error], []))
+                out.append((None, [_recorded(_failure_of(exc))], []))
         return out
     return _judge_versions(snapshots, options)
 
@@ -326,6 +323,10 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
 # diffusers; remote code, which the audit never runs; a model_type newer than this transformers) is
 # not checkable here, and not its owner's fault.
 _UNSUPPORTED = ("has no `model_type`", "ships its own config class", "is unknown to transformers")
+# The resolver's advice for a repo's own config class names draftguard check's flag; the audit has none.
+_CHECK_ADVICE = re.compile(r"Pass --trust-remote-code\b[^.]*\.")
+AUDIT_REMOTE_CODE = ("The audit never runs a repo's own code; if you trust this repo, "
+                     "`draftguard check --trust-remote-code` on it runs its config class.")
 
 
 def _config_error(exc: BadInput) -> RepoError:
@@ -333,7 +334,7 @@ def _config_error(exc: BadInput) -> RepoError:
     if "invalid JSON" in text or "not UTF-8" in text or "top level must be" in text:
         return RepoError("invalid-config", text)
     if any(sign in text for sign in _UNSUPPORTED):
-        return RepoError("unsupported", text)
+        return RepoError("unsupported", _CHECK_ADVICE.sub(AUDIT_REMOTE_CODE, text))
     return RepoError("config-rejected", text)
 
 
@@ -351,7 +352,7 @@ def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Ju
     out: list[Judged] = []
     for snapshot in snapshots:
         result = by_source.get(snapshot.source)
-        repo_errors = [RepoError(_config_error(BadInput(m)).kind, m) for m in errors.get(snapshot.source, [])]
+        repo_errors = [_config_error(BadInput(m)) for m in errors.get(snapshot.source, [])]
         regressions = []
         if result is not None:
             for finding in result.findings:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from draftguard import __version__
 from draftguard.audit.html import render_html
-from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, severity_rank, sort_key  # noqa: F401 (RepoRecord: the doctest; severity_rank: as before)
+from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, sort_key  # noqa: F401 (RepoRecord: the doctest)
 
 if TYPE_CHECKING:
     from draftguard.audit.run import AuditResult

@@ -29,13 +29,12 @@ from draftguard.report.comment import render_acceptance_section, update_sticky
 from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
 from draftguard.secrets import scrub
 from draftguard.settings import Settings
-from draftguard.snapshot import SETTINGS_NAME, is_model_file
+from draftguard.snapshot import is_model_file
 
 log = logging.getLogger("draftguard.bot")
 
 CONFIG_CHECK = "draftguard/config"
 ACCEPTANCE_CHECK = "draftguard/acceptance"
-SETTINGS_FILE = SETTINGS_NAME
 # GitHub has no check-mark reaction; "+1" is the closest it offers.
 REACT_START, REACT_DONE = "eyes", "+1"
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}

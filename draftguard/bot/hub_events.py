@@ -174,6 +174,3 @@ def hub_route(secret: str, path: str = "/webhooks/hub") -> WebhookRoute:
     return WebhookRoute(path, "hub", to_jobs=lambda headers, payload: jobs_from_hub(payload), admit=admit,
                         many=True)
 
-
-# HubHandler lived here; kept importable from this module for one release (bot/hub_handler.py).
-from draftguard.bot.hub_handler import HubHandler  # noqa: E402,F401

@@ -98,7 +98,6 @@ def check_title(outcome: PullRequestReview) -> str:
     return outcome.title()
 
 
-Outcome = PullRequestReview  # the name it had in bot/pipeline.py
 
 
 def check_pull_request(client: PullRequestSource, head: str, base: str, relevant: list[tuple[str, str]],

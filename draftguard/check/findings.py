@@ -49,6 +49,34 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def int_or_none(value: Any) -> int | None:
+    """The whole number an event payload or a metric holds: an int, an integral float (vLLM's counters
+    can be floats, 12.0), or the text of either; None for anything else. A fraction is None rather than
+    cut: a pull request number of 3.5 must not become 3.
+
+    Example::
+
+        >>> int_or_none(7), int_or_none("12"), int_or_none(12.0), int_or_none(" 12.0 ")
+        (7, 12, 12, 12)
+        >>> int_or_none(None), int_or_none("x"), int_or_none(3.5), int_or_none(float("inf")), int_or_none(True)
+        (None, None, None, None, None)
+    """
+    if is_int(value):
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else None  # NaN and infinity are not integers
+
+
 def show(value: Any) -> str:
     """A config value as JSON for a message ("absent" for a missing key), cut to 80 characters.
 

@@ -35,25 +35,15 @@ from typing import Any, Callable, Iterable
 
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
-from draftguard.check.environments import (  # noqa: F401 (the matrix's public names, kept importable here)
-    CACHE_ENV,
+from draftguard.check.environments import (
     CRASHED,
     DEFAULT_INSTALL_TIMEOUT,
     DEFAULT_RESOLVE_TIMEOUT,
-    INSTALL_FAILED,
     INSTALL_TIMEOUT_ENV,
-    NO_NETWORK,
     OK,
-    READY_MARKER,
     RESOLVE_TIMEOUT_ENV,
-    RESOLVER_PACKAGE,
-    TIMED_OUT,
     _timeout,
-    cache_dir,
     ensure_env,
-    env_dir,
-    env_python,
-    host_transformers_version,
     parse_versions,
     run_resolver,
 )

@@ -24,14 +24,13 @@ import base64
 import hashlib
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
-from draftguard.hosts.retry import backoff, transient_errors
+from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.report.comment import is_sticky
 from draftguard.secrets import remember_secret
 
@@ -181,12 +180,7 @@ def retry_delay(exc: BaseException, attempt: int = 1, *, base: float = 2.0, now:
             status == 403 and ("rate limit" in message.lower() or headers.get("x-ratelimit-remaining") == "0")
         )
         if limited:
-            now = time.time() if now is None else now
-            if headers.get("retry-after", "").strip().isdigit():
-                return min(cap, float(headers["retry-after"]) + 0.5)
-            if headers.get("x-ratelimit-reset", "").strip().isdigit():
-                return min(cap, max(1.0, float(headers["x-ratelimit-reset"]) - now + 1.0))
-            return min(cap, 60.0 * attempt)
+            return rate_limit_wait(attempt, cap, headers.get("retry-after"), headers.get("x-ratelimit-reset"), now)
         if status >= 500:
             return backoff(attempt, base)
     return None

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
-from draftguard.hosts.retry import backoff, transient_errors
+from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.report.comment import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
@@ -107,8 +107,7 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
         if isinstance(exc, HfHubHTTPError) and exc.response is not None:
             status = exc.response.status_code
             if status == 429:
-                after = (exc.response.headers.get("retry-after") or "").strip()
-                return min(cap, float(after) + 0.5) if after.isdigit() else min(cap, 60.0 * attempt)
+                return rate_limit_wait(attempt, cap, exc.response.headers.get("retry-after"))
             if status >= 500 or status == 408:
                 return backoff(attempt, base)
             return None

@@ -40,6 +40,28 @@ def backoff(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
     return delay * (1 + random.random() * 0.5)
 
 
+def rate_limit_wait(attempt: int, cap: float, retry_after: str | None = None, reset_at: str | None = None,
+                    now: float | None = None) -> float:
+    """Seconds a rate-limited host asked us to wait, capped at ``cap``: its ``Retry-After`` (plus half
+    a second, to land after the window), else its reset time (epoch seconds, GitHub's
+    ``x-ratelimit-reset``), else a minute per attempt.
+
+    Example::
+
+        >>> rate_limit_wait(1, 900.0, " 7 "), rate_limit_wait(2, 900.0, reset_at="1030", now=1000.0)
+        (7.5, 31.0)
+        >>> rate_limit_wait(3, 900.0, "soon"), rate_limit_wait(1, 5.0, "7")
+        (180.0, 5.0)
+    """
+    after, reset = (retry_after or "").strip(), (reset_at or "").strip()
+    if after.isdigit():
+        return min(cap, float(after) + 0.5)
+    if reset.isdigit():
+        now = time.time() if now is None else now
+        return min(cap, max(1.0, float(reset) - now + 1.0))
+    return min(cap, 60.0 * attempt)
+
+
 class transient_errors:
     """Context manager: a host's retryable error becomes ``error(f"{host} {what}: {status}", delay,
     cause)``, naming the operation, never a URL (it may carry a token) nor the response body.

@@ -29,10 +29,10 @@ import html
 import re
 from typing import Any, Iterable, Mapping
 
-from draftguard.check.findings import RULES, Finding, Report
+from draftguard.check.findings import RULES, Finding, Report, attention_runs
 from draftguard.check.matrix import OK
-from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
-from draftguard.runner.render import diagnosis_table
+from draftguard.report.acceptance import diagnosis_table, number_text
+from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
 
 MARKER = "<!-- draftguard:sticky -->"
 SECTIONS = ("light", "matrix", "acceptance")
@@ -295,10 +295,6 @@ def bar(rate: float | None, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{float(value):.{digits}f}"
-
-
 def render_acceptance_section(state: str, result: Mapping[str, Any] | None = None, *, detail: str | None = None) -> str:
     """The acceptance-test section for a state: queued, running, done (with the result), skipped or
     error. ``result`` is the AcceptanceResult JSON contract (``AcceptanceResult.to_dict()``).
@@ -325,23 +321,23 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     # its cause line carries the reason, so the verdict line does not repeat it.
     table = diagnosis_table(result.get("views"), result.get("diagnosis"), escape=esc_message)
     out.append(
-        f"{_VERDICT_ICON.get(status, ':grey_question:')} **{esc(status)}**: τ = **{_num(tau)}**"
+        f"{_VERDICT_ICON.get(status, ':grey_question:')} **{esc(status)}**: τ = **{number_text(tau)}**"
         + (f" ({esc(verdict.get('reason'))})" if verdict.get("reason") and not table else "")
     )
     out.append("")
     thresholds = result.get("thresholds") or {}
     interval = verdict.get("interval")
     facts = [
-        f"draft acceptance rate {_num(result.get('draft_acceptance_rate'), 3)}",
+        f"draft acceptance rate {number_text(result.get('draft_acceptance_rate'), 3)}",
         f"{result.get('accepted_tokens', 0)} of {result.get('draft_tokens', 0)} drafted tokens accepted "
         f"over {result.get('drafts', 0)} drafts",
-        f"{len(result.get('per_prompt') or [])} prompts, {_num(result.get('tokens_per_second'), 1)} tokens/s, "
-        f"{_num(result.get('wall_seconds'), 1)} s",
+        f"{len(result.get('per_prompt') or [])} prompts, {number_text(result.get('tokens_per_second'), 1)} tokens/s, "
+        f"{number_text(result.get('wall_seconds'), 1)} s",
     ]
     if thresholds.get("bar") is not None:
-        facts.append(f"bar τ ≥ {_num(thresholds.get('bar'))}")
+        facts.append(f"bar τ ≥ {number_text(thresholds.get('bar'))}")
     if interval:
-        facts.append(f"interval [{_num(interval[0])}, {_num(interval[1])}]")
+        facts.append(f"interval [{number_text(interval[0])}, {number_text(interval[1])}]")
     out += [", ".join(facts) + ".", ""]
     if table:
         out += [*table, ""]
@@ -349,7 +345,7 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     if per_pos:
         out += ["| position | accepted | |", "|---|---|---|"]
         for i, rate in enumerate(per_pos):
-            out.append(f"| {i + 1} | {_num(rate, 3)} | <code>{bar(rate)}</code> |")  # 1-based, as accept prints them
+            out.append(f"| {i + 1} | {number_text(rate, 3)} | <code>{bar(rate)}</code> |")  # 1-based, as accept prints them
         out.append("")
     if detail:
         out.append(esc(detail))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from draftguard.check.findings import Report, RULES
-from draftguard.report.views import FindingGroup, attention_runs, change, display_items, location, summary_line
+from draftguard.check.findings import RULES, Report, attention_runs
+from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

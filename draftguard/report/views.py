@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from draftguard.check.findings import RULES, Finding, Severity, attention_runs, show  # noqa: F401 (attention_runs: views' public name)
+from draftguard.check.findings import RULES, Finding, Severity, show
 
 # Findings that say "nothing is lost": text and markdown show them as one line per config and rule,
 # so a clean modern config reads clean. The json view keeps every finding.

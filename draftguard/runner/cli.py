@@ -28,21 +28,14 @@ from typing import Any
 
 from draftguard.check.drafter import check_drafter
 from draftguard.check.findings import TargetResult
-from draftguard.runner import differential
+from draftguard.runner.diagnosis import diagnose, with_diagnosis
+from draftguard.runner.differential import cells_of_combined
+from draftguard.runner.engine_options import add_engine_arguments
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
-from draftguard.runner.runs import (  # noqa: F401 (the runs, importable from here as before)
-    config_views,
-    run_cells,
-    run_prompts,
-    run_prompts_views,
-    _note_catastrophic,
-    _run_reference,
-    _run_vllm,
-)
+from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
-from draftguard.runner.vllm import add_engine_arguments
 from draftguard.settings import load_settings
 from draftguard.snapshot import BadInput, load_snapshot
 
@@ -219,14 +212,13 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         args.config_view = views[0]
         result = _run_vllm(args, specs, thresholds, run)
         if args.backend == "both":  # one view, two backends: the same paired diagnosis as the 2 x 2
-            cells = differential.cells_of_combined(result, views[0])
-            diagnosis = differential.diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
-            result = differential.with_diagnosis(result, cells, diagnosis)
+            cells = cells_of_combined(result, views[0])
+            diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
+            result = with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
     if args.plot:
         plot_per_position(result, args.plot)
     return result
 
-__all__ = ["add_accept_parser", "cmd_accept", "run_prompts", "run_prompts_views", "run_cells", "config_views",
-           "FATAL_RULES"]
+__all__ = ["add_accept_parser", "cmd_accept", "run_cells", "config_views", "FATAL_RULES"]

@@ -49,30 +49,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from draftguard.errors import RawViewUnavailable  # noqa: F401 (importable from here, as before)
-from draftguard.runner.diagnosis import (  # noqa: F401 (the diagnosis' names, importable from here as before)
-    ENGINE_HINT,
-    HEALTHY_FIRST_POSITION,
-    KEEP_RAW,
-    LOW,
-    OK,
-    REFERENCE,
-    SAME_TOLERANCE,
-    UNSURE,
-    VIEW_TEXT,
-    Diagnosis,
-    Rewrite,
-    _fmt,
-    cell_name,
-    cell_state,
-    cell_summary,
-    diagnose,
-    light_check_rewrites,
-    raw_view_folder,
-    rewrites_from,
-    views_block,
-    with_diagnosis,
-)
+from draftguard.runner.diagnosis import ENGINE_HINT, REFERENCE, _fmt
 from draftguard.runner.result import FAIL, INCONCLUSIVE, PASS, AcceptanceResult, Verdict
 
 MIN_RATIO = 0.9

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from draftguard.check.findings import int_or_none
 from draftguard.errors import MetricsError
 from draftguard.runner.result import PromptResult
 
@@ -65,12 +66,11 @@ class SpecDecodeCounts:
         return delta(earlier, self)
 
 
-def _int(value: Any, name: str) -> int:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise MetricsError(f"metric {name} has a non-numeric value {value!r}; is this vLLM's metric reader?") from None
-    return int(number)
+def _count(value: Any, name: str) -> int:
+    number = int_or_none(value)
+    if number is None:
+        raise MetricsError(f"metric {name} has a value that is not a count, {value!r}; is this vLLM's metric reader?")
+    return number
 
 
 def read_counts(metrics: Iterable[Any]) -> SpecDecodeCounts:
@@ -105,11 +105,11 @@ def read_counts(metrics: Iterable[Any]) -> SpecDecodeCounts:
             for i, v in enumerate(values):
                 if i == len(per_pos):
                     per_pos.append(0)
-                per_pos[i] += _int(v, name)
+                per_pos[i] += _count(v, name)
         else:
             if not hasattr(metric, "value"):
                 raise MetricsError(f"metric {name} has no `.value`; expected vLLM's Counter metric type")
-            totals[name] += _int(metric.value, name)
+            totals[name] += _count(metric.value, name)
     return SpecDecodeCounts(
         drafts=totals[DRAFTS],
         draft_tokens=totals[DRAFT_TOKENS],

@@ -39,19 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from draftguard.errors import DrafterMismatch, MissingWeights  # noqa: F401 (importable from here, as before)
-from draftguard.runner.dflash_model import (  # noqa: F401 (the drafter and loaders, importable from here as before)
-    CONFIG_VIEWS,
-    SMALL_MODEL_PARAMS,
-    DFlashDrafter,
-    DraftCache,
-    DrafterSpec,
-    check_fit,
-    load_drafter,
-    load_target,
-    read_drafter_spec,
-    text_config,
-)
+from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, DFlashDrafter, load_drafter, load_target
 from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput
 

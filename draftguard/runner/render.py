@@ -2,9 +2,10 @@
 
 No torch here: the bot and the Action render results that a GPU worker sent back.
 
-In: an ``AcceptanceResult`` (and for ``diagnosis_table``, its ``views`` and ``diagnosis`` JSON).
+In: an ``AcceptanceResult``.
 Out: ``render_text`` writes to a stream; ``render_markdown`` -> str; ``plot_per_position`` writes a
-PNG (``plot`` extra); ``diagnosis_table`` -> table lines for the sticky comment.
+PNG (``plot`` extra). The config view x backend table in both comes from report/acceptance.py, which
+the sticky comment shares.
 
 Example::
 
@@ -19,17 +20,14 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO
 
+from draftguard.report.acceptance import diagnosis_table, number_text
 from draftguard.runner.differential import render_side_by_side
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.snapshot import BadInput
 
 _ICON = {PASS: "✅", FAIL: "❌"}
-
-
-def _f(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
 def _bar(rate: float, width: int = 20) -> str:
@@ -40,92 +38,20 @@ def _bar(rate: float, width: int = 20) -> str:
 def _summary_rows(r: AcceptanceResult) -> list[tuple[str, str]]:
     t = r.thresholds
     rows = [
-        ("mean acceptance length τ", _f(r.mean_acceptance_length)),
-        ("draft acceptance rate", _f(r.draft_acceptance_rate, 3)),
+        ("mean acceptance length τ", number_text(r.mean_acceptance_length)),
+        ("draft acceptance rate", number_text(r.draft_acceptance_rate, 3)),
         ("drafts / draft tokens / accepted", f"{r.drafts} / {r.draft_tokens} / {r.accepted_tokens}"),
         ("prompts", str(len(r.per_prompt)) + (" (stopped early: verdict settled)" if r.run.get("stopped_early") else "")),
         ("tokens per second", f"{r.tokens_per_second:.1f}"),
         ("wall time", f"{r.wall_seconds:.2f} s"),
     ]
     if t.bar is not None:
-        rows.append(("bar", _f(t.bar) + (f" ({t.tolerance:g} x baseline {_f(t.baseline_mean_acceptance_length)})"
+        rows.append(("bar", number_text(t.bar) + (f" ({t.tolerance:g} x baseline {number_text(t.baseline_mean_acceptance_length)})"
                                          if t.baseline_mean_acceptance_length is not None else "")))
     for key in ("backend", "target", "drafter", "config_view", "device", "block_size"):
         if key in r.run:
             rows.append((key.replace("_", " "), str(r.run[key])))
     return rows
-
-
-def _cells(views: Mapping[str, Any]) -> tuple[list[str], dict[tuple[str, str], Mapping[str, Any]]]:
-    """Backends (columns) and cells keyed by (view, backend) from a result's ``views`` block."""
-    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for view, block in views.items():
-        if isinstance(block, Mapping) and "mean_acceptance_length" in block:
-            cells[(view, str(block.get("backend") or "reference"))] = block
-        elif isinstance(block, Mapping):
-            for backend, cell in block.items():
-                cells[(view, backend)] = cell
-    backends = sorted({b for _, b in cells}, key=lambda b: (b != "reference", b))
-    return backends, cells
-
-
-def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any] | None,
-                    markdown: bool = True, escape: Callable[[str], str] = str) -> list[str]:
-    """The config view x backend table (τ, and the first-position rate) and the cause in one line, from
-    a result's JSON ``views`` and ``diagnosis``; no lines when neither is there. ``escape`` is applied
-    to the texts that come from the drafter (the reason, which quotes config keys, and the class name).
-
-    Example::
-
-        >>> views = {"raw": {"mean_acceptance_length": 4.0, "first_position": {"rate": 1.0}},
-        ...          "resolved": {"mean_acceptance_length": 1.19, "first_position": {"rate": 0.17}}}
-        >>> diag = {"cause": "config-rewrite", "reason": "τ 4.00 as written, 1.19 as Qwen3Config resolves it",
-        ...         "cells": {"raw/reference": "ok", "resolved/reference": "low"}, "config_class": "Qwen3Config"}
-        >>> print("\\n".join(diagnosis_table(views, diag)))
-        | config view | reference |
-        |---|---:|
-        | raw (as written) | τ 4.00 · first 1.00 |
-        | resolved (as Qwen3Config resolves it) | τ 1.19 · first 0.17 ⚠️ |
-        <BLANKLINE>
-        **cause: config-rewrite** — τ 4.00 as written, 1.19 as Qwen3Config resolves it
-    """
-    lines: list[str] = []
-    diagnosis = diagnosis or {}
-    states = diagnosis.get("cells") or {}
-    if views:
-        backends, cells = _cells(views)
-        klass = escape(str(diagnosis.get("config_class") or "the config class"))
-        label = {"raw": "raw (as written)", "resolved": f"resolved (as {klass} resolves it)"}
-        order = [v for v in ("raw", "resolved") if any(k[0] == v for k in cells)]
-        rows = []
-        for view in order:
-            row = []
-            for backend in backends:
-                cell = cells.get((view, backend))
-                if cell is None:
-                    row.append("")
-                    continue
-                first = (cell.get("first_position") or {}).get("rate")
-                text = f"τ {_f(cell.get('mean_acceptance_length'))} · first {_f(first)}"
-                if states.get(f"{view}/{backend}") == "low":
-                    text += " ⚠️" if markdown else " (low)"
-                row.append(text)
-            rows.append((label[view], row))
-        if markdown:
-            lines += ["| config view | " + " | ".join(backends) + " |", "|---|" + "---:|" * len(backends)]
-            lines += [f"| {name} | " + " | ".join(row) + " |" for name, row in rows]
-        else:
-            width = max(len(name) for name, _ in rows)
-            cols = [max(len(b), *(len(r[i]) for _, r in rows)) for i, b in enumerate(backends)]
-            lines.append(" " * width + "  " + "  ".join(b.ljust(w) for b, w in zip(backends, cols)))
-            lines += [name.ljust(width) + "  " + "  ".join(c.ljust(w) for c, w in zip(row, cols)) for name, row in rows]
-    if diagnosis.get("reason"):
-        cause = diagnosis.get("cause") or "undecided"
-        if lines:
-            lines.append("")
-        reason = escape(str(diagnosis["reason"]))
-        lines.append(f"**cause: {cause}** — {reason}" if markdown else f"cause: {cause} — {reason}")
-    return lines
 
 
 def render_text(result: AcceptanceResult, out: IO[str]) -> None:
@@ -171,7 +97,7 @@ def render_markdown(result: AcceptanceResult) -> str:
     if result.per_prompt:
         lines += ["", "<details><summary>per-prompt τ</summary>", "", "| prompt | τ | drafts | new tokens |",
                   "|---|---:|---:|---:|"]
-        lines += [f"| {p.label or p.index} | {_f(p.mean_acceptance_length)} | {p.drafts} | {p.new_tokens} |"
+        lines += [f"| {p.label or p.index} | {number_text(p.mean_acceptance_length)} | {p.drafts} | {p.new_tokens} |"
                   for p in result.per_prompt]
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
@@ -194,7 +120,7 @@ def plot_per_position(result: AcceptanceResult, path: str | Path) -> None:
     ax.set_xticks(range(1, len(rates) + 1))  # positions are whole numbers, not 0.5 steps
     ax.set_xlabel("drafted position")
     ax.set_ylabel("acceptance rate")
-    ax.set_title(f"τ {_f(result.mean_acceptance_length)} — {result.verdict.status}")
+    ax.set_title(f"τ {number_text(result.mean_acceptance_length)} — {result.verdict.status}")
     fig.tight_layout()
     fig.savefig(str(path), dpi=100)
     plt.close(fig)

@@ -80,7 +80,7 @@ from draftguard.snapshot import BadInput
 SCHEMA_VERSION = 1
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 STATUSES = (PASS, FAIL, INCONCLUSIVE)
-# What a diagnosis can blame (draftguard.runner.differential.diagnose).
+# What a diagnosis can blame (draftguard.runner.diagnosis.diagnose).
 NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC = "none", "config-rewrite", "engine", "drafter", "catastrophic"
 CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC)
 CONFIG_VIEWS = ("raw", "resolved")

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from draftguard.runner import differential
-from draftguard.runner.differential import diagnose, light_check_rewrites, raw_view_folder
+from draftguard.runner.diagnosis import REFERENCE, diagnose, light_check_rewrites, raw_view_folder, with_diagnosis
+from draftguard.runner.engine_options import engine_options, long_context_length, long_context_prompt
 from draftguard.runner.prompts import encode_all
 from draftguard.runner.result import CATASTROPHIC, FAIL, AcceptanceResult, PromptResult, Thresholds
 from draftguard.runner.stats import EARLY_STOP_CONFIDENCE, EarlyStop, verdict
 from draftguard.snapshot import BadInput
-from draftguard.runner.vllm import (EngineConsole, VllmBackend, engine_options, long_context_length,
-                                    long_context_prompt)  # plain Python: vLLM loads inside import_vllm
+from draftguard.runner.vllm import EngineConsole, VllmBackend  # plain Python: vLLM loads inside import_vllm
 
 
 def _progress(total: int, quiet: bool) -> tuple[Callable[[str], None], Callable[[], None]]:
@@ -134,7 +134,7 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
 def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds, run: dict[str, Any],
                    prompts: Sequence[Sequence[int]] | None = None, early_stop: bool | None = None
                    ) -> tuple[AcceptanceResult, list[list[int]]]:
-    from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
+    from draftguard.runner.dflash_model import text_config  # torch, only when the reference backend runs
 
     backend = _reference_backend(args)
     if prompts is None:
@@ -253,7 +253,7 @@ def run_prompts_views(
 def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any], scratch: str,
                     console: Any = None) -> Any:
     """vLLM for one config view: the drafter folder as is for resolved (vLLM reads config.json through
-    the config class), a copy that keeps the raw values for raw (``differential.raw_view_folder``).
+    the config class), a copy that keeps the raw values for raw (``diagnosis.raw_view_folder``).
     ``console`` (an ``EngineConsole``) keeps vLLM's output off stdout and its last error."""
 
     drafter = args.drafter
@@ -307,16 +307,16 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     if use_reference:
         backend = _reference_backend(args, views)
         if prompts is None:
-            from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
+            from draftguard.runner.dflash_model import text_config  # torch, only when the reference backend runs
 
             prompts = encode_all(specs, backend.tokenizer, int(text_config(backend.target).vocab_size))
             labels = [s.label for s in specs]
         step, finish = _progress(len(prompts), args.quiet)
 
         def settled(done: dict[str, list[PromptResult]]) -> bool:
-            partial = {(v, differential.REFERENCE): AcceptanceResult.from_prompts(ps, wall_seconds=0.0)
+            partial = {(v, REFERENCE): AcceptanceResult.from_prompts(ps, wall_seconds=0.0)
                        for v, ps in done.items()}
-            return differential.diagnose(partial, thresholds, rewrites=rewrites,
+            return diagnose(partial, thresholds, rewrites=rewrites,
                                          confidence=EARLY_STOP_CONFIDENCE).cause is not None
         try:
             per_view = run_prompts_views(
@@ -329,18 +329,18 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         finally:
             finish()
         for view, (result, toks) in per_view.items():
-            cells[(view, differential.REFERENCE)], tokens[(view, differential.REFERENCE)] = result, toks
-    diagnosis = differential.diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
+            cells[(view, REFERENCE)], tokens[(view, REFERENCE)] = result, toks
+    diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
     served_view = "resolved" if "resolved" in views else views[0]
     if use_engine and use_reference:
-        key_ref, key_eng = (served_view, differential.REFERENCE), (served_view, engine_name or "engine")
+        key_ref, key_eng = (served_view, REFERENCE), (served_view, engine_name or "engine")
         diff = differential.compare(cells[key_ref], cells[key_eng], reference_tokens=tokens[key_ref],
                                     engine_tokens=tokens[key_eng])
         served = differential.combine(cells[key_ref], cells[key_eng], diff)
     else:
-        served = cells[(served_view, engine_name if use_engine else differential.REFERENCE)]
+        served = cells[(served_view, engine_name if use_engine else REFERENCE)]
     served.run["config_view"] = run.get("config_view", "both" if len(views) > 1 else views[0])
-    return differential.with_diagnosis(served, cells, diagnosis)
+    return with_diagnosis(served, cells, diagnosis)
 
 
 def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any) -> tuple[list[list[int]], list[str]]:
@@ -356,7 +356,7 @@ def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any
         tokenizer = None
     vocab = None
     if hasattr(backend, "target") and not isinstance(backend.target, str):
-        from draftguard.runner.reference import text_config  # torch, only when the reference backend runs
+        from draftguard.runner.dflash_model import text_config  # torch, only when the reference backend runs
 
         vocab = int(text_config(backend.target).vocab_size)
     prompts = encode_all(specs, tokenizer, vocab) if vocab is not None else encode_all(specs, tokenizer)

@@ -37,22 +37,14 @@ import time
 from types import ModuleType
 from typing import Any, Sequence
 
-from draftguard.errors import EngineRunError, EngineStartError, VllmMissing, VllmOptionError  # noqa: F401 (VllmOptionError: as before)
-from draftguard.runner.engine_options import (  # noqa: F401 (the options, importable from here as before)
-    DTYPES,
+from draftguard.errors import EngineRunError, EngineStartError, VllmMissing
+from draftguard.runner.engine_options import (
     INSTALL_HINT,
     LOG_STREAM_ENV,
-    MODEL_RUNNERS,
     RUNNER_ENV,
-    TOKENIZER_FILES,
-    DrafterFacts,
     EngineOptions,
-    add_engine_arguments,
     drafter_facts,
-    engine_options,
     has_tokenizer,
-    long_context_length,
-    long_context_prompt,
     target_stop_ids,
     validate_options,
 )
