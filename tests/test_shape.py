@@ -389,3 +389,49 @@ def test_the_reason_check_reads_comments_not_pragmas():
     assert _says_why("# noqa: F401 (the runs, importable from here as before)")
     assert not _says_why("# noqa: F401")
     assert not _says_why("# type: ignore[import]")
+
+
+# --- layers ------------------------------------------------------------------------------------------
+# The README's Layout, top to bottom. A module imports only from its own layer or the layers below it.
+LAYERS = [
+    ("draftguard.cli", "draftguard.__main__", "draftguard.action", "draftguard.bot", "draftguard.audit"),
+    ("draftguard.hosts", "draftguard.review"),
+    ("draftguard.runner",),
+    ("draftguard.report",),
+    ("draftguard.check",),
+    ("draftguard.settings",),
+    ("draftguard.snapshot", "draftguard.secrets"),
+    ("draftguard.errors",),
+]
+
+
+def _layer(module: str) -> int | None:
+    for index, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that point up the layers, and modules the layers do not place."""
+    wrong = []
+    for module, deps in sorted(graph.items()):
+        if module == "draftguard":
+            continue
+        here = _layer(module)
+        if here is None:
+            wrong.append(f"{module} is in no layer: add it to LAYERS and to the README's Layout")
+            continue
+        wrong += [f"{module} -> {dep}" for dep in sorted(deps) if (_layer(dep) or 0) < here and dep != "draftguard"]
+    return wrong
+
+
+def test_the_layer_check_sees_an_import_that_points_up():
+    graph = {"draftguard.check.light": {"draftguard.report.json"}, "draftguard.report.json": {"draftguard.errors"},
+             "draftguard.errors": set(), "draftguard.extra": set()}
+    assert upward_imports(graph) == ["draftguard.check.light -> draftguard.report.json",
+                                     "draftguard.extra is in no layer: add it to LAYERS and to the README's Layout"]
+
+
+def test_imports_point_down_the_readmes_layers():
+    assert upward_imports(import_graph()) == []
