@@ -611,3 +611,72 @@ def test_a_first_hub_recheck_binds_to_the_head_the_hub_gives_when_the_bot_never_
     assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [head]
     body = world.hub.comments_on(repo, 6, author=HUB_BOT)[0]["data"]["latest"]["raw"]
     assert "moved to" not in body and "queued" in parse_sticky(body)["acceptance"]
+
+
+# --- probe-bot: a push landing between the bot's two reads of the head ----------------------------
+
+def push_on_read(world: World, number: int, head: str, nth: int) -> None:
+    """The fork pushes ``head`` just before the ``nth`` read of pull request ``number`` is answered:
+    between two reads of one job, as a fork racing the bot would."""
+    reads = []
+
+    def hook(method: str, path: str) -> None:
+        if method == "GET" and path == f"/repos/{REPO}/pulls/{number}":
+            reads.append(path)
+            if len(reads) == nth:
+                world.api.repos[REPO].pulls[number]["head"] = head
+                world.api.before_answer.remove(hook)
+
+    world.api.before_answer.append(hook)
+
+
+def test_ok_to_test_never_approves_a_head_pushed_between_its_check_and_the_light_check(world):
+    head_a = add_pr(world, 41, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 41, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    pushed = "d" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "   "})
+    # Its reads of the pull: the reaction's lookup, the command's head check (A, known before the
+    # command), the light check's (B lands just before it).
+    push_on_read(world, 41, pushed, nth=3)
+    ok = world.api.add_comment(REPO, 41, "/ok-to-test", user="mona")
+    comment_webhook(world, 41, ok, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert world.api.repos[REPO].pulls[41]["head"] == pushed  # the push landed
+    assert [j.head_sha for j in gpu_jobs(world, 41)] == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 41) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and f"moved to `{pushed[:12]}`" in replies[0]
+
+
+def test_a_hub_recheck_never_approves_a_head_pushed_between_its_check_and_the_light_check(world):
+    repo = "acme/hub-gpu-race"
+    world.hub.push(repo, {"drafter/config.json": BASE_CONFIG.encode(), ".draftguard.yml": SETTINGS.encode()}, "main")
+    world.hub.open_pr(repo, 7, {"drafter/config.json": HEAD_CONFIG.encode()}, author="eve")
+    base = {"repo": {"type": "model", "name": repo}}
+    world.post_hub(dict(base, event={"action": "create", "scope": "discussion"},
+                        discussion={"num": 7, "isPullRequest": True, "status": "open"}))
+    world.settle()
+    reads, pushed = [], []
+
+    def push_on_second_read(h, method, segs, query, raw, answer, error, authorized) -> bool:
+        if method == "GET" and segs[1:3] == repo.split("/") and segs[3:4] == ["revision"] \
+                and "/".join(segs[4:]) == "refs/pr/7":
+            reads.append(1)
+            if len(reads) == 2:  # eve pushes between the command's head check and the light check
+                pushed.append(world.hub.push(repo, {"drafter/config.json": (HEAD_CONFIG + "  ").encode()}, "refs/pr/7"))
+        return False
+
+    world.hub.routes.append(push_on_second_read)
+    try:
+        event = world.hub.add_comment(repo, 7, "/recheck", author="alice")  # alice is a member of acme
+        world.post_hub(dict(base, event={"action": "create", "scope": "discussion.comment"},
+                            discussion={"num": 7, "isPullRequest": True, "status": "open"},
+                            comment={"id": event["id"], "content": "/recheck", "hidden": False,
+                                     "author": {"id": "u-alice"}}))
+        world.settle()
+    finally:
+        world.hub.routes.remove(push_on_second_read)
+    assert pushed, "the push never landed"
+    assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == []
+    body = world.hub.comments_on(repo, 7, author=HUB_BOT)[0]["data"]["latest"]["raw"]
+    assert "moved to" in parse_sticky(body)["acceptance"]

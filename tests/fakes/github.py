@@ -89,6 +89,9 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
+        # Called with (method, path) before each request is answered: a test lands a push between
+        # two reads of a pull request this way, as a fork racing the bot would.
+        self.before_answer: list[Any] = []
         self.installation_tokens: set[str] = set()
         self.lfs_objects: dict[str, bytes] = {}  # sha256 hex -> bytes
         self._ids = iter(range(1000, 10**9))
@@ -318,6 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
             api.requests.append((method, path))
         if path == "/_fake/state" and method == "GET":  # for tests that run the fake in another process
             return self._send(200, api.state())
+        for hook in list(api.before_answer):
+            hook(method, path)
         if api.latency:
             time.sleep(api.latency)
         fault = api._take_fault(method, path)
