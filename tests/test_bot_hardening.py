@@ -680,3 +680,21 @@ def test_a_hub_recheck_never_approves_a_head_pushed_between_its_check_and_the_li
     assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == []
     body = world.hub.comments_on(repo, 7, author=HUB_BOT)[0]["data"]["latest"]["raw"]
     assert "moved to" in parse_sticky(body)["acceptance"]
+
+
+def test_a_late_first_ok_to_test_still_waits_for_the_announcement_of_a_push_just_before_it_ran(world):
+    # The maintainer approved A half a minute ago (the job ran late: a backlog, or a retry after a
+    # fault); the fork pushed B just before the job ran, and B's webhook arrives a second after.
+    add_pr(world, 42, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    pushed = "c" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "    "})
+    world.api.repos[REPO].pulls[42]["head"] = pushed
+    ok = world.api.add_comment(REPO, 42, "/ok-to-test", user="mona")
+    comment_webhook(world, 42, ok, datetime.fromtimestamp(time.time() - 30, timezone.utc).isoformat())
+    time.sleep(1.0)
+    world.post("pull_request", pr_payload(REPO, 42, pushed, BASE, action="synchronize", author="eve",
+                                          head_repo="eve/fork"))
+    world.settle()
+    assert gpu_jobs(world, 42) == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 42) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]

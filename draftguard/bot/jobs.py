@@ -407,8 +407,9 @@ def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
     return f"{base}:asked:{asked}"
 
 
-# How long after a command the bot waits before binding it to a head it never heard of: time for the
-# webhook of a push made just before the command's job ran to arrive (the hosts deliver in seconds).
+# How long after first reading a head it never heard of (and after the command) the bot waits before
+# binding the command to it: time for the webhook of a push made just before that read to arrive (the
+# hosts deliver in seconds).
 SETTLE_SECONDS = 5.0
 
 
@@ -420,10 +421,10 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
     the one the API gave for the command: it is bound to the command, unless a push to the pull
     request was announced after the command was written, or the head moves while the bot waits
-    ``SETTLE_SECONDS`` after the command for such an announcement.
+    ``SETTLE_SECONDS`` after it first read that head (and after the command) for such an announcement.
 
     Raises:
-        Retry: The command is younger than ``SETTLE_SECONDS`` and its head unknown: run it again then.
+        Retry: The head is unknown and was first read less than ``SETTLE_SECONDS`` ago: run it again then.
     """
     said = job.created
     stamp = job.data.get("created_at")
@@ -445,11 +446,13 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     if any(j.created > said for j in same_pull):
         queue.mark_head_seen(job.source, job.repo, job.number, head)
         return False  # the pull request was pushed to after the command: not the head its author saw
-    # The first head the API gave for this command is the one it can bind to.
+    # The first head the API gave for this command is the one it can bind to, once the announcement
+    # of a push made just before that read has had time to arrive: a job that runs late (a backlog, a
+    # retry after a fault) waits as long as a prompt one.
     key = f"bind:{job.source}:{job.id}"
-    queue.store.put_if_empty(key, head.encode())
-    first = bytes(queue.store.peek_data(key)).decode()
-    wait = said + SETTLE_SECONDS - time.time()
+    queue.store.put_if_empty(key, f"{head} {time.time()!r}".encode())
+    first, _, read_at = bytes(queue.store.peek_data(key)).decode().partition(" ")
+    wait = max(said, float(read_at or said)) + SETTLE_SECONDS - time.time()
     if first == head and wait > 0:
         raise Retry(f"waiting {wait:.1f}s for pushes announced after the command before binding it to {head[:12]}",
                     delay=wait)
