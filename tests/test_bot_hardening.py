@@ -698,3 +698,29 @@ def test_a_late_first_ok_to_test_still_waits_for_the_announcement_of_a_push_just
     assert gpu_jobs(world, 42) == []
     replies = [c["body"] for c in world.api.comments_on(REPO, 42) if f"reply:{ok['id']}" in c["body"]]
     assert len(replies) == 1 and "moved to" in replies[0]
+
+
+def test_ok_to_test_never_approves_a_head_seen_before_that_was_not_the_head_when_it_was_written(world):
+    # A, then B, then A again (a force push back): all announced. The maintainer approves A; the fork
+    # force-pushes B again before the command's job runs. B was seen before the command, but the
+    # head the maintainer saw was A.
+    head_a = add_pr(world, 43, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 43, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    head_b = "b0" * 20
+    world.api.set_files(REPO, head_b, {"drafter/config.json": HEAD_CONFIG + "     "})
+    for head in (head_b, head_a):
+        time.sleep(0.05)
+        world.api.repos[REPO].pulls[43]["head"] = head
+        world.post("pull_request", pr_payload(REPO, 43, head, BASE, action="synchronize", author="eve",
+                                              head_repo="eve/fork"))
+        world.settle()
+    time.sleep(0.05)
+    said = datetime.now(timezone.utc).isoformat()
+    ok = world.api.add_comment(REPO, 43, "/ok-to-test", user="mona")
+    world.api.repos[REPO].pulls[43]["head"] = head_b  # its webhook not in yet when the command's job runs
+    comment_webhook(world, 43, ok, said)
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 43)] == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 43) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]

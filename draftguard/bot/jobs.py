@@ -415,8 +415,9 @@ SETTLE_SECONDS = 5.0
 
 def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     """Whether the command in ``job`` was written after the bot first learnt of ``head`` (its
-    ``pull_request`` delivery was received): only then can its author have seen that commit. The
-    comment's time is the host's ``created_at`` (else when its delivery arrived).
+    ``pull_request`` delivery was received), and ``head`` was still the last head announced before
+    it: only then can its author have seen that commit. The comment's time is the host's
+    ``created_at`` (else when its delivery arrived).
 
     A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
     the one the API gave for the command: it is bound to the command, unless a push to the pull
@@ -433,11 +434,14 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
             said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
-    seen = queue.head_seen(job.source, job.repo, job.number, head)
-    if seen is not None:
-        return seen <= said
     same_pull = [j for j in queue.jobs() if j.kind == "pull_request" and j.head_sha
                  and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)]
+    seen = queue.head_seen(job.source, job.repo, job.number, head)
+    if seen is not None:
+        # Seen before the command is not enough: a fork can push B, force-push A back, and push B
+        # again once A is approved. The head when the command was written is the last one announced.
+        before = [j for j in same_pull if j.created <= said]
+        return seen <= said and (not before or max(before, key=lambda j: j.created).head_sha == head)
     # That head's own job may not have run yet (it records the time): look for its delivery.
     seen = min((j.created for j in same_pull if j.head_sha == head), default=None)
     if seen is not None:
