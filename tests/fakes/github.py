@@ -53,6 +53,8 @@ class Symlink:
 # GitHub's contents API inlines a file's content only up to 1 MB; bigger files come with
 # ``encoding: "none"`` and an empty ``content``, to be read through the git blobs API.
 CONTENTS_INLINE_LIMIT = 1024 * 1024
+# GitHub refuses a comment body over 65536 characters (422, "body is too long").
+MAX_COMMENT_CHARS = 65536
 
 
 @dataclass
@@ -413,6 +415,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if pointer:
                     data = api.lfs_objects[pointer["oid"].decode()]
                 return 200, data, {}
+            if method in ("POST", "PATCH") and (_ISSUE_COMMENTS.match(path) or _COMMENT.match(path)) \
+                    and len(body.get("body") or "") > MAX_COMMENT_CHARS:
+                return 422, {"message": "Validation Failed", "errors": [
+                    {"resource": "IssueComment", "code": "custom", "field": "body",
+                     "message": f"body is too long (maximum is {MAX_COMMENT_CHARS} characters)"}]}, {}
             if (m := _ISSUE_COMMENTS.match(path)):
                 repo = api.repos[m["repo"]]
                 n = int(m["n"])
