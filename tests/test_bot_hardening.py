@@ -724,3 +724,25 @@ def test_ok_to_test_never_approves_a_head_seen_before_that_was_not_the_head_when
     assert [j.head_sha for j in gpu_jobs(world, 43)] == []
     replies = [c["body"] for c in world.api.comments_on(REPO, 43) if f"reply:{ok['id']}" in c["body"]]
     assert len(replies) == 1 and "moved to" in replies[0]
+
+
+def test_the_rerun_button_on_an_older_commits_check_run_does_not_approve_the_newer_head(world):
+    head_a = add_pr(world, 44, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 44, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    run = world.api.runs_for(REPO, head_a, "draftguard/config")[0]
+    head_b = "a1" * 20
+    world.api.set_files(REPO, head_b, {"drafter/config.json": HEAD_CONFIG + "      "})
+    world.api.repos[REPO].pulls[44]["head"] = head_b
+    world.post("pull_request", pr_payload(REPO, 44, head_b, BASE, action="synchronize", author="eve",
+                                          head_repo="eve/fork"))
+    world.settle()
+    # A writer presses "Re-run" on the check run of A, the commit they looked at: B is not theirs to approve.
+    world.post("check_run", {
+        "action": "rerequested", "repository": {"full_name": REPO}, "sender": {"login": "mona", "type": "User"},
+        "check_run": {"id": run["id"], "name": "draftguard/config", "head_sha": head_a,
+                      "external_id": run["external_id"], "pull_requests": []}})
+    world.settle()
+    assert gpu_jobs(world, 44) == []
+    assert "moved to" in parse_sticky(world.sticky(44)["body"]).get("acceptance", "") or \
+        "GPU tests run only for trusted" in parse_sticky(world.sticky(44)["body"]).get("acceptance", "")

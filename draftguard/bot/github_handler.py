@@ -79,7 +79,9 @@ class GitHubHandler:
         head = client.pull(refresh=True).head.sha
         # The command approves the head its author saw: the one the bot knew of when it was written.
         # A head pushed after it (a fork racing the job) is checked, but not trusted on its word.
-        saw = command_saw_head(queue, job, head)
+        # The "Re-run" button names the commit of its check run; an older commit's run approves no newer head.
+        pinned = job.data.get("head_sha")
+        saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head)
         if saw and OK_TO_TEST in job.data.get("commands", []):
             queue.store.put_data(f"trust:{job.repo}#{job.number}", head.encode())
         result = self._pull_request(job, queue, client, forced_by=user, approved=head if saw else None)
