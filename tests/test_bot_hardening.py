@@ -724,6 +724,11 @@ def test_ok_to_test_never_approves_a_head_seen_before_that_was_not_the_head_when
     assert [j.head_sha for j in gpu_jobs(world, 43)] == []
     replies = [c["body"] for c in world.api.comments_on(REPO, 43) if f"reply:{ok['id']}" in c["body"]]
     assert len(replies) == 1 and "moved to" in replies[0]
+    # Told that the head moved to B, the maintainer approves B, though B's webhook never came.
+    again = world.api.add_comment(REPO, 43, "/ok-to-test", user="mona")
+    comment_webhook(world, 43, again, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 43)] == [head_b]
 
 
 def test_the_rerun_button_on_an_older_commits_check_run_does_not_approve_the_newer_head(world):
