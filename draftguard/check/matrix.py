@@ -175,6 +175,7 @@ def check_matrix(
 
     Example::
 
+        >>> from draftguard.check.environments import host_transformers_version
         >>> report = check_matrix(["examples/qwen3-swa-drafter"], [host_transformers_version()])
         >>> sorted({f.rule for f in report.findings})
         ['DG001', 'DG005']
