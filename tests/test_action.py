@@ -558,3 +558,23 @@ def test_the_pull_request_number_is_a_whole_number_or_none(tmp_path, number, exp
     event.write_text(json.dumps({"pull_request": {"number": number, "head": {"sha": "h"}, "base": {"sha": "b"}}}))
     ctx = Context.from_env({"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request"})
     assert ctx.pr_number == expected
+
+
+def test_many_uses_with_long_sections_still_fit_in_one_comment(tmp_path, api):
+    # Three earlier uses each left a long light section (a folder full of findings); a fourth use's
+    # section must still be written: GitHub refuses a body over 65536 characters.
+    folders = [f"drafter-{i}" for i in range(40)]
+    checkout = Checkout(tmp_path, {f"{d}/config.json": BASE_CONFIG for d in folders})
+    checkout.push({f"{d}/config.json": HEAD_CONFIG for d in folders})
+    add_pull(api, checkout)
+    long = "### Light check\n\n" + "\n".join(f"| `drafter-{i}/config.json` | DG001 | finding {i} |" for i in range(420))
+    earlier = {f"light.use-{n}": long for n in range(3)}
+    existing = api.add_comment(REPO, 7, update_sticky(None, **earlier), user="draftguard[bot]", user_type="Bot")
+    assert len(existing["body"]) > 55000
+    run = run_action(tmp_path, checkout, api, section="use-3")
+    assert run.code == 1 and "Traceback" not in run.stderr
+    assert "could not comment" not in run.stdout, run.stdout
+    body = api.comments_on(REPO, 7)[0]["body"]
+    sections = parse_sticky(body)
+    assert len(body) <= 65536 and set(sections) == {"light.use-0", "light.use-1", "light.use-2", "light.use-3"}
+    assert "sliding_window" in sections["light.use-3"] and "drafter-0/config.json" in sections["light.use-3"]

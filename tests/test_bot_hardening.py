@@ -611,3 +611,143 @@ def test_a_first_hub_recheck_binds_to_the_head_the_hub_gives_when_the_bot_never_
     assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == [head]
     body = world.hub.comments_on(repo, 6, author=HUB_BOT)[0]["data"]["latest"]["raw"]
     assert "moved to" not in body and "queued" in parse_sticky(body)["acceptance"]
+
+
+# --- probe-bot: a push landing between the bot's two reads of the head ----------------------------
+
+def push_on_read(world: World, number: int, head: str, nth: int) -> None:
+    """The fork pushes ``head`` just before the ``nth`` read of pull request ``number`` is answered:
+    between two reads of one job, as a fork racing the bot would."""
+    reads = []
+
+    def hook(method: str, path: str) -> None:
+        if method == "GET" and path == f"/repos/{REPO}/pulls/{number}":
+            reads.append(path)
+            if len(reads) == nth:
+                world.api.repos[REPO].pulls[number]["head"] = head
+                world.api.before_answer.remove(hook)
+
+    world.api.before_answer.append(hook)
+
+
+def test_ok_to_test_never_approves_a_head_pushed_between_its_check_and_the_light_check(world):
+    head_a = add_pr(world, 41, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 41, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    pushed = "d" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "   "})
+    # Its reads of the pull: the reaction's lookup, the command's head check (A, known before the
+    # command), the light check's (B lands just before it).
+    push_on_read(world, 41, pushed, nth=3)
+    ok = world.api.add_comment(REPO, 41, "/ok-to-test", user="mona")
+    comment_webhook(world, 41, ok, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert world.api.repos[REPO].pulls[41]["head"] == pushed  # the push landed
+    assert [j.head_sha for j in gpu_jobs(world, 41)] == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 41) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and f"moved to `{pushed[:12]}`" in replies[0]
+
+
+def test_a_hub_recheck_never_approves_a_head_pushed_between_its_check_and_the_light_check(world):
+    repo = "acme/hub-gpu-race"
+    world.hub.push(repo, {"drafter/config.json": BASE_CONFIG.encode(), ".draftguard.yml": SETTINGS.encode()}, "main")
+    world.hub.open_pr(repo, 7, {"drafter/config.json": HEAD_CONFIG.encode()}, author="eve")
+    base = {"repo": {"type": "model", "name": repo}}
+    world.post_hub(dict(base, event={"action": "create", "scope": "discussion"},
+                        discussion={"num": 7, "isPullRequest": True, "status": "open"}))
+    world.settle()
+    reads, pushed = [], []
+
+    def push_on_second_read(h, method, segs, query, raw, answer, error, authorized) -> bool:
+        if method == "GET" and segs[1:3] == repo.split("/") and segs[3:4] == ["revision"] \
+                and "/".join(segs[4:]) == "refs/pr/7":
+            reads.append(1)
+            if len(reads) == 2:  # eve pushes between the command's head check and the light check
+                pushed.append(world.hub.push(repo, {"drafter/config.json": (HEAD_CONFIG + "  ").encode()}, "refs/pr/7"))
+        return False
+
+    world.hub.routes.append(push_on_second_read)
+    try:
+        event = world.hub.add_comment(repo, 7, "/recheck", author="alice")  # alice is a member of acme
+        world.post_hub(dict(base, event={"action": "create", "scope": "discussion.comment"},
+                            discussion={"num": 7, "isPullRequest": True, "status": "open"},
+                            comment={"id": event["id"], "content": "/recheck", "hidden": False,
+                                     "author": {"id": "u-alice"}}))
+        world.settle()
+    finally:
+        world.hub.routes.remove(push_on_second_read)
+    assert pushed, "the push never landed"
+    assert [j.head_sha for j in world.queue.jobs() if j.kind == "acceptance" and j.repo == repo] == []
+    body = world.hub.comments_on(repo, 7, author=HUB_BOT)[0]["data"]["latest"]["raw"]
+    assert "moved to" in parse_sticky(body)["acceptance"]
+
+
+def test_a_late_first_ok_to_test_still_waits_for_the_announcement_of_a_push_just_before_it_ran(world):
+    # The maintainer approved A half a minute ago (the job ran late: a backlog, or a retry after a
+    # fault); the fork pushed B just before the job ran, and B's webhook arrives a second after.
+    add_pr(world, 42, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    pushed = "c" * 40
+    world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "    "})
+    world.api.repos[REPO].pulls[42]["head"] = pushed
+    ok = world.api.add_comment(REPO, 42, "/ok-to-test", user="mona")
+    comment_webhook(world, 42, ok, datetime.fromtimestamp(time.time() - 30, timezone.utc).isoformat())
+    time.sleep(1.0)
+    world.post("pull_request", pr_payload(REPO, 42, pushed, BASE, action="synchronize", author="eve",
+                                          head_repo="eve/fork"))
+    world.settle()
+    assert gpu_jobs(world, 42) == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 42) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]
+
+
+def test_ok_to_test_never_approves_a_head_seen_before_that_was_not_the_head_when_it_was_written(world):
+    # A, then B, then A again (a force push back): all announced. The maintainer approves A; the fork
+    # force-pushes B again before the command's job runs. B was seen before the command, but the
+    # head the maintainer saw was A.
+    head_a = add_pr(world, 43, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 43, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    head_b = "b0" * 20
+    world.api.set_files(REPO, head_b, {"drafter/config.json": HEAD_CONFIG + "     "})
+    for head in (head_b, head_a):
+        time.sleep(0.05)
+        world.api.repos[REPO].pulls[43]["head"] = head
+        world.post("pull_request", pr_payload(REPO, 43, head, BASE, action="synchronize", author="eve",
+                                              head_repo="eve/fork"))
+        world.settle()
+    time.sleep(0.05)
+    said = datetime.now(timezone.utc).isoformat()
+    ok = world.api.add_comment(REPO, 43, "/ok-to-test", user="mona")
+    world.api.repos[REPO].pulls[43]["head"] = head_b  # its webhook not in yet when the command's job runs
+    comment_webhook(world, 43, ok, said)
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 43)] == []
+    replies = [c["body"] for c in world.api.comments_on(REPO, 43) if f"reply:{ok['id']}" in c["body"]]
+    assert len(replies) == 1 and "moved to" in replies[0]
+    # Told that the head moved to B, the maintainer approves B, though B's webhook never came.
+    again = world.api.add_comment(REPO, 43, "/ok-to-test", user="mona")
+    comment_webhook(world, 43, again, datetime.now(timezone.utc).isoformat())
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 43)] == [head_b]
+
+
+def test_the_rerun_button_on_an_older_commits_check_run_does_not_approve_the_newer_head(world):
+    head_a = add_pr(world, 44, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 44, head_a, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    run = world.api.runs_for(REPO, head_a, "draftguard/config")[0]
+    head_b = "a1" * 20
+    world.api.set_files(REPO, head_b, {"drafter/config.json": HEAD_CONFIG + "      "})
+    world.api.repos[REPO].pulls[44]["head"] = head_b
+    world.post("pull_request", pr_payload(REPO, 44, head_b, BASE, action="synchronize", author="eve",
+                                          head_repo="eve/fork"))
+    world.settle()
+    # A writer presses "Re-run" on the check run of A, the commit they looked at: B is not theirs to approve.
+    world.post("check_run", {
+        "action": "rerequested", "repository": {"full_name": REPO}, "sender": {"login": "mona", "type": "User"},
+        "check_run": {"id": run["id"], "name": "draftguard/config", "head_sha": head_a,
+                      "external_id": run["external_id"], "pull_requests": []}})
+    world.settle()
+    assert gpu_jobs(world, 44) == []
+    assert "moved to" in parse_sticky(world.sticky(44)["body"]).get("acceptance", "") or \
+        "GPU tests run only for trusted" in parse_sticky(world.sticky(44)["body"]).get("acceptance", "")

@@ -15,7 +15,7 @@ from draftguard.hosts.github import retry_delay  # noqa: E402
 from draftguard.hosts.hub import hub_retry_delay  # noqa: E402
 
 
-def _hub_error(status: int, headers: dict[str, str]) -> HfHubHTTPError:
+def _hub_error(status: int, headers: dict[str, str | bytes]) -> HfHubHTTPError:
     response = httpx2.Response(status, headers=headers, request=httpx2.Request("GET", "http://127.0.0.1:9/api"))
     return HfHubHTTPError(f"{status}", response=response)
 
@@ -35,3 +35,12 @@ def test_the_hub_waits_what_retry_after_says_else_a_minute_per_attempt():
     assert hub_retry_delay(_hub_error(429, {}), attempt=3) == 180.0
     assert hub_retry_delay(_hub_error(429, {"Retry-After": "7200"}), cap=60.0) == 60.0
     assert hub_retry_delay(_hub_error(404, {})) is None
+
+
+def test_a_retry_after_of_digits_that_are_not_ascii_waits_the_default_instead_of_crashing():
+    # str.isdigit() holds for "²" and "¹" (a latin-1 header byte decodes to them), but float() refuses
+    # them: the retry check raised ValueError inside the worker's error handling.
+    assert hub_retry_delay(_hub_error(429, {"Retry-After": b"\xb2"}), attempt=1) == 60.0
+    limited = GithubException(403, {"message": "API rate limit exceeded"},
+                              {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "\u00b9\u00b2"})
+    assert retry_delay(limited, attempt=2) == 120.0

@@ -110,7 +110,9 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
             id=delivery, source="github", kind="comment", repo=repo, number=number,
             installation_id=_installation(payload),
             data={"comment_id": None, "user": sender.get("login"), "user_type": sender.get("type"),
-                  "commands": [RECHECK], "rerequested": run.get("name")},
+                  "commands": [RECHECK], "rerequested": run.get("name"),
+                  # The commit whose check run was re-run: the head the person pressing it saw.
+                  "head_sha": _sha(run.get("head_sha"))},
         ), "queued"
     return None, f"ignored: {event}"
 

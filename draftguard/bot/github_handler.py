@@ -79,14 +79,18 @@ class GitHubHandler:
         head = client.pull(refresh=True).head.sha
         # The command approves the head its author saw: the one the bot knew of when it was written.
         # A head pushed after it (a fork racing the job) is checked, but not trusted on its word.
-        saw = command_saw_head(queue, job, head)
+        # The "Re-run" button names the commit of its check run; an older commit's run approves no newer head.
+        pinned = job.data.get("head_sha")
+        saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head)
         if saw and OK_TO_TEST in job.data.get("commands", []):
             queue.store.put_data(f"trust:{job.repo}#{job.number}", head.encode())
-        result = self._pull_request(job, queue, client, forced_by=user, command_saw_head=saw)
-        if not saw and comment_id is not None:
+        result = self._pull_request(job, queue, client, forced_by=user, approved=head if saw else None)
+        # The light check reads the head again: a push can land between the two reads.
+        checked = client.pull().head.sha
+        if (not saw or checked != head) and comment_id is not None:
             client.reply_once(
                 comment_id,
-                f"@{user}, the pull request's head moved to `{head[:12]}` after your command, so it was checked "
+                f"@{user}, the pull request's head moved to `{checked[:12]}` after your command, so it was checked "
                 "but not approved for a GPU test. Comment again to approve that commit.",
             )
         if comment_id is not None:
@@ -95,7 +99,9 @@ class GitHubHandler:
 
     # --- the light check -----------------------------------------------------------------------
     def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None,
-                      command_saw_head: bool = True) -> str:
+                      approved: str | None = None) -> str:
+        """The light check of the pull request's head now. A command (``forced_by``) trusts only the
+        head it ``approved``: the pull request is read again here, and a fork may have pushed since."""
         if job.kind == "pull_request" and job.head_sha:
             queue.mark_head_seen(job.source, job.repo, job.number, job.head_sha, job.created)
         pull = client.pull(refresh=True)
@@ -118,7 +124,7 @@ class GitHubHandler:
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
-            trusted, why = self._trusted(job, queue, client, head, forced_by if command_saw_head else None)
+            trusted, why = self._trusted(job, queue, client, head, forced_by if approved == head else None)
             if trusted:
                 gpu_job = Job(id=gpu_job_id("github", job, head, forced_by), source="github", kind="acceptance",
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,

@@ -83,11 +83,14 @@ class HubHandler:
         if trusted and not command_saw_head(queue, job, head):
             trusted, why = False, (f"the head moved to {head[:12]} after @{comment.author}'s /recheck, so it is "
                                    "not approved")
-        return self._pull_request(job, queue, client, forced_by=comment.author, gpu_allowed=(trusted, why))
+        return self._pull_request(job, queue, client, forced_by=comment.author, gpu_allowed=(trusted, why),
+                                  approved=head)
 
     # --- the light check -----------------------------------------------------------------------
     def _pull_request(self, job: Job, queue: Queue, client: HubPullRequestClient, forced_by: str | None = None,
-                      gpu_allowed: tuple[bool, str] | None = None) -> str:
+                      gpu_allowed: tuple[bool, str] | None = None, approved: str | None = None) -> str:
+        """The light check of the pull request's head now. ``gpu_allowed`` (a command's verdict) holds
+        only for the head the command was judged on (``approved``): the head is read again here."""
         details = client.details()
         if not details.is_pull_request or details.status not in OPEN_STATES:
             return f"skipped: pull request {details.status}"
@@ -97,6 +100,9 @@ class HubHandler:
             head = client.head()
             if job.head_sha and head != job.head_sha:
                 return f"skipped: superseded by {head[:12]}"
+            if gpu_allowed is not None and gpu_allowed[0] and approved is not None and head != approved:
+                gpu_allowed = (False, f"the head moved to {head[:12]} after @{forced_by}'s /recheck, so it is "
+                                      "not approved")
             return self._check_head(job, queue, client, details, head, forced_by, gpu_allowed)
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: DiscussionWithDetails,

@@ -214,13 +214,17 @@ class Queue:
         one write less at the door, where every millisecond counts."""
         self.store.put_if_empty(f"seen:{source}:{repo}#{number}@{head}", repr(when or time.time()).encode())
 
-    def head_seen(self, source: str, repo: str, number: int, head: str) -> float | None:
-        """When the bot first learnt of a pull request's head (its delivery arrived), or None."""
+    def head_seen(self, source: str, repo: str, number: int, head: str, told: bool = False) -> float | None:
+        """When the bot first learnt of a head (its delivery arrived), or ``told`` it last named it; or None."""
         # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
-        value = self.store.peek_data(f"seen:{source}:{repo}#{number}@{head}")
+        value = self.store.peek_data(f"{'told' if told else 'seen'}:{source}:{repo}#{number}@{head}")
         return None if value is EmptyData else float(bytes(value))
+
+    def mark_head_told(self, source: str, repo: str, number: int, head: str) -> None:
+        """Record that the bot names ``head`` to people now (its "moved to" reply) for later commands."""
+        self.store.put_data(f"told:{source}:{repo}#{number}@{head}", repr(time.time()).encode())
 
     def enqueue(self, job: Job, delay: float | None = None) -> None:
         self.tasks[job.queue].schedule(args=(job.id,), delay=delay) if delay else self.tasks[job.queue](job.id)
@@ -407,23 +411,23 @@ def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
     return f"{base}:asked:{asked}"
 
 
-# How long after a command the bot waits before binding it to a head it never heard of: time for the
-# webhook of a push made just before the command's job ran to arrive (the hosts deliver in seconds).
+# How long after first reading a head it never heard of (and after the command) the bot waits before
+# binding the command to it: time for the webhook of a push made just before that read to arrive.
 SETTLE_SECONDS = 5.0
 
 
 def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
-    """Whether the command in ``job`` was written after the bot first learnt of ``head`` (its
-    ``pull_request`` delivery was received): only then can its author have seen that commit. The
-    comment's time is the host's ``created_at`` (else when its delivery arrived).
+    """Whether the command in ``job`` was written after the bot learnt of ``head`` (its delivery, or
+    the bot's "moved to" reply) and no other head was announced in between: only then can its author
+    have seen that commit. The comment's time is the host's ``created_at`` (else its delivery's).
 
     A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
     the one the API gave for the command: it is bound to the command, unless a push to the pull
     request was announced after the command was written, or the head moves while the bot waits
-    ``SETTLE_SECONDS`` after the command for such an announcement.
+    ``SETTLE_SECONDS`` after first reading that head (and after the command) for such an announcement.
 
     Raises:
-        Retry: The command is younger than ``SETTLE_SECONDS`` and its head unknown: run it again then.
+        Retry: The head is unknown and was first read less than ``SETTLE_SECONDS`` ago: run it again then.
     """
     said = job.created
     stamp = job.data.get("created_at")
@@ -432,24 +436,32 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
             said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
-    seen = queue.head_seen(job.source, job.repo, job.number, head)
-    if seen is not None:
-        return seen <= said
     same_pull = [j for j in queue.jobs() if j.kind == "pull_request" and j.head_sha
                  and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)]
-    # That head's own job may not have run yet (it records the time): look for its delivery.
-    seen = min((j.created for j in same_pull if j.head_sha == head), default=None)
+    seen = queue.head_seen(job.source, job.repo, job.number, head)
+    if seen is None:  # that head's own job may not have run yet (it records the time): its delivery
+        seen = min((j.created for j in same_pull if j.head_sha == head), default=None)
+        if seen is not None:
+            queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
     if seen is not None:
-        queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
-        return seen <= said
+        # Seen before the command is not enough: a fork can push B, force-push A back, and push B
+        # again once A is approved. The head when the command was written is the one heard of last.
+        told = queue.head_seen(job.source, job.repo, job.number, head, told=True)
+        heard = [t for t in (seen, told, *(j.created for j in same_pull if j.head_sha == head)) if t and t <= said]
+        other = [j.created for j in same_pull if j.head_sha != head and j.created <= said]
+        if heard and max(heard) >= max(other, default=0.0):
+            return True
+        queue.mark_head_told(job.source, job.repo, job.number, head)  # the caller says it moved there
+        return False
     if any(j.created > said for j in same_pull):
         queue.mark_head_seen(job.source, job.repo, job.number, head)
         return False  # the pull request was pushed to after the command: not the head its author saw
-    # The first head the API gave for this command is the one it can bind to.
+    # The first head the API gave for this command is the one it can bind to, once a push made just
+    # before that read has had time to be announced: a job that runs late waits as long as a prompt one.
     key = f"bind:{job.source}:{job.id}"
-    queue.store.put_if_empty(key, head.encode())
-    first = bytes(queue.store.peek_data(key)).decode()
-    wait = said + SETTLE_SECONDS - time.time()
+    queue.store.put_if_empty(key, f"{head} {time.time()!r}".encode())
+    first, _, read_at = bytes(queue.store.peek_data(key)).decode().partition(" ")
+    wait = max(said, float(read_at or said)) + SETTLE_SECONDS - time.time()
     if first == head and wait > 0:
         raise Retry(f"waiting {wait:.1f}s for pushes announced after the command before binding it to {head[:12]}",
                     delay=wait)

@@ -54,9 +54,10 @@ def rate_limit_wait(attempt: int, cap: float, retry_after: str | None = None, re
         (180.0, 5.0)
     """
     after, reset = (retry_after or "").strip(), (reset_at or "").strip()
-    if after.isdigit():
+    # isascii too: isdigit() holds for "²", which float() refuses.
+    if after.isascii() and after.isdigit():
         return min(cap, float(after) + 0.5)
-    if reset.isdigit():
+    if reset.isascii() and reset.isdigit():
         now = time.time() if now is None else now
         return min(cap, max(1.0, float(reset) - now + 1.0))
     return min(cap, 60.0 * attempt)

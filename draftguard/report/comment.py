@@ -48,6 +48,8 @@ _ICON = {"error": ":x:", "warning": ":warning:", "info": ":information_source:"}
 _VERDICT_ICON = {"pass": ":white_check_mark:", "fail": ":x:", "inconclusive": ":grey_question:"}
 # Bodies over GitHub's 65536-character limit are refused; leave room for the other sections.
 MAX_SECTION_CHARS = 20000
+MAX_BODY_CHARS = 65536
+TRUNCATED = "\n\n_(truncated: see the check run)_"
 
 
 def esc(text: Any) -> str:
@@ -120,17 +122,28 @@ def _order(name: str) -> tuple[int, str, str]:
     return (SECTIONS.index(kind) if kind in SECTIONS else len(SECTIONS), key, name)
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut at a line to at most ``limit`` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    return text[:max(0, limit - len(TRUNCATED))].rsplit("\n", 1)[0] + TRUNCATED
+
+
 def render_sticky(sections: Mapping[str, str | None], *, footer: str | None = None) -> str:
     """Assemble a sticky body from sections (known kinds in fixed order, each kind's plain section
-    before its keyed ones; None or "" leaves one out)."""
+    before its keyed ones; None or "" leaves one out), each cut to ``MAX_SECTION_CHARS`` and all of
+    them to fit GitHub's ``MAX_BODY_CHARS`` (the longest cut first)."""
     out = [MARKER, "## draftguard", ""]
-    for name in sorted(sections, key=_order):
-        text = sections.get(name)
-        if not text:
-            continue
-        if len(text) > MAX_SECTION_CHARS:
-            text = text[:MAX_SECTION_CHARS].rsplit("\n", 1)[0] + "\n\n_(truncated: see the check run)_"
-        out += [f"<!-- draftguard:section:{name} -->", text.strip("\n"), f"<!-- /draftguard:section:{name} -->", ""]
+    texts = {name: _cut(text, MAX_SECTION_CHARS) for name in sorted(sections, key=_order)
+             if (text := (sections.get(name) or "").strip("\n"))}
+    # Sections keyed per use of the Action are not bounded in number: share what GitHub allows.
+    room = (MAX_BODY_CHARS - len(f"<sub>{footer}</sub>" if footer else "") - 40
+            - sum(2 * len(name) + 60 for name in texts))
+    for i, name in enumerate(sorted(texts, key=lambda n: len(texts[n]))):
+        texts[name] = _cut(texts[name], max(200, room // (len(texts) - i)))
+        room -= len(texts[name])
+    for name, text in texts.items():
+        out += [f"<!-- draftguard:section:{name} -->", text, f"<!-- /draftguard:section:{name} -->", ""]
     if footer:
         out.append(f"<sub>{footer}</sub>")
     return "\n".join(out).rstrip() + "\n"

@@ -53,6 +53,8 @@ class Symlink:
 # GitHub's contents API inlines a file's content only up to 1 MB; bigger files come with
 # ``encoding: "none"`` and an empty ``content``, to be read through the git blobs API.
 CONTENTS_INLINE_LIMIT = 1024 * 1024
+# GitHub refuses a comment body over 65536 characters (422, "body is too long").
+MAX_COMMENT_CHARS = 65536
 
 
 @dataclass
@@ -89,6 +91,9 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
+        # Called with (method, path) before each request is answered: a test lands a push between
+        # two reads of a pull request this way, as a fork racing the bot would.
+        self.before_answer: list[Any] = []
         self.installation_tokens: set[str] = set()
         self.lfs_objects: dict[str, bytes] = {}  # sha256 hex -> bytes
         self._ids = iter(range(1000, 10**9))
@@ -318,6 +323,8 @@ class _Handler(BaseHTTPRequestHandler):
             api.requests.append((method, path))
         if path == "/_fake/state" and method == "GET":  # for tests that run the fake in another process
             return self._send(200, api.state())
+        for hook in list(api.before_answer):
+            hook(method, path)
         if api.latency:
             time.sleep(api.latency)
         fault = api._take_fault(method, path)
@@ -408,6 +415,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if pointer:
                     data = api.lfs_objects[pointer["oid"].decode()]
                 return 200, data, {}
+            if method in ("POST", "PATCH") and (_ISSUE_COMMENTS.match(path) or _COMMENT.match(path)) \
+                    and len(body.get("body") or "") > MAX_COMMENT_CHARS:
+                return 422, {"message": "Validation Failed", "errors": [
+                    {"resource": "IssueComment", "code": "custom", "field": "body",
+                     "message": f"body is too long (maximum is {MAX_COMMENT_CHARS} characters)"}]}, {}
             if (m := _ISSUE_COMMENTS.match(path)):
                 repo = api.repos[m["repo"]]
                 n = int(m["n"])
