@@ -36,7 +36,6 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -398,79 +397,6 @@ class Queue:
                 return True
             time.sleep(0.05)
         return False
-
-
-def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
-    """The id of the GPU job for a pull request head: one per (repo, PR, head), whatever delivery
-    asked for it, so a reopened PR or a replayed webhook never queues a second run. A command by a
-    trusted person may run it again; its id names the comment (or re-run request) it answers."""
-    base = f"gpu:{source}:{job.repo}#{job.number}@{head}"
-    if forced_by is None:
-        return base
-    asked = job.data.get("comment_id") or job.data.get("rerequested") or job.id
-    return f"{base}:asked:{asked}"
-
-
-# How long after first reading a head it never heard of (and after the command) the bot waits before
-# binding the command to it: time for the webhook of a push made just before that read to arrive.
-SETTLE_SECONDS = 5.0
-
-
-def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
-    """Whether the command in ``job`` was written after the bot learnt of ``head`` (its delivery, or
-    the bot's "moved to" reply) and no other head was announced in between: only then can its author
-    have seen that commit. The comment's time is the host's ``created_at`` (else its delivery's).
-
-    A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
-    the one the API gave for the command: it is bound to the command, unless a push to the pull
-    request was announced after the command was written, or the head moves while the bot waits
-    ``SETTLE_SECONDS`` after first reading that head (and after the command) for such an announcement.
-
-    Raises:
-        Retry: The head is unknown and was first read less than ``SETTLE_SECONDS`` ago: run it again then.
-    """
-    said = job.created
-    stamp = job.data.get("created_at")
-    if isinstance(stamp, str):
-        try:
-            said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    same_pull = [j for j in queue.jobs() if j.kind == "pull_request" and j.head_sha
-                 and (j.source, j.repo, j.number) == (job.source, job.repo, job.number)]
-    seen = queue.head_seen(job.source, job.repo, job.number, head)
-    if seen is None:  # that head's own job may not have run yet (it records the time): its delivery
-        seen = min((j.created for j in same_pull if j.head_sha == head), default=None)
-        if seen is not None:
-            queue.mark_head_seen(job.source, job.repo, job.number, head, seen)
-    if seen is not None:
-        # Seen before the command is not enough: a fork can push B, force-push A back, and push B
-        # again once A is approved. The head when the command was written is the one heard of last.
-        told = queue.head_seen(job.source, job.repo, job.number, head, told=True)
-        heard = [t for t in (seen, told, *(j.created for j in same_pull if j.head_sha == head)) if t and t <= said]
-        other = [j.created for j in same_pull if j.head_sha != head and j.created <= said]
-        if heard and max(heard) >= max(other, default=0.0):
-            return True
-        queue.mark_head_told(job.source, job.repo, job.number, head)  # the caller says it moved there
-        return False
-    if any(j.created > said for j in same_pull):
-        queue.mark_head_seen(job.source, job.repo, job.number, head)
-        return False  # the pull request was pushed to after the command: not the head its author saw
-    # The first head the API gave for this command is the one it can bind to, once a push made just
-    # before that read has had time to be announced: a job that runs late waits as long as a prompt one.
-    key = f"bind:{job.source}:{job.id}"
-    queue.store.put_if_empty(key, f"{head} {time.time()!r}".encode())
-    first, _, read_at = bytes(queue.store.peek_data(key)).decode().partition(" ")
-    wait = max(said, float(read_at or said)) + SETTLE_SECONDS - time.time()
-    if first == head and wait > 0:
-        raise Retry(f"waiting {wait:.1f}s for pushes announced after the command before binding it to {head[:12]}",
-                    delay=wait)
-    queue.store.delete_data(key)
-    if first != head:
-        queue.mark_head_seen(job.source, job.repo, job.number, head)
-        return False  # it moved while the bot waited
-    queue.mark_head_seen(job.source, job.repo, job.number, head, said)
-    return True
 
 
 class _Lock:
