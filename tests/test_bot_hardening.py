@@ -249,6 +249,18 @@ def comment_webhook(world: World, number: int, comment: dict, created_at: str) -
     return world.post("issue_comment", payload)
 
 
+def ok_to_test(world: World, number: int) -> dict:
+    """A maintainer's ``/ok-to-test`` on the pull request, delivered now."""
+    comment = world.api.add_comment(REPO, number, "/ok-to-test", user="mona")
+    comment_webhook(world, number, comment, datetime.now(timezone.utc).isoformat())
+    return comment
+
+
+def replies_to(world: World, number: int, comment: dict) -> list[str]:
+    """The bot's replies to one command."""
+    return [c["body"] for c in world.api.comments_on(REPO, number) if f"reply:{comment['id']}" in c["body"]]
+
+
 def test_ok_to_test_approves_the_head_the_maintainer_saw_not_a_later_push(world):
     head_a = add_pr(world, 36, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
     world.post("pull_request", pr_payload(REPO, 36, head_a, BASE, author="eve", head_repo="eve/fork"))
@@ -266,11 +278,10 @@ def test_ok_to_test_approves_the_head_the_maintainer_saw_not_a_later_push(world)
     comment_webhook(world, 36, ok, said)
     world.settle()
     assert [j for j in gpu_jobs(world, 36) if j.head_sha == head_b] == []
-    replies = [c["body"] for c in world.api.comments_on(REPO, 36) if f"reply:{ok['id']}" in c["body"]]
+    replies = replies_to(world, 36, ok)
     assert len(replies) == 1 and "moved to" in replies[0]
     # Approving B explicitly works.
-    again = world.api.add_comment(REPO, 36, "/ok-to-test", user="mona")
-    comment_webhook(world, 36, again, datetime.now(timezone.utc).isoformat())
+    again = ok_to_test(world, 36)
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 36)] == [head_b]
 
@@ -278,8 +289,7 @@ def test_ok_to_test_approves_the_head_the_maintainer_saw_not_a_later_push(world)
 def test_a_first_ok_to_test_binds_to_the_head_the_api_gives_when_the_bot_never_saw_it(world):
     # The pull request was opened before the bot was installed: no delivery, no record of its head.
     head = add_pr(world, 38, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
-    ok = world.api.add_comment(REPO, 38, "/ok-to-test", user="mona")
-    comment_webhook(world, 38, ok, datetime.now(timezone.utc).isoformat())
+    ok = ok_to_test(world, 38)
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 38)] == [head]
     assert not [c for c in world.api.comments_on(REPO, 38) if f"reply:{ok['id']}" in c["body"]]  # no "comment again"
@@ -287,8 +297,7 @@ def test_a_first_ok_to_test_binds_to_the_head_the_api_gives_when_the_bot_never_s
 
 def test_a_first_ok_to_test_is_not_bound_to_a_head_pushed_while_the_bot_waits(world):
     add_pr(world, 39, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
-    ok = world.api.add_comment(REPO, 39, "/ok-to-test", user="mona")
-    comment_webhook(world, 39, ok, datetime.now(timezone.utc).isoformat())
+    ok = ok_to_test(world, 39)
     deadline = time.time() + 30
     while not any(j.kind == "comment" and j.number == 39 and "waiting" in (j.result or "") for j in world.queue.jobs()):
         assert time.time() < deadline, [(j.kind, j.state, j.result) for j in world.queue.jobs() if j.number == 39]
@@ -299,7 +308,7 @@ def test_a_first_ok_to_test_is_not_bound_to_a_head_pushed_while_the_bot_waits(wo
     world.api.repos[REPO].pulls[39]["head"] = pushed
     world.settle()
     assert gpu_jobs(world, 39) == []
-    replies = [c["body"] for c in world.api.comments_on(REPO, 39) if f"reply:{ok['id']}" in c["body"]]
+    replies = replies_to(world, 39, ok)
     assert len(replies) == 1 and "moved to" in replies[0]
 
 
@@ -639,12 +648,11 @@ def test_ok_to_test_never_approves_a_head_pushed_between_its_check_and_the_light
     # Its reads of the pull: the reaction's lookup, the command's head check (A, known before the
     # command), the light check's (B lands just before it).
     push_on_read(world, 41, pushed, nth=3)
-    ok = world.api.add_comment(REPO, 41, "/ok-to-test", user="mona")
-    comment_webhook(world, 41, ok, datetime.now(timezone.utc).isoformat())
+    ok = ok_to_test(world, 41)
     world.settle()
     assert world.api.repos[REPO].pulls[41]["head"] == pushed  # the push landed
     assert [j.head_sha for j in gpu_jobs(world, 41)] == []
-    replies = [c["body"] for c in world.api.comments_on(REPO, 41) if f"reply:{ok['id']}" in c["body"]]
+    replies = replies_to(world, 41, ok)
     assert len(replies) == 1 and f"moved to `{pushed[:12]}`" in replies[0]
 
 
@@ -696,7 +704,7 @@ def test_a_late_first_ok_to_test_still_waits_for_the_announcement_of_a_push_just
                                           head_repo="eve/fork"))
     world.settle()
     assert gpu_jobs(world, 42) == []
-    replies = [c["body"] for c in world.api.comments_on(REPO, 42) if f"reply:{ok['id']}" in c["body"]]
+    replies = replies_to(world, 42, ok)
     assert len(replies) == 1 and "moved to" in replies[0]
 
 
@@ -722,11 +730,10 @@ def test_ok_to_test_never_approves_a_head_seen_before_that_was_not_the_head_when
     comment_webhook(world, 43, ok, said)
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 43)] == []
-    replies = [c["body"] for c in world.api.comments_on(REPO, 43) if f"reply:{ok['id']}" in c["body"]]
+    replies = replies_to(world, 43, ok)
     assert len(replies) == 1 and "moved to" in replies[0]
     # Told that the head moved to B, the maintainer approves B, though B's webhook never came.
-    again = world.api.add_comment(REPO, 43, "/ok-to-test", user="mona")
-    comment_webhook(world, 43, again, datetime.now(timezone.utc).isoformat())
+    again = ok_to_test(world, 43)
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 43)] == [head_b]
 
