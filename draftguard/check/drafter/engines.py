@@ -195,21 +195,17 @@ def eagle3_readings(top: list[int] | None, nested: list[int] | None, num_layers:
     """
     default_aux = eagle3_default_aux_ids(num_layers)
     top_key, nested_key = "eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"
-    out = []
-    v1_ids, v1_key = (top, top_key) if top else (nested, nested_key)
-    if v1_ids:
-        out.append(EngineReading(f"{VLLM_VERSION_READ} (V1 model runner)", [i - 1 for i in v1_ids],
-                                 f"reads `{v1_key}` {v1_ids} as aux ids"))
-    else:
-        out.append(EngineReading(f"{VLLM_VERSION_READ} (V1 model runner)", [i - 1 for i in default_aux],
-                                 f"uses its default aux ids {default_aux}"))
-    if top:
-        out.append(EngineReading(f"{VLLM_VERSION_READ} (V2 model runner, its default where Triton is installed)",
-                                 [i - 1 for i in top], f"reads `{top_key}` {top} as aux ids"))
-    else:
-        why = "never reads `eagle_config`'s list and " if nested else ""
-        out.append(EngineReading(f"{VLLM_VERSION_READ} (V2 model runner, its default where Triton is installed)",
-                                 [i - 1 for i in default_aux], f"{why}uses its default aux ids {default_aux}"))
+    v1 = f"{VLLM_VERSION_READ} (V1 model runner)"
+    v2 = f"{VLLM_VERSION_READ} (V2 model runner, its default where Triton is installed)"
+
+    def vllm(runner: str, ids: list[int] | None, key: str, default_why: str = "") -> EngineReading:
+        if ids:
+            return EngineReading(runner, [i - 1 for i in ids], f"reads `{key}` {ids} as aux ids")
+        return EngineReading(runner, [i - 1 for i in default_aux],
+                             f"{default_why}uses its default aux ids {default_aux}")
+
+    out = [vllm(v1, *((top, top_key) if top else (nested, nested_key))),
+           vllm(v2, top, top_key, "never reads `eagle_config`'s list and " if nested else "")]
     if sglang_form is not None:
         if nested:
             layers = sglang_layers(nested, num_layers, sglang_form)
@@ -220,7 +216,6 @@ def eagle3_readings(top: list[int] | None, nested: list[int] | None, num_layers:
             how = (("ignores the top-level list and " if top else "") + f"uses its default capture indices "
                    f"{default_aux}")
         out.append(EngineReading(SGLANG_VERSION_READ, layers, how))
-    v1, v2 = out[0], out[1]
-    if (v1.layers, v1.how) == (v2.layers, v2.how):  # one vLLM reading, said once
-        out[:2] = [EngineReading(f"{VLLM_VERSION_READ} (V1 and V2 model runners)", v1.layers, v1.how)]
+    if (out[0].layers, out[0].how) == (out[1].layers, out[1].how):  # one vLLM reading, said once
+        out[:2] = [EngineReading(f"{VLLM_VERSION_READ} (V1 and V2 model runners)", out[0].layers, out[0].how)]
     return out
