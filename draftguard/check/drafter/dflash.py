@@ -14,7 +14,7 @@ import json
 from draftguard.check.drafter.engines import (
     VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks, dflash_v1_refusal,
 )
-from draftguard.check.drafter.detect import Stated
+from draftguard.check.drafter.detect import ZLAB_DEFAULT_IDS, Stated
 from draftguard.check.drafter.files import _is_int
 from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import special_token_ids
@@ -45,6 +45,10 @@ class DFlashCheck(DrafterCheck):
                      f"{instead} Fix: add `{key}` with the layers it was trained on.")
 
     def canonical_ids(self, n: int) -> tuple[list[int], str] | None:
+        """z-lab's build_target_layer_ids, for the trainers known to use it (ZLAB_DEFAULT_IDS). Other
+        DFlash-family trainers (DSpark, Domino, DFlare, TorchSpec) pick their own layers on purpose."""
+        if self.fmt.architecture not in ZLAB_DEFAULT_IDS:
+            return None
         layers = self.drafter("num_hidden_layers")
         if not _is_int(layers) or layers < 1 or n < 4:
             return None
