@@ -205,10 +205,37 @@ def test_out_of_range_id_explains_the_plus_one_convention(tmp_path):
     assert finding.message.count("[4]") == 1 and "Fix: subtract 1 from every id" in finding.message
 
 
-def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
+def test_head_dim_that_differs_from_the_target_is_not_warned(tmp_path):
+    # DG108 is retired (issue 23): vLLM (PR #45181) and SGLang serve head_dim-128 drafters on head_dim-256
+    # Qwen3.6 targets (z-lab/dflash#52), and an MLA drafter's head_dim is qk_rope_head_dim.
     drafter, target = make_pair(tmp_path, drafter=_set("head_dim", 4))
     report = check(drafter, target)
-    assert errors(report) == set() and rules(report, "warning") == {"DG108"}
+    assert errors(report) == set() and "DG108" not in rules(report)
+
+
+def test_a_shape_mismatch_says_when_head_dim_was_derived(tmp_path):
+    # issue 23: DG123 gave "head_dim 8" without saying config.json never stated it.
+    drafter, target = make_pair(tmp_path, weights={"q_rows": 24})
+    config = json.loads((drafter / "config.json").read_text())
+    del config["head_dim"]
+    write_json(drafter / "config.json", config)
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG123"]
+    assert "not in config.json" in finding.message and "Fix: add \"head_dim\"" in finding.message
+
+
+def test_a_layer_count_from_a_folder_named_target_reads_plainly(tmp_path):
+    # issue 23: "the target target has 28 layers".
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]))
+    assert target.name == "target"
+    messages = " ".join(f.message for f in check(drafter, target).findings)
+    assert "the target target" not in messages and f"the target at {target} has 4 layers" in messages
+
+
+def test_an_unused_drafter_window_is_said_once(tmp_path):
+    # issue 23: DG113 (error) and DG006 (warning) reported the same unused window twice.
+    drafter, target = make_pair(tmp_path, drafter=lambda c: [c.pop("layer_types"), c.update(max_window_layers=2)])
+    found = [f.rule for f in check(drafter, target).findings if f.key == "sliding_window"]
+    assert found == ["DG113"]
 
 
 def test_an_mla_target_has_no_head_dim_to_compare(tmp_path):

@@ -141,6 +141,9 @@ class DFlashCheck(DrafterCheck):
         if any(layer.effective.startswith("sliding") for layer in layers):
             return
         key = self.layer_key("sliding_window")
+        # DG006 (window unused, a warning) states the same fact for the same key: DG113 says it once,
+        # with why it matters for a drafter and the fix.
+        self.result.findings[:] = [f for f in self.result.findings if not (f.rule == "DG006" and f.key == key)]
         self.finding("DG113", key, raw_window, f"full attention at layers 0-{len(layers) - 1}",
                      f"The drafter sets `sliding_window` {raw_window}, but every one of its {len(layers)} "
                      "layers resolves to full attention (no `layer_types`, and Qwen-style configs slide only "

@@ -95,15 +95,19 @@ class WeightRules:
                     if tensor.shape[0] != out or (check_in and tensor.shape[1] != hidden):
                         want = [out, hidden] if check_in else [out, tensor.shape[1]]
                         bad.append(f"{name} is {list(tensor.shape)}, expected {want}")
-        if not bad:
-            return
+        if not bad or any(f.rule == "DG123" for f in self.result.findings):
+            return  # the config check's DG123 already said it, from the same q_proj
         key = self.layer_key("head_dim") if "head_dim" in (self.layer_raw or {}) else self.layer_key("num_attention_heads")
+        derived = ("" if "head_dim" in (self.layer_raw or {}) else
+                   f" (not in config.json: derived by the config class, from hidden_size / num_attention_heads "
+                   "or its default)")
         self.finding("DG123", key, bad[0], None,
                      f"Attention weights do not match the config: {bad[0]}"
                      + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
                      + f". The config gives num_attention_heads {heads}, num_key_value_heads {kv_heads}, "
-                     f"head_dim {head_dim}, hidden_size {hidden}. Loading fails, or the heads are split "
-                     "differently from training. Fix: set these to the checkpoint's values.")
+                     f"head_dim {head_dim}{derived}, hidden_size {hidden}. Loading fails, or the heads are split "
+                     "differently from training. Fix: set these to the checkpoint's values"
+                     + (", and state `head_dim`." if derived else "."))
 
     def dtype_note(self, weights: Weights) -> None:
         dtypes = weights.dtypes
@@ -177,7 +181,7 @@ class WeightRules:
         """DG131 without `draft_vocab_size`: the checkpoint's lm_head drafts over fewer rows than the
         vocabulary, so every reader builds a full-vocabulary head and the weights do not load
         (SafeAILab/EAGLE#249: lm_head [32000, 4096] against vocab 128,256)."""
-        if self.fmt.family != "eagle3" or self.weights is None or self.weights.unreachable:
+        if self.fmt.family not in ("eagle3", "eagle") or self.weights is None or self.weights.unreachable:
             return
         head = _tensor(_strip_prefix(self.weights.tensors), "lm_head.weight")
         full, whose = self.target_value("vocab_size"), f"{self.target_name}'s vocab_size" if self.target else ""
