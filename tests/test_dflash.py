@@ -732,14 +732,21 @@ def test_dflash_ids_one_above_the_usual_list_are_a_warning_naming_both(tmp_path)
     assert "DG115" not in rules(check(usual, target))
 
 
-def test_speculators_aux_ids_without_the_plus_one_are_shifted(tmp_path):
+def test_speculators_ids_are_not_held_to_zlab_defaults(tmp_path):
+    # issue 23: DG115 expects z-lab's build_target_layer_ids only of trainers known to use it. The
+    # speculators library's resolve_target_layer_ids defaults to [2, N//2, N-3], not z-lab's list, so
+    # [1, 9] on 12 layers (z-lab's list for 2 draft layers) says nothing about a shift there.
     def deeper(config):
         config["num_hidden_layers"], config["max_window_layers"] = 12, 12
-    _, target = make_pair(tmp_path, target=deeper)
-    bad = write_json(tmp_path / "bad" / "config.json", speculators_config([1, 9])).parent  # target form in an aux field
-    assert {f.rule for f in check(bad, target).findings if f.severity.value == "warning"} == {"DG115"}
-    good = write_json(tmp_path / "good" / "config.json", speculators_config([2, 10])).parent
-    assert "DG115" not in rules(check(good, target))
+    drafter, target = make_pair(tmp_path, target=deeper)
+    spec = write_json(tmp_path / "spec" / "config.json", speculators_config([1, 9])).parent
+    assert "DG115" not in rules(check(spec, target))
+    # The same list under z-lab's own DFlashDraftModel, as aux ids, is z-lab's list moved by one.
+    zlab = json.loads((drafter / "config.json").read_text())
+    zlab["eagle_aux_hidden_state_layer_ids"] = [1, 9]
+    zlab["dflash_config"]["target_layer_ids"] = [0, 8]
+    write_json(drafter / "config.json", zlab)
+    assert "DG115" in rules(check(drafter, target), "warning")
 
 
 def test_missing_dflash_ids_name_each_engines_fallback(tmp_path):
