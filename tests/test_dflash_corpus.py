@@ -391,7 +391,7 @@ def test_a_model_type_transformers_lacks_is_said_not_refused(name, alias, capsys
     assert main(["check", str(CORPUS / name)]) == 0
     [note] = [f for f in _check(CORPUS / name, None) if f.rule == "DG126"]
     assert note.severity.value == "info" and note.resolved == alias
-    assert "has no config class" in note.message or "no `model_type`" in note.message
+    assert "No config class" in note.message or "no `model_type`" in note.message
     assert ("DeepseekV3Config" in note.message) == (alias is not None)
 
 
@@ -449,3 +449,12 @@ def test_eagle_249_reduced_head_without_draft_vocab_size_is_caught(tmp_path):
     # The authors' own config, which states draft_vocab_size 32000, loads the same header cleanly.
     healthy = _real_drafter_with_weights(tmp_path / "ok", name, lambda c: c.update(draft_vocab_size=32000))
     assert "DG131" not in {f.rule for f in _check(healthy, TARGETS / "llama-3.1-8b")}
+
+
+def test_the_version_matrix_reads_a_classless_drafter_too(capsys):
+    from draftguard.check import resolver
+    # Before, `--transformers` refused the file again, naming each version ("cannot check ... under ...").
+    drafter = str(CORPUS / "mtp-mimo-7b")
+    assert main(["check", drafter, "--transformers", resolver.transformers_version(), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["errors"] == [] and [f["rule"] for f in out["findings"]] == ["DG126", "DG118"]

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from draftguard.check import resolver
 from draftguard.check.drafter.check import check_drafter
-from draftguard.check.drafter.classless import classless_note, engine_alias, is_readable_drafter
+from draftguard.check.drafter.classless import classless_finding, engine_alias, is_readable_drafter
 from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.check.fidelity import judge_config
 from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
@@ -53,20 +53,17 @@ def check_snapshot(
         key = prefix + exc.key if exc.key else None
         line = snapshot.line_of(key) if key else None
         where = f"{shown}:{line}" if line else shown
-        if not is_readable_drafter(snapshot.load_json(), exc.kind):
-            raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
         # A drafter: its rules read keys, so a model_type transformers lacks is said, not refused.
-        alias = engine_alias(raw)
-        node = None
-        if alias is not None:
+        alias, node = engine_alias(raw), None
+        if alias is not None and is_readable_drafter(snapshot.load_json(), exc.kind):
             try:
                 node = resolver.resolve({**raw, "model_type": alias[0]}, trust_remote_code=False, trace=trace)
             except resolver.ResolveError:
                 alias = None
-        note = Finding(rule="DG126", severity=RULES["DG126"].severity, key=exc.key or "model_type",
-                       raw=raw.get("model_type"), resolved=alias[0] if alias else None, file=shown, line=line,
-                       message=classless_note(raw.get("model_type"), version, alias=alias,
-                                              remote=exc.kind == "remote_code_required"))
+        note = classless_finding(snapshot.load_json(), raw, exc.kind, exc.key, version, file=shown, line=line,
+                                 alias=alias if node is not None else None)
+        if note is None:
+            raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
         if node is None:
             note.key = prefix + note.key
             return TargetResult(source=snapshot.source, file=shown, revision=snapshot.revision,

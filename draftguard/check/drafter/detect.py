@@ -173,7 +173,8 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
         fmt.target_hidden = _first(raw, ("target_hidden_size",))
         # DeepSpec's Qwen3Eagle3Model states 0-based `target_layer_ids` (any number) and the target's depth.
         fmt.target_ids = stated(raw, ("target_layer_ids",))
-        fmt.num_target_layers = _first(raw, ("target_num_hidden_layers", "num_target_layers")) if fmt.target_ids else None
+        if fmt.target_ids:
+            fmt.num_target_layers = _first(raw, ("target_num_hidden_layers", "num_target_layers"))
         return fmt
     medusa = _first(raw, MEDUSA_KEYS) if raw.get("model_type") == "medusa" else _first(raw, MEDUSA_KEYS[:1])
     if medusa is not None:
