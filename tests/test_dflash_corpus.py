@@ -358,7 +358,8 @@ FLAGGED: dict[str, tuple[str, str]] = {
 
 def test_the_corpus_holds_past_60_real_drafters():
     # EAGLE 1/2 heads and the speculators head are asserted by the tests above them.
-    elsewhere = {"eagle-authors-llama2-chat-7b-eagle", "eagle-authors-vicuna-7b-eagle", "speculators-qwen3-moe-eagle3"}
+    elsewhere = {"eagle-authors-llama2-chat-7b-eagle", "eagle-authors-vicuna-7b-eagle", "speculators-qwen3-moe-eagle3",
+                 "redhatai-gemma-4-31b-it-speculator.eagle3"}
     drafters = set(HEALTHY) | set(MORE_HEALTHY) | set(FLAGGED) | elsewhere | {f"broken/{b}" for b in BROKEN} | {
         "broken/eagle-249-reduced-head-no-draft-vocab-size"}
     on_disk = {p.parent.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("config.json")
@@ -458,3 +459,14 @@ def test_the_version_matrix_reads_a_classless_drafter_too(capsys):
     assert main(["check", drafter, "--transformers", resolver.transformers_version(), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["errors"] == [] and [f["rule"] for f in out["findings"]] == ["DG126", "DG118"]
+
+
+def test_redhatai_speculators_head_against_a_real_gemma_4_31b_config():
+    target = CORPUS.parent / "real-configs" / "nvidia--gemma-4-31b-it-nvfp4"
+    drafter = CORPUS / "redhatai-gemma-4-31b-it-speculator.eagle3"
+    fmt = detect_drafter(json.loads((drafter / "config.json").read_text()))
+    assert fmt.kind == "speculators-eagle3" and fmt.verifier == "google/gemma-4-31B-it"
+    findings = _check(drafter, target)
+    # [2, 30, 57] is (2, N//2, N-3) for its 60 layers, read alike by every engine: nothing to say.
+    assert {f.rule for f in findings if f.severity.value != "info"} == set()
+    assert any(f.rule == "DG100" for f in findings)
