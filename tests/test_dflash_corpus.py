@@ -53,8 +53,8 @@ HEALTHY: dict[str, tuple[str | None, str, bool]] = {
 # The warnings a healthy drafter that states every id still gets, each a fact about the engines, not
 # about the drafter being broken. SpecForge writes `eagle_config.eagle_aux_hidden_state_layer_ids`, which
 # SGLang (and so SpecForge's training) reads as target layer ids, vLLM 0.32's V1 runner as aux ids and its
-# V2 runner not at all (engines.py cites the code): DG119. (DeepSeek-V3's head_dim, 64, is its MLA
-# qk_rope_head_dim, not a head size: no DG108 against the Llama-style head's 128.)
+# V2 runner not at all (engines.py cites the code): DG119. (DG108, head_dim against the target's, is
+# retired: DeepSeek-V3's head_dim, 64, is its MLA qk_rope_head_dim, not a head size.)
 EXPECTED_WARNINGS: dict[str, set[str]] = {
     "specforge-gpt-oss-20b-eagle3": {"DG119"},
     "specforge-deepseek-v3-671b-eagle3": {"DG119"},
