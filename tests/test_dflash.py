@@ -791,3 +791,16 @@ def test_importing_the_light_check_loads_no_costly_package():
             "if m in sys.modules), 'draftguard.check.drafter.check' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "[] True"
+
+
+def test_a_speculators_shape_mismatch_says_head_dim_was_derived(tmp_path):
+    # issue 23: DG123 named "head_dim 8" as if config.json stated it. In the speculators format only the
+    # drafter rule sees the weights, so it must say that the class filled head_dim in.
+    config = speculators_config([1, 3])
+    config["transformer_layer_config"].pop("head_dim")
+    folder = write_json(tmp_path / "spec" / "config.json", config).parent
+    shaped = {**drafter_config(), "dflash_config": {"target_layer_ids": [0, 2]}}
+    save_file(tensors(shaped, q_rows=24), str(folder / "model.safetensors"))
+    [finding] = [f for f in check_targets([str(folder)]).targets[0].findings if f.rule == "DG123"]
+    assert "not in config.json: derived by the config class" in finding.message
+    assert finding.message.endswith("and state `head_dim`.")
