@@ -470,3 +470,13 @@ def test_redhatai_speculators_head_against_a_real_gemma_4_31b_config():
     # [2, 30, 57] is (2, N//2, N-3) for its 60 layers, read alike by every engine: nothing to say.
     assert {f.rule for f in findings if f.severity.value != "info"} == set()
     assert any(f.rule == "DG100" for f in findings)
+
+
+def test_dg126_suggests_remote_code_only_where_the_repo_ships_a_config_class(tmp_path):
+    config = json.loads((CORPUS / "mtp-mimo-7b" / "config.json").read_text())
+    [plain] = [f for f in _check(CORPUS / "mtp-mimo-7b", None) if f.rule == "DG126"]
+    assert "--trust-remote-code" not in plain.message
+    config["auto_map"] = {"AutoConfig": "configuration_mimo.MiMoConfig"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    [remote] = [f for f in _check(tmp_path, None) if f.rule == "DG126"]
+    assert "ships its own config class" in remote.message and "--trust-remote-code" in remote.message
