@@ -205,10 +205,37 @@ def test_out_of_range_id_explains_the_plus_one_convention(tmp_path):
     assert finding.message.count("[4]") == 1 and "Fix: subtract 1 from every id" in finding.message
 
 
-def test_head_dim_that_differs_from_the_target_is_a_warning(tmp_path):
+def test_head_dim_that_differs_from_the_target_is_not_warned(tmp_path):
+    # DG108 is retired (issue 23): vLLM (PR #45181) and SGLang serve head_dim-128 drafters on head_dim-256
+    # Qwen3.6 targets (z-lab/dflash#52), and an MLA drafter's head_dim is qk_rope_head_dim.
     drafter, target = make_pair(tmp_path, drafter=_set("head_dim", 4))
     report = check(drafter, target)
-    assert errors(report) == set() and rules(report, "warning") == {"DG108"}
+    assert errors(report) == set() and "DG108" not in rules(report)
+
+
+def test_a_shape_mismatch_says_when_head_dim_was_derived(tmp_path):
+    # issue 23: DG123 gave "head_dim 8" without saying config.json never stated it.
+    drafter, target = make_pair(tmp_path, weights={"q_rows": 24})
+    config = json.loads((drafter / "config.json").read_text())
+    del config["head_dim"]
+    write_json(drafter / "config.json", config)
+    [finding] = [f for f in check(drafter, target).findings if f.rule == "DG123"]
+    assert "not in config.json" in finding.message and "Fix: add \"head_dim\"" in finding.message
+
+
+def test_a_layer_count_from_a_folder_named_target_reads_plainly(tmp_path):
+    # issue 23: "the target target has 28 layers".
+    drafter, target = make_pair(tmp_path, drafter=_set("dflash_config.target_layer_ids", [1, 4]))
+    assert target.name == "target"
+    messages = " ".join(f.message for f in check(drafter, target).findings)
+    assert "the target target" not in messages and f"the target at {target} has 4 layers" in messages
+
+
+def test_an_unused_drafter_window_is_said_once(tmp_path):
+    # issue 23: DG113 (error) and DG006 (warning) reported the same unused window twice.
+    drafter, target = make_pair(tmp_path, drafter=lambda c: [c.pop("layer_types"), c.update(max_window_layers=2)])
+    found = [f.rule for f in check(drafter, target).findings if f.key == "sliding_window"]
+    assert found == ["DG113"]
 
 
 def test_an_mla_target_has_no_head_dim_to_compare(tmp_path):
@@ -705,14 +732,21 @@ def test_dflash_ids_one_above_the_usual_list_are_a_warning_naming_both(tmp_path)
     assert "DG115" not in rules(check(usual, target))
 
 
-def test_speculators_aux_ids_without_the_plus_one_are_shifted(tmp_path):
+def test_speculators_ids_are_not_held_to_zlab_defaults(tmp_path):
+    # issue 23: DG115 expects z-lab's build_target_layer_ids only of trainers known to use it. The
+    # speculators library's resolve_target_layer_ids defaults to [2, N//2, N-3], not z-lab's list, so
+    # [1, 9] on 12 layers (z-lab's list for 2 draft layers) says nothing about a shift there.
     def deeper(config):
         config["num_hidden_layers"], config["max_window_layers"] = 12, 12
-    _, target = make_pair(tmp_path, target=deeper)
-    bad = write_json(tmp_path / "bad" / "config.json", speculators_config([1, 9])).parent  # target form in an aux field
-    assert {f.rule for f in check(bad, target).findings if f.severity.value == "warning"} == {"DG115"}
-    good = write_json(tmp_path / "good" / "config.json", speculators_config([2, 10])).parent
-    assert "DG115" not in rules(check(good, target))
+    drafter, target = make_pair(tmp_path, target=deeper)
+    spec = write_json(tmp_path / "spec" / "config.json", speculators_config([1, 9])).parent
+    assert "DG115" not in rules(check(spec, target))
+    # The same list under z-lab's own DFlashDraftModel, as aux ids, is z-lab's list moved by one.
+    zlab = json.loads((drafter / "config.json").read_text())
+    zlab["eagle_aux_hidden_state_layer_ids"] = [1, 9]
+    zlab["dflash_config"]["target_layer_ids"] = [0, 8]
+    write_json(drafter / "config.json", zlab)
+    assert "DG115" in rules(check(drafter, target), "warning")
 
 
 def test_missing_dflash_ids_name_each_engines_fallback(tmp_path):
@@ -757,3 +791,16 @@ def test_importing_the_light_check_loads_no_costly_package():
             "if m in sys.modules), 'draftguard.check.drafter.check' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "[] True"
+
+
+def test_a_speculators_shape_mismatch_says_head_dim_was_derived(tmp_path):
+    # issue 23: DG123 named "head_dim 8" as if config.json stated it. In the speculators format only the
+    # drafter rule sees the weights, so it must say that the class filled head_dim in.
+    config = speculators_config([1, 3])
+    config["transformer_layer_config"].pop("head_dim")
+    folder = write_json(tmp_path / "spec" / "config.json", config).parent
+    shaped = {**drafter_config(), "dflash_config": {"target_layer_ids": [0, 2]}}
+    save_file(tensors(shaped, q_rows=24), str(folder / "model.safetensors"))
+    [finding] = [f for f in check_targets([str(folder)]).targets[0].findings if f.rule == "DG123"]
+    assert "not in config.json: derived by the config class" in finding.message
+    assert finding.message.endswith("and state `head_dim`.")

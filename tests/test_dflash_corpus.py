@@ -53,8 +53,8 @@ HEALTHY: dict[str, tuple[str | None, str, bool]] = {
 # The warnings a healthy drafter that states every id still gets, each a fact about the engines, not
 # about the drafter being broken. SpecForge writes `eagle_config.eagle_aux_hidden_state_layer_ids`, which
 # SGLang (and so SpecForge's training) reads as target layer ids, vLLM 0.32's V1 runner as aux ids and its
-# V2 runner not at all (engines.py cites the code): DG119. (DeepSeek-V3's head_dim, 64, is its MLA
-# qk_rope_head_dim, not a head size: no DG108 against the Llama-style head's 128.)
+# V2 runner not at all (engines.py cites the code): DG119. (DG108, head_dim against the target's, is
+# retired: DeepSeek-V3's head_dim, 64, is its MLA qk_rope_head_dim, not a head size.)
 EXPECTED_WARNINGS: dict[str, set[str]] = {
     "specforge-gpt-oss-20b-eagle3": {"DG119"},
     "specforge-deepseek-v3-671b-eagle3": {"DG119"},
@@ -271,7 +271,7 @@ def _write_checkpoint(folder: Path, header: dict) -> None:
 
 def _real_drafter_with_weights(tmp_path: Path, name: str, edit=None) -> Path:
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(parents=True)
     config = json.loads((CORPUS / name / "config.json").read_text())
     if edit:
         edit(config)
@@ -300,3 +300,183 @@ def test_shape_rules_on_the_real_dflash2_header(tmp_path, edit, rule):
 def test_muse_assistant_real_header_reads_without_error(tmp_path):
     findings = _check(_real_drafter_with_weights(tmp_path, "zlab-muse-assistant"), None)
     assert {f.rule for f in findings if f.severity.value == "error"} == set()
+
+
+# --- issue 23: a second set of real drafters (AngelSlim, TorchSpec, SpecForge, DeepSpec, MTP, Medusa) ---------
+
+# drafter folder -> (target folder or None, format label, the drafter warnings it must get: DG114 when it
+# states no layer ids, nothing else). Every one gives no error.
+MORE_HEALTHY: dict[str, tuple[str | None, str, set[str]]] = {
+    **{name: (None, "EAGLE-3", {"DG114"}) for name in (
+        "angelslim-hunyuan-1.8b-eagle3", "angelslim-hunyuan-7b-eagle3", "angelslim-qwen2-audio-7b-eagle3",
+        "angelslim-qwen2.5-1.5b-eagle3", "angelslim-qwen3-0.6b-eagle3", "angelslim-qwen3-1.7b-eagle3",
+        "angelslim-qwen3-14b-eagle3", "angelslim-qwen3-vl-8b-eagle3-mrope", "specforge-deepseek-v2-lite-eagle3",
+        "specforge-gemma3-1b-eagle3", "specforge-ling-flash-2.0-eagle3", "specforge-llama3-70b-eagle3",
+        "specforge-llama4-scout-eagle3", "specforge-longcat-flash-eagle3", "specforge-phi4-eagle3",
+        "specforge-qwen2.5-0.5b-eagle3", "specforge-qwen2.5-vl-7b-eagle3", "specforge-qwen3-coder-30b-a3b-eagle3",
+        "specforge-qwen3-coder-480b-eagle3", "specforge-qwen3-coder-next-eagle3", "specforge-qwen3-next-80b-eagle3",
+        "specforge-qwen3.5-35b-a3b-eagle3", "specforge-qwq-32b-eagle3", "torchspec-kimi-k2.5-eagle3",
+        "torchspec-minimax-m2.5-eagle3")},
+    "angelslim-qwen3-4b-eagle3": ("qwen3-4b", "EAGLE-3", {"DG114"}),
+    "angelslim-qwen3-8b-eagle3": ("qwen3-8b", "EAGLE-3", {"DG114"}),
+    "angelslim-qwen3-32b-eagle3": ("qwen3-32b", "EAGLE-3", {"DG114"}),
+    "angelslim-qwen3-30b-a3b-eagle3": ("qwen3-30b-a3b", "EAGLE-3", {"DG114"}),
+    "torchspec-qwen3-8b-eagle3": ("qwen3-8b", "EAGLE-3", {"DG114"}),
+    # An MLA head (head_dim = qk_rope_head_dim) on a GQA target: once a false DG108.
+    "torchspec-qwen3-8b-eagle3-mla": ("qwen3-8b", "EAGLE-3", {"DG114"}),
+    "angelslim-qwen3-dflash": ("qwen3-4b", "DFlash", set()),  # QwenDFlashDraftModel: AngelSlim's, not z-lab's
+    "specforge-gpt-oss-120b-eagle3": (None, "EAGLE-3", set()),
+    "specforge-qwen3-235b-a22b-eagle3": (None, "EAGLE-3", set()),
+    # Five 0-based top-level target_layer_ids: once "no ids" (DG114) and a proposal of three.
+    "deepspec-qwen3-8b-eagle3": ("qwen3-8b", "EAGLE-3", set()),
+    # model_type kimi_k2 (remote code): once refused with exit 2.
+    "torchspec-kimi-k2.5-eagle3-moe": (None, "EAGLE-3", set()),
+    "torchspec-kimi-k2.5-eagle3-mla": (None, "EAGLE-3", set()),
+    "torchspec-kimi-k3-eagle3-mla": (None, "EAGLE-3", set()),
+    **{name: (None, label, set()) for name, label in (
+        ("specforge-glm-5.2-dspark", "DSpark"), ("specforge-inkling-dspark", "DSpark"),
+        ("specforge-kimi-k3-dspark", "DSpark"), ("specforge-lfm2.5-1.2b-dflash", "z-lab DFlash"),
+        ("specforge-qwen2.5-0.5b-dflash", "z-lab DFlash"), ("specforge-qwen3.5-35b-a3b-dflash", "z-lab DFlash"),
+        ("specforge-qwen3.5-4b-dflash", "z-lab DFlash"), ("specforge-qwen3.5-4b-domino", "Domino"),
+        ("specforge-qwen3.6-27b-domino", "Domino"),
+        # [2, 17, 32, 47, 62] on a 64-layer target on purpose: once "shifted by one" (DG115).
+        ("specforge-qwen3.6-27b-dspark", "DSpark"))},
+    "mtp-mimo-7b": (None, "MTP", set()),  # model_type mimo: once refused with exit 2
+    "mtp-minimax-m2.7": (None, "MTP", set()),  # num_mtp_modules: once not recognised
+    "medusa-vicuna-7b-v1.3": (None, "Medusa", set()),  # no model_type: once refused with exit 2
+}
+
+# Real configs where a rule fires and the finding stands, each with why.
+FLAGGED: dict[str, tuple[str, str]] = {
+    # SpecForge's LongCat-Flash DFlash config sets mask_token_id 2, its own eos_token_id (NeMo #2461's pattern).
+    "specforge-longcat-flash-dflash": ("DG116", "error"),
+    # TorchSpec's DFlash and DSpark templates state no block_size: engines then pick their own.
+    "torchspec-dflash-draft": ("DG111", "error"),
+    "torchspec-qwen3.8-27b-dspark": ("DG111", "error"),
+}
+
+
+def test_the_corpus_holds_past_60_real_drafters():
+    # EAGLE 1/2 heads and the speculators head are asserted by the tests above them.
+    elsewhere = {"eagle-authors-llama2-chat-7b-eagle", "eagle-authors-vicuna-7b-eagle", "speculators-qwen3-moe-eagle3",
+                 "redhatai-gemma-4-31b-it-speculator.eagle3"}
+    drafters = set(HEALTHY) | set(MORE_HEALTHY) | set(FLAGGED) | elsewhere | {f"broken/{b}" for b in BROKEN} | {
+        "broken/eagle-249-reduced-head-no-draft-vocab-size"}
+    on_disk = {p.parent.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("config.json")
+               if "targets" not in p.parts and p.parent.name != "target"}
+    assert drafters == on_disk and len(drafters) >= 60
+    for name in on_disk:
+        assert "`config.json`" in (CORPUS / name / "SOURCE.md").read_text(), name
+
+
+@pytest.mark.parametrize("name", sorted(MORE_HEALTHY))
+def test_more_real_drafters_are_read_and_give_no_error(name):
+    target, label, warnings = MORE_HEALTHY[name]
+    fmt = detect_drafter(json.loads((CORPUS / name / "config.json").read_text()))
+    assert fmt is not None and fmt.label == label
+    findings = _check(CORPUS / name, TARGETS / target if target else None)
+    assert [f.message for f in findings if f.severity.value == "error"] == []
+    assert {f.rule for f in findings if f.severity.value == "warning"} == warnings, \
+        [f.message for f in findings if f.severity.value == "warning"]
+
+
+@pytest.mark.parametrize("name", sorted(FLAGGED))
+def test_real_drafters_with_a_standing_finding(name):
+    rule, severity = FLAGGED[name]
+    assert (rule, severity) in {(f.rule, f.severity.value) for f in _check(CORPUS / name, None)}
+
+
+@pytest.mark.parametrize("name, alias", [("torchspec-kimi-k2.5-eagle3-moe", "deepseek_v3"), ("mtp-mimo-7b", None),
+                                         ("medusa-vicuna-7b-v1.3", None)])
+def test_a_model_type_transformers_lacks_is_said_not_refused(name, alias, capsys):
+    assert main(["check", str(CORPUS / name)]) == 0
+    [note] = [f for f in _check(CORPUS / name, None) if f.rule == "DG126"]
+    assert note.severity.value == "info" and note.resolved == alias
+    assert "No config class" in note.message or "no `model_type`" in note.message
+    assert ("DeepseekV3Config" in note.message) == (alias is not None)
+
+
+def test_a_config_that_is_no_drafter_is_still_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "kimi_k2", "hidden_size": 8}))
+    assert main(["check", str(tmp_path)]) == 2
+
+
+def test_deepspec_top_level_ids_are_read():
+    findings = _check(CORPUS / "deepspec-qwen3-8b-eagle3", TARGETS / "qwen3-8b")
+    assert not {f.rule for f in findings} & {"DG114", "DG101", "DG102", "DG105"}
+    fmt = detect_drafter(json.loads((CORPUS / "deepspec-qwen3-8b-eagle3" / "config.json").read_text()))
+    assert [(s.key, s.value) for s in fmt.target_ids] == [("target_layer_ids", [1, 9, 17, 25, 33])]
+
+
+def test_default_ids_are_expected_only_of_zlab_trainers(tmp_path):
+    # SpecForge's DSpark for Qwen3.6-27B: [2, 17, 32, 47, 62] on 64 layers, on purpose.
+    assert "DG115" not in {f.rule for f in _check(CORPUS / "specforge-qwen3.6-27b-dspark", None)}
+    # The same ids under z-lab's DFlashDraftModel are z-lab's list moved by one.
+    def as_zlab(config):
+        config["architectures"] = ["DFlashDraftModel"]
+    folder = _edited("specforge-qwen3.6-27b-dspark", tmp_path, as_zlab)
+    assert "DG115" in {f.rule for f in _check(folder, None)}
+
+
+def test_torchspec_target_depth_is_target_num_hidden_layers():
+    fmt = detect_drafter(json.loads((CORPUS / "torchspec-qwen3.8-27b-dspark" / "config.json").read_text()))
+    assert fmt.label == "DSpark" and fmt.num_target_layers.key == "target_num_hidden_layers"
+    assert not {f.rule for f in _check(CORPUS / "torchspec-qwen3.8-27b-dspark", None)} & {"DG102", "DG105"}
+
+
+def test_minimax_mtp_keys_are_recognised_and_shown_by_their_real_name():
+    raw = json.loads((CORPUS / "mtp-minimax-m2.7" / "config.json").read_text())
+    assert detect_drafter(raw).num_target_layers.key == "num_mtp_modules"
+    nested = detect_drafter({"model_type": "minimax_m3", "text_config": {"num_mtp_modules": 3}})
+    assert nested.label == "MTP" and nested.num_target_layers.key == "text_config.num_mtp_modules"
+    qwen = detect_drafter({"model_type": "qwen3_5", "text_config": {"mtp_num_hidden_layers": 1}})
+    assert qwen.num_target_layers.key == "text_config.mtp_num_hidden_layers"  # once "t.mtp_num_hidden_layers"
+
+
+def test_dflare_is_labelled_dflare():
+    assert detect_drafter({"architectures": ["QwenDFlareDraftModel"], "block_size": 16}).label == "DFlare"
+    assert detect_drafter({"dflare_config": {"target_layer_ids": [0, 5], "mask_token_id": 4}}).label == "DFlare"
+    spec = detect_drafter({"speculators_model_type": "dflare", "transformer_layer_config": {}})
+    assert spec.family == "dflash" and spec.label == "speculators dflare"
+
+
+def test_eagle_249_reduced_head_without_draft_vocab_size_is_caught(tmp_path):
+    name = "broken/eagle-249-reduced-head-no-draft-vocab-size"
+    folder = _real_drafter_with_weights(tmp_path, name)
+    findings = _check(folder, TARGETS / "llama-3.1-8b")
+    [caught] = [f for f in findings if f.rule == "DG131"]
+    assert caught.severity.value == "error" and caught.resolved == 32000
+    assert "#249" in caught.message and '"draft_vocab_size": 32000' in caught.message
+    # The authors' own config, which states draft_vocab_size 32000, loads the same header cleanly.
+    healthy = _real_drafter_with_weights(tmp_path / "ok", name, lambda c: c.update(draft_vocab_size=32000))
+    assert "DG131" not in {f.rule for f in _check(healthy, TARGETS / "llama-3.1-8b")}
+
+
+def test_the_version_matrix_reads_a_classless_drafter_too(capsys):
+    from draftguard.check import resolver
+    # Before, `--transformers` refused the file again, naming each version ("cannot check ... under ...").
+    drafter = str(CORPUS / "mtp-mimo-7b")
+    assert main(["check", drafter, "--transformers", resolver.transformers_version(), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["errors"] == [] and [f["rule"] for f in out["findings"]] == ["DG126", "DG118"]
+
+
+def test_redhatai_speculators_head_against_a_real_gemma_4_31b_config():
+    target = CORPUS.parent / "real-configs" / "nvidia--gemma-4-31b-it-nvfp4"
+    drafter = CORPUS / "redhatai-gemma-4-31b-it-speculator.eagle3"
+    fmt = detect_drafter(json.loads((drafter / "config.json").read_text()))
+    assert fmt.kind == "speculators-eagle3" and fmt.verifier == "google/gemma-4-31B-it"
+    findings = _check(drafter, target)
+    # [2, 30, 57] is (2, N//2, N-3) for its 60 layers, read alike by every engine: nothing to say.
+    assert {f.rule for f in findings if f.severity.value != "info"} == set()
+    assert any(f.rule == "DG100" for f in findings)
+
+
+def test_dg126_suggests_remote_code_only_where_the_repo_ships_a_config_class(tmp_path):
+    config = json.loads((CORPUS / "mtp-mimo-7b" / "config.json").read_text())
+    [plain] = [f for f in _check(CORPUS / "mtp-mimo-7b", None) if f.rule == "DG126"]
+    assert "--trust-remote-code" not in plain.message
+    config["auto_map"] = {"AutoConfig": "configuration_mimo.MiMoConfig"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    [remote] = [f for f in _check(tmp_path, None) if f.rule == "DG126"]
+    assert "ships its own config class" in remote.message and "--trust-remote-code" in remote.message

@@ -149,7 +149,8 @@ RULES: dict[str, Rule] = {
         Rule("DG107", "vocab-size-mismatch", Severity.ERROR,
              "The drafter's vocab_size is not the target's."),
         Rule("DG108", "head-dim-differs", Severity.WARNING,
-             "The drafter's head_dim differs from the target's."),
+             "Retired: no longer fires. A drafter's head_dim that differs from the target's is served by "
+             "current engines."),
         Rule("DG109", "mask-token-invalid", Severity.ERROR,
              "The mask token id is missing, stated twice differently, or not below vocab_size."),
         Rule("DG110", "mask-token-is-regular-token", Severity.ERROR,
@@ -186,6 +187,9 @@ RULES: dict[str, Rule] = {
              "The dtype of the weights, and whether config.json agrees."),
         Rule("DG125", "not-fetched", Severity.INFO,
              "Weights or tokenizer files were not checked because the Hub could not be reached."),
+        Rule("DG126", "no-config-class", Severity.INFO,
+             "A drafter's model_type has no transformers config class: the drafter rules ran on its keys, "
+             "the config rules only where an engine maps it onto a transformers class."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
              "The drafter and the target ship tokenizers with different vocabularies."),
         Rule("DG131", "draft-vocab-mismatch", Severity.ERROR,

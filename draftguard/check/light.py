@@ -12,6 +12,7 @@ from typing import Iterable
 
 from draftguard.check import resolver
 from draftguard.check.drafter.check import check_drafter
+from draftguard.check.drafter.classless import classless_finding, engine_alias, is_readable_drafter
 from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.check.fidelity import judge_config
 from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
@@ -39,6 +40,7 @@ def check_snapshot(
     line_of = (lambda key, name="config.json": snapshot.line_of(prefix + key, name)) if prefix else snapshot.line_of
     shown = snapshot.path_of("config.json")
     version = version or resolver.transformers_version()
+    note: Finding | None = None
     try:
         node = resolver.resolve(
             raw,
@@ -51,8 +53,26 @@ def check_snapshot(
         key = prefix + exc.key if exc.key else None
         line = snapshot.line_of(key) if key else None
         where = f"{shown}:{line}" if line else shown
-        raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
+        # A drafter: its rules read keys, so a model_type transformers lacks is said, not refused.
+        alias, node = engine_alias(raw), None
+        if alias is not None and is_readable_drafter(snapshot.load_json(), exc.kind):
+            try:
+                node = resolver.resolve({**raw, "model_type": alias[0]}, trust_remote_code=False, trace=trace)
+            except resolver.ResolveError:
+                alias = None
+        note = classless_finding(snapshot.load_json(), raw, exc.kind, exc.key, version, file=shown, line=line,
+                                 alias=alias if node is not None else None)
+        if note is None:
+            raise BadInput(f"{where}: {exc}", file=shown, line=line, key=key) from None
+        if node is None:
+            note.key = prefix + note.key
+            return TargetResult(source=snapshot.source, file=shown, revision=snapshot.revision,
+                                model_type=note.raw if isinstance(note.raw, str) else None, config_class=None,
+                                findings=[note], values=dict(raw))
+        raw = {**raw, "model_type": alias[0]}
     findings, attention = judge_config(raw, node, version=version, file=shown, line_of=line_of)
+    if note is not None:
+        findings.insert(0, note)
     if not prefix:
         findings = _head_dim_against_weights(snapshot, raw, node["values"], findings, version)
     for finding in findings:

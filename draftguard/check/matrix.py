@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable
 
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
+from draftguard.check.drafter.classless import classless_finding
 from draftguard.check.environments import (
     CRASHED,
     DEFAULT_INSTALL_TIMEOUT,
@@ -288,17 +289,27 @@ def _judge_target(
             messages[group] = str(error.get("message", "the config class rejected the file"))
         else:
             nodes[version] = result
+    notes: list[Finding] = []
     for (kind, key), bad in failed.items():
         line = snapshot.line_of(key) if key else None
         where = f"{shown}:{line}" if line else shown
         text = messages[(kind, key)]
+        # A drafter no version has a class for: its rules read keys, so that is said (DG126). Where another
+        # version resolves it, the versions that cannot stay errors: a regression users of them meet.
+        note = None if nodes else classless_finding(snapshot.load_json(), raw, kind, key,
+                                                    _span(bad, matrix.versions), file=shown, line=line)
+        if note is not None:
+            notes.append(note)
+            continue
         report.errors.append(InputError(
             source=snapshot.source,
             message=f"{where}: under transformers {_span(bad, matrix.versions)}: {text}",
             file=shown, line=line, key=key,
         ))
     if not nodes:
-        return None
+        model_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+        return TargetResult(source=snapshot.source, file=shown, revision=snapshot.revision, model_type=model_type,
+                            config_class=None, findings=notes, values=dict(raw)) if notes else None
 
     judged: dict[str, tuple[list[Finding], list[LayerAttention]]] = {
         version: judge_config(raw, node, version=version, file=shown, line_of=line_of)
@@ -308,7 +319,7 @@ def _judge_target(
         for finding in findings_:
             finding.key = prefix + finding.key
     flat = {version: _flatten(node["values"], prefix) for version, node in nodes.items()}
-    findings = _merge_findings(judged, flat, matrix.versions)
+    findings = notes + _merge_findings(judged, flat, matrix.versions)
     matrix.rows.extend(_rows(shown, _flatten(raw, prefix), flat, findings, {v: a for v, (_, a) in judged.items()}))
     newest = list(nodes)[-1]
     matrix.attention_from[shown] = newest

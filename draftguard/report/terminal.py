@@ -26,7 +26,8 @@ def render_text(report: Report, file: TextIO) -> None:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
     for t in report.targets:
         findings = [f for f in report.findings if f.file == t.file]
-        console.print(Text.assemble((t.file, "bold"), f"  {t.config_class}, model_type {t.model_type!r}"))
+        klass = t.config_class or "no config class"
+        console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
         for f in display_items(findings):

@@ -14,7 +14,7 @@ from pathlib import Path
 from draftguard.check import resolver
 from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, layer_config
 from draftguard.check.drafter.dflash import DFlashCheck
-from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MtpCheck
+from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MedusaCheck, MtpCheck
 from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import TargetModel, find_target, load_target
 from draftguard.check.findings import Finding, TargetResult
@@ -27,6 +27,7 @@ CHECKS: dict[str, type[DrafterCheck]] = {
     "eagle3": Eagle3Check,
     "eagle": EagleCheck,
     "mtp": MtpCheck,
+    "medusa": MedusaCheck,
 }
 
 

@@ -47,8 +47,19 @@ DFLASH_ARCHITECTURES = {
     "DFlash2DraftModel": "z-lab DFlash2",
     "DSparkDraftModel": "DSpark",
     "DominoDraftModel": "Domino",
+    "DFlareDraftModel": "DFlare",
 }
-MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+# Other trainers' names for the same family (TorchSpec's and DeepSpec's Qwen3DSparkModel, AngelSlim's
+# QwenDFlareDraftModel): a marker in the architecture, most specific first.
+DFLASH_MARKERS = (("dflash2", "z-lab DFlash2"), ("dflare", "DFlare"), ("dspark", "DSpark"), ("domino", "Domino"),
+                  ("dflash", "DFlash"))
+# Trainers that pick target layers with z-lab's build_target_layer_ids: only their ids have a usual list
+# that a shifted list can be told from (DG115). SpecForge's DSpark for Qwen3.6-27B uses [2, 17, ...]
+# on purpose.
+ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
+# MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
+MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 
 # What a user is told when --target names a pair but the checked file is none of these.
 RECOGNISED_FORMATS = (
@@ -56,7 +67,8 @@ RECOGNISED_FORMATS = (
     "speculators (speculators_model_type with transformer_layer_config)",
     "EAGLE-3 (an *Eagle3* architecture, draft_vocab_size or eagle_aux_hidden_state_layer_ids)",
     "EAGLE 1/2 (an Eagle architecture, model_type eagle, or a one-layer head of the target's width)",
-    "MTP heads declared by a model (num_nextn_predict_layers)",
+    "MTP heads declared by a model (num_nextn_predict_layers, mtp_num_hidden_layers, num_mtp_modules)",
+    "Medusa heads (medusa_num_heads, or vLLM's model_type medusa with num_heads)",
 )
 
 
@@ -149,9 +161,9 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
     spec_type = raw.get("speculators_model_type")
     if isinstance(spec_type, str) and isinstance(raw.get(LAYER_CONFIG_KEY), dict):
         return _speculators(raw, spec_type, archs)
-    dflash_arch = next((a for a in archs if a in DFLASH_ARCHITECTURES), None)
+    dflash_arch = next((a for a in archs if a in DFLASH_ARCHITECTURES or _dflash_marker(a)), None)
     zlab_flat = all(raw.get(k) is not None for k in ("target_layer_ids", "mask_token_id", "block_size"))
-    if dflash_arch or isinstance(raw.get("dflash_config"), dict) or zlab_flat:
+    if dflash_arch or any(isinstance(raw.get(k), dict) for k in ("dflash_config", "dflare_config")) or zlab_flat:
         return _dflash(raw, dflash_arch or (archs[0] if archs else None))
     eagle3_arch = next((a for a in archs if "eagle3" in a.lower() or "peagle" in a.lower()), None)
     aux = stated(raw, ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"))
@@ -159,13 +171,20 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
         label = "P-EAGLE" if eagle3_arch and "peagle" in eagle3_arch.lower() else "EAGLE-3"
         fmt = DrafterFormat(kind="eagle3", family="eagle3", label=label, aux_ids=aux, architecture=eagle3_arch)
         fmt.target_hidden = _first(raw, ("target_hidden_size",))
+        # DeepSpec's Qwen3Eagle3Model states 0-based `target_layer_ids` (any number) and the target's depth.
+        fmt.target_ids = stated(raw, ("target_layer_ids",))
+        if fmt.target_ids:
+            fmt.num_target_layers = _first(raw, ("target_num_hidden_layers", "num_target_layers"))
         return fmt
+    medusa = _first(raw, MEDUSA_KEYS) if raw.get("model_type") == "medusa" else _first(raw, MEDUSA_KEYS[:1])
+    if medusa is not None:
+        return DrafterFormat(kind="medusa", family="medusa", label="Medusa", architecture=archs[0] if archs else None)
     eagle_arch = next((a for a in archs if "eagle" in a.lower()), None)
     one_layer_head = (target_hidden_size is not None and raw.get("num_hidden_layers") == 1
                       and raw.get("hidden_size") == target_hidden_size)
     if eagle_arch or raw.get("model_type") == "eagle" or one_layer_head:
         return DrafterFormat(kind="eagle", family="eagle", label="EAGLE 1/2", architecture=eagle_arch)
-    mtp = _first(raw, MTP_KEYS) or _first({"t": raw.get("text_config")}, tuple(f"t.{k}" for k in MTP_KEYS))
+    mtp = _first(raw, MTP_KEYS) or _first(raw, tuple(f"text_config.{k}" for k in MTP_KEYS))
     if mtp is not None and _is_int(mtp.value) and mtp.value > 0:
         return DrafterFormat(kind="mtp", family="mtp", label="MTP", num_target_layers=mtp,
                              architecture=archs[0] if archs else None)
@@ -173,7 +192,7 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
 
 
 def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> DrafterFormat:
-    family = "dflash" if spec_type in ("dflash", "dspark") else "eagle3"
+    family = "dflash" if spec_type in ("dflash", "dspark", "dflare") else "eagle3"
     fmt = DrafterFormat(kind=f"speculators-{spec_type}", family=family, label=f"speculators {spec_type}",
                         layer_prefix=LAYER_CONFIG_KEY + ".", architecture=archs[0] if archs else None)
     fmt.aux_ids = stated(raw, ("aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids"))
@@ -187,14 +206,25 @@ def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> Draft
     return fmt
 
 
+def _dflash_marker(arch: str) -> str | None:
+    """The family label an architecture name carries ("Qwen3DSparkModel" -> "DSpark"), or None."""
+    return next((label for marker, label in DFLASH_MARKERS if marker in arch.lower()), None)
+
+
 def _dflash(raw: dict[str, Any], arch: str | None) -> DrafterFormat:
-    fmt = DrafterFormat(kind="dflash", family="dflash", label=DFLASH_ARCHITECTURES.get(arch or "", "z-lab DFlash"),
-                        architecture=arch)
-    fmt.target_ids = stated(raw, ("dflash_config.target_layer_ids", "target_layer_ids"))
+    label = DFLASH_ARCHITECTURES.get(arch or "") or (_dflash_marker(arch) if arch else None)
+    if label is None:
+        label = "DFlare" if isinstance(raw.get("dflare_config"), dict) else "z-lab DFlash"
+    fmt = DrafterFormat(kind="dflash", family="dflash", label=label, architecture=arch)
+    fmt.target_ids = stated(raw, ("dflash_config.target_layer_ids", "dflare_config.target_layer_ids",
+                                  "target_layer_ids", "dspark_target_layer_ids"))
     fmt.aux_ids = stated(raw, ("eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids"))
     fmt.block_sizes = stated(raw, ("block_size", "dflash_config.block_size"))
-    fmt.mask_tokens = stated(raw, ("dflash_config.mask_token_id", "mask_token_id"))
-    fmt.num_target_layers = _first(raw, ("num_target_layers",))
+    fmt.mask_tokens = stated(raw, ("dflash_config.mask_token_id", "dflare_config.mask_token_id", "mask_token_id",
+                                   "dspark_noise_token_id"))
+    # TorchSpec writes the target's depth as target_num_hidden_layers and the number of ids read as
+    # num_target_layers; z-lab and SpecForge write the depth as num_target_layers.
+    fmt.num_target_layers = _first(raw, ("target_num_hidden_layers", "num_target_layers"))
     fmt.target_hidden = _first(raw, ("target_hidden_size",))
     return fmt
 

@@ -14,7 +14,7 @@ import json
 from draftguard.check.drafter.engines import (
     VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks, dflash_v1_refusal,
 )
-from draftguard.check.drafter.detect import Stated
+from draftguard.check.drafter.detect import ZLAB_DEFAULT_IDS, Stated
 from draftguard.check.drafter.files import _is_int
 from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import special_token_ids
@@ -45,6 +45,10 @@ class DFlashCheck(DrafterCheck):
                      f"{instead} Fix: add `{key}` with the layers it was trained on.")
 
     def canonical_ids(self, n: int) -> tuple[list[int], str] | None:
+        """z-lab's build_target_layer_ids, for the trainers known to use it (ZLAB_DEFAULT_IDS). Other
+        DFlash-family trainers (DSpark, Domino, DFlare, TorchSpec) pick their own layers on purpose."""
+        if self.fmt.architecture not in ZLAB_DEFAULT_IDS:
+            return None
         layers = self.drafter("num_hidden_layers")
         if not _is_int(layers) or layers < 1 or n < 4:
             return None
@@ -137,6 +141,9 @@ class DFlashCheck(DrafterCheck):
         if any(layer.effective.startswith("sliding") for layer in layers):
             return
         key = self.layer_key("sliding_window")
+        # DG006 (window unused, a warning) states the same fact for the same key: DG113 says it once,
+        # with why it matters for a drafter and the fix.
+        self.result.findings[:] = [f for f in self.result.findings if not (f.rule == "DG006" and f.key == key)]
         self.finding("DG113", key, raw_window, f"full attention at layers 0-{len(layers) - 1}",
                      f"The drafter sets `sliding_window` {raw_window}, but every one of its {len(layers)} "
                      "layers resolves to full attention (no `layer_types`, and Qwen-style configs slide only "

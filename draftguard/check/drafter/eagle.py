@@ -1,8 +1,8 @@
 """Rules for the EAGLE family: EAGLE-3 heads (and P-EAGLE, which drafts from the same features),
-EAGLE 1/2 heads, and MTP heads that a model declares (DG114, DG115, DG118).
+EAGLE 1/2 heads, Medusa heads, and MTP heads that a model declares (DG114, DG115, DG118).
 
 In: what ``DrafterCheck`` holds (snapshot, raw config, ``DrafterFormat``, ``TargetModel``, ``Weights``).
-Out: ``Eagle3Check``, ``EagleCheck`` and ``MtpCheck``, whose ``run()`` returns a list of ``Finding``.
+Out: ``Eagle3Check``, ``EagleCheck``, ``MedusaCheck`` and ``MtpCheck``, whose ``run()`` returns a list of ``Finding``.
 """
 
 from __future__ import annotations
@@ -192,3 +192,10 @@ class MtpCheck(DrafterCheck):
                      "recognises MTP heads but has no drafter rule for them yet, so only the config rules "
                      "above ran. Fix: nothing to fix; this note says what was not checked.")
         return self.findings
+
+
+class MedusaCheck(DrafterCheck):
+    """Medusa heads (FasterDecoding's ``medusa_num_heads``, vLLM's ``model_type: "medusa"``): extra
+    heads on the target's last hidden state. No layer ids; the shared rules compare hidden size and
+    vocabulary with the target, which the heads read and predict over."""
+

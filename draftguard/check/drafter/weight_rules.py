@@ -95,15 +95,19 @@ class WeightRules:
                     if tensor.shape[0] != out or (check_in and tensor.shape[1] != hidden):
                         want = [out, hidden] if check_in else [out, tensor.shape[1]]
                         bad.append(f"{name} is {list(tensor.shape)}, expected {want}")
-        if not bad:
-            return
+        if not bad or any(f.rule == "DG123" for f in self.result.findings):
+            return  # the config check's DG123 already said it, from the same q_proj
         key = self.layer_key("head_dim") if "head_dim" in (self.layer_raw or {}) else self.layer_key("num_attention_heads")
+        derived = ("" if "head_dim" in (self.layer_raw or {}) else
+                   f" (not in config.json: derived by the config class, from hidden_size / num_attention_heads "
+                   "or its default)")
         self.finding("DG123", key, bad[0], None,
                      f"Attention weights do not match the config: {bad[0]}"
                      + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
                      + f". The config gives num_attention_heads {heads}, num_key_value_heads {kv_heads}, "
-                     f"head_dim {head_dim}, hidden_size {hidden}. Loading fails, or the heads are split "
-                     "differently from training. Fix: set these to the checkpoint's values.")
+                     f"head_dim {head_dim}{derived}, hidden_size {hidden}. Loading fails, or the heads are split "
+                     "differently from training. Fix: set these to the checkpoint's values"
+                     + (", and state `head_dim`." if derived else "."))
 
     def dtype_note(self, weights: Weights) -> None:
         dtypes = weights.dtypes
@@ -125,6 +129,7 @@ class WeightRules:
         as speculators and EAGLE-3 save them. Tensor shapes come from the headers only."""
         stated = next(iter(stated_keys(self.raw, ("draft_vocab_size", self.layer_key("draft_vocab_size")))), None)
         if stated is None:
+            self.reduced_head_unstated()
             return
         key, draft = stated.key, stated.value
         if not _is_int(draft) or draft < 1:
@@ -170,6 +175,26 @@ class WeightRules:
                          f"over {draft} tokens, but the checkpoint has no `d2t` to map draft ids to target ids. "
                          "Engines then read draft ids as target ids (vLLM expects full-vocabulary logits and "
                          "fails). Fix: ship the `d2t` and `t2d` tensors saved with the drafter.")
+
+
+    def reduced_head_unstated(self) -> None:
+        """DG131 without `draft_vocab_size`: the checkpoint's lm_head drafts over fewer rows than the
+        vocabulary, so every reader builds a full-vocabulary head and the weights do not load
+        (SafeAILab/EAGLE#249: lm_head [32000, 4096] against vocab 128,256)."""
+        if self.fmt.family not in ("eagle3", "eagle") or self.weights is None or self.weights.unreachable:
+            return
+        head = _tensor(_strip_prefix(self.weights.tensors), "lm_head.weight")
+        full, whose = self.target_value("vocab_size"), f"{self.target_name}'s vocab_size" if self.target else ""
+        if not _is_int(full):
+            full, whose = self.drafter("vocab_size"), f"the drafter's `{self.layer_key('vocab_size')}`"
+        if head is None or len(head.shape) != 2 or not _is_int(full) or head.shape[0] == full:
+            return
+        rows = head.shape[0]
+        self.finding("DG131", "draft_vocab_size", None, rows,
+                     f"`{head.name}` in {head.file} has {rows} rows, but config.json states no `draft_vocab_size`, "
+                     f"so readers build the head over {whose} ({full}) rows and loading fails with a size mismatch "
+                     f"(SafeAILab/EAGLE#249: lm_head [32000, 4096] against 128256). Fix: add "
+                     f"\"draft_vocab_size\": {rows}, and ship the `d2t`/`t2d` tensors saved with the head.")
 
 
 def _strip_prefix(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
