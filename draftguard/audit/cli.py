@@ -6,7 +6,9 @@ Out: the reports written by ``run.run_audit``, its summary line and any version 
 on stderr, the discussions' dry run or actions on stdout, and the exit code.
 
 Exit codes, as for ``check``: 0 no repo at or above --fail-on; 1 some repo is; 2 bad input (a bad
-list file, flag or queue URL, or a requested transformers version that could not run).
+list file, flag or queue URL, or a requested transformers version that could not run), the Hub out of
+reach (asked once, before anything else: one line within seconds), or an audit that could check no
+repo at all (so a nightly run never goes green through a Hub outage).
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from draftguard.audit.discussions import sync_discussions
 from draftguard.audit.inputs import select_repos
+from draftguard.audit.record import ERROR
 from draftguard.audit.repo import AuditOptions
 from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
 from draftguard.check import resolver
+from draftguard.hub_access import probe_hub, unreachable_line
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -81,8 +86,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         host = resolver.transformers_version()
         versions = audit_versions(args.transformers, host)
+        if args.org is not None:
+            _check_org(args.org)
+        if not args.repo_file:
+            _reach_hub()  # before the listing, which huggingface_hub would retry for 23 s
         refs = select_repos(repo_file=args.repo_file, org=args.org, search=args.search, tag=args.tag,
                             limit=args.limit)
+        if args.repo_file:
+            _reach_hub()  # after the list file's own bad lines, which need no network
         options = AuditOptions(versions=versions, host_version=host, full=args.full, retries=args.retries,
                                max_wait=args.max_wait)
         run = AuditRun(refs=refs, options=options, out=Path(args.out), concurrency=args.concurrency,
@@ -98,7 +109,49 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"draftguard: transformers {version} did not run: {why}", file=sys.stderr)
     if result.version_problems:
         return EXIT_BAD_INPUT
+    if nothing := nothing_checked(result.records):
+        return _bad(nothing)
     return EXIT_FAIL if result.fails(args.fail_on) else EXIT_OK
+
+
+def nothing_checked(records: list) -> str | None:
+    """The one line for an audit in which no repo could be checked (every record an access or
+    transient error), else None.
+
+    Example::
+
+        >>> from draftguard.audit.record import RepoError, RepoRecord
+        >>> r = RepoRecord("a/b", "a/b", None, errors=[RepoError("unreachable", "the Hub cannot be reached")])
+        >>> nothing_checked([r])
+        'nothing could be checked: 1 of 1 repos failed (unreachable 1); the first: a/b: the Hub cannot be reached'
+    """
+    if not records or any(r.status != ERROR for r in records):
+        return None
+    kinds = Counter(r.errors[0].kind for r in records if r.errors)
+    first = next(r for r in records if r.errors)
+    return (f"nothing could be checked: {len(records)} of {len(records)} repos failed ("
+            + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+            + f"); the first: {first.repo}: {first.errors[0].message}")
+
+
+def _reach_hub() -> None:
+    """Ask the Hub once, without retries: out of reach is bad input in one line (exit 2)."""
+    problem = probe_hub()
+    if problem is not None:
+        raise BadInput(unreachable_line(problem, cache=False))
+
+
+def _check_org(org: str) -> None:
+    """An --org that cannot be a Hub user or organization name is refused before any request."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # huggingface_hub: ~0.18 s to import
+
+    try:
+        if "/" in org:
+            raise HFValidationError(org)
+        validate_repo_id(f"{org}/x")
+    except HFValidationError:
+        raise BadInput(f"--org {org!r}: not a Hub user or organization name (letters, digits, '-', '_' and '.')",
+                       key="org") from None
 
 
 def _bad(message: str) -> int:

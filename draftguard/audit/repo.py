@@ -34,6 +34,7 @@ from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
 from draftguard.errors import RepoFailure
 from draftguard.hosts.hub import hub_retry_delay
+from draftguard.hub_access import hub_problem
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -76,48 +77,33 @@ class Fetched:
 
 def classify(exc: BaseException) -> RepoFailure | None:
     """The RepoFailure an exception from huggingface_hub (or the checks) means, following the cause
-    chain; None when it is not one we know (a bug, re-raised by the caller).
+    chain (the Hub's errors are read by ``hub_access.hub_problem``, as every surface reads them); None
+    when it is not one we know (a bug, re-raised by the caller).
 
     Example::
 
         >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).kind
         'invalid-config'
     """
-    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
-    from huggingface_hub import errors as hf
-
     seen, current = 0, exc
     while current is not None and seen < 6:
         if isinstance(current, RepoFailure):
             return current
-        if isinstance(current, hf.GatedRepoError):
-            return RepoFailure("gated", "gated repo: accept its terms on the Hub and set HF_TOKEN to audit it")
-        if isinstance(current, hf.RepositoryNotFoundError):
-            return RepoFailure("not-found", "repo not found on the Hub (deleted, renamed, or private without "
-                                            "HF_TOKEN)")
-        if isinstance(current, hf.RevisionNotFoundError):
-            return RepoFailure("revision-not-found", "revision not found on the Hub")
-        if isinstance(current, hf.HfHubHTTPError) and current.response is not None:
-            status = current.response.status_code
-            if status == 429:
-                return RepoFailure("rate-limited", "the Hub answered 429 (rate limited) after retries; rerun "
-                                                   "later, or set HF_TOKEN for a higher limit")
-            if status >= 500 or status == 408:
-                return RepoFailure("server-error", f"the Hub answered HTTP {status} after retries; rerun later")
-            if status in (401, 403):
-                return RepoFailure("gated", f"the Hub answered HTTP {status}: set HF_TOKEN to a token that can "
-                                            "read this repo")
-            return RepoFailure("http-error", f"the Hub answered HTTP {status}")
-        if isinstance(current, httpx2.TimeoutException):
-            return RepoFailure("timeout", "the Hub did not answer in time (after retries); rerun later")
-        if isinstance(current, (httpx2.NetworkError, httpx2.RemoteProtocolError)) or type(current).__name__ in (
-                "OfflineModeIsEnabled",):
-            return RepoFailure("unreachable", f"the Hub cannot be reached ({type(current).__name__})")
         current = current.__cause__ or current.__context__
         seen += 1
+    problem = hub_problem(exc)
+    if problem is not None:
+        kind = _AUDIT_KIND.get(problem.kind, problem.kind)
+        message = problem.message + (" (after retries)" if problem.transient else "")
+        return RepoFailure(kind, message)
     if isinstance(exc, BadInput):
         return RepoFailure("invalid-config", str(exc))
     return None
+
+
+# hub_access's kinds that the audit's records name otherwise (record.py's ACCESS and TRANSIENT).
+_AUDIT_KIND = {"denied": "gated", "offline": "unreachable", "entry-not-found": "http-error",
+               "invalid-id": "http-error"}
 
 
 def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
@@ -157,7 +143,13 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     if size is not None and size > MAX_CONFIG_BYTES:
         raise RepoFailure("oversized", f"config.json is {size / 1e6:.1f} MB, over the "
                                        f"{MAX_CONFIG_BYTES // 2**20} MB a config can be; not downloaded", sha)
-    path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    try:
+        path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    except Exception as exc:  # a gated repo lists its commit but refuses its files: keep the commit
+        failure = classify(exc)
+        if failure is None:
+            raise
+        raise RepoFailure(failure.kind, failure.message, sha) from exc
     with open(path, "rb") as fh:
         data = fh.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
