@@ -163,6 +163,13 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     return Fetched(ref, sha, snapshot, _base_model(info))
 
 
+def current_sha(ref: RepoRef) -> str | None:
+    """The commit the repo's revision points at now: one small request (``expand=["sha"]``)."""
+    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    return HfApi().model_info(ref.repo, revision=ref.revision, expand=["sha"]).sha
+
+
 def _base_model(info: Any) -> str | None:
     card = getattr(info, "card_data", None)
     value = card.get("base_model") if card is not None else None
@@ -227,6 +234,15 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
         started = time.monotonic()
         record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
         attempts = [0]
+        if ref.known_sha is None and options.previous.get(ref.key) is not None and not options.full:
+            # A rerun asks the commit alone first (a few bytes, not the file list), and stops there
+            # when it is the one checked before.
+            attempts[0] += 1
+            try:
+                if unchanged(current_sha(ref)):
+                    return
+            except Exception:  # not retried here: the full read below retries, and records what went wrong
+                pass
         try:
             fetched = with_retries(lambda: fetch_repo(ref), options, attempts)
         except Exception as exc:  # one repo's failure, or a bug on one repo, never stops the audit
