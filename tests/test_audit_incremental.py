@@ -117,7 +117,7 @@ def test_an_audit_that_could_check_nothing_exits_2_in_one_line(tmp_path):
         deleted = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress")
         assert deleted.rc == 2, deleted.stderr
         [line] = [x for x in deleted.stderr.splitlines() if "nothing could be checked" in x]
-        assert line.startswith("draftguard: nothing could be checked: 2 of 2 repos failed (not-found 2)")
+        assert line.startswith("draftguard: nothing could be checked: 2 of 2 repos could not be read (not-found 2)")
 
         # A Hub outage after the listing: every repo's info answers 503; the nightly must not go green.
         hub.fail("GET", r"^/api/models/org-00/", 503, times=10**6)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from draftguard.audit.discussions import sync_discussions
 from draftguard.audit.inputs import select_repos
-from draftguard.audit.record import ERROR
+from draftguard.audit.record import TRANSIENT
 from draftguard.audit.repo import AuditOptions
 from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
@@ -115,23 +115,31 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def nothing_checked(records: list) -> str | None:
-    """The one line for an audit in which no repo could be checked (every record an access or
-    transient error), else None.
+    """The one line for an audit that could read no repo (every record an access or transient error:
+    a Hub outage, a token that sees nothing), else None. A repo that was read and is not checkable
+    (no config.json, a config no transformers class reads) was audited: it does not count here.
 
     Example::
 
         >>> from draftguard.audit.record import RepoError, RepoRecord
         >>> r = RepoRecord("a/b", "a/b", None, errors=[RepoError("unreachable", "the Hub cannot be reached")])
         >>> nothing_checked([r])
-        'nothing could be checked: 1 of 1 repos failed (unreachable 1); the first: a/b: the Hub cannot be reached'
+        'nothing could be checked: 1 of 1 repos could not be read (unreachable 1); the first: a/b: the Hub cannot be reached'
+        >>> nothing_checked([RepoRecord("a/c", "a/c", None, errors=[RepoError("no-config", "no config.json")])]) is None
+        True
     """
-    if not records or any(r.status != ERROR for r in records):
+    if not records or any(not r.errors or any(e.kind not in UNREAD for e in r.errors) or r.findings
+                          for r in records):
         return None
-    kinds = Counter(r.errors[0].kind for r in records if r.errors)
-    first = next(r for r in records if r.errors)
-    return (f"nothing could be checked: {len(records)} of {len(records)} repos failed ("
+    kinds = Counter(r.errors[0].kind for r in records)
+    first = records[0]
+    return (f"nothing could be checked: {len(records)} of {len(records)} repos could not be read ("
             + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
             + f"); the first: {first.repo}: {first.errors[0].message}")
+
+
+# Errors that mean a repo was never read: the Hub, the token or the network, not the repo's content.
+UNREAD = TRANSIENT + ("gated", "not-found", "revision-not-found", "http-error", "internal")
 
 
 def _reach_hub() -> None:

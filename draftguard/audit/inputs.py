@@ -32,7 +32,7 @@ class RepoRef:
 
     repo: str
     revision: str | None = None
-    sha: str | None = field(default=None, compare=False)
+    sha: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
