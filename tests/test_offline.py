@@ -108,3 +108,54 @@ def test_a_name_that_cannot_be_a_repo_id_is_refused_before_any_request(tmp_path,
         assert rc == 2 and len(lines) == 1, lines
         assert said in lines[0]
         assert hub.requests == []  # not even the probe
+
+
+# --- the one reading of the Hub's errors, on real answers of the fake Hub -------------------------------
+
+from tests.fakes import fake_hub  # noqa: E402,F401  (a fixture)
+from tests.fakes.hub import Fault  # noqa: E402
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except Exception as exc:  # what huggingface_hub raised, read as the surfaces read it
+        return exc
+    raise AssertionError("the call did not fail")
+
+
+def test_hub_problem_reads_each_failure_the_hub_gives(fake_hub):
+    from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+
+    from draftguard.hub_access import hub_problem
+
+    fake_hub.add("acme/open", {"config.json": b"{}"})
+    fake_hub.add("acme/gated", {"config.json": b"{}"})
+    fake_hub.gated.add("acme/gated")
+    api = HfApi(endpoint=fake_hub.endpoint)
+
+    def head(repo: str, name: str = "config.json", revision: str = "main", timeout: float = 10):
+        return lambda: get_hf_file_metadata(hf_hub_url(repo, name, revision=revision, endpoint=fake_hub.endpoint),
+                                            timeout=timeout)
+
+    fake_hub.fail("GET", r"^/api/models/acme/open/revision/main$", 429, retry_after=7)
+    limited = hub_problem(_raised(lambda: api.model_info("acme/open", revision="main")))
+    assert (limited.kind, limited.status, limited.wait, limited.transient) == ("rate-limited", 429, 7.0, True)
+    assert "wait 7 s" in limited.message and "\n" not in limited.message
+
+    fake_hub.fail("GET", r"^/api/models/acme/open/revision/main$", 401)
+    assert hub_problem(_raised(lambda: api.model_info("acme/open", revision="main"))).kind == "denied"
+    fake_hub.fail("GET", r"^/api/models/acme/open/revision/main$", 503)
+    assert hub_problem(_raised(lambda: api.model_info("acme/open", revision="main"))).kind == "server-error"
+    assert hub_problem(_raised(head("acme/gated"))).kind == "gated"
+    assert hub_problem(_raised(head("acme/nowhere"))).kind == "not-found"
+    assert hub_problem(_raised(head("acme/open", revision="nope"))).kind == "revision-not-found"
+    assert hub_problem(_raised(head("acme/open", "missing.json"))).kind == "entry-not-found"
+
+    fake_hub.file_faults.append(Fault("*", r"^/acme/open/resolve/.*/config\.json$", 504, 1, hang=2.0))
+    assert hub_problem(_raised(head("acme/open", timeout=0.5))).kind == "timeout"
+
+    endpoint = fake_hub.endpoint
+    fake_hub.stop()
+    gone = hub_problem(_raised(lambda: HfApi(endpoint=endpoint).model_info("acme/open", revision="main")))
+    assert gone.kind == "unreachable" and gone.message == "the Hub cannot be reached (connection refused)"
