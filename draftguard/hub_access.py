@@ -77,8 +77,8 @@ def hub_problem(exc: BaseException | None) -> HubProblem | None:
         if isinstance(current, hf.HFValidationError):
             return HubProblem("invalid-id", f"not a Hub repo id ({ID_RULE})")
         if isinstance(current, hf.OfflineModeIsEnabled):
-            return HubProblem("offline", "huggingface_hub is in offline mode (HF_HUB_OFFLINE=1) and the file is "
-                                         "not in the local cache")
+            return HubProblem("offline", "huggingface_hub is in offline mode (HF_HUB_OFFLINE=1), and what is asked "
+                                         "is not in the local cache")
         if isinstance(current, httpx2.TimeoutException):
             return HubProblem("timeout", "the Hub did not answer in time")
         if isinstance(current, (httpx2.NetworkError, httpx2.RemoteProtocolError, httpx2.ProxyError)):

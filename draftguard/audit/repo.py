@@ -5,7 +5,10 @@ with sizes, the model card's ``base_model``), then ``config.json`` at that commi
 huggingface_hub's cache. Drafters also read their ``.draftguard.yml``, their target's config and
 tokenizer files, and safetensors headers (HTTP range requests, never weights), through the drafter
 rules' own readers. Reading at the commit sha keeps every file of one check at one commit, and lets
-a rerun take unchanged files from the cache without asking the Hub again.
+a rerun take unchanged files from the cache without asking the Hub again. On a rerun a repo with a
+previous record is first asked its commit alone (``expand=["sha"]``), and skipped when unchanged;
+a repo whose commit the Hub's listing already gave was compared before it got here (``run.py``).
+A gated repo's record keeps the commit its info gave, though its files are refused.
 
 Every failure becomes the repo's own ``RepoError``; transient ones (429, 5xx, timeouts) are retried
 first, waiting what the Hub's ``Retry-After`` asks.

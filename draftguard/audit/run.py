@@ -1,6 +1,8 @@
 """Running an audit: repos in, audit.jsonl + audit.md + audit.html out, and an exit code.
 
-Repos are audited in chunks. With the installed transformers alone a chunk is one repo, and a
+A repo whose commit is known without asking (the listing's sha, or a revision that is a sha) and
+matches its previous record is skipped before any chunk is made: nothing is asked of the Hub for it.
+The other repos are audited in chunks. With the installed transformers alone a chunk is one repo, and a
 bounded pool of threads runs them, sharing huggingface_hub's HTTP connections and cache. With
 several transformers versions a chunk holds many repos, so that each version's resolver process
 (one per version per chunk, see check/matrix.py) serves them all. With ``--queue redis://...`` the
