@@ -141,3 +141,38 @@ def test_an_audit_that_could_check_nothing_exits_2_in_one_line(tmp_path):
         some = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", out=tmp_path / "some")
         assert some.rc == 0, some.stderr
         assert "nothing could be checked" not in some.stderr
+
+
+def test_a_hub_that_goes_away_mid_run_stops_the_audit_in_one_line(tmp_path):
+    """Without the stop every repo left is retried on its own (backoff, then huggingface_hub's 23 s of
+    retries for a file), and the run ends green with a column of "unreachable" errors."""
+    import threading
+    import time
+
+    with FakeHub() as hub:
+        fleet = build_fleet(hub, copies=2, corpus=False)
+        repo_list = fleet.list_file(tmp_path / "repos.txt")
+        asked = []
+
+        def goes_away(h, method, segs, query, raw, answer, error, authorized) -> bool:
+            if segs[:1] == ["models"] and len(segs) >= 3:
+                asked.append(segs)
+                if len(asked) == 8:
+                    threading.Thread(target=hub.stop, daemon=True).start()
+            return False  # answered as usual
+
+        hub.routes.insert(0, goes_away)
+        started = time.perf_counter()
+        run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--concurrency", "2",
+                                "--fail-on", "never")
+        took = time.perf_counter() - started
+        print(f"\nthe Hub went away after 8 repos: the audit ended in {took:.1f} s")
+        assert run.rc == 2, run.stderr
+        [line] = [x for x in run.stderr.splitlines() if "the audit stopped" in x]
+        assert line.startswith("draftguard: the Hub at http://127.0.0.1:") and "cannot be reached" in line
+        left = int(line.split("the audit stopped with ")[1].split(" of ")[0])
+        assert 0 < left < len(fleet.repos)
+        records = run.records
+        assert len(records) == len(fleet.repos) - left  # the repos not asked have no record: the next run asks them
+        assert "Traceback" not in run.stderr
+        assert took < 60

@@ -109,6 +109,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"draftguard: transformers {version} did not run: {why}", file=sys.stderr)
     if result.version_problems:
         return EXIT_BAD_INPUT
+    if options.hub_gone:
+        left = len(refs) - result.checked - result.skipped
+        return _bad(f"{options.hub_gone}; the audit stopped with {left} of {len(refs)} repos not asked (a rerun "
+                    "goes on from audit.jsonl)")
     if nothing := nothing_checked(result.records):
         return _bad(nothing)
     return EXIT_FAIL if result.fails(args.fail_on) else EXIT_OK

@@ -16,7 +16,9 @@ first, waiting what the Hub's ``Retry-After`` asks.
 In: ``audit_chunk(refs, options)``: a chunk of ``RepoRef`` and the ``AuditOptions`` (versions,
 retries, the previous records).
 Out: one (``RepoRecord``, skipped) per repo, in order; an unchanged repo's previous record comes back
-with skipped True. Versions that could not run are added to ``options.version_problems``.
+with skipped True. Versions that could not run are added to ``options.version_problems``. When the
+Hub as a whole goes out of reach, ``options.hub_gone`` says so and the repos not yet asked get no
+record.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
 from draftguard.errors import RepoFailure
 from draftguard.hosts.hub import hub_retry_delay
-from draftguard.hub_access import hub_problem
+from draftguard.hub_access import hub_problem, probe_hub, unreachable_line
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -59,6 +61,8 @@ class AuditOptions:
     # Versions whose resolver could not run (install failed, no network), with why; filled as chunks run.
     version_problems: dict[str, str] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
+    # Set when the Hub as a whole went out of reach during the run (``hub_gone``): the line to say.
+    hub_gone: str | None = None
 
     @property
     def host_only(self) -> bool:
@@ -124,8 +128,21 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
                 raise
             if failure.kind not in TRANSIENT or attempt > options.retries:
                 raise failure from None
+            if failure.kind in ("unreachable", "timeout") and hub_gone(options):
+                raise failure from None  # the Hub itself is gone: retrying this repo cannot help
             delay = hub_retry_delay(exc, attempt, base=0.5, cap=options.max_wait) or 1.0
             options.sleep(min(delay, options.max_wait))
+
+
+def hub_gone(options: AuditOptions) -> bool:
+    """Whether the Hub as a whole is out of reach (asked once, without retries, after a repo could not
+    reach it). Then ``options.hub_gone`` holds the one line to say, and the audit stops: the repos
+    not yet asked are left for the next run, not recorded as errors one by one."""
+    if options.hub_gone is None:
+        problem = probe_hub()
+        if problem is not None:
+            options.hub_gone = unreachable_line(problem, cache=False).replace("; nothing was checked", "")
+    return options.hub_gone is not None
 
 
 # --- fetching --------------------------------------------------------------------------------------
@@ -222,7 +239,8 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
 def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
     """Audit repos (no repo id twice); returns (record, skipped) per repo, in order. A repo whose
     commit, versions and draftguard version match its previous record is skipped (unless
-    ``options.full``), and its previous record is returned."""
+    ``options.full``), and its previous record is returned. Once the Hub is gone
+    (``options.hub_gone``), the repos not yet asked are left out."""
     out: dict[int, tuple[RepoRecord, bool]] = {}
     todo: list[tuple[int, RepoRecord, Fetched, list[int], float]] = []
 
@@ -234,6 +252,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             out[index] = (previous, True)
             return True
 
+        if options.hub_gone:
+            return  # not asked, not recorded: the next run checks it
         started = time.monotonic()
         record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
         attempts = [0]
@@ -250,6 +270,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             fetched = with_retries(lambda: fetch_repo(ref), options, attempts)
         except Exception as exc:  # one repo's failure, or a bug on one repo, never stops the audit
             failure = _failure_of(exc)
+            if options.hub_gone and failure.kind in TRANSIENT:
+                return  # the Hub is gone, not this repo: left for the next run
             if unchanged(failure.sha):  # e.g. still no config.json at the same commit
                 return
             record.errors.append(_recorded(failure))
@@ -289,7 +311,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             record.findings = [f.to_json() for f in _sorted(findings)]
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
-    return [out[i] for i in range(len(refs))]
+    return [out[i] for i in range(len(refs)) if i in out]
 
 
 def _failure_of(exc: BaseException) -> RepoFailure:
