@@ -152,7 +152,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
-        require_hub(hub_repos(args.targets, args.revision) + hub_repos([args.target], None))
+        hub = hub_repos(args.targets, args.revision)
+        require_hub(hub + hub_repos([args.target], None), need_all=False,
+                    local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers)
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,

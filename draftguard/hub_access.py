@@ -3,8 +3,9 @@ any request, and one quick question to the Hub before a command starts reading i
 
 huggingface_hub retries a failed connection five times with backoff (about 23 s) before it gives up,
 and logs two lines per retry. So a command that names Hub repos asks the Hub once first, without
-retries (``require_hub``): a Hub out of reach is one line and exit 2 within seconds, or, when every
-repo it names is in the local cache, huggingface_hub's offline mode for the rest of the process.
+retries (``require_hub``): a Hub out of reach is one line and exit 2 within seconds, or, when the
+command can work from the local cache (or has local work too), huggingface_hub's offline mode for the
+rest of the process, where a missing file fails at once.
 
 In: an exception raised by huggingface_hub (or its HTTP stack, httpx2), names a user gave as Hub repo
 ids, and huggingface_hub's endpoint (``HF_ENDPOINT``).
@@ -228,21 +229,23 @@ def unreachable_line(problem: HubProblem, cache: bool = True) -> str:
     return f"the Hub at {endpoint()} {waited}: check the network (or HF_ENDPOINT){fix}"
 
 
-def require_hub(repos: Iterable[tuple[str, str | None]], *, cache_ok: bool = True) -> None:
+def require_hub(repos: Iterable[tuple[str, str | None]], *, need_all: bool = True,
+                local_work: bool = False) -> None:
     """Before a command's first Hub read of ``repos`` ((repo id, revision) pairs): ask the Hub once.
-    When it is out of reach and every repo's config.json is in the local cache (and ``cache_ok``),
-    go offline and let the command work from the cache; otherwise raise BadInput in one line.
-    Nothing is asked when ``repos`` is empty."""
+    When it is out of reach, go offline and let the command work from the local cache if it can:
+    every repo's config.json is cached (``need_all``; else any one of them), or the command has
+    local work to do (``local_work``), whose Hub parts then fail at once, each in its own line.
+    Otherwise raise BadInput in one line. Nothing is asked when ``repos`` is empty."""
     repos = list(repos)
     if not repos:
         return
     problem = probe_hub()
     if problem is None:
         return
-    if cache_ok:
-        from huggingface_hub import try_to_load_from_cache  # huggingface_hub: only an unreachable Hub reads it
+    from huggingface_hub import try_to_load_from_cache  # huggingface_hub: only an unreachable Hub reads it
 
-        if all(isinstance(try_to_load_from_cache(repo, "config.json", revision=rev), str) for repo, rev in repos):
-            go_offline()
-            return
+    cached = [isinstance(try_to_load_from_cache(repo, "config.json", revision=rev), str) for repo, rev in repos]
+    if local_work or (all(cached) if need_all else any(cached)):
+        go_offline()
+        return
     raise BadInput(unreachable_line(problem), hint="check the network, or set HF_HUB_OFFLINE=1")
