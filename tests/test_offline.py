@@ -10,6 +10,7 @@ machine, and the figures are printed (pytest -s) for the closing note.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -83,6 +84,21 @@ def test_an_audit_of_a_list_file_against_an_unreachable_hub_is_one_line(dead):
     rc, lines, took = _run(env, "audit", str(repos), "--no-progress", "--out", str(tmp / "out"), cwd=tmp)
     assert rc == 2 and len(lines) == 1, lines
     assert "cannot be reached" in lines[0] and "nothing was checked" in lines[0]
+    assert took < LOOSE
+
+
+def test_a_local_drafter_whose_target_is_on_an_unreachable_hub_is_one_line_at_once(dead):
+    env, tmp = dead
+    drafter = REPO_ROOT / "examples" / "qwen3-swa-drafter"
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "draftguard", "check", str(drafter), "--target", "Qwen/Qwen3-8B",
+                           "--format", "json"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp)
+    took = time.perf_counter() - started
+    print(f"\nlocal drafter, --target on a dead Hub: {took:.1f} s")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert "Qwen/Qwen3-8B@main/config.json: the Hub cannot be reached" in lines[0]
+    assert json.loads(done.stdout)["errors"][0]["source"] == str(drafter)  # the report still comes
     assert took < LOOSE
 
 
