@@ -102,6 +102,18 @@ def test_a_local_drafter_whose_target_is_on_an_unreachable_hub_is_one_line_at_on
     assert took < LOOSE
 
 
+def test_an_audit_in_offline_mode_is_refused_in_one_line(tmp_path):
+    """Before: every repo failed as unreachable, was retried with backoff, and the run ended green."""
+    with FakeHub() as hub:
+        repos = tmp_path / "repos.txt"
+        repos.write_text("acme/a\nacme/b\n")
+        env = {**_env(hub.endpoint, tmp_path / "hf-cache"), "HF_HUB_OFFLINE": "1"}
+        rc, lines, _ = _run(env, "audit", str(repos), "--no-progress", "--out", str(tmp_path / "out"), cwd=tmp_path)
+        assert rc == 2 and len(lines) == 1, lines
+        assert "offline mode" in lines[0] and "nothing was checked" in lines[0]
+        assert hub.requests == []
+
+
 def test_a_stopped_fake_hub_is_out_of_reach_too(tmp_path):
     """The Hub that answered a moment ago and went away (its keep-alive connections dropped)."""
     hub = FakeHub({"acme/tiny": {"main": {"config.json": b'{"model_type": "qwen3"}'}}}).start()

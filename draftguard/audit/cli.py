@@ -147,7 +147,13 @@ UNREAD = TRANSIENT + ("gated", "not-found", "revision-not-found", "http-error", 
 
 
 def _reach_hub() -> None:
-    """Ask the Hub once, without retries: out of reach is bad input in one line (exit 2)."""
+    """Ask the Hub once, without retries: out of reach is bad input in one line (exit 2). The audit
+    reads every repo's current commit, which no cache holds: offline mode is refused too."""
+    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    if constants.is_offline_mode():
+        raise BadInput("the audit reads the Hub, and huggingface_hub is in offline mode (HF_HUB_OFFLINE=1 or "
+                       "TRANSFORMERS_OFFLINE=1): unset it; nothing was checked")
     problem = probe_hub()
     if problem is not None:
         raise BadInput(unreachable_line(problem, cache=False))
