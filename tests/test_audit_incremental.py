@@ -175,4 +175,4 @@ def test_a_hub_that_goes_away_mid_run_stops_the_audit_in_one_line(tmp_path):
         records = run.records
         assert len(records) == len(fleet.repos) - left  # the repos not asked have no record: the next run asks them
         assert "Traceback" not in run.stderr
-        assert took < 60
+        assert took < 90  # before: 154 s here, ending green; after: 9-28 s (a file read in flight retries 23 s)
