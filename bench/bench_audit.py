@@ -13,7 +13,11 @@ served on loopback with ``--latency`` seconds added to every request, files and 
   (which also read safetensors headers, their .draftguard.yml and their target);
 - the cost of each extra transformers version: the same audit under two versions (4.52.4 + the
   installed one) against one, in seconds per extra version and per repo;
-- the speedup of 2 worker processes over 1 on the Redis queue (needs redis-server).
+- the speedup of 2 worker processes over 1 on the Redis queue (needs redis-server);
+- a rerun with nothing changed against its own first run (the baseline): bytes and requests, and how
+  many repos were asked anything, for a Hub listing (``--search /``: the fake's listing of every
+  repo) and for a list file (goal: under 10% of the first run's bytes; no request for an unchanged
+  listed repo).
 """
 
 from __future__ import annotations
@@ -86,6 +90,26 @@ def fetched_bytes(hub: FakeHub, repos: list[str], drafters: bool) -> float:
     return own / len(picked)
 
 
+def rerun_figures(hub: FakeHub, work: Path, *selection: str) -> str:
+    """A first audit and a rerun with nothing changed, in the same folder and cache: their requests
+    and bytes, and the repos the rerun asked anything."""
+    cache, out = Path(tempfile.mkdtemp(dir=work)), Path(tempfile.mkdtemp(dir=work)) / "out"
+    env = {**os.environ, **hub.env(str(cache)), "PYTHONPATH": str(ROOT)}
+    runs = []
+    for _ in range(2):
+        start = len(hub.requests)
+        subprocess.run([sys.executable, "-m", "draftguard", "audit", *selection, "--no-progress", "--fail-on",
+                        "never", "--out", str(out)], env=env, capture_output=True, text=True, cwd=ROOT)
+        runs.append(hub.requests[start:])
+    first, again = runs
+    asked = {r.repo for r in again if r.repo not in (None, "api")} | {
+        "/".join(r.path.split("/")[3:5]) for r in again if r.repo == "api" and r.path.startswith("/api/models/")}
+    sent = [sum(r.sent for r in run) for run in runs]
+    return (f"{len(first)} requests, {sent[0] / 1024:.0f} KB first; rerun {len(again)} requests, "
+            f"{sent[1] / 1024:.1f} KB = {100 * sent[1] / sent[0]:.1f}% of the first run's bytes, "
+            f"{len(asked)} repos asked anything")
+
+
 def redis_server(work: Path) -> tuple[subprocess.Popen, str] | None:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -134,6 +158,8 @@ def main() -> None:
     parser.add_argument("--skip-queue", action="store_true")
     parser.add_argument("--skip-versions", action="store_true")
     parser.add_argument("--skip-baselines", action="store_true", help="no --concurrency 1 and per-repo check runs")
+    parser.add_argument("--skip-rerun", action="store_true", help="no first-run-and-rerun byte figures")
+    parser.add_argument("--only-rerun", action="store_true", help="the rerun figures alone")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
     with FakeHub() as hub:
@@ -144,6 +170,12 @@ def main() -> None:
         print(f"fleet: {n} repos; {args.latency * 1000:.0f} ms added to every request; load average "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
+        if not args.skip_rerun:
+            print(f"rerun with nothing changed, a Hub listing: {rerun_figures(hub, work, '--search', '/')}")
+            print(f"rerun with nothing changed, a list file:   {rerun_figures(hub, work, str(repo_list))}")
+            if args.only_rerun:
+                shutil.rmtree(work, ignore_errors=True)
+                return
         hub.requests.clear()
         one = audit(hub, work, str(repo_list))
         one_cpu = CPU[0]

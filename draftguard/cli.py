@@ -24,6 +24,7 @@ from draftguard.audit.cli import add_audit_parser
 from draftguard.check import matrix
 from draftguard.check.light import check_targets
 from draftguard.check.resolver import hide_torch
+from draftguard.hub_access import hub_repos, require_hub
 from draftguard.report.annotations import render_annotations
 from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
@@ -150,6 +151,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
+        # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
+        hub = hub_repos(args.targets, args.revision)
+        require_hub(hub + hub_repos([args.target], None), need_all=False,
+                    local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers)
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,

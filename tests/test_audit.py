@@ -152,13 +152,15 @@ def test_rerun_skips_unchanged_repos_and_full_checks_them_again(fleet_run):
     before = len(hub.requests)
     again = run_audit_process(hub, tmp, str(repo_list), "--no-progress", "--max-wait", "3", out=first.out)
     assert again.rc == 1
-    # Only repos whose commit could not be read (gated, deleted) are asked again; a repo without a
-    # config or a model_type is skipped like any other at the same commit.
-    errors = sum(1 for r in first.records.values() if not r["sha"])
+    # Only repos refused for access (gated: it may be granted since) or whose commit could not be read
+    # (deleted) are asked again; a repo without a config or a model_type is skipped like any other at
+    # the same commit. The gated repo keeps its commit.
+    assert first.records["broken/gated-llama"]["sha"] and not first.records["broken/deleted-repo"]["sha"]
+    errors = sum(1 for r in first.records.values() if not r["sha"] or any(e["kind"] == "gated" for e in r["errors"]))
     assert errors == 2
     assert f"{errors} checked, {len(fleet.repos) - errors} unchanged and skipped" in again.stderr
     downloads = [r for r in hub.requests[before:] if r.path == "config.json" and r.method == "GET"]
-    assert downloads == []  # unchanged repos cost one info request, nothing more
+    assert downloads == []  # unchanged repos cost one small request for their commit, nothing more
     # A new commit on one repo is checked again; the others still are not.
     changed = next(iter(fleet.clean))
     old_sha = first.records[changed]["sha"]
@@ -193,7 +195,8 @@ def test_resumes_after_kill_9(tmp_path):
         resumed = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", out=out)
         records = resumed.records
         assert set(records) == set(fleet.repos)
-        kept = {r for r in written if records[r]["sha"]}  # gated and deleted repos are asked again
+        kept = {r for r in written if records[r]["sha"]  # gated and deleted repos are asked again
+                and not any(e["kind"] == "gated" for e in records[r]["errors"])}
         assert f"{len(fleet.repos) - len(kept)} checked, {len(kept)} unchanged" in resumed.stderr
         assert len((out / "audit.jsonl").read_text().splitlines()) == len(fleet.repos)  # compacted
 

@@ -400,7 +400,7 @@ LAYERS = [
     ("draftguard.report",),
     ("draftguard.check",),
     ("draftguard.settings",),
-    ("draftguard.snapshot", "draftguard.secrets"),
+    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access"),
     ("draftguard.errors",),
 ]
 

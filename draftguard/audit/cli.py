@@ -6,7 +6,9 @@ Out: the reports written by ``run.run_audit``, its summary line and any version 
 on stderr, the discussions' dry run or actions on stdout, and the exit code.
 
 Exit codes, as for ``check``: 0 no repo at or above --fail-on; 1 some repo is; 2 bad input (a bad
-list file, flag or queue URL, or a requested transformers version that could not run).
+list file, flag or queue URL, or a requested transformers version that could not run), the Hub out of
+reach (asked once, before anything else: one line within seconds), or an audit that could check no
+repo at all (so a nightly run never goes green through a Hub outage).
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from draftguard.audit.discussions import sync_discussions
 from draftguard.audit.inputs import select_repos
+from draftguard.audit.record import TRANSIENT
 from draftguard.audit.repo import AuditOptions
 from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
 from draftguard.check import resolver
+from draftguard.hub_access import probe_hub, unreachable_line
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -81,8 +86,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         host = resolver.transformers_version()
         versions = audit_versions(args.transformers, host)
+        if args.org is not None:
+            _check_org(args.org)
+        if not args.repo_file:
+            _reach_hub()  # before the listing, which huggingface_hub would retry for 23 s
         refs = select_repos(repo_file=args.repo_file, org=args.org, search=args.search, tag=args.tag,
                             limit=args.limit)
+        if args.repo_file:
+            _reach_hub()  # after the list file's own bad lines, which need no network
         options = AuditOptions(versions=versions, host_version=host, full=args.full, retries=args.retries,
                                max_wait=args.max_wait)
         run = AuditRun(refs=refs, options=options, out=Path(args.out), concurrency=args.concurrency,
@@ -98,7 +109,67 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"draftguard: transformers {version} did not run: {why}", file=sys.stderr)
     if result.version_problems:
         return EXIT_BAD_INPUT
+    if options.hub_gone:
+        left = len(refs) - result.checked - result.skipped
+        return _bad(f"{options.hub_gone}; the audit stopped with {left} of {len(refs)} repos not asked (a rerun "
+                    "goes on from audit.jsonl)")
+    if nothing := nothing_checked(result.records):
+        return _bad(nothing)
     return EXIT_FAIL if result.fails(args.fail_on) else EXIT_OK
+
+
+def nothing_checked(records: list) -> str | None:
+    """The one line for an audit that could read no repo (every record an access or transient error:
+    a Hub outage, a token that sees nothing), else None. A repo that was read and is not checkable
+    (no config.json, a config no transformers class reads) was audited: it does not count here.
+
+    Example::
+
+        >>> from draftguard.audit.record import RepoError, RepoRecord
+        >>> r = RepoRecord("a/b", "a/b", None, errors=[RepoError("unreachable", "the Hub cannot be reached")])
+        >>> nothing_checked([r])
+        'nothing could be checked: 1 of 1 repos could not be read (unreachable 1); the first: a/b: the Hub cannot be reached'
+        >>> nothing_checked([RepoRecord("a/c", "a/c", None, errors=[RepoError("no-config", "no config.json")])]) is None
+        True
+    """
+    if not records or any(not r.errors or any(e.kind not in UNREAD for e in r.errors) or r.findings
+                          for r in records):
+        return None
+    kinds = Counter(r.errors[0].kind for r in records)
+    first = records[0]
+    return (f"nothing could be checked: {len(records)} of {len(records)} repos could not be read ("
+            + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+            + f"); the first: {first.repo}: {first.errors[0].message}")
+
+
+# Errors that mean a repo was never read: the Hub, the token or the network, not the repo's content.
+UNREAD = TRANSIENT + ("gated", "not-found", "revision-not-found", "http-error", "internal")
+
+
+def _reach_hub() -> None:
+    """Ask the Hub once, without retries: out of reach is bad input in one line (exit 2). The audit
+    reads every repo's current commit, which no cache holds: offline mode is refused too."""
+    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    if constants.is_offline_mode():
+        raise BadInput("the audit reads the Hub, and huggingface_hub is in offline mode (HF_HUB_OFFLINE=1 or "
+                       "TRANSFORMERS_OFFLINE=1): unset it; nothing was checked")
+    problem = probe_hub()
+    if problem is not None:
+        raise BadInput(unreachable_line(problem, cache=False))
+
+
+def _check_org(org: str) -> None:
+    """An --org that cannot be a Hub user or organization name is refused before any request."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # huggingface_hub: ~0.18 s to import
+
+    try:
+        if "/" in org:
+            raise HFValidationError(org)
+        validate_repo_id(f"{org}/x")
+    except HFValidationError:
+        raise BadInput(f"--org {org!r}: not a Hub user or organization name (letters, digits, '-', '_' and '.')",
+                       key="org") from None
 
 
 def _bad(message: str) -> int:

@@ -5,34 +5,53 @@ A list file holds one repo id per line, ``owner/name`` or ``owner/name@revision`
 a half-run audit.
 
 In: a list file's path, or an org, search text or tag for ``HfApi.list_models``.
-Out: ``select_repos`` -> a list of ``RepoRef`` (repo, revision), or ``BadInput`` (a bad line, nothing
-named, an empty listing, the Hub unreachable).
+Out: ``select_repos`` -> a list of ``RepoRef`` (repo, revision, and the listing's commit sha), or
+``BadInput`` (a bad line, nothing named, an empty listing, the Hub unreachable).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from draftguard.hub_access import hub_problem
 from draftguard.snapshot import BadInput
 
 # What the Hub accepts as a model repo id (owner/name), and a revision: a branch, tag, sha or refs/pr/N.
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _REVISION = re.compile(r"^[\w][\w./-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
 class RepoRef:
-    """One repo to audit, at a revision (None: the default branch)."""
+    """One repo to audit, at a revision (None: the default branch). ``sha`` is the commit the Hub's
+    listing gave for it, when it came from one: a rerun skips the repo without asking the Hub again
+    when its record was made at that commit."""
 
     repo: str
     revision: str | None = None
+    sha: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
         """The repo as the audit's records name it: ``owner/name`` or ``owner/name@revision``."""
         return f"{self.repo}@{self.revision}" if self.revision else self.repo
+
+    @property
+    def known_sha(self) -> str | None:
+        """The commit this repo is at, known without asking the Hub: the listing's sha, or a revision
+        that is a commit sha (a commit never changes).
+
+        Example::
+
+            >>> RepoRef("a/b", "0123456789abcdef0123456789abcdef01234567").known_sha[:7], RepoRef("a/b", "main").known_sha
+            ('0123456', None)
+        """
+        if self.revision and _COMMIT.match(self.revision):
+            return self.revision
+        return self.sha if not self.revision else None
 
     @classmethod
     def parse(cls, text: str) -> "RepoRef":
@@ -98,18 +117,19 @@ def list_hub_repos(*, org: str | None = None, search: str | None = None, tag: st
     Raises BadInput when the Hub refuses the listing or cannot be reached (nothing to audit then).
     """
     from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import errors as hf_errors
 
     what = ", ".join(f"{k} {v!r}" for k, v in (("author", org), ("search", search), ("filter", tag)) if v)
     try:
-        models = HfApi().list_models(author=org, search=search, filter=tag, limit=limit)
-        ids = sorted({m.id for m in models})
-    except hf_errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise BadInput(f"listing models ({what}): the Hub answered HTTP {status}") from None
-    except OSError as exc:
-        raise BadInput(f"listing models ({what}): the Hub cannot be reached ({exc.__class__.__name__})") from None
-    return [RepoRef(i) for i in ids]
+        # expand=["sha"]: the listing carries each repo's commit, so a rerun needs nothing more for a
+        # repo whose commit is unchanged (the Hub's listing has no sha unless asked).
+        models = HfApi().list_models(author=org, search=search, filter=tag, limit=limit, expand=["sha"])
+        listed = {m.id: m.sha for m in models}
+    except Exception as exc:
+        problem = hub_problem(exc)
+        if problem is None:
+            raise
+        raise BadInput(f"listing models ({what}): {problem.message}") from None
+    return [RepoRef(i, sha=listed[i]) for i in sorted(listed)]
 
 
 def select_repos(*, repo_file: str | None, org: str | None, search: str | None, tag: str | None,

@@ -115,9 +115,11 @@ class RepoRecord:
         return sorted(found)
 
     def same_inputs(self, sha: str | None, versions: list[str]) -> bool:
-        """Whether a rerun would check exactly this again (incremental audits skip it then)."""
+        """Whether a rerun would check exactly this again (incremental audits skip it then). A repo
+        refused for access (gated, 401/403) is asked again: its access may have been granted since."""
         return (sha is not None and self.sha == sha and self.versions == versions
-                and self.draftguard == __version__ and not self.transient)
+                and self.draftguard == __version__ and not self.transient
+                and not any(e.kind == "gated" for e in self.errors))
 
     # --- json ------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

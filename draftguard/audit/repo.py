@@ -5,7 +5,10 @@ with sizes, the model card's ``base_model``), then ``config.json`` at that commi
 huggingface_hub's cache. Drafters also read their ``.draftguard.yml``, their target's config and
 tokenizer files, and safetensors headers (HTTP range requests, never weights), through the drafter
 rules' own readers. Reading at the commit sha keeps every file of one check at one commit, and lets
-a rerun take unchanged files from the cache without asking the Hub again.
+a rerun take unchanged files from the cache without asking the Hub again. On a rerun a repo with a
+previous record is first asked its commit alone (``expand=["sha"]``), and skipped when unchanged;
+a repo whose commit the Hub's listing already gave was compared before it got here (``run.py``).
+A gated repo's record keeps the commit its info gave, though its files are refused.
 
 Every failure becomes the repo's own ``RepoError``; transient ones (429, 5xx, timeouts) are retried
 first, waiting what the Hub's ``Retry-After`` asks.
@@ -13,7 +16,9 @@ first, waiting what the Hub's ``Retry-After`` asks.
 In: ``audit_chunk(refs, options)``: a chunk of ``RepoRef`` and the ``AuditOptions`` (versions,
 retries, the previous records).
 Out: one (``RepoRecord``, skipped) per repo, in order; an unchanged repo's previous record comes back
-with skipped True. Versions that could not run are added to ``options.version_problems``.
+with skipped True. Versions that could not run are added to ``options.version_problems``. When the
+Hub as a whole goes out of reach, ``options.hub_gone`` says so and the repos not yet asked get no
+record.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
 from draftguard.errors import RepoFailure
 from draftguard.hosts.hub import hub_retry_delay
+from draftguard.hub_access import hub_problem, probe_hub, unreachable_line
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -55,6 +61,8 @@ class AuditOptions:
     # Versions whose resolver could not run (install failed, no network), with why; filled as chunks run.
     version_problems: dict[str, str] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
+    # Set when the Hub as a whole went out of reach during the run (``hub_gone``): the line to say.
+    hub_gone: str | None = None
 
     @property
     def host_only(self) -> bool:
@@ -76,48 +84,33 @@ class Fetched:
 
 def classify(exc: BaseException) -> RepoFailure | None:
     """The RepoFailure an exception from huggingface_hub (or the checks) means, following the cause
-    chain; None when it is not one we know (a bug, re-raised by the caller).
+    chain (the Hub's errors are read by ``hub_access.hub_problem``, as every surface reads them); None
+    when it is not one we know (a bug, re-raised by the caller).
 
     Example::
 
         >>> classify(BadInput("acme/x@main/config.json:3:1: invalid JSON: Expecting value")).kind
         'invalid-config'
     """
-    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
-    from huggingface_hub import errors as hf
-
     seen, current = 0, exc
     while current is not None and seen < 6:
         if isinstance(current, RepoFailure):
             return current
-        if isinstance(current, hf.GatedRepoError):
-            return RepoFailure("gated", "gated repo: accept its terms on the Hub and set HF_TOKEN to audit it")
-        if isinstance(current, hf.RepositoryNotFoundError):
-            return RepoFailure("not-found", "repo not found on the Hub (deleted, renamed, or private without "
-                                            "HF_TOKEN)")
-        if isinstance(current, hf.RevisionNotFoundError):
-            return RepoFailure("revision-not-found", "revision not found on the Hub")
-        if isinstance(current, hf.HfHubHTTPError) and current.response is not None:
-            status = current.response.status_code
-            if status == 429:
-                return RepoFailure("rate-limited", "the Hub answered 429 (rate limited) after retries; rerun "
-                                                   "later, or set HF_TOKEN for a higher limit")
-            if status >= 500 or status == 408:
-                return RepoFailure("server-error", f"the Hub answered HTTP {status} after retries; rerun later")
-            if status in (401, 403):
-                return RepoFailure("gated", f"the Hub answered HTTP {status}: set HF_TOKEN to a token that can "
-                                            "read this repo")
-            return RepoFailure("http-error", f"the Hub answered HTTP {status}")
-        if isinstance(current, httpx2.TimeoutException):
-            return RepoFailure("timeout", "the Hub did not answer in time (after retries); rerun later")
-        if isinstance(current, (httpx2.NetworkError, httpx2.RemoteProtocolError)) or type(current).__name__ in (
-                "OfflineModeIsEnabled",):
-            return RepoFailure("unreachable", f"the Hub cannot be reached ({type(current).__name__})")
         current = current.__cause__ or current.__context__
         seen += 1
+    problem = hub_problem(exc)
+    if problem is not None:
+        kind = _AUDIT_KIND.get(problem.kind, problem.kind)
+        message = problem.message + (" (after retries)" if problem.transient else "")
+        return RepoFailure(kind, message)
     if isinstance(exc, BadInput):
         return RepoFailure("invalid-config", str(exc))
     return None
+
+
+# hub_access's kinds that the audit's records name otherwise (record.py's ACCESS and TRANSIENT).
+_AUDIT_KIND = {"denied": "gated", "offline": "unreachable", "entry-not-found": "http-error",
+               "invalid-id": "http-error"}
 
 
 def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
@@ -135,8 +128,21 @@ def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[in
                 raise
             if failure.kind not in TRANSIENT or attempt > options.retries:
                 raise failure from None
+            if failure.kind in ("unreachable", "timeout") and hub_gone(options):
+                raise failure from None  # the Hub itself is gone: retrying this repo cannot help
             delay = hub_retry_delay(exc, attempt, base=0.5, cap=options.max_wait) or 1.0
             options.sleep(min(delay, options.max_wait))
+
+
+def hub_gone(options: AuditOptions) -> bool:
+    """Whether the Hub as a whole is out of reach (asked once, without retries, after a repo could not
+    reach it). Then ``options.hub_gone`` holds the one line to say, and the audit stops: the repos
+    not yet asked are left for the next run, not recorded as errors one by one."""
+    if options.hub_gone is None:
+        problem = probe_hub()
+        if problem is not None:
+            options.hub_gone = unreachable_line(problem, cache=False).replace("; nothing was checked", "")
+    return options.hub_gone is not None
 
 
 # --- fetching --------------------------------------------------------------------------------------
@@ -157,7 +163,13 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     if size is not None and size > MAX_CONFIG_BYTES:
         raise RepoFailure("oversized", f"config.json is {size / 1e6:.1f} MB, over the "
                                        f"{MAX_CONFIG_BYTES // 2**20} MB a config can be; not downloaded", sha)
-    path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    try:
+        path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    except Exception as exc:  # a gated repo lists its commit but refuses its files: keep the commit
+        failure = classify(exc)
+        if failure is None:
+            raise
+        raise RepoFailure(failure.kind, failure.message, sha) from exc
     with open(path, "rb") as fh:
         data = fh.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
@@ -169,6 +181,13 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     snapshot = Snapshot(source=ref.repo, revision=sha, files={CONFIG_NAME: data}, display={CONFIG_NAME: shown},
                         local_dir=None, is_hub=True)
     return Fetched(ref, sha, snapshot, _base_model(info))
+
+
+def current_sha(ref: RepoRef) -> str | None:
+    """The commit the repo's revision points at now: one small request (``expand=["sha"]``)."""
+    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    return HfApi().model_info(ref.repo, revision=ref.revision, expand=["sha"]).sha
 
 
 def _base_model(info: Any) -> str | None:
@@ -220,7 +239,8 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
 def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
     """Audit repos (no repo id twice); returns (record, skipped) per repo, in order. A repo whose
     commit, versions and draftguard version match its previous record is skipped (unless
-    ``options.full``), and its previous record is returned."""
+    ``options.full``), and its previous record is returned. Once the Hub is gone
+    (``options.hub_gone``), the repos not yet asked are left out."""
     out: dict[int, tuple[RepoRecord, bool]] = {}
     todo: list[tuple[int, RepoRecord, Fetched, list[int], float]] = []
 
@@ -232,13 +252,26 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             out[index] = (previous, True)
             return True
 
+        if options.hub_gone:
+            return  # not asked, not recorded: the next run checks it
         started = time.monotonic()
         record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
         attempts = [0]
+        if ref.known_sha is None and options.previous.get(ref.key) is not None and not options.full:
+            # A rerun asks the commit alone first (a few bytes, not the file list), and stops there
+            # when it is the one checked before.
+            attempts[0] += 1
+            try:
+                if unchanged(current_sha(ref)):
+                    return
+            except Exception:  # not retried here: the full read below retries, and records what went wrong
+                pass
         try:
             fetched = with_retries(lambda: fetch_repo(ref), options, attempts)
         except Exception as exc:  # one repo's failure, or a bug on one repo, never stops the audit
             failure = _failure_of(exc)
+            if options.hub_gone and failure.kind in TRANSIENT:
+                return  # the Hub is gone, not this repo: left for the next run
             if unchanged(failure.sha):  # e.g. still no config.json at the same commit
                 return
             record.errors.append(_recorded(failure))
@@ -278,7 +311,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
             record.findings = [f.to_json() for f in _sorted(findings)]
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
-    return [out[i] for i in range(len(refs))]
+    return [out[i] for i in range(len(refs)) if i in out]
 
 
 def _failure_of(exc: BaseException) -> RepoFailure:

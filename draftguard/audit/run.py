@@ -1,6 +1,8 @@
 """Running an audit: repos in, audit.jsonl + audit.md + audit.html out, and an exit code.
 
-Repos are audited in chunks. With the installed transformers alone a chunk is one repo, and a
+A repo whose commit is known without asking (the listing's sha, or a revision that is a sha) and
+matches its previous record is skipped before any chunk is made: nothing is asked of the Hub for it.
+The other repos are audited in chunks. With the installed transformers alone a chunk is one repo, and a
 bounded pool of threads runs them, sharing huggingface_hub's HTTP connections and cache. With
 several transformers versions a chunk holds many repos, so that each version's resolver process
 (one per version per chunk, see check/matrix.py) serves them all. With ``--queue redis://...`` the
@@ -102,7 +104,11 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
     run.options.previous = previous
     size = run.chunk_size or (MULTI_VERSION_CHUNK if not run.options.host_only else
                               QUEUE_CHUNK if run.queue_url else 1)
-    parts = list(chunks(run.refs, size))
+    unchanged = [] if run.options.full else [
+        ref for ref in run.refs if ref.known_sha and ref.key in previous
+        and previous[ref.key].same_inputs(ref.known_sha, run.options.versions)]
+    skip = {ref.key for ref in unchanged}
+    parts = list(chunks([ref for ref in run.refs if ref.key not in skip], size))
     result = AuditResult(records=[], previous=previous)
     progress = _Progress(len(run.refs), enabled=run.progress)
 
@@ -117,10 +123,12 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
             on_record(record, skipped)
 
     with progress:
-        if run.queue_url:
+        for ref in unchanged:  # the listing's sha says so: nothing is asked of the Hub for these
+            take(previous[ref.key], True)
+        if run.queue_url and parts:
             run.options.fetch_workers = max(1, min(run.concurrency, size))
             run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id)
-        else:
+        elif parts:
             _run_local(parts, run, take)
     store.compact()
     latest = store.load()

@@ -30,6 +30,7 @@ from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
+from draftguard.hub_access import hub_problem
 from draftguard.report.comment import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
@@ -95,25 +96,18 @@ def hub_retry_delay(exc: BaseException | None, attempt: int = 1, *, base: float 
         >>> hub_retry_delay(TransientHubError("busy", 7.0)), hub_retry_delay(ValueError("bad"))
         (7.0, None)
     """
-    import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
-    from huggingface_hub.errors import HfHubHTTPError
-
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, TransientHubError):
-            return exc.delay
-        if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
-            return backoff(attempt, base)
-        if isinstance(exc, HfHubHTTPError) and exc.response is not None:
-            status = exc.response.status_code
-            if status == 429:
-                return rate_limit_wait(attempt, cap, exc.response.headers.get("retry-after"))
-            if status >= 500 or status == 408:
-                return backoff(attempt, base)
-            return None
-        exc = exc.__cause__ or exc.__context__
+    seen, current = 0, exc
+    while current is not None and seen < 5:
+        if isinstance(current, TransientHubError):
+            return current.delay
+        current = current.__cause__ or current.__context__
         seen += 1
-    return None
+    problem = hub_problem(exc)  # the one reading of the Hub's errors (draftguard/hub_access.py)
+    if problem is None or not problem.transient:
+        return None
+    if problem.kind == "rate-limited":
+        return rate_limit_wait(attempt, cap, None if problem.wait is None else str(int(problem.wait)))
+    return backoff(attempt, base)
 
 
 def hub_refusal(exc: BaseException) -> tuple[int, str] | None:

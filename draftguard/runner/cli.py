@@ -28,6 +28,7 @@ from typing import Any
 
 from draftguard.check.drafter import check_drafter
 from draftguard.check.findings import TargetResult
+from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments
@@ -179,6 +180,10 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             raise BadInput(f"{path}: baseline result not found (write one with --format json or --output)",
                            file=str(path))
         baseline = AcceptanceResult.from_json(path.read_bytes(), str(path))
+    # Before torch (seconds to import): a drafter or target that is no folder must be a Hub repo id,
+    # and the Hub must answer (one line at once when it cannot, not 23 s of huggingface_hub's retries).
+    require_hub(hub_repos([args.target], what="target", strict=True)
+                + hub_repos([args.drafter], what="drafter", strict=True))
     floor = MIN_FIRST_POSITION if args.min_first_position is None else args.min_first_position
     thresholds = make_thresholds(args.min_acceptance_length, baseline, args.baseline, args.tolerance, floor)
     specs = select_prompts(args.prompts, args.num_prompts)

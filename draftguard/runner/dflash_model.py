@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftguard.errors import DrafterMismatch, MissingWeights
+from draftguard.hub_access import hub_problem
 from draftguard.snapshot import BadInput, parse_json_object
 
 
@@ -339,8 +340,9 @@ def _local_folder(name: str, what: str) -> Path:
     try:
         return Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"]))
     except Exception as exc:
-        raise BadInput(f"{name}: cannot find the {what} as a folder or a Hub repo ({type(exc).__name__}: {exc})",
-                       file=name) from None
+        problem = hub_problem(exc)  # one line: huggingface_hub's own messages run over several
+        why = problem.message if problem else f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        raise BadInput(f"{name}: cannot find the {what} as a folder or a Hub repo ({why})", file=name) from None
 
 
 def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:

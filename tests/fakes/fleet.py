@@ -3,7 +3,8 @@ configs and drafters, with seeded faults whose ids the tests know.
 
 Extra API routes (added to ``FakeHub.routes``; read from huggingface_hub 2.4's hf_api.py):
 
-- ``GET /api/models?author=&search=&filter=`` (``list_models``): ids, tags and sha, no pagination;
+- ``GET /api/models?author=&search=&filter=&expand=`` (``list_models``): ids and tags, the sha only when
+  asked (``expand=sha`` or ``full``), as the Hub answers; no pagination;
 - ``GET /api/models/{repo}/discussions?p=&author=&type=`` (``get_repo_discussions``);
 - ``POST /api/models/{repo}/discussions`` (``create_discussion``, answers ``{"num"}``);
 - ``POST /api/models/{repo}/discussions/{num}/status`` (``change_discussion_status``, with an
@@ -45,11 +46,9 @@ def _route(h, method, segs, query, raw, answer, error, authorized) -> bool:
         if found is None:
             error(404, "Repository not found", "RepoNotFound")
             return True
-        from tests.fakes.hub import _card_data
+        from tests.fakes.hub import model_info_body
 
-        answer(200, {"id": repo, "sha": found[0], "private": False, "gated": repo in fake.gated and "manual",
-                     "siblings": [{"rfilename": p, "size": len(b)} for p, b in sorted(found[1].items())],
-                     **({"cardData": _card_data(found[1])} if "README.md" in found[1] else {})})
+        answer(200, model_info_body(fake, repo, found, query))
         return True
     if len(segs) < 4 or segs[0] != "models" or segs[3] != "discussions":
         return False
@@ -107,6 +106,7 @@ def _route(h, method, segs, query, raw, answer, error, authorized) -> bool:
 def _listing(fake: FakeHub, query: dict) -> list[dict]:
     author, search = (query.get("author") or [None])[0], (query.get("search") or [None])[0]
     tags = query.get("filter") or []
+    expand = query.get("expand") or query.get("expand[]") or []
     out = []
     for repo in sorted(fake.repos):
         found = fake._files_at(repo, "main")
@@ -122,7 +122,12 @@ def _listing(fake: FakeHub, query: dict) -> list[dict]:
             continue
         if any(t not in repo_tags for t in tags):
             continue
-        out.append({"id": repo, "modelId": repo, "sha": found[0], "tags": repo_tags, "private": False})
+        item = {"id": repo, "modelId": repo, "sha": found[0], "tags": repo_tags, "private": False}
+        if expand:  # only the properties asked for, and the id, as the Hub answers ``expand[]``
+            item = {"_id": item["id"], "id": repo, **{k: item[k] for k in expand if k in item}}
+        elif "full" not in query:  # the Hub's plain listing carries no sha
+            del item["sha"]
+        out.append(item)
     limit = (query.get("limit") or [None])[0]
     return out[: int(limit)] if limit else out
 

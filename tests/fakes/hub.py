@@ -511,9 +511,7 @@ def _api(h: _Handler, method: str) -> None:
         found = fake._files_at(repo, revision)
         if found is None:
             return error(404, "Invalid rev id", "RevisionNotFound")
-        return answer(200, {"id": repo, "sha": found[0], "private": False, "gated": repo in fake.gated and "manual",
-                            "siblings": [{"rfilename": p, "size": len(b)} for p, b in sorted(found[1].items())],
-                            **({"cardData": _card_data(found[1])} if "README.md" in found[1] else {})})
+        return answer(200, model_info_body(fake, repo, found, parse_qs(parts.query)))
     if rest[0] == "tree" and method == "GET":
         found = fake._files_at(repo, rest[1])
         if found is None:
@@ -564,6 +562,18 @@ def _api(h: _Handler, method: str) -> None:
         data["edited"], data["numEdits"] = True, data.get("numEdits", 0) + 1
         return answer(200, {"updatedComment": event})
     return error(404, "no such route")
+
+
+def model_info_body(fake: FakeHub, repo: str, found: tuple[str, Files], query: dict) -> dict:
+    """``model_info``'s answer: everything, or with ``expand=`` only the properties asked for and
+    the id, as the Hub answers (huggingface_hub 2.4 sends ``expand`` as repeated parameters)."""
+    info = {"id": repo, "sha": found[0], "private": False, "gated": repo in fake.gated and "manual",
+            "siblings": [{"rfilename": p, "size": len(b)} for p, b in sorted(found[1].items())],
+            **({"cardData": _card_data(found[1])} if "README.md" in found[1] else {})}
+    expand = query.get("expand") or query.get("expand[]")
+    if expand:
+        return {"_id": repo, "id": repo, **{k: info[k] for k in expand if k in info}}
+    return info
 
 
 def _card_data(files: Files) -> dict:
