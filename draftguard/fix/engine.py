@@ -76,9 +76,10 @@ class FixOutcome:
     def diff(self) -> str:
         """The unified diff of the file, as ``git diff`` shows it (``a/`` and ``b/`` paths)."""
         name = self.file.lstrip("/")
-        return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-            f"a/{name}", f"b/{name}"))
+        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+                                     f"a/{name}", f"b/{name}")
+        # A last line without a newline is marked as diff and patch expect, so the diff applies.
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
     def hunks(self) -> list[Hunk]:
         """The changed line ranges of the original file with their new lines (no line endings). An

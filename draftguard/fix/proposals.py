@@ -97,9 +97,9 @@ def window(finding: Finding, raw: dict[str, Any], prefer: str | None) -> tuple[l
     if declared:
         full = [FULL if t == SLIDING else t for t in types]
         set_full = Edit(f"{at}layer_types", full)
+        off.append(Candidate([set_full] + ([Edit(f"{at}sliding_window", remove=True)] if "sliding_window" in node else []), ""))
         if is_int(size) and flag is ABSENT:
             off.append(Candidate([set_full, Edit(f"{at}use_sliding_window", False, near="sliding_window")], ""))
-        off.append(Candidate([set_full] + ([Edit(f"{at}sliding_window", remove=True)] if "sliding_window" in node else []), ""))
     elif is_int(size):
         off.append(Candidate([Edit(f"{at}use_sliding_window", False, near="sliding_window")], ""))
         off.append(Candidate([Edit(f"{at}sliding_window", remove=True)], ""))
@@ -185,6 +185,15 @@ def _set_expected(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate
     return [Candidate([Edit(finding.key, finding.resolved)], why)], ""
 
 
+def _state_top_level(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG119: vLLM and SGLang read an EAGLE-3 head's ids as different layers; the top-level list the
+    finding names makes every engine read the layers SGLang (and so the trainer) reads."""
+    if not isinstance(finding.resolved, list):
+        return [], "the layers every engine would agree on are not known here"
+    return [Candidate([Edit("eagle_aux_hidden_state_layer_ids", finding.resolved, near="eagle_config")],
+                      "the trainer read these layers through SGLang; stated at the top level, vLLM reads the same")], ""
+
+
 def _shift_down(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
     """DG102: ids one past the end, aux ids written where 0-based ids belong."""
     ids = _lookup(raw, finding.key)
@@ -237,6 +246,7 @@ _BY_RULE = {
     "DG104": _set_expected,
     "DG115": _set_expected,
     "DG102": _shift_down,
+    "DG119": _state_top_level,
     "DG114": _add_defaults,
     "DG101": _dflash_ids,
     "DG003": _unknown_value,
