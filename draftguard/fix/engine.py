@@ -107,8 +107,11 @@ def _loud(findings: Iterable[Finding]) -> list[Finding]:
     return sorted((f for f in findings if f.severity in LOUD), key=lambda f: (-f.severity.rank, f.line or 0, f.key))
 
 
-def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str = "config.json") -> FixOutcome:
+def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str = "config.json",
+             only: set[tuple[str, str]] | None = None) -> FixOutcome:
     """Fix what can be fixed in ``text``, one finding at a time, each edit proven by ``check``.
+    ``only`` limits the fixes to these (rule, key) findings (a bot fixes only what it reported);
+    the others are neither edited for nor listed.
 
     Raises BadInput when the file itself cannot be checked.
 
@@ -125,7 +128,8 @@ def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str 
     outcome = FixOutcome(file=file, before=text, after=text)
     current = check(text)
     reasons: dict[tuple[str, str], str] = {}
-    for finding in _loud(current):
+    wanted = (lambda f: only is None or _ident(f) in only)
+    for finding in [f for f in _loud(current) if wanted(f)]:
         if _ident(finding) not in {_ident(f) for f in current}:
             continue  # an earlier fix ended it too
         try:
@@ -161,7 +165,7 @@ def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str 
             break
         else:
             reasons[_ident(finding)] = reason or "no candidate edit"
-    outcome.unfixed = [Unfixed(f, reasons.get(_ident(f), "no known fix")) for f in _loud(current)]
+    outcome.unfixed = [Unfixed(f, reasons.get(_ident(f), "no known fix")) for f in _loud(current) if wanted(f)]
     return outcome
 
 
