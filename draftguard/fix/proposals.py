@@ -14,6 +14,7 @@ the reason there is none (or why the preferred reading was chosen) as one senten
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -162,8 +163,6 @@ def _add_named(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], 
         return [], f"{finding.rule} names no value to add"
     key, value = match.group(1), match.group(2)
     try:
-        import json
-
         parsed = json.loads(value)
     except ValueError:
         return [], f"{finding.rule} names no value to add"

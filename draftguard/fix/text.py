@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring
 from typing import Any
 
+from draftguard.errors import EditError
+
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
-
-
-class EditError(ValueError):
-    """An edit that cannot be made on this text (the parent of a key is missing or not an object)."""
 
 
 @dataclass(frozen=True)
