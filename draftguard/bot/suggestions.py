@@ -86,7 +86,8 @@ def post_suggestions(client: Any, outcome: PullRequestReview, head: str) -> int:
     """Post the proven fixes of the head's config files as one review of suggested changes.
     Returns how many suggestions were posted (0 when there is nothing new to suggest)."""
     pull = client.pull()
-    patches = {f.filename: f.patch for f in pull.get_files()}
+    listing = getattr(client, "files", None)  # kept by changed_files() earlier in the run
+    patches = {f.filename: f.patch for f in (listing if listing is not None else pull.get_files())}
     # What the bot suggested before, on any push: markers in its review comments and review bodies.
     mine = {marker for item in [*pull.get_review_comments(), *pull.get_reviews()]
             if item.user is not None and item.user.login == client.me for marker in _MARKER.findall(item.body or "")}

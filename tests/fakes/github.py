@@ -266,13 +266,19 @@ _MEDIA = re.compile(r"^/_media/(?P<repo>[^/]+/[^/]+)/(?P<ref>[^/]+)/(?P<path>.+)
 _POINTER = re.compile(rb"^version https://git-lfs.github.com/spec/v1\noid sha256:(?P<oid>[0-9a-f]{64})\nsize (?P<size>\d+)\n$")
 
 
-def file_patch(old: bytes | None, new: bytes | None) -> str:
+def file_patch(old: Any, new: Any) -> str:
     """A file's ``patch`` as the pull request files API gives it: unified hunks with three lines of
     context, without the ---/+++ header."""
     import difflib
 
-    a = (old or b"").decode("utf-8", "replace").splitlines()
-    b = (new or b"").decode("utf-8", "replace").splitlines()
+    def text(data: Any) -> list[str]:
+        if isinstance(data, Symlink):
+            return [data.target]  # git diffs a symlink as the path it holds
+        if isinstance(data, str):
+            return data.splitlines()
+        return (data or b"").decode("utf-8", "replace").splitlines()
+
+    a, b = text(old), text(new)
     return "\n".join(list(difflib.unified_diff(a, b, lineterm="", n=3))[2:])
 
 
