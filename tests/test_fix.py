@@ -297,3 +297,35 @@ def test_bad_input_is_one_line_naming_file_and_line_with_exit_2(tmp_path, capsys
     assert "no such file or folder" in capsys.readouterr().err
     assert main(["fix", "Qwen/Qwen3-8B"]) == 2
     assert "draftguard fix edits local files" in capsys.readouterr().err
+
+
+# --- the mask token ----------------------------------------------------------------------------------
+
+
+def _target_with_a_mask_token(tmp_path: Path) -> Path:
+    """Qwen3-8B's real config.json, with a tokenizer_config.json whose added tokens hold a reserved
+    mask token (written here: Qwen3's own tokenizer has none, so without it there is no fix)."""
+    target = tmp_path / "target"
+    target.mkdir()
+    shutil.copy(DRAFTERS / "targets" / "qwen3-8b" / "config.json", target / "config.json")
+    (target / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {
+        "151643": {"content": "<|endoftext|>", "special": True},
+        "151645": {"content": "<|im_end|>", "special": True},
+        "151669": {"content": "<|mask|>", "special": True}}}))
+    return target
+
+
+def test_a_mask_token_the_target_uses_becomes_the_one_it_reserves(tmp_path, capsys):
+    case = copy(DRAFTERS / "broken" / "nemo-2461-mask-is-target-eos", tmp_path)
+    target = _target_with_a_mask_token(tmp_path)
+    assert main(["fix", str(case), "--target", str(target), "--write"]) == 0, capsys.readouterr().err
+    assert json.loads((case / "config.json").read_text())["dflash_config"]["mask_token_id"] == 151669
+    assert "reserves '<|mask|>' (id 151669)" in capsys.readouterr().err
+    assert loud(check_targets([str(case)], drafter_target=str(target)).findings) == []
+
+
+def test_without_a_reserved_mask_token_the_mask_is_left_with_the_reason(tmp_path, capsys):
+    case = copy(DRAFTERS / "broken" / "nemo-2461-mask-is-target-eos", tmp_path)
+    assert main(["fix", str(case), "--target", str(DRAFTERS / "targets" / "qwen3-8b")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "reserves no mask token" in err

@@ -136,7 +136,7 @@ def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str 
             raw = json.loads(outcome.after.lstrip("\ufeff"))
         except ValueError:
             raise BadInput(f"{file}: invalid JSON", file=file) from None
-        candidates, reason = propose(finding, raw, prefer)
+        candidates, reason = propose(finding, raw, prefer, masks=getattr(check, "masks", lambda: {})())
         for candidate in candidates:
             try:
                 edited = apply_edits(outcome.after, candidate.edits)
@@ -192,4 +192,14 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
                                                  cache=fetched))
         return result.findings
 
+    def masks() -> dict[int, str]:
+        """Mask tokens the drafter's target reserves: special added tokens named like a mask."""
+        found: dict[int, str] = {}
+        for model in fetched.values():
+            if model.tokenizer is not None:
+                found.update({i: token for i, (token, special) in model.tokenizer.added().items()
+                              if special and "mask" in token.lower()})
+        return found
+
+    check.masks = masks  # type: ignore[attr-defined]  (read by fix_text for the mask-token rules)
     return check

@@ -28,6 +28,8 @@ WINDOW_KEYS = ("sliding_window", "layer_types", "use_sliding_window")
 # the author's to state, and renames, class corrections and contradictions have fixes of their own.
 NOT_WINDOW_RULES = {"DG002", "DG004", "DG007", "DG009", "DG117"}
 SLIDING, FULL = "sliding_attention", "full_attention"
+# The mask token is missing or invalid (DG109), an ordinary word (DG110), or a token the target uses (DG116).
+MASK_RULES = {"DG109", "DG110", "DG116"}
 
 
 @dataclass
@@ -38,9 +40,11 @@ class Candidate:
     why: str
 
 
-def propose(finding: Finding, raw: dict[str, Any], prefer: str | None = None) -> tuple[list[Candidate], str]:
+def propose(finding: Finding, raw: dict[str, Any], prefer: str | None = None,
+            masks: dict[int, str] | None = None) -> tuple[list[Candidate], str]:
     """The candidate edits for ``finding`` on the file ``raw``, best first, and a reason when there
-    are none.
+    are none. ``masks`` are the mask tokens the drafter's target reserves (id -> token), for the
+    mask-token rules.
 
     Example::
 
@@ -53,6 +57,8 @@ def propose(finding: Finding, raw: dict[str, Any], prefer: str | None = None) ->
     leaf = finding.key.rsplit(".", 1)[-1]
     if leaf in WINDOW_KEYS and finding.rule not in NOT_WINDOW_RULES:
         return window(finding, raw, prefer)
+    if finding.rule in MASK_RULES and finding.key.endswith("mask_token_id"):
+        return mask_token(finding, masks or {})
     maker = _BY_RULE.get(finding.rule)
     if maker is None:
         name = RULES[finding.rule].name if finding.rule in RULES else finding.rule
@@ -227,6 +233,21 @@ def _dflash_ids(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate],
     return [Candidate([Edit(finding.key, ids)],
                       f"z-lab's trainer picks these for {layers} draft layers over {n} target layers (if the "
                       "drafter was trained on other layers, write those instead)")], ""
+
+
+def mask_token(finding: Finding, masks: dict[int, str]) -> tuple[list[Candidate], str]:
+    """A mask token that the target reserves for masking: an added token of its tokenizer named like
+    a mask (``<|mask|>``), which the target never emits. Without one, only the drafter's author knows
+    the token it was trained with."""
+    choices = [(i, token) for i, token in sorted(masks.items()) if i != finding.raw]
+    if not choices:
+        return [], ("the target's tokenizer reserves no mask token (an added token named like <mask>); use the "
+                    "id the drafter was trained with")
+    return [Candidate([Edit(finding.key, i, near="target_layer_ids")],
+                      f"the target's tokenizer reserves {token!r} (id {i}) for masking and never emits it, and "
+                      "DFlash drafters are trained with their target's mask token (if this one was trained with "
+                      "another reserved token, write that id instead)")
+            for i, token in choices], ""
 
 
 def _unknown_value(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
