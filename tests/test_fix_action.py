@@ -21,7 +21,7 @@ def test_the_step_summary_shows_the_diff_that_fixes_the_head(tmp_path, api):  # 
     run = run_action(tmp_path, checkout, api)
     assert run.code == 1, run.stderr
     assert "### draftguard fix" in run.summary
-    assert "(ends DG001 on `sliding_window`, DG005 on `layer_types`)" in run.summary
+    assert "(ends DG001 on <code>sliding_window</code>, DG005 on <code>layer_types</code>)" in run.summary
     [diff] = re.findall(r"```diff\n(.*?)```", run.summary, re.S)
     assert '+  "use_sliding_window": true,' in diff.splitlines()
     # The diff applies to the head as it is, and leaves a file with no error or warning.

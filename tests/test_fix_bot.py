@@ -42,7 +42,7 @@ def test_the_incident_fix_is_a_one_click_suggestion_on_the_right_line(bot):
     assert comment["line"] == use_cache and comment["start_line"] is None
     block = comment["body"].split("```suggestion\n", 1)[1].split("\n```", 1)[0]
     assert block == '  "use_cache": true,\n  "use_sliding_window": true,'
-    assert "DG001 on `sliding_window`" in comment["body"] and "DG005 on `layer_types`" in comment["body"]
+    assert "DG001 on <code>sliding_window</code>" in comment["body"] and "DG005 on <code>layer_types</code>" in comment["body"]
     [review] = [r for r in bot.api.reviews if r["number"] == 8]
     assert review["commit_id"] == NEW and review["event"] == "COMMENT"
     # Committing the suggestion gives a file the check passes.
@@ -85,3 +85,13 @@ def test_a_clean_head_gets_no_review(bot):
     bot.settle()
     assert [r for r in bot.api.reviews if r["number"] == 9] == []
     assert json.loads(bot.api.repos[REPO].commits[HEAD2]["drafter/config.json"])["use_sliding_window"] is True
+
+
+def test_a_token_that_may_not_review_leaves_the_sticky_comment_and_the_check(bot, caplog):
+    bot.api.fail("POST", r"/pulls/8/reviews$", "forbidden", times=5)
+    bot.post("pull_request", pr_payload(REPO, 8, NEW, BASE))
+    bot.settle()
+    assert bot.api.review_comments_on(REPO, 8) == []
+    assert "sliding_window" in bot.sticky(8)["body"]
+    [job] = [j for j in bot.queue.jobs() if j.number == 8]
+    assert job.state == "done" and job.result.startswith("done:")

@@ -26,9 +26,10 @@ from draftguard.check.drafter import detect_drafter
 from draftguard.check.findings import Finding, Report
 from draftguard.check.light import check_targets
 from draftguard.errors import ActionError
-from draftguard.fix.views import fix_targets, fixes_markdown
+from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import matrix_note, render_acceptance_section
+from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
 from draftguard.review import PullRequestReview
 from draftguard.review import matrix_markdown as review_matrix_markdown

@@ -20,6 +20,8 @@ from typing import Any
 
 from draftguard.check.light import check_snapshot
 from draftguard.fix import FixOutcome, fix_text
+from draftguard.report.comment import esc_message
+from draftguard.report.fixes import describe, fenced
 from draftguard.review import PullRequestReview
 from draftguard.snapshot import BadInput, Snapshot
 
@@ -51,8 +53,7 @@ def fix_file(path: str, data: bytes, findings: set[tuple[str, str]]) -> FixOutco
 def suggestion_comments(outcome: FixOutcome, commentable: list[range]) -> tuple[list[dict[str, Any]], list[str]]:
     """The review comments for one file's fixes (path, line, side, body with the marker and the
     suggestion block), and the marker ids of hunks that no review comment can sit on."""
-    why = "; ".join(
-        f"ends {', '.join(f'{f.rule} on `{f.key}`' for f in applied.ends)}: {applied.why}" for applied in outcome.fixes)
+    why = esc_message("; ".join(describe(applied) for applied in outcome.fixes))
     eol = "\r\n" if "\r\n" in outcome.before else "\n"
     comments, elsewhere = [], []
     for hunk in outcome.hunks():
@@ -62,7 +63,7 @@ def suggestion_comments(outcome: FixOutcome, commentable: list[range]) -> tuple[
             elsewhere.append(ident)
             continue
         body = (f"{marker}\n**draftguard fix**, proven by checking the edited file again: {why}.\n\n"
-                "```suggestion\n" + "\n".join(hunk.lines) + "\n```")
+                + fenced("\n".join(hunk.lines), "suggestion"))
         comment = {"path": outcome.file, "line": hunk.end, "side": "RIGHT", "body": body}
         if hunk.start != hunk.end:
             comment.update(start_line=hunk.start, start_side="RIGHT")
@@ -103,7 +104,7 @@ def post_suggestions(client: Any, outcome: PullRequestReview, head: str) -> int:
         new, elsewhere = suggestion_comments(fixed, hunk_ranges(patches[path]))
         comments += [c for c in new if _MARKER.search(c["body"])[1] not in mine]
         if elsewhere and not set(elsewhere) <= mine:
-            diffs.append("".join(MARKER.format(m) + "\n" for m in elsewhere) + "```diff\n" + fixed.diff() + "```")
+            diffs.append("".join(MARKER.format(m) + "\n" for m in elsewhere) + fenced(fixed.diff(), "diff"))
     if not comments and not diffs:
         return 0
     body = ("draftguard found a fix for what it reports on these lines, and checked each edited file again: the "

@@ -3,9 +3,10 @@ under every transformers version asked, no longer reports its finding and report
 
 In: a config.json's text and a ``Checker`` (text -> findings, raising ``BadInput``), made by
 ``snapshot_checker`` from a ``Snapshot`` (in process, or through the version matrix), and ``prefer``.
-Out: ``fix_text(...)`` -> a ``FixOutcome``: the edited text, the fixes kept (edits, the findings
-they end, the reading chosen and why), the findings left with the reason, and ``diff()`` / ``hunks()``
-for the views (a unified diff; line ranges with their new lines, for review suggestions).
+Out: ``fix_text(...)`` (``fix_targets`` for local folders) -> a ``FixOutcome``: the edited text, the
+fixes kept (edits, the findings they end, the reading chosen and why), the findings left with the
+reason, and ``diff()`` / ``hunks()`` for the views (a unified diff; line ranges with their new lines,
+for review suggestions).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from draftguard.check.light import check_snapshot
 from draftguard.check.matrix import check_matrix
 from draftguard.fix.proposals import propose
 from draftguard.fix.text import Edit, EditError, apply_edits
-from draftguard.snapshot import BadInput, Snapshot
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 Checker = Callable[[str], "list[Finding]"]
 LOUD = (Severity.ERROR, Severity.WARNING)
@@ -203,3 +204,18 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
 
     check.masks = masks  # type: ignore[attr-defined]  (read by fix_text for the mask-token rules)
     return check
+
+
+def fix_targets(targets: list[str], *, versions: list[str] | None = None,
+                drafter_target: str | None = None) -> list[FixOutcome]:
+    """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written)."""
+    outcomes = []
+    for target in targets:
+        try:
+            snapshot = load_snapshot(target)
+            text = snapshot.files["config.json"].decode("utf-8")
+            checker = snapshot_checker(snapshot, versions=versions, target=drafter_target)
+            outcomes.append(fix_text(text, checker, file=snapshot.path_of("config.json")))
+        except (BadInput, UnicodeDecodeError):
+            continue  # the check's own report names the file and why
+    return outcomes
