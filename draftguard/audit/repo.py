@@ -33,7 +33,7 @@ from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
 from draftguard.errors import RepoFailure
-from draftguard.fix import fix_text
+from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
@@ -291,13 +291,9 @@ def proven_fix(snapshot: Snapshot, findings: list[Finding], version: str | None)
         return None
     try:
         text = snapshot.files[CONFIG_NAME].decode("utf-8")
-
-        def check(edited: str) -> list[Finding]:
-            snap = Snapshot(source=snapshot.source, revision=snapshot.revision,
-                            files={CONFIG_NAME: edited.encode("utf-8")}, display=snapshot.display)
-            return check_snapshot(snap, version=version).findings
-
-        outcome = fix_text(text, check, file=snapshot.path_of(CONFIG_NAME), only=errors)
+        shown = snapshot.path_of(CONFIG_NAME)
+        check = config_checker(shown, source=snapshot.source, revision=snapshot.revision, version=version)
+        outcome = fix_text(text, check, file=shown, only=errors)
     except (BadInput, UnicodeDecodeError):
         return None
     return outcome.diff() if outcome.changed else None

@@ -18,12 +18,11 @@ import logging
 import re
 from typing import Any
 
-from draftguard.check.light import check_snapshot
-from draftguard.fix import FixOutcome, fix_text
+from draftguard.fix import FixOutcome, config_checker, fix_text
 from draftguard.report.comment import esc_message
 from draftguard.report.fixes import describe, fenced
 from draftguard.review import PullRequestReview
-from draftguard.snapshot import BadInput, Snapshot
+from draftguard.snapshot import BadInput
 
 log = logging.getLogger("draftguard.bot")
 
@@ -38,13 +37,8 @@ def fix_file(path: str, data: bytes, findings: set[tuple[str, str]]) -> FixOutco
     except UnicodeDecodeError:
         return None
 
-    def check(edited: str):
-        snap = Snapshot(source=path, revision=None, files={"config.json": edited.encode("utf-8")},
-                        display={"config.json": path})
-        return check_snapshot(snap).findings
-
     try:
-        outcome = fix_text(text, check, file=path, only=findings)
+        outcome = fix_text(text, config_checker(path), file=path, only=findings)
     except BadInput:
         return None
     return outcome if outcome.fixes else None

@@ -9,6 +9,7 @@ Modules: ``text`` (edits to JSON text that keep every other byte), ``proposals``
 per finding, by rule id and key), ``engine`` (try, recheck, keep or drop).
 """
 
-from draftguard.fix.engine import AppliedFix, FixOutcome, Hunk, Unfixed, fix_targets, fix_text, snapshot_checker
+from draftguard.fix.engine import (AppliedFix, FixOutcome, Hunk, Unfixed, config_checker, fix_targets, fix_text,
+                                   snapshot_checker)
 
-__all__ = ["AppliedFix", "FixOutcome", "Hunk", "Unfixed", "fix_targets", "fix_text", "snapshot_checker"]
+__all__ = ["AppliedFix", "FixOutcome", "Hunk", "Unfixed", "config_checker", "fix_targets", "fix_text", "snapshot_checker"]

@@ -206,6 +206,19 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
     return check
 
 
+def config_checker(path: str, *, source: str | None = None, revision: str | None = None,
+                   version: str | None = None) -> Checker:
+    """A ``Checker`` of the config rules alone, for a config.json read as bytes with no folder beside
+    it (the bots and the audit: no weights, no tokenizer, no target), under the installed transformers."""
+
+    def check(text: str) -> list[Finding]:
+        snap = Snapshot(source=source or path, revision=revision, files={"config.json": text.encode("utf-8")},
+                        display={"config.json": path})
+        return check_snapshot(snap, version=version).findings
+
+    return check
+
+
 def fix_targets(targets: list[str], *, versions: list[str] | None = None,
                 drafter_target: str | None = None) -> list[FixOutcome]:
     """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written)."""
