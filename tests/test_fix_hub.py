@@ -94,3 +94,13 @@ def test_off_by_default(monkeypatch, tmp_path):
         bot.settle()
         assert _fix_prs(bot) == []
         assert not [r for r in bot.hub.requests if r.repo == "api" and r.method == "POST"]
+
+
+def test_the_setting_is_a_boolean_and_other_keys_still_refuse_one():
+    from draftguard.settings import BadInput, parse_settings
+
+    assert parse_settings("fix_pull_request: true\n").fix_pull_request is True
+    assert parse_settings("").fix_pull_request is False
+    for text, key in [("fix_pull_request: 'yes'\n", "fix_pull_request"), ("fail_on: true\n", "fail_on")]:
+        with pytest.raises(BadInput, match=f"`{key}` must be"):
+            parse_settings(text)
