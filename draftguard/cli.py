@@ -1,9 +1,10 @@
 """The `draftguard` command.
 
 In: the command line (``main(argv)``; ``entry`` reads ``sys.argv`` and hides torch first for
-``check``, ``action`` and ``audit``). ``check`` runs here; ``accept`` (``runner.cli``), ``audit``
+``check``, ``fix``, ``action`` and ``audit``). ``check`` and ``fix`` run here; ``accept`` (``runner.cli``), ``audit``
 (``audit.cli``), ``serve`` and ``worker`` (``bot.cli``) and ``action`` (``action``) are dispatched.
-Out: ``check``'s Report on stdout as text, json, markdown or GitHub annotations (``report/``), input
+Out: ``check``'s Report on stdout as text, json, markdown or GitHub annotations (``report/``);
+``fix``'s unified diff on stdout (or the files written) with what it chose on stderr (``fix/``); input
 errors on stderr, and the exit code.
 
 Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 bad input or usage (one line on
@@ -19,6 +20,7 @@ import sys
 from typing import Sequence
 
 from draftguard import __version__
+from draftguard import fix
 from draftguard.action import cmd_action as run_action
 from draftguard.audit.cli import add_audit_parser
 from draftguard.check import matrix
@@ -30,7 +32,7 @@ from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
-from draftguard.snapshot import BadInput
+from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 # What `serve` and `worker` need beyond the base install (the `bot` extra), by import name.
@@ -75,6 +77,29 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
     )
     check.set_defaults(func=cmd_check)
+
+    fixer = sub.add_parser(
+        "fix",
+        help="write the smallest change to config.json that ends a finding, proven by checking again",
+        description="For each finding with a known fix, edit config.json's text (every other byte kept), check "
+        "the edited file again under every transformers version asked, and keep the edit only if its finding is "
+        "gone and nothing new appears. Prints a unified diff; --write edits the files in place. PATH is a folder "
+        "holding config.json or a config.json file.",
+    )
+    fixer.add_argument("paths", nargs="+", metavar="PATH")
+    fixer.add_argument("--write", action="store_true", help="edit the files in place instead of printing a diff")
+    fixer.add_argument(
+        "--transformers", metavar="V1,V2",
+        help="prove each fix under each of these transformers versions (default: the `transformers:` list of "
+        "./.draftguard.yml, else the installed version only)",
+    )
+    fixer.add_argument(
+        "--prefer", choices=["on", "off"],
+        help="where the file's intent is ambiguous (a sliding window with no switch), the reading to take: on "
+        "turns the window on, off makes the file say no layer slides (default: what the file's other keys say)",
+    )
+    fixer.add_argument("--target", metavar="TARGET", help="a drafter's target model, as for `check`")
+    fixer.set_defaults(func=cmd_fix)
 
     add_accept_parser(sub)
     add_audit_parser(sub)
@@ -182,11 +207,62 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
 
 
+def cmd_fix(args: argparse.Namespace) -> int:
+    """Fix each PATH; the diff on stdout (or the files written), what was chosen and what is left on
+    stderr. Exit 0 when every file is clean after its fixes, 1 when findings remain, 2 for bad input."""
+    try:
+        versions = matrix.requested_versions(args.transformers)
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    bad = left = False
+    for path in args.paths:
+        try:
+            if not os.path.exists(path):
+                raise BadInput(f"{path}: no such file or folder (draftguard fix edits local files)", file=path)
+            snapshot = load_snapshot(path)
+            shown = snapshot.path_of("config.json")
+            try:
+                text = snapshot.files["config.json"].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadInput(f"{shown} is not UTF-8 text (byte {exc.start})", file=shown) from None
+            checker = fix.snapshot_checker(snapshot, versions=versions, target=args.target)
+            outcome = fix.fix_text(text, checker, prefer=args.prefer, file=shown)
+        except BadInput as exc:
+            print(f"draftguard: {exc}", file=sys.stderr)
+            bad = True
+            continue
+        for applied in outcome.fixes:
+            ends = ", ".join(f"{f.rule} on `{f.key}`" for f in applied.ends)
+            edits = ", ".join(e.describe() for e in applied.edits)
+            print(f"{shown}: fixed {ends}: {edits} ({applied.why})", file=sys.stderr)
+        for unfixed in outcome.unfixed:
+            f = unfixed.finding
+            print(f"{shown}:{f.line or 1}: not fixed: {f.rule} on `{f.key}` ({f.severity.value}): {unfixed.reason}",
+                  file=sys.stderr)
+        left = left or not outcome.clean
+        if not outcome.changed:
+            continue
+        if args.write:
+            with open(_config_file(path), "w", encoding="utf-8", newline="") as fh:
+                fh.write(outcome.after)
+            print(f"{shown}: written", file=sys.stderr)
+        else:
+            sys.stdout.write(outcome.diff())
+    if bad:
+        return EXIT_BAD_INPUT
+    return EXIT_FAIL if left else EXIT_OK
+
+
+def _config_file(path: str) -> str:
+    return os.path.join(path, "config.json") if os.path.isdir(path) else path
+
+
 def entry() -> None:
     """The console script. Only a real process may hide torch: inside a test run or a library
     caller, hiding it would break later imports of torch in the same process."""
     # `action` too: its acceptance mode runs `draftguard accept` in a subprocess, never in-process.
-    if len(sys.argv) > 1 and sys.argv[1] in ("check", "action", "audit"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("check", "action", "audit", "fix"):
         # Before transformers is imported: the light check must never load torch.
         hide_torch()
     sys.exit(main())

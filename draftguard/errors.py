@@ -102,6 +102,11 @@ class HeaderError(DraftguardError, ValueError):
 
 # CHECK ERRORS: a check that could not run to the end --------------------------------------------------
 
+class EditError(DraftguardError, ValueError):
+    """An edit to a JSON file's text that cannot be made there (``draftguard fix``): a key's parent is
+    missing or not an object. The fixer reports the finding as having no safe fix."""
+
+
 class MatrixError(DraftguardError):
     """A transformers version could not be prepared or run.
 

@@ -42,6 +42,7 @@ class Settings:
     block_size: int | None = None
     backend: str | None = None
     prompts: str | None = None  # acceptance prompts: "builtin" or a JSONL file in the repo
+    fix_pull_request: bool = False  # the Hub bot opens a Hub PR with the proven fix of main's findings
     source: str | None = None  # where these settings came from, for messages
 
 
@@ -58,6 +59,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "block_size": (int,),
     "backend": (str,),
     "prompts": (str,),
+    "fix_pull_request": (bool,),
 }
 _CHOICES = {"fail_on": ("error", "warning", "never"), "backend": ("reference", "vllm", "both")}
 
@@ -129,7 +131,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
         if value is None:
             continue
         types = _TYPES[key]
-        if isinstance(value, bool) or not isinstance(value, types):
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             want = " or ".join(t.__name__ for t in types)
             raise BadInput(
                 f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",

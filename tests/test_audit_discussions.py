@@ -79,3 +79,17 @@ def test_one_discussion_per_failing_repo_across_runs_edited_closed_and_reopened(
         assert discussion["status"] == "open"
         assert discussion["events"][0]["data"]["numEdits"] == 1  # new commit sha in the text
         assert all(len(ds) == 1 for ds in _audit_discussions(hub).values())
+
+
+def test_the_discussion_carries_the_proven_fix_as_a_diff(tmp_path):
+    with FakeHub() as hub:
+        fleet = build_fleet(hub, copies=1, corpus=False)
+        repo_list = fleet.list_file(tmp_path / "repos.txt")
+        run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--open-discussions")
+        record = run.records["faults/qwen3-window-drafter"]
+        assert [line for line in record["fix"].splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] \
+            == ['+  "use_sliding_window": true,']
+        window = run.stdout[run.stdout.index("faults/qwen3-window-drafter: would open discussion"):]
+        assert "```diff\n--- a/" in window and '+  "use_sliding_window": true,' in window
+        # A repo whose errors have no safe fix (the shifted ids need the target's files) shows no diff.
+        assert run.records["faults/shifted-layer-drafter"]["fix"] is None

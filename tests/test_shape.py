@@ -398,6 +398,7 @@ LAYERS = [
     ("draftguard.hosts", "draftguard.review"),
     ("draftguard.runner",),
     ("draftguard.report",),
+    ("draftguard.fix",),
     ("draftguard.check",),
     ("draftguard.settings",),
     ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access"),

@@ -26,8 +26,10 @@ from draftguard.check.drafter import detect_drafter
 from draftguard.check.findings import Finding, Report
 from draftguard.check.light import check_targets
 from draftguard.errors import ActionError
+from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import matrix_note, render_acceptance_section
+from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
 from draftguard.review import PullRequestReview
 from draftguard.review import matrix_markdown as review_matrix_markdown
@@ -131,6 +133,10 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
                 "matrix": matrix_markdown(report)}
     commands.write(render_annotations(report))
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
+    if review.fails(fail_on):  # the proven fixes of what fails, as a diff to apply
+        with _cwd(root):
+            fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target))
+        commands.summary.extend([fixes] if fixes else [])
     Path(report_path).write_text(render_json(report), encoding="utf-8")
     counts = report.summary()
     errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)

@@ -53,6 +53,9 @@ def render_body(record: RepoRecord) -> str:
     for error in record.errors:
         if error.repo_fault:
             lines.append(f"- **{error.kind}**: {error.message}")
+    if record.fix:
+        lines += ["", "This edit ends the config errors above; draftguard checked it by running the check again on the "
+                  "edited file (`draftguard fix` writes it):", "", "```diff", record.fix.rstrip("\n"), "```"]
     lines += ["", "Each rule and its fix: https://github.com/draftguard/draftguard/blob/main/docs/rules.md. "
               "This discussion is edited when the findings change and closed when the repo is clean."]
     return "\n".join(lines)

@@ -77,6 +77,7 @@ class RepoRecord:
     checked: float = field(default_factory=time.time)
     seconds: float = 0.0
     attempts: int = 1
+    fix: str | None = None  # the proven fix of config.json's errors, as a unified diff (draftguard fix)
 
     # --- judging ---------------------------------------------------------------------------------
     @property
@@ -132,7 +133,7 @@ class RepoRecord:
         """Read a record back; raises KeyError or TypeError on a line that is not one."""
         record = cls(repo=data["repo"], repo_id=data["repo_id"], revision=data.get("revision"))
         for name in ("sha", "versions", "draftguard", "findings", "target", "drafter", "checked", "seconds",
-                     "attempts"):
+                     "attempts", "fix"):
             if name in data:
                 setattr(record, name, data[name])
         record.errors = [RepoError(e["kind"], e["message"]) for e in data.get("errors", [])]

@@ -38,6 +38,7 @@ from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
 from draftguard.errors import RepoFailure
+from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
 from draftguard.hub_access import hub_problem, probe_hub, unreachable_line
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
@@ -309,9 +310,26 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
                 kind = failure.kind if failure.kind in ("internal", *TRANSIENT) else "target"
                 record.errors.append(RepoError(kind, f"drafter rules not run: {failure.message}"))
             record.findings = [f.to_json() for f in _sorted(findings)]
+            record.fix = proven_fix(fetched.snapshot, findings, options.host_version)
         record.attempts, record.seconds = attempts[0], time.monotonic() - started
         out[index] = (record, False)
     return [out[i] for i in range(len(refs)) if i in out]
+
+
+def proven_fix(snapshot: Snapshot, findings: list[Finding], version: str | None) -> str | None:
+    """The diff that ends the config rules' errors of a failing repo, each edit checked again under the
+    installed transformers (``draftguard fix``); None when there is none. Only failing repos pay it."""
+    errors = {(f.rule, f.key) for f in findings if f.severity.value == "error" and not f.rule.startswith("DG1")}
+    if not errors:
+        return None
+    try:
+        text = snapshot.files[CONFIG_NAME].decode("utf-8")
+        shown = snapshot.path_of(CONFIG_NAME)
+        check = config_checker(shown, source=snapshot.source, revision=snapshot.revision, version=version)
+        outcome = fix_text(text, check, file=shown, only=errors)
+    except (BadInput, UnicodeDecodeError):
+        return None
+    return outcome.diff() if outcome.changed else None
 
 
 def _failure_of(exc: BaseException) -> RepoFailure:

@@ -24,6 +24,7 @@ from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.bot.jobs import Job, Queue, Retry
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.bot.suggestions import post_suggestions
 from draftguard.check.findings import Report
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
@@ -146,6 +147,7 @@ class GitHubHandler:
             gpu_job = None
         with queue.lock(f"pr:{job.repo}#{job.number}"):
             client.upsert_sticky(lambda old: update_sticky(old, **sections))
+            post_suggestions(client, outcome, head)
         # Check runs belong to the commit, which several pull requests can share.
         pr_id = f"{job.repo}#{job.number}"
         with queue.lock(f"sha:{job.repo}@{head}"):

@@ -24,6 +24,7 @@ from huggingface_hub.errors import RevisionNotFoundError
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.bot.hub_fix import open_fix_pull_request
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
@@ -175,6 +176,7 @@ class HubHandler:
         if not relevant:
             return "skipped: no model files changed"
         outcome = check_pull_request(client, head, old or head, relevant, forced=False)
+        open_fix_pull_request(client, outcome, head)  # only where .draftguard.yml turns it on
         failed = outcome.fails()
         return f"done: main at {head[:12]}: {len(outcome.report.findings)} finding(s), " + ("fails" if failed else "passes")
 

@@ -231,9 +231,11 @@ class PullRequestClient:
         return self._pull
 
     def changed_files(self) -> list[tuple[str, str]]:
-        """(path, status) of every file the pull request changes."""
+        """(path, status) of every file the pull request changes. The listing, with each file's
+        patch, is kept as ``files`` for the fix suggestions (``bot.suggestions``), read once a run."""
         with _translated("list changed files"):
-            return [(f.filename, f.status) for f in self.pull().get_files()]
+            self.files = list(self.pull().get_files())
+            return [(f.filename, f.status) for f in self.files]
 
     def default_branch(self) -> str:
         with _translated("read repo"):

@@ -89,6 +89,7 @@ class FakeGitHub:
         self.comments: dict[int, dict[str, Any]] = {}
         self.reactions: list[dict[str, Any]] = []
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.reviews: list[dict[str, Any]] = []  # pull request reviews, with their review comments
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         # Called with (method, path) before each request is answered: a test lands a push between
@@ -175,6 +176,12 @@ class FakeGitHub:
         with self.lock:
             return [c for c in self.comments.values() if c["repo"] == full_name and c["issue"] == number]
 
+    def review_comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        """Every review comment on a pull request (each with its review's commit_id), oldest first."""
+        with self.lock:
+            return [c for r in self.reviews if r["repo"] == full_name and r["number"] == number
+                    for c in r["comments"]]
+
     def runs_for(self, full_name: str, sha: str, name: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.check_runs.values()
@@ -241,6 +248,9 @@ class FakeGitHub:
 
 _PULL = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)$")
 _PULL_FILES = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)/files$")
+_PULL_REVIEWS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)/reviews$")
+_PULL_COMMENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)/comments$")
+_COMMIT = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[0-9a-f]{40})$")
 _REPO = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)$")
 _CONTENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)$")
 _ISSUE_COMMENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)/comments$")
@@ -254,6 +264,28 @@ _ACCESS_TOKENS = re.compile(r"^/app/installations/(?P<id>\d+)/access_tokens$")
 _BLOB = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/git/blobs/(?P<sha>[0-9a-f]{40})$")
 _MEDIA = re.compile(r"^/_media/(?P<repo>[^/]+/[^/]+)/(?P<ref>[^/]+)/(?P<path>.+)$")
 _POINTER = re.compile(rb"^version https://git-lfs.github.com/spec/v1\noid sha256:(?P<oid>[0-9a-f]{64})\nsize (?P<size>\d+)\n$")
+
+
+def file_patch(old: Any, new: Any) -> str:
+    """A file's ``patch`` as the pull request files API gives it: unified hunks with three lines of
+    context, without the ---/+++ header."""
+    import difflib
+
+    def text(data: Any) -> list[str]:
+        if isinstance(data, Symlink):
+            return [data.target]  # git diffs a symlink as the path it holds
+        if isinstance(data, str):
+            return data.splitlines()
+        return (data or b"").decode("utf-8", "replace").splitlines()
+
+    a, b = text(old), text(new)
+    return "\n".join(list(difflib.unified_diff(a, b, lineterm="", n=3))[2:])
+
+
+def hunk_lines(patch: str) -> list[range]:
+    """The RIGHT-side line numbers each hunk of a patch covers (what a review comment may be on)."""
+    return [range(int(m[1]), int(m[1]) + int(m[2] or 1))
+            for m in re.finditer(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", patch, re.M)]
 
 
 def lfs_pointer(data: bytes) -> bytes:
@@ -385,9 +417,21 @@ class _Handler(BaseHTTPRequestHandler):
                 repo = api.repos[m["repo"]]
                 pr = repo.pulls[int(m["n"])]
                 head = repo.commits.get(pr["head"], {})
-                files = [{"filename": p, "status": "modified" if p in head else "removed", "sha": "0" * 40,
-                          "additions": 1, "deletions": 1, "changes": 2} for p in pr["changed"]]
+                base = repo.commits.get(pr["base"], {})
+                files = [{"filename": p, "status": ("modified" if p in base else "added") if p in head else "removed",
+                          "sha": "0" * 40, "additions": 1, "deletions": 1, "changes": 2,
+                          "patch": file_patch(base.get(p), head.get(p))} for p in pr["changed"]]
                 return 200, files, {}
+            if (m := _COMMIT.match(path)) and method == "GET":
+                return 200, {"sha": m["sha"], "url": f"{url}/repos/{m['repo']}/commits/{m['sha']}"}, {}
+            if (m := _PULL_COMMENTS.match(path)) and method == "GET":
+                return 200, api.review_comments_on(m["repo"], int(m["n"])), {}
+            if (m := _PULL_REVIEWS.match(path)) and method == "GET":
+                return 200, [{"id": r["id"], "body": r["body"], "state": "COMMENTED", "commit_id": r["commit_id"],
+                              "user": api._user(api.bot_login, "Bot")}
+                             for r in api.reviews if r["repo"] == m["repo"] and r["number"] == int(m["n"])], {}
+            if (m := _PULL_REVIEWS.match(path)) and method == "POST":
+                return self._create_review(api.repos[m["repo"]], int(m["n"]), body)
             if path == "/app" and method == "GET":
                 return 200, {"id": 1, "slug": api.app_slug, "name": "draftguard", "owner": api._user("acme")}, {}
             if path == "/user" and method == "GET":
@@ -540,6 +584,29 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ValueError("more than 50 annotations in one request")
             run["annotations"].extend(annotations)
             run["output"] = {k: v for k, v in output.items() if k != "annotations"}
+
+    def _create_review(self, repo: Repo, number: int, body: dict[str, Any]):
+        """POST /pulls/{n}/reviews as GitHub checks it: each comment on a file of the pull request, on
+        RIGHT-side lines inside one hunk of that file's patch (else 422, as GitHub answers)."""
+        api, pr = self.api, repo.pulls[number]
+        head, base = repo.commits.get(pr["head"], {}), repo.commits.get(pr["base"], {})
+        review_id = api._next_id()
+        comments = []
+        for c in body.get("comments") or []:
+            path, line, start = c.get("path"), c.get("line"), c.get("start_line") or c.get("line")
+            hunks = hunk_lines(file_patch(base.get(path), head.get(path))) if path in pr["changed"] else []
+            if c.get("side", "RIGHT") != "RIGHT" or not any(start in h and line in h for h in hunks):
+                return 422, {"message": "Unprocessable Entity", "errors": [
+                    "Pull request review thread line must be part of the diff"]}, {}
+            comments.append({"id": api._next_id(), "pull_request_review_id": review_id, "path": path, "line": line,
+                             "start_line": c.get("start_line"), "side": "RIGHT", "body": c.get("body", ""),
+                             "commit_id": body.get("commit_id") or pr["head"],
+                             "user": api._user(api.bot_login, "Bot")})
+        review = {"id": review_id, "repo": repo.full_name, "number": number, "body": body.get("body", ""),
+                  "event": body.get("event"), "commit_id": body.get("commit_id") or pr["head"], "comments": comments}
+        api.reviews.append(review)
+        return 200, {"id": review_id, "body": review["body"], "state": "COMMENTED", "commit_id": review["commit_id"],
+                     "user": api._user(api.bot_login, "Bot")}, {}
 
     def _pull_json(self, repo: Repo, pr: dict[str, Any]) -> dict[str, Any]:
         url = self.api.url
