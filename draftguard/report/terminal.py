@@ -1,16 +1,26 @@
 """The text view for people at a terminal (rich).
 
 In: a ``Report`` and a text stream.
-Out: ``render_text`` writes each target's findings, its attention table when layers differ, the
-version matrix and a summary line to the stream; returns None.
+Out: ``render_text`` writes each target's findings (those filed against the files beside its
+config.json, such as ``.draftguard.yml``, under it; any other file's under its own name), causes
+before their symptoms, its attention table when layers differ, the version matrix and a summary line
+to the stream; returns None.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from draftguard.check.findings import RULES, Report, attention_runs
-from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
+from draftguard.check.findings import RULES, Finding, Report, attention_runs
+from draftguard.report.views import (
+    FindingGroup,
+    causes_first,
+    change,
+    display_items,
+    is_config_value_rule,
+    location,
+    summary_line,
+)
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,28 +34,13 @@ def render_text(report: Report, file: TextIO) -> None:
     console = Console(file=file, highlight=False)
     for e in report.errors:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
+    per_target = _by_target(report)
     for t in report.targets:
-        findings = [f for f in report.findings if f.file == t.file]
+        findings = per_target[t.file]
         console.print(Text.assemble((t.file, "bold"), f"  {t.config_class}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
-        for f in display_items(findings):
-            if isinstance(f, FindingGroup):
-                console.print(Text.assemble(
-                    "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
-                    (f"{f.rule} {RULES[f.rule].name}", "bold"), "  ", ", ".join(f.keys),
-                ))
-                console.print(Padding(Text(f.message, style="dim"), (0, 0, 0, 10)))
-                continue
-            console.print(Text.assemble(
-                "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
-                (f"{f.rule} {RULES[f.rule].name}", "bold"),
-            ))
-            console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
-            console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
-            console.print(Padding(Text(f.message), (0, 0, 0, 10)))
-            if f.versions is not None:
-                console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))
+        _print_findings(console, findings)
         if any(layer.mismatch for layer in t.attention):
             under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""
             table = Table(title="  effective attention" + under, title_justify="left", padding=(0, 1))
@@ -55,6 +50,11 @@ def render_text(report: Report, file: TextIO) -> None:
                 table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
             console.print(Padding(table, (0, 0, 0, 2)))
         console.print()
+    for name, findings in per_target.items():
+        if name not in {t.file for t in report.targets} and findings:
+            console.print(Text(name, style="bold"))
+            _print_findings(console, findings)
+            console.print()
     if report.matrix is not None and report.matrix.rows:
         header, body = report.matrix.table()
         table = Table(title="resolved values that differ by transformers version", title_justify="left", padding=(0, 1))
@@ -66,3 +66,45 @@ def render_text(report: Report, file: TextIO) -> None:
         console.print()
     console.print(summary_line(report.summary(), len(report.targets), len(report.errors))
                   + f" (transformers {report.transformers_version})")
+
+
+def _folder(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def _by_target(report: Report) -> dict[str, list[Finding]]:
+    """Each target's findings: its config.json's and those of the files beside it (the
+    ``.draftguard.yml`` that named its target, its weights...), in the report's order with causes
+    first. A finding no target owns gets an entry of its own, under its file's name, so the text
+    view shows every finding json has."""
+    files = {t.file for t in report.targets}
+    out: dict[str, list[Finding]] = {t.file: [] for t in report.targets}
+    for f in report.findings:
+        owner = f.file if f.file in files else next(
+            (t.file for t in report.targets if _folder(t.file) == _folder(f.file)), f.file)
+        out.setdefault(owner, []).append(f)
+    return {name: causes_first(findings) for name, findings in out.items()}
+
+
+def _print_findings(console, findings: list[Finding]) -> None:
+    from rich.padding import Padding  # rich: ~20 ms to import; only drawn output pays it
+    from rich.text import Text  # rich, as above
+
+    for f in display_items(findings):
+        if isinstance(f, FindingGroup):
+            console.print(Text.assemble(
+                "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+                (f"{f.rule} {RULES[f.rule].name}", "bold"), "  ", ", ".join(f.keys),
+            ))
+            console.print(Padding(Text(f.message, style="dim"), (0, 0, 0, 10)))
+            continue
+        console.print(Text.assemble(
+            "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+            (f"{f.rule} {RULES[f.rule].name}", "bold"),
+        ))
+        console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
+        if is_config_value_rule(f.rule):
+            console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
+        console.print(Padding(Text(f.message), (0, 0, 0, 10)))
+        if f.versions is not None:
+            console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))
