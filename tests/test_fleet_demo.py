@@ -51,3 +51,16 @@ def test_a_port_it_cannot_have_is_one_line_and_exit_2_at_once():
     [line] = done.stderr.strip().splitlines()
     assert f"127.0.0.1:{port}" in line and "Traceback" not in done.stderr
     assert time.monotonic() - started < 30  # refused before the fleet is built, not after a timeout
+
+
+def test_the_readme_demo_runs_the_audit_through_the_fleet_not_beside_it():
+    """No server left in the background to die unseen: each demo line is one `fleet -- audit` command,
+    on a list file that is shipped."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Audit a fleet"):readme.index("## Acceptance test")]
+    lines = [line.split("#")[0].strip() for line in block.split("```bash")[1].split("```")[0].splitlines()]
+    lines = [line for line in lines if line]
+    assert lines and all(line.startswith("python -m tests.fakes.fleet -- draftguard audit ") for line in lines)
+    for line in lines:
+        assert (ROOT / line.split()[6]).is_file(), line
+    assert "&" not in block.split("```bash")[1].split("```")[0]
