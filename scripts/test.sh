@@ -20,7 +20,7 @@ then
   echo "PyTorch's CPU wheels answer at $TORCH_INDEX: torch comes from there"
   torch_index_args=(--extra-index-url "$TORCH_INDEX")
 else
-  echo "PyTorch's CPU wheel index is out of reach: torch comes from PyPI (its CUDA build, which runs on CPU)"
+  echo "PyTorch's CPU wheel index is out of reach: torch comes from pip's usual sources (from PyPI alone, its CUDA build, which runs on CPU)"
 fi
 
 if [ ! -x .venv/bin/python ]; then
