@@ -37,7 +37,8 @@ def render_text(report: Report, file: TextIO) -> None:
     per_target = _by_target(report)
     for t in report.targets:
         findings = per_target[t.file]
-        console.print(Text.assemble((t.file, "bold"), f"  {t.config_class}, model_type {t.model_type!r}"))
+        klass = t.config_class or "no config class"
+        console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
         _print_findings(console, findings)
