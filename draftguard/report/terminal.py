@@ -1,9 +1,9 @@
 """The text view for people at a terminal (rich).
 
 In: a ``Report`` and a text stream.
-Out: ``render_text`` writes each target's findings (those filed against the files beside its
-config.json, such as ``.draftguard.yml``, under it; any other file's under its own name), causes
-before their symptoms, its attention table when layers differ, the version matrix and a summary line
+Out: ``render_text`` writes each target's findings (first those filed against the files beside its
+config.json, such as ``.draftguard.yml``; any other file's under its own name), causes before their
+symptoms, its attention table when layers differ, the version matrix and a summary line
 to the stream; returns None.
 """
 
@@ -34,14 +34,14 @@ def render_text(report: Report, file: TextIO) -> None:
     console = Console(file=file, highlight=False)
     for e in report.errors:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
-    per_target = _by_target(report)
+    beside = _beside(report)
     for t in report.targets:
-        findings = per_target[t.file]
+        findings = [f for f in report.findings if f.file == t.file]
         klass = t.config_class or "no config class"
         console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
-        _print_findings(console, findings)
+        _print_findings(console, beside.pop(t.file, []) + causes_first(findings))
         if any(layer.mismatch for layer in t.attention):
             under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""
             table = Table(title="  effective attention" + under, title_justify="left", padding=(0, 1))
@@ -51,11 +51,10 @@ def render_text(report: Report, file: TextIO) -> None:
                 table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
             console.print(Padding(table, (0, 0, 0, 2)))
         console.print()
-    for name, findings in per_target.items():
-        if name not in {t.file for t in report.targets} and findings:
-            console.print(Text(name, style="bold"))
-            _print_findings(console, findings)
-            console.print()
+    for name, findings in beside.items():  # what no target owns, under its own file's name
+        console.print(Text(name, style="bold"))
+        _print_findings(console, findings)
+        console.print()
     if report.matrix is not None and report.matrix.rows:
         header, body = report.matrix.table()
         table = Table(title="resolved values that differ by transformers version", title_justify="left", padding=(0, 1))
@@ -73,18 +72,17 @@ def _folder(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def _by_target(report: Report) -> dict[str, list[Finding]]:
-    """Each target's findings: its config.json's and those of the files beside it (the
-    ``.draftguard.yml`` that named its target, its weights...), in the report's order with causes
-    first. A finding no target owns gets an entry of its own, under its file's name, so the text
-    view shows every finding json has."""
+def _beside(report: Report) -> dict[str, list[Finding]]:
+    """The findings filed against a file other than a target's config.json (the ``.draftguard.yml``
+    that named a drafter's target, its weights...), each under the target in whose folder it lies,
+    else under its own name, so the text view shows every finding json has. Report order."""
     files = {t.file for t in report.targets}
-    out: dict[str, list[Finding]] = {t.file: [] for t in report.targets}
+    out: dict[str, list[Finding]] = {}
     for f in report.findings:
-        owner = f.file if f.file in files else next(
-            (t.file for t in report.targets if _folder(t.file) == _folder(f.file)), f.file)
-        out.setdefault(owner, []).append(f)
-    return {name: causes_first(findings) for name, findings in out.items()}
+        if f.file not in files:
+            owner = next((t.file for t in report.targets if _folder(t.file) == _folder(f.file)), f.file)
+            out.setdefault(owner, []).append(f)
+    return out
 
 
 def _print_findings(console, findings: list[Finding]) -> None:
