@@ -97,7 +97,8 @@ def run_job(venv: Path, work: Path, base: str, head: str, api: FakeGitHub, tmp: 
                          "base": {"sha": base, "ref": "main", "repo": {"full_name": REPO}}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "VIRTUAL_ENV", "PYTHON"))}
     env.update({
-        "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
+        "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": REPO,
         "GITHUB_API_URL": api.url, "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"),
         "GITHUB_OUTPUT": str(tmp / "output.txt"), "GITHUB_SHA": head, "GITHUB_BASE_REF": "main",
         "RUNNER_TEMP": str(tmp), "HF_HUB_OFFLINE": "1",

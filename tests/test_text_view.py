@@ -1,0 +1,89 @@
+"""The text view (`--format text`, the default): every finding json has, causes before their
+symptoms, wording that fits each rule, and bad input named as a reader would name it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from draftguard.check.findings import Finding, Report, Severity, TargetResult
+from draftguard.cli import main
+from draftguard.report.terminal import render_text
+
+ROOT = Path(__file__).resolve().parents[1]
+SWA = ROOT / "examples" / "qwen3-swa-drafter"
+PAIR = ROOT / "examples" / "dflash-pair" / "drafter"
+
+
+def text_and_json(capsys, target: Path) -> tuple[str, dict]:
+    main(["check", str(target), "--fail-on", "never", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    main(["check", str(target), "--fail-on", "never"])
+    return capsys.readouterr().out, data
+
+
+def blocks(text: str) -> dict[str, str]:
+    """Each finding's printed block, by rule id (a block starts at its severity line)."""
+    out: dict[str, str] = {}
+    rule = None
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("error", "warning", "info") and words[1].startswith("DG"):
+            rule = words[1]
+            out[rule] = ""
+        elif rule and line.startswith("          "):
+            out[rule] += line.strip() + " "
+        else:
+            rule = None
+    return out
+
+
+def test_every_finding_json_has_is_in_the_text_view(capsys):
+    # The DG100 finding is filed against the drafter's .draftguard.yml, not its config.json.
+    text, data = text_and_json(capsys, PAIR)
+    rules = {f["rule"] for f in data["findings"]}
+    assert "DG100" in rules
+    assert rules <= set(blocks(text))
+    assert ".draftguard.yml:1" in text
+
+
+def test_a_finding_no_target_owns_is_shown_under_its_own_file():
+    stray = Finding("DG100", Severity.INFO, "target", "a", "b", "elsewhere/.draftguard.yml", 1, "named elsewhere")
+    target = TargetResult("x", "x/config.json", None, "qwen3", "Qwen3Config", findings=[stray])
+    out = io.StringIO()
+    render_text(Report("5.24.0", targets=[target]), out)
+    assert "elsewhere/.draftguard.yml" in out.getvalue() and "named elsewhere" in out.getvalue()
+
+
+def test_the_cause_is_printed_before_the_symptom_that_refers_to_it(capsys):
+    text, data = text_and_json(capsys, SWA)
+    # json keeps the report's order (errors by line): the symptom's line 19 comes first there.
+    assert [f["rule"] for f in data["findings"]][:2] == ["DG005", "DG001"]
+    assert text.index("DG001 value-overridden") < text.index("DG005 sliding-layer-runs-full")
+    assert text.index("DG001 value-overridden") < text.index("see the")
+
+
+def test_file_to_model_code_only_on_rules_about_config_values(capsys):
+    text, _ = text_and_json(capsys, PAIR)
+    found = blocks(text)
+    for rule in ("DG100", "DG124", "DG117"):
+        assert "file -> model code" not in found[rule], found[rule]
+    text, _ = text_and_json(capsys, SWA)
+    assert "file -> model code: 2048 -> null" in blocks(text)["DG001"]
+
+
+def test_an_empty_file_is_called_empty(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("")
+    assert main(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "empty file" in err and "Expecting value" not in err
+    assert str(tmp_path / "config.json") in err
+
+
+def test_a_folder_without_config_names_the_folder(tmp_path, capsys):
+    (tmp_path / "README.md").write_text("no config here\n")
+    assert main(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: no config.json in this folder" in err
+    assert str(tmp_path / "config.json") not in err
