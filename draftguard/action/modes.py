@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -210,7 +211,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
         prompts = settings.prompts if settings.prompts and settings.prompts != "builtin" else None
         cmd = accept_command(target, folder, settings, backend_default=ACTION_BACKEND, env=os.environ,
                              prompts=str(root / prompts) if prompts else None, settings_dir=settings_dir, quiet=True)
-        commands.write(f"draftguard: {' '.join(cmd[3:])}\n")
+        commands.log(f"draftguard: {shlex.join(cmd[3:])}")
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root, env=child_env)
         except subprocess.TimeoutExpired:
@@ -219,7 +220,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
             parts.append(render_acceptance_section("error", detail=problem))
             statuses.append("error")
             continue
-        sys.stderr.write(scrub(done.stderr, secrets))
+        commands.echo_untrusted(scrub(done.stderr, secrets), sys.stderr)
         result = None
         if done.returncode in (0, 1):
             try:

@@ -1,0 +1,44 @@
+"""The second probe (issue 25) of the Action, run as the runner runs it: a real `python -m
+draftguard action` process on a git checkout, talking to the fake GitHub. Each test failed before
+its fix (docs/security.md, "Probes")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_action import BASE_CONFIG, HEAD_CONFIG, REPO, Checkout, add_pull, api, git, run_action  # noqa: F401
+
+
+def workflow_commands(text: str) -> list[str]:
+    """The workflow commands a runner would act on in ``text``, as it reads them: every line that
+    starts with ``::``, except between ``::stop-commands::<token>`` and ``::<token>::``."""
+    issued, stopped = [], None
+    for line in text.splitlines():
+        if stopped is not None:
+            if line == f"::{stopped}::":
+                stopped = None
+            continue
+        if line.startswith("::stop-commands::"):
+            stopped = line[len("::stop-commands::"):]
+        elif line.startswith("::"):
+            issued.append(line)
+    return issued
+
+
+def test_a_folder_name_with_newlines_prints_no_workflow_command_in_acceptance_mode(tmp_path, api):
+    checkout = Checkout(tmp_path, {".draftguard.yml": "target: acme/target\nmin_acceptance_length: 2.0\n"})
+    evil = "d\n::add-mask::ghp_x\n::error::pwned\n::stop-commands::zz\nx"
+    folder = checkout.dir / evil
+    folder.mkdir()
+    (folder / "config.json").write_text(HEAD_CONFIG)
+    git(checkout.dir, "add", "-A")
+    git(checkout.dir, "commit", "-q", "-m", "drafter")
+    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, mode="acceptance", comment="false")
+    assert "Traceback" not in run.stderr
+    said = workflow_commands(run.stdout) + workflow_commands(run.stderr)
+    assert said, run.stdout + run.stderr  # the run said something (an error: the target cannot be read offline)
+    for line in said:
+        assert not line.startswith(("::add-mask::", "::stop-commands::", "::error::pwned")), line
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in said), said
