@@ -42,3 +42,23 @@ def test_a_folder_name_with_newlines_prints_no_workflow_command_in_acceptance_mo
     for line in said:
         assert not line.startswith(("::add-mask::", "::stop-commands::", "::error::pwned")), line
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in said), said
+
+
+def test_an_unreachable_base_never_applies_the_pull_requests_own_settings(tmp_path, api):
+    import shutil
+    import subprocess
+
+    origin = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\n", "drafter/config.json": BASE_CONFIG})
+    origin.push({".draftguard.yml": "fail_on: never\n", "drafter/config.json": HEAD_CONFIG})
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{origin.dir}", str(shallow)],
+                   check=True, capture_output=True)
+    shutil.rmtree(origin.dir)  # the base cannot be fetched
+    clone = Checkout.__new__(Checkout)
+    clone.dir, clone.base, clone.head = shallow, origin.base, origin.head
+    add_pull(api, clone)
+    run = run_action(tmp_path, clone, api, comment="false")
+    assert "could not be fetched" in run.summary, run.stdout + run.stderr
+    # B8: the pull request's `fail_on: never` passed it with 2 errors; the defaults fail it.
+    assert run.code == 1 and "fail on: error" in run.summary
+    assert "the pull request's own copy is never applied" in run.summary

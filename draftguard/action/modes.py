@@ -41,9 +41,18 @@ from draftguard.snapshot import BadInput, parse_json_object
 
 # --- settings -----------------------------------------------------------------------------------
 
-def settings_text(root: Path, base: str | None) -> str | None:
+# Said in the summary when the base named by the event cannot be read (B8 of issue 25).
+UNTRUSTED_SETTINGS_NOTE = (f"{SETTINGS_FILE}: the base commit could not be read, so the defaults are used; the "
+                           "pull request's own copy is never applied")
+
+
+def settings_text(root: Path, base: str | None, base_missing: bool = False) -> str | None:
     """The text of ``.draftguard.yml`` at the base commit when there is one (as the bot reads it from
-    the default branch: a pull request cannot relax its own gate), else in the checkout."""
+    the default branch: a pull request cannot relax its own gate), else in the checkout. With
+    ``base_missing`` (the event named a base that is not in the checkout and could not be fetched)
+    the checkout is the pull request's head, so None: the defaults, never the head's settings."""
+    if base_missing and not base:
+        return None
     if base:
         done = subprocess.run(["git", "-C", str(root), "show", f"{base}:{SETTINGS_FILE}"], capture_output=True)
         return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
@@ -51,12 +60,12 @@ def settings_text(root: Path, base: str | None) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
 
-def load_action_settings(root: Path, base: str | None) -> Settings:
+def load_action_settings(root: Path, base: str | None, base_missing: bool = False) -> Settings:
     """The settings a check runs under: ``.draftguard.yml`` from ``settings_text``, else the defaults.
 
     Raises:
         BadInput: The file is not valid settings (it names the file, line and key)."""
-    text = settings_text(root, base)
+    text = settings_text(root, base, base_missing)
     return parse_settings(text, SETTINGS_FILE) if text is not None else Settings()
 
 
@@ -99,8 +108,8 @@ class Outcome:
 
 def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
     base, note = find_base(root, ctx)
-    notes = [note] if note else []
-    settings = load_action_settings(root, base)
+    notes = [note, UNTRUSTED_SETTINGS_NOTE] if note else []
+    settings = load_action_settings(root, base, base_missing=note is not None)
     fail_on = inputs.fail_on or settings.fail_on or "error"
     versions = inputs.transformers_versions or (
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
@@ -180,12 +189,12 @@ def find_drafters(root: Path, targets: list[str]) -> list[str]:
 def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands,
                     comment: Callable[[dict[str, str | None]], None] | None) -> Outcome:
     base, note = find_base(root, ctx)
-    settings = load_action_settings(root, base)
+    settings = load_action_settings(root, base, base_missing=note is not None)
     target = _absolute_target(root, inputs.target or settings.target)
     if not target:
         raise ActionError("mode `acceptance` needs the target model: set the `target` input, or `target:` in "
                           f"{SETTINGS_FILE} on the default branch")
-    notes = [note] if note else []
+    notes = [note, UNTRUSTED_SETTINGS_NOTE] if note else []
     changed = changed_files(root, base) if base else None
     drafters = find_drafters(root, select_targets(root, inputs, changed, notes))
     report_path = _report_path(commands.env)
@@ -201,7 +210,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
     parts, results, statuses, problems = [], [], [], []
     secrets = [inputs.token] if inputs.token else []
     settings_dir = tempfile.mkdtemp(prefix="draftguard-settings-")
-    text = settings_text(root, base)
+    text = settings_text(root, base, base_missing=note is not None)
     if text is not None:
         Path(settings_dir, SETTINGS_FILE).write_text(text, encoding="utf-8")
     # The token stays out of the test's environment: it runs the pull request's model code.
