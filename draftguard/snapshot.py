@@ -21,6 +21,9 @@ from typing import Any
 from draftguard.errors import BadInput
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
+# Real configs nest 4 or 5 levels (text_config.rope_parameters); the checks walk values recursively,
+# so a document nested deeper than this is refused with its line, before any check sees it.
+MAX_JSON_DEPTH = 32
 CONFIG_NAME = "config.json"
 SETTINGS_NAME = ".draftguard.yml"
 # A change to any of these can change what a model runs (or how draftguard checks it), so the bot,
@@ -102,7 +105,43 @@ def parse_json_object(data: bytes, display: str) -> dict[str, Any]:
             file=display,
             line=1,
         )
+    if _depth(value) > MAX_JSON_DEPTH:
+        line = _line_past_depth(text, MAX_JSON_DEPTH)
+        raise BadInput(f"{display}:{line}: nested more than {MAX_JSON_DEPTH} levels deep; no model config is, "
+                       "so it is not checked", file=display, line=line)
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deep a decoded JSON value nests (1 for a flat object), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def _line_past_depth(text: str, limit: int) -> int:
+    """The line of the first bracket that opens level ``limit + 1`` (strings skipped)."""
+    level, line, in_string, escaped = 0, 1, False, False
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        if in_string:
+            escaped, in_string = (not escaped and ch == "\\"), in_string and (escaped or ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            level += 1
+            if level > limit:
+                return line
+        elif ch in "]}":
+            level -= 1
+    return 1
 
 
 def load_snapshot(target: str, revision: str | None = None, names: tuple[str, ...] = (CONFIG_NAME,)) -> Snapshot:
@@ -278,6 +317,6 @@ def key_lines(text: str) -> dict[str, int]:
 
     try:
         value(0 if not text.startswith("\ufeff") else 1, "")
-    except (ValueError, AttributeError, IndexError):
+    except (ValueError, AttributeError, IndexError, RecursionError):
         pass  # positions are a convenience; findings keep line None
     return out

@@ -150,6 +150,13 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
             report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
                                             column=exc.column, key=exc.key))
             continue
+        except (RecursionError, MemoryError) as exc:
+            # A check that cannot finish within bounds is an error finding, never a failed job that
+            # leaves an earlier "passes" standing (B4 of issue 25).
+            report.errors.append(InputError(source=path, file=path, message=(
+                f"{path}: not checked: the check ran out of {'depth' if isinstance(exc, RecursionError) else 'memory'}"
+                " (is this a real model config?)")))
+            continue
         try:
             base_bytes = client.read_file(path, base)
         except (FileTooLarge, UnreadableFile):
