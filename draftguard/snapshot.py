@@ -49,6 +49,10 @@ class Snapshot:
     display: dict[str, str]
     local_dir: str | None = None
     is_hub: bool = False
+    # Hub reads: None uses the environment's token (HF_TOKEN), False reads anonymously. A repo named
+    # by someone else's file (a pull request's verifier) is read with False: the bot's token reads
+    # only the repos it is meant for, so a private repo's facts never reach a public comment.
+    token: bool | None = None
     _lines: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
 
     def path_of(self, name: str) -> str:
@@ -197,7 +201,26 @@ def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | No
     return Snapshot(source=target, revision=revision, files=files, display=display, local_dir=str(folder))
 
 
-def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot:
+def hub_read_options(token: bool | None) -> dict[str, Any]:
+    """huggingface_hub keyword arguments for a read with ``token`` (Snapshot.token). An anonymous
+    read also has its own cache: a file once fetched with the token is never served from the cache
+    to a read without it (a revision named by its sha is served from the cache without a request).
+
+    Example::
+
+        >>> hub_read_options(None)
+        {}
+        >>> sorted(hub_read_options(False))
+        ['cache_dir', 'token']
+    """
+    if token is not False:
+        return {}
+    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    return {"token": False, "cache_dir": str(Path(constants.HF_HUB_CACHE) / "draftguard-anonymous")}
+
+
+def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool | None = None) -> Snapshot:
     # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import hf_hub_download
     # huggingface_hub: ~0.18 s to import; only a Hub read pays it
@@ -211,7 +234,7 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
         shown = f"{repo_id}@{shown_rev}/{name}"
         display[name] = shown
         try:
-            path = Path(hf_hub_download(repo_id, name, revision=revision))
+            path = Path(hf_hub_download(repo_id, name, revision=revision, **hub_read_options(token)))
         except hf_errors.LocalEntryNotFoundError as exc:
             # Raised when the Hub did not answer usefully and the cache has nothing; the HTTP
             # failure behind it, if any, is chained.
@@ -246,7 +269,8 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
             raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
         files[name] = _read_limited(path, shown)
         local_dir = str(path.parent)
-    return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True)
+    return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True,
+                    token=token)
 
 
 def _http_status(exc: BaseException | None) -> int | None:

@@ -67,3 +67,58 @@ def test_a_deeply_nested_config_is_a_clear_finding_and_replaces_an_earlier_pass(
     assert "nested more than 32 levels deep" in said and head_b[:7] in said, said
     assert conclusion(world, head_b) == "failure"
     assert "Traceback" not in world.log()
+
+
+# --- B1: a pull request names a private Hub repo as its verifier -------------------------------
+
+SECRET_REPO = "acme-secret/private-77B"
+SECRET_TARGET = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 7777,
+                 "num_hidden_layers": 77, "num_attention_heads": 77, "num_key_value_heads": 7, "head_dim": 101,
+                 "intermediate_size": 31111, "vocab_size": 333333, "max_position_embeddings": 262144}
+
+
+def _private_verifier(world: World) -> None:
+    if SECRET_REPO not in world.hub.repos:
+        world.hub.push(SECRET_REPO, {"config.json": json.dumps(SECRET_TARGET).encode()}, "main")
+        world.hub.private.add(SECRET_REPO)
+
+
+def _leaks(text: str) -> list[str]:
+    return [v for v in ("7777", "333333", "31111") if v in text]
+
+
+def test_a_private_verifier_named_by_a_pull_request_is_never_read_with_the_bots_token(world):
+    from tests.test_bot import _speculators_drafter
+
+    _private_verifier(world)
+    repo = "acme/no-target"  # its default branch's settings name no target
+    world.api.add_repo(repo)
+    world.api.set_files(repo, "main", {".draftguard.yml": "fail_on: error\n"})
+    world.api.set_files(repo, BASE, {"README.md": "hi"})
+    head = add_pr(world, 204, {"drafter/config.json": _speculators_drafter(SECRET_REPO)}, repo=repo,
+                  author="eve", fork=True)
+    assert world.post("pull_request", pr_payload(repo, 204, head, BASE, author="eve",
+                                                 head_repo="eve/fork")).status_code == 202
+    world.settle()
+    said = world.sticky(204, repo=repo)["body"]
+    run = world.api.runs_for(repo, head, "draftguard/config")[0]
+    assert _leaks(said) == [] and _leaks(json.dumps(run.get("output"))) == [], said
+    assert "read without the bot's token" in said
+    reads = [r for r in world.hub.requests if r.repo == SECRET_REPO]
+    assert reads and not any(r.authorized for r in reads)
+
+
+def test_a_private_verifier_named_by_a_hub_pull_request_is_never_read_with_the_bots_token(world):
+    from tests.test_bot import _speculators_drafter
+    from tests.test_bot_hardening import HUB_BOT, HUB_REPO
+
+    _private_verifier(world)
+    world.hub.open_pr(HUB_REPO, 204, {"drafter/config.json": _speculators_drafter(SECRET_REPO).encode()},
+                      author="eve")
+    payload = {"event": {"action": "create", "scope": "discussion"}, "repo": {"type": "model", "name": HUB_REPO},
+               "discussion": {"num": 204, "isPullRequest": True, "status": "open", "author": {"id": "u-eve"}}}
+    assert world.post_hub(payload).status_code == 202
+    world.settle()
+    [said] = [e["data"]["latest"]["raw"] for e in world.hub.comments_on(HUB_REPO, 204, author=HUB_BOT)]
+    assert _leaks(said) == [] and "read without the bot's token" in said, said
+    assert not any(r.authorized for r in world.hub.requests if r.repo == SECRET_REPO)

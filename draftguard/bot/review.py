@@ -226,9 +226,12 @@ def _drafter_findings(snap: Snapshot, result: TargetResult, raw: Any, settings: 
     try:
         # The target's name comes from the repository (a PR head's verifier, even): fetch it from the
         # Hub only, never from this host's disk, into the cache that check_drafter then reads it from.
+        # The bot's token reads only the target the default branch's settings name; a verifier the
+        # pull request names is read anonymously (B1 of issue 25: a private repo's facts in public).
         where = find_target(snap, fmt, settings.target or None, allow_local=False)
         if where is not None and where[0] not in fetched:
-            fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False)
+            fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False,
+                                            anonymous=not settings.target)
         return check_drafter(snap, result, target=settings.target or None, trust_remote_code=False, cache=fetched)
     except BadInput as exc:
         notes.append(f":warning: drafter rules for `{snap.path_of('config.json')}` skipped: {exc}")

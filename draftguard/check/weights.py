@@ -266,7 +266,7 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
-    api = HfApi()
+    api = HfApi(token=False) if snapshot.token is False else HfApi()  # the snapshot's token only
     quiet = are_progress_bars_disabled()
     disable_progress_bars()  # get_safetensors_metadata draws a bar per shard on stderr
     try:

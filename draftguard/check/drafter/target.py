@@ -63,19 +63,24 @@ def _split_revision(name: str) -> tuple[str, str | None]:
 
 
 def load_target(name: str, origin: str, *, base: Path | None = None, trust_remote_code: bool = False,
-                allow_local: bool = True) -> TargetModel:
+                allow_local: bool = True, anonymous: bool = False) -> TargetModel:
     """Fetch a target's config.json (a folder or a Hub repo id, ``owner/name@revision`` allowed)
     and resolve it. Raises BadInput, naming where the target came from, when it cannot be read.
 
     ``allow_local=False`` (the bots, where the name comes from repository content) accepts only a
-    Hub repo id and never reads the host's files, even when a folder of that name exists."""
+    Hub repo id and never reads the host's files, even when a folder of that name exists.
+    ``anonymous=True`` (a name from a pull request's files) reads it without the host's token: a
+    public repo, or nothing."""
     if not allow_local:
         _require_hub_id(name, origin)
         repo, _, revision = name.partition("@")
         try:
-            snapshot = _hub(repo, revision or None, (CONFIG_NAME,))
+            snapshot = _hub(repo, revision or None, (CONFIG_NAME,), token=False if anonymous else None)
         except BadInput as exc:
-            raise BadInput(f"target from {origin}: {exc}", file=exc.file, line=exc.line, key=exc.key) from None
+            why = (" (a target named in the pull request's files is read without the bot's token, so only a "
+                   "public one; name a private target in `target:` of .draftguard.yml on the default branch)"
+                   if anonymous else "")
+            raise BadInput(f"target from {origin}: {exc}{why}", file=exc.file, line=exc.line, key=exc.key) from None
         return _resolved_target(name, origin, snapshot, trust_remote_code)
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
         name = os.path.normpath(base / name)
