@@ -122,3 +122,27 @@ def test_a_private_verifier_named_by_a_hub_pull_request_is_never_read_with_the_b
     [said] = [e["data"]["latest"]["raw"] for e in world.hub.comments_on(HUB_REPO, 204, author=HUB_BOT)]
     assert _leaks(said) == [] and "read without the bot's token" in said, said
     assert not any(r.authorized for r in world.hub.requests if r.repo == SECRET_REPO)
+
+
+def test_the_audit_never_reads_a_private_verifier_with_its_token(tmp_path):
+    from tests.audit_helpers import run_audit_process
+    from tests.fakes.hub import FakeHub
+    from tests.test_bot import _speculators_drafter
+
+    from tests.fakes.fleet import install_routes
+
+    with FakeHub() as hub:
+        install_routes(hub)
+        hub.token = "hf_AUDITtoken0123456789abcdef"
+        hub.push(SECRET_REPO, {"config.json": json.dumps(SECRET_TARGET).encode()}, "main")
+        hub.private.add(SECRET_REPO)
+        hub.push("eve/drafter", {"config.json": _speculators_drafter(SECRET_REPO).encode()}, "main")
+        (tmp_path / "repos.txt").write_text("eve/drafter\n")
+        run = run_audit_process(hub, tmp_path, str(tmp_path / "repos.txt"), "--no-progress", timeout=300,
+                                HF_TOKEN=hub.token)
+        assert "Traceback" not in run.stderr, run.stderr
+        written = (run.out / "audit.jsonl").read_text() + "".join(
+            p.read_text() for p in run.out.glob("*.md"))
+        assert _leaks(written) == [], written[:2000]
+        reads = [r for r in hub.requests if r.repo == SECRET_REPO]
+        assert reads and not any(r.authorized for r in reads)
