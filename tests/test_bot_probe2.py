@@ -146,3 +146,40 @@ def test_the_audit_never_reads_a_private_verifier_with_its_token(tmp_path):
         assert _leaks(written) == [], written[:2000]
         reads = [r for r in hub.requests if r.repo == SECRET_REPO]
         assert reads and not any(r.authorized for r in reads)
+
+
+# --- B6: the unauthenticated /metrics decoded every job record on every request -----------------
+
+def test_metrics_costs_one_scan_however_many_clients_poll_it(world):
+    import sqlite3
+    import statistics
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from draftguard.bot.jobs import DONE, Job
+
+    # A store with 30k finished jobs (a busy week), written in one transaction.
+    db = world.queue.url.removeprefix("sqlite:///")
+    name = world.queue.store.name
+    rows = [(name, f"job:flood-{i}", Job(id=f"flood-{i}", source="github", kind="pull_request", repo=REPO,
+                                         number=i, state=DONE, result="1 finding(s)").to_bytes())
+            for i in range(30_000)]
+    with sqlite3.connect(db, timeout=30) as conn:
+        conn.executemany("insert or replace into kv (queue, key, value) values (?, ?, ?)", rows)
+    try:
+        def timed(_: int = 0) -> float:
+            started = time.perf_counter()
+            answer = requests.get(f"{world.url}/metrics", timeout=60)
+            assert answer.status_code == 200
+            return time.perf_counter() - started
+
+        first = timed()
+        with ThreadPoolExecutor(16) as pool:
+            later = list(pool.map(timed, range(64)))
+        # Before: every request decoded all 30k records (each about as slow as the first).
+        assert statistics.median(later) < first / 5, (first, statistics.median(later))
+        assert f'draftguard_jobs{{state="done"}}' in requests.get(f"{world.url}/metrics", timeout=60).text
+    finally:
+        with sqlite3.connect(db, timeout=30) as conn:
+            conn.execute("delete from kv where queue = ? and key like 'job:flood-%'", (name,))
