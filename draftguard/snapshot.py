@@ -240,6 +240,20 @@ def hub_read_options(token: bool | None) -> dict[str, Any]:
     return {"token": False, "cache_dir": str(Path(constants.HF_HUB_CACHE) / "draftguard-anonymous")}
 
 
+def hub_size(repo_id: str, name: str, revision: str | None, token: bool | None = None) -> int | None:
+    """The size of a Hub file asked before downloading it (a HEAD), or None when it cannot be asked
+    (offline, or an error the download itself will then report, or use the cache for)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url  # ~0.18 s, only a Hub read pays it
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        meta = get_hf_file_metadata(hf_hub_url(repo_id, name, revision=revision), token=token)
+    except Exception:  # sorted out by the download that follows
+        return None
+    return meta.size
+
+
 def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool | None = None) -> Snapshot:
     # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import hf_hub_download
@@ -253,6 +267,10 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool
     for name in names:
         shown = f"{repo_id}@{shown_rev}/{name}"
         display[name] = shown
+        size = hub_size(repo_id, name, revision, token)
+        if size is not None and size > MAX_CONFIG_BYTES:  # asked first: nothing of it is downloaded
+            raise BadInput(f"{shown} is {size / 1e6:.1f} MB; config files over {MAX_CONFIG_BYTES // (1024 * 1024)} "
+                           "MB are refused, and it was not downloaded", file=shown)
         try:
             path = Path(hf_hub_download(repo_id, name, revision=revision, **hub_read_options(token)))
         except hf_errors.LocalEntryNotFoundError as exc:

@@ -183,3 +183,30 @@ def test_metrics_costs_one_scan_however_many_clients_poll_it(world):
     finally:
         with sqlite3.connect(db, timeout=30) as conn:
             conn.execute("delete from kv where queue = ? and key like 'job:flood-%'", (name,))
+
+
+# --- B2: the target's files were downloaded whole before their size was known -------------------
+
+def test_the_targets_files_are_sized_before_any_download(world):
+    from tests.test_bot import HEAD_CONFIG, TARGET
+    from tests.test_bot_hardening import SIX_MB, padded
+
+    world.hub.push("acme/huge-target", {"config.json": padded(json.dumps(TARGET, indent=2), SIX_MB).encode()}, "main")
+    world.hub.push("acme/fat-extras", {"config.json": json.dumps(TARGET).encode(),
+                                       "generation_config.json": b'{"eos_token_id": 2}' + b" " * (3 << 20),
+                                       "tokenizer_config.json": b"{\"x\": 1}" + b" " * (9 << 20)}, "main")
+    for n, target in ((205, "acme/huge-target"), (206, "acme/fat-extras")):
+        repo = f"acme/sized-{n}"
+        world.api.add_repo(repo)
+        world.api.set_files(repo, "main", {".draftguard.yml": f"target: {target}\n"})
+        world.api.set_files(repo, BASE, {"README.md": "hi"})
+        head = add_pr(world, n, {"drafter/config.json": HEAD_CONFIG}, repo=repo)
+        assert world.post("pull_request", pr_payload(repo, n, head, BASE)).status_code == 202
+    world.settle()
+    said = world.sticky(205, repo="acme/sized-205")["body"]
+    assert "6.3 MB" in said and "not downloaded" in said, said
+    fetched = [(r.repo, r.path, r.sent) for r in world.hub.requests
+               if r.repo in ("acme/huge-target", "acme/fat-extras") and r.method == "GET" and r.sent > (1 << 20)]
+    assert fetched == []  # before: 6 MB (and 3 MB extras) downloaded, then refused
+    asked = {r.path for r in world.hub.requests if r.repo == "acme/fat-extras" and r.method == "HEAD"}
+    assert {"config.json", "tokenizer_config.json"} <= asked, asked
