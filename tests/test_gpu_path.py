@@ -175,8 +175,9 @@ def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp
     runs = api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
     assert len(runs) == 1 and runs[0]["conclusion"] == "success" and runs[0]["status"] == "completed"
     assert runs[0]["output"]["title"].startswith("τ = ")
-    # The weights came from the media endpoint (the pointer alone would have been refused by accept).
-    assert ("GET", f"/_media/{REPO}/{HEAD}/drafter/model.safetensors") in api.requests
+    # The weights came from download_url's own host, without the token (B10 of issue 25: they were
+    # asked of the API host; the pointer alone would have been refused by accept).
+    assert ("GET", f"/_media/{REPO}/{HEAD}/drafter/model.safetensors", None) in api.media_requests
     assert any(p == f"/repos/{REPO}/contents/eval/prompts.jsonl" for _, p in api.requests)
 
 
@@ -202,6 +203,9 @@ def test_an_lfs_object_that_does_not_match_its_pointer_is_never_used(tmp_path):
         api.lfs_objects[oid] = b"real weights"
         assert sorted(client.download_folder("drafter", HEAD, str(dest))) == ["config.json", "model.safetensors"]
         assert (dest / "model.safetensors").read_bytes() == b"real weights"
+        # B10: from download_url's own host, as on github.com, and without the token.
+        assert api.media_requests and all(auth is None for _, _, auth in api.media_requests)
+        assert not [p for _, p in api.requests if p.startswith("/_media/")]
     finally:
         api.stop()
 

@@ -314,10 +314,22 @@ class PullRequestClient:
         if not item.download_url:
             raise LfsError(f"{self.repo_name}/{item.path}: a Git LFS pointer, and GitHub gave no download URL for "
                            "its object")
+        import requests  # requests: comes with PyGithub
+
         digest, size = hashlib.sha256(), 0
-        with _translated(f"download {item.path} (Git LFS)"), open(target, "wb") as fh:
-            _, _, chunks = self.repo._requester.getStream(item.download_url, chunk_size=1 << 20)
-            for chunk in chunks:
+        # From download_url's own host (media.githubusercontent.com on github.com), not the API's:
+        # PyGithub's requester would send it to the API host (B10 of issue 25). No Authorization
+        # header goes to that host; a private repo's download_url carries its own short-lived token.
+        with _translated(f"download {item.path} (Git LFS)"), open(target, "wb") as fh, \
+                requests.get(item.download_url, stream=True, timeout=(15, 120)) as answer:
+            if answer.status_code >= 500 or answer.status_code == 429:
+                raise requests.ConnectionError(f"the download host answered HTTP {answer.status_code}")
+            if answer.status_code != 200:
+                fh.close()
+                os.unlink(target)
+                raise LfsError(f"{self.repo_name}/{item.path}: the Git LFS object's download host answered HTTP "
+                               f"{answer.status_code}; not used as weights")
+            for chunk in answer.iter_content(chunk_size=1 << 20):
                 size += len(chunk)
                 if size > pointer.size:
                     break
