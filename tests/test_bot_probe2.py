@@ -210,3 +210,16 @@ def test_the_targets_files_are_sized_before_any_download(world):
     assert fetched == []  # before: 6 MB (and 3 MB extras) downloaded, then refused
     asked = {r.path for r in world.hub.requests if r.repo == "acme/fat-extras" and r.method == "HEAD"}
     assert {"config.json", "tokenizer_config.json"} <= asked, asked
+
+
+# --- R1: markdown in a pull request's text survived the escaping --------------------------------
+
+def test_markdown_a_pull_request_writes_is_never_rendered_in_the_comment(world):
+    evil = "**bold** ~~gone~~ https://evil.example/x www.evil.example acme/other#12 #34 _it_"
+    head = open_pr(world, 207, {"r/config.json": json.dumps({"model_type": evil, "hidden_size": 8})})
+    world.settle()
+    said = light(world, 207)
+    assert "evil" in said and "is unknown to transformers" in said, said
+    for form in ("**bold**", "~~gone~~", "https://evil", "www.evil", "other#12", "#34", "_it_"):
+        assert form not in said, (form, said)
+    assert conclusion(world, head) == "failure"
