@@ -223,3 +223,21 @@ def test_markdown_a_pull_request_writes_is_never_rendered_in_the_comment(world):
     for form in ("**bold**", "~~gone~~", "https://evil", "www.evil", "other#12", "#34", "_it_"):
         assert form not in said, (form, said)
     assert conclusion(world, head) == "failure"
+
+
+# --- R4: `..` in a verifier's revision --------------------------------------------------------
+
+def test_a_verifier_revision_with_dot_dot_is_refused_before_any_request(world):
+    from tests.test_bot import _speculators_drafter
+
+    repo = "acme/no-target-r4"
+    world.api.add_repo(repo)
+    world.api.set_files(repo, "main", {".draftguard.yml": "fail_on: error\n"})
+    world.api.set_files(repo, BASE, {"README.md": "hi"})
+    for n, verifier in ((208, "Qwen/Qwen3-27B@../../../api/whoami-v2"), (209, "Qwen/Qwen3-27B@main/../x")):
+        head = add_pr(world, n, {"drafter/config.json": _speculators_drafter(verifier)}, repo=repo)
+        world.post("pull_request", pr_payload(repo, n, head, BASE))
+    world.settle()
+    for n in (208, 209):
+        assert "is not a Hub repo id" in world.sticky(n, repo=repo)["body"]
+    assert not [r for r in world.hub.requests if r.revision and ".." in r.revision]

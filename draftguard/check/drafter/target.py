@@ -98,8 +98,10 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?$")
 
 
 def _require_hub_id(name: str, origin: str) -> None:
-    repo = name.partition("@")[0]
-    if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")):
+    repo, _, revision = name.partition("@")
+    # A revision goes into the URL path (/resolve/<revision>/...): no `..` or empty parts (R4 of issue 25).
+    bad_revision = bool(revision) and any(part in ("", ".", "..") for part in revision.split("/"))
+    if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")) or bad_revision:
         raise BadInput(f"target from {origin}: {name!r} is not a Hub repo id (owner/name); only Hub "
                        "targets are read here, so name one in `target:` of .draftguard.yml")
 
