@@ -151,7 +151,7 @@ def test_corrupt_local_file_becomes_a_problem(tmp_path):
     raw_file(root / "model.safetensors", b"{}", length=2**40)
     weights = read_weights(load_snapshot(str(root)))
     assert weights is not None and weights.tensors == {}
-    assert "over the 100 MB" in weights.problems[0].message
+    assert "over the 25 MB" in weights.problems[0].message
 
 
 # --- the Hub --------------------------------------------------------------------------------------
