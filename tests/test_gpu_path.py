@@ -265,3 +265,26 @@ def test_hub_pr_runs_the_acceptance_test_on_a_gpu_worker(monkeypatch, tmp_path, 
         log = worker.stop() if worker else ""
         hub.stop()
     assert HF_TOKEN not in log
+
+
+def test_the_acceptance_child_never_gets_the_bots_secrets(tmp_path):
+    # R7 of issue 25: the child that loads the pull request's files got the App key, the tokens and
+    # the webhook secrets. A stand-in python writes down the environment it was given.
+    from draftguard.errors import AcceptanceJobError
+    from draftguard.runner.gpu_job import run_acceptance_job
+    from draftguard.settings import Settings
+
+    seen = tmp_path / "env.txt"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!/bin/sh\nenv > {seen}\necho 'stand-in: no engine here' >&2\nexit 2\n")
+    stub.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HF_TOKEN": "hf_target_reader", "GITHUB_TOKEN": "ghs_x",
+           "DRAFTGUARD_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": "w",
+           "DRAFTGUARD_HUB_WEBHOOK_SECRET": "h", "DRAFTGUARD_QUEUE": "redis://:pw@redis:6379/0"}
+    with pytest.raises(AcceptanceJobError, match="stand-in"):
+        run_acceptance_job("Qwen/Qwen3-8B", str(tmp_path), Settings(min_acceptance_length=2.0), env=env,
+                           python=str(stub), timeout=30)
+    names = {line.split("=", 1)[0] for line in seen.read_text().splitlines() if "=" in line}
+    assert "HF_TOKEN" in names
+    assert not names & {"GITHUB_TOKEN", "DRAFTGUARD_GITHUB_PRIVATE_KEY", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET",
+                        "DRAFTGUARD_HUB_WEBHOOK_SECRET", "DRAFTGUARD_QUEUE"}
