@@ -241,3 +241,17 @@ def test_a_verifier_revision_with_dot_dot_is_refused_before_any_request(world):
     for n in (208, 209):
         assert "is not a Hub repo id" in world.sticky(n, repo=repo)["body"]
     assert not [r for r in world.hub.requests if r.revision and ".." in r.revision]
+
+
+# --- R3: nothing capped the configs one pull request asks the bot to check ---------------------
+
+def test_a_pull_request_with_too_many_configs_is_checked_up_to_the_limit_and_fails_for_the_rest(world):
+    healthy = json.dumps({"model_type": "gpt2", "n_layer": 2})
+    files = {f"m{i:03d}/config.json": healthy for i in range(56)}
+    head = open_pr(world, 210, files)
+    world.settle()
+    said = light(world, 210)
+    assert "more config.json not checked" in said and "at most 50 configs" in said, said
+    assert conclusion(world, head) == "failure"
+    read = {p for _, p in world.api.requests if p.startswith(f"/repos/{REPO}/contents/m")}
+    assert len({p.split("/contents/")[1].split("/")[0] for p in read}) <= 50

@@ -35,6 +35,7 @@ from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
 log = logging.getLogger("draftguard.bot")
 
 SETTINGS_FILE = SETTINGS_NAME
+MAX_CONFIGS_PER_PR = 50
 
 
 JobHandler = Callable[[Job, Queue, Any], "str | None"]
@@ -122,6 +123,13 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
     configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
     report = Report(transformers_version=resolver.transformers_version())
+    if len(configs) > MAX_CONFIGS_PER_PR:
+        # Every config costs API requests, a check and annotations on each push: the first ones are
+        # checked, and the rest fail the check by name, never silently (R3 of issue 25).
+        skipped, configs = configs[MAX_CONFIGS_PER_PR:], configs[:MAX_CONFIGS_PER_PR]
+        report.errors.append(InputError(source=skipped[0], file=skipped[0], message=(
+            f"{len(skipped)} more config.json not checked ({skipped[0]} and after): a pull request is checked "
+            f"for at most {MAX_CONFIGS_PER_PR} configs; split it")))
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
