@@ -62,3 +62,31 @@ def test_an_unreachable_base_never_applies_the_pull_requests_own_settings(tmp_pa
     # B8: the pull request's `fail_on: never` passed it with 2 errors; the defaults fail it.
     assert run.code == 1 and "fail on: error" in run.summary
     assert "the pull request's own copy is never applied" in run.summary
+
+
+def test_the_light_check_reads_nothing_of_the_runner_outside_the_checkout(tmp_path, api):
+    import json
+    import os
+
+    from tests.test_bot import _speculators_drafter
+    from tests.test_bot_probe2 import SECRET_TARGET, _leaks
+
+    # A model folder on the runner, outside the checkout (another job's, a cache).
+    secret = tmp_path / "runner-models" / "private-77B"
+    secret.mkdir(parents=True)
+    (secret / "config.json").write_text(json.dumps(SECRET_TARGET))
+    checkout = Checkout(tmp_path, {"README.md": "hi"})
+    checkout.push({"by-path/config.json": _speculators_drafter(str(secret))})
+    os.symlink(secret / "config.json", checkout.dir / "linked.json")
+    (checkout.dir / "by-link").mkdir()
+    os.symlink(secret / "config.json", checkout.dir / "by-link" / "config.json")
+    git(checkout.dir, "add", "-A")
+    git(checkout.dir, "commit", "-q", "-m", "links")
+    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    assert "Traceback" not in run.stderr, run.stderr
+    report = Path(run.outputs["report-json"]).read_text()
+    assert _leaks(run.summary + run.stdout + report) == [], run.summary
+    assert "outside the repository" in run.summary and "symlink out of the repository" in run.summary
+    assert run.code in (1, 2)

@@ -76,7 +76,8 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
     if versions:
         return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
 
-    return check_targets(targets, drafter_target=drafter_target)
+    # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
+    return check_targets(targets, drafter_target=drafter_target, confine=Path.cwd())
 
 
 def matrix_markdown(report: Report) -> str | None:

@@ -63,14 +63,15 @@ def _split_revision(name: str) -> tuple[str, str | None]:
 
 
 def load_target(name: str, origin: str, *, base: Path | None = None, trust_remote_code: bool = False,
-                allow_local: bool = True, anonymous: bool = False) -> TargetModel:
+                allow_local: bool = True, anonymous: bool = False, confine: Path | None = None) -> TargetModel:
     """Fetch a target's config.json (a folder or a Hub repo id, ``owner/name@revision`` allowed)
     and resolve it. Raises BadInput, naming where the target came from, when it cannot be read.
 
     ``allow_local=False`` (the bots, where the name comes from repository content) accepts only a
     Hub repo id and never reads the host's files, even when a folder of that name exists.
     ``anonymous=True`` (a name from a pull request's files) reads it without the host's token: a
-    public repo, or nothing."""
+    public repo, or nothing. ``confine`` (the Action: a checkout on a runner) refuses a local path
+    that resolves outside that folder unless the user named it (``--target``)."""
     if not allow_local:
         _require_hub_id(name, origin)
         repo, _, revision = name.partition("@")
@@ -84,6 +85,12 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
         return _resolved_target(name, origin, snapshot, trust_remote_code)
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
         name = os.path.normpath(base / name)
+    if confine is not None and origin != "--target" and Path(name).exists() \
+            and not Path(name).resolve().is_relative_to(Path(confine).resolve()):
+        # A name from the checked files (a verifier, a drafter folder's settings) reads nothing of this
+        # machine outside the repository, through a path or a symlink (R5 of issue 25).
+        raise BadInput(f"target from {origin}: {name!r} is outside the repository; only Hub repo ids and "
+                       "folders inside the repository are read")
     repo, revision = _split_revision(name)
     try:
         snapshot = load_snapshot(repo, revision)
