@@ -288,3 +288,31 @@ def test_the_acceptance_child_never_gets_the_bots_secrets(tmp_path):
     assert "HF_TOKEN" in names
     assert not names & {"GITHUB_TOKEN", "DRAFTGUARD_GITHUB_PRIVATE_KEY", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET",
                         "DRAFTGUARD_HUB_WEBHOOK_SECRET", "DRAFTGUARD_QUEUE"}
+
+
+def test_a_drafter_folder_over_the_gpu_download_limit_is_refused_before_any_download(tmp_path, monkeypatch):
+    # R8 of issue 25: nothing capped what the GPU path downloads of a pull request's drafter.
+    from draftguard.errors import FileTooLarge
+    from draftguard.hosts.github import PullRequestClient, connect
+    from draftguard.hosts.hub import HubConfig, HubPullRequestClient
+    from tests.fakes.hub import FakeHub
+
+    monkeypatch.setenv("DRAFTGUARD_MAX_DRAFTER_BYTES", "4096")
+    api = FakeGitHub(token=GH_TOKEN).start()
+    try:
+        api.add_repo(REPO)
+        api.set_files(REPO, HEAD, {"drafter/config.json": b"{}", "drafter/model.safetensors": api.add_lfs(bytes(8192))})
+        api.add_pull(REPO, 9, head=HEAD, base=BASE)
+        client = PullRequestClient(connect(GitHubConfig(api_url=api.url, token=GH_TOKEN, timeout=5.0)), REPO, 9)
+        with pytest.raises(FileTooLarge, match="over the limit"):
+            client.download_folder("drafter", HEAD, str(tmp_path))
+        assert api.media_requests == [] and not (tmp_path / "model.safetensors").exists()
+    finally:
+        api.stop()
+    with FakeHub() as hub:
+        hub.push("acme/hub-drafter", {"drafter/config.json": b"{}", "drafter/model.safetensors": bytes(8192)})
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+        client = HubPullRequestClient(HubConfig(endpoint=hub.endpoint), "acme/hub-drafter", 0)
+        with pytest.raises(FileTooLarge, match="over the limit"):
+            client.download_folder("drafter", "main")
+        assert not [r for r in hub.requests if r.method == "GET" and r.path == "drafter/model.safetensors"]

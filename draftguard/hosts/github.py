@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
-from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
+from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.report.comment import is_sticky
 from draftguard.secrets import remember_secret
@@ -294,13 +294,20 @@ class PullRequestClient:
         """
         with _translated(f"list {folder or '/'}"):
             contents = self.repo.get_contents(folder or "", ref=ref)
-        names = []
+        names, found, total, limit = [], [], 0, max_drafter_bytes()
         for item in contents if isinstance(contents, list) else [contents]:
             if item.type != "file":
                 continue
+            if total + (item.size or 0) > limit:
+                raise FileTooLarge(folder or "/", total + item.size, limit)
             with _translated(f"read {item.path}"):
                 data = base64.b64decode(self.repo.get_git_blob(item.sha).content)
             pointer = parse_lfs_pointer(data)
+            total += pointer.size if pointer is not None else len(data)
+            if total > limit:  # LFS objects are sized by their pointers: refused before any download
+                raise FileTooLarge(folder or "/", total, limit)
+            found.append((item, data, pointer))
+        for item, data, pointer in found:
             target = os.path.join(dest, item.name)
             if pointer is None:
                 with open(target, "wb") as fh:
