@@ -255,3 +255,25 @@ def test_a_pull_request_with_too_many_configs_is_checked_up_to_the_limit_and_fai
     assert conclusion(world, head) == "failure"
     read = {p for _, p in world.api.requests if p.startswith(f"/repos/{REPO}/contents/m")}
     assert len({p.split("/contents/")[1].split("/")[0] for p in read}) <= 50
+
+
+# --- R2: audit.md and the audit's discussions carried the audited repo's markup ----------------
+
+def test_the_audit_report_and_discussions_carry_no_markup_from_the_audited_repo(tmp_path):
+    from tests.audit_helpers import run_audit_process
+    from tests.fakes.fleet import install_routes
+    from tests.fakes.hub import FakeHub
+
+    evil = ('<img src="https://evil.example/p.gif"> @everyone [click](https://evil.example) '
+            '<!-- draftguard:sticky --> **urgent**')
+    with FakeHub() as hub:
+        install_routes(hub)
+        hub.push("eve/markup", {"config.json": json.dumps({"model_type": evil, "hidden_size": 8}).encode()}, "main")
+        (tmp_path / "repos.txt").write_text("eve/markup\n")
+        run = run_audit_process(hub, tmp_path, str(tmp_path / "repos.txt"), "--no-progress", "--open-discussions",
+                                timeout=300)
+        assert "Traceback" not in run.stderr, run.stderr
+        published = (run.out / "audit.md").read_text() + run.stdout
+        assert "evil.example" in published, published  # the message is there, escaped
+        for form in ("<img", "@everyone", "](https://", "<!-- draftguard:sticky", "**urgent**"):
+            assert form not in published, (form, published)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from draftguard import __version__
 from draftguard.audit.html import render_html
+from draftguard.report.comment import code, esc
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, sort_key  # noqa: F401 (RepoRecord: the doctest)
 
 if TYPE_CHECKING:
@@ -35,7 +36,9 @@ def write_reports(out: Path, result: "AuditResult", versions: list[str]) -> None
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # Repo ids, keys and messages come from the audited repos: no HTML, links, images, mentions or
+    # markers in a report that is published (R2 of issue 25).
+    return esc(text)
 
 
 def render_markdown(result: "AuditResult", versions: list[str]) -> str:
@@ -72,7 +75,7 @@ def render_markdown(result: "AuditResult", versions: list[str]) -> str:
         lines += ["## Regressions between transformers versions", "",
                   "| repo | rule | key | present under | absent under |", "|---|---|---|---|---|"]
         for r, g in regressions:
-            lines.append(f"| {_cell(r.repo)} | {g.rule} | `{_cell(g.key)}` | {', '.join(g.present)} | "
+            lines.append(f"| {_cell(r.repo)} | {g.rule} | {code(g.key)} | {', '.join(g.present)} | "
                          f"{', '.join(g.absent)} |")
         lines.append("")
     errors = [r for r in records if r.status == ERROR]
