@@ -277,3 +277,21 @@ def test_the_audit_report_and_discussions_carry_no_markup_from_the_audited_repo(
         assert "evil.example" in published, published  # the message is there, escaped
         for form in ("<img", "@everyone", "](https://", "<!-- draftguard:sticky", "**urgent**"):
             assert form not in published, (form, published)
+
+
+# --- R10: a writer's pull request from a third party's fork -----------------------------------
+
+def test_a_writers_pull_request_from_someone_elses_fork_is_not_trusted_for_the_gpu(world):
+    from tests.test_bot import HEAD_CONFIG
+    from tests.test_bot_hardening import gpu_jobs
+
+    own = "1" * 39 + "a"
+    other = "1" * 39 + "b"
+    for n, head, head_repo in ((211, own, "alice/fork"), (212, other, "eve/fork")):
+        world.api.set_files(REPO, head, {"drafter/config.json": HEAD_CONFIG})
+        world.api.add_pull(REPO, n, head=head, base=BASE, author="alice", head_repo=head_repo)
+        world.post("pull_request", pr_payload(REPO, n, head, BASE, author="alice", head_repo=head_repo))
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 211)] == [own]  # alice's own fork: trusted, as before
+    assert gpu_jobs(world, 212) == []  # eve can push to eve/fork: every later push would have been trusted
+    assert "others can push to" in world.sticky(212)["body"]

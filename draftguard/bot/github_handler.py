@@ -167,6 +167,11 @@ class GitHubHandler:
         if trust is not EmptyData and bytes(trust).decode() == head:
             return True, "marked /ok-to-test"
         author = job.data.get("author")
+        # A writer's pull request is trusted only from a branch of this repo or of the writer's own
+        # fork: a third party's fork takes pushes from others (R10 of issue 25).
+        head_repo = getattr(getattr(client.pull().head, "repo", None), "full_name", None)
+        if author and head_repo != job.repo and (head_repo or "").partition("/")[0].lower() != author.lower():
+            return False, f"the head branch is in {head_repo or 'a deleted fork'}, which others can push to"
         if author and may_command(client.permission(author), "User"):
             return True, f"@{author} has write access"
         return False, "the author has no write access"
