@@ -26,7 +26,7 @@ from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, Unreada
 from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
-from draftguard.report.comment import esc, render_matrix_section
+from draftguard.report.comment import render_matrix_section
 from draftguard.review import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
@@ -256,5 +256,5 @@ def read_settings(client: PullRequestSource, notes: list[str] | None = None) -> 
         return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
     except (BadInput, FileTooLarge, UnreadableFile) as exc:
         if notes is not None:
-            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {esc(str(exc))} (defaults used)")
+            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")  # escaped where shown
         return Settings()
