@@ -90,3 +90,18 @@ def test_the_light_check_reads_nothing_of_the_runner_outside_the_checkout(tmp_pa
     assert _leaks(run.summary + run.stdout + report) == [], run.summary
     assert "outside the repository" in run.summary and "symlink out of the repository" in run.summary
     assert run.code in (1, 2)
+
+
+def test_acceptance_mode_runs_no_test_for_a_drafter_the_backends_do_not_run(tmp_path, api):
+    # The Action ran `draftguard accept` for an EAGLE-3 head, whose backends run DFlash only (and
+    # the bot queued nothing for it): both now ask DrafterFormat.acceptance_testable.
+    import json
+
+    eagle3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+              "num_hidden_layers": 1, "num_attention_heads": 32, "draft_vocab_size": 32000, "vocab_size": 128256}
+    checkout = Checkout(tmp_path, {".draftguard.yml": "target: acme/target\nmin_acceptance_length: 2.0\n"})
+    checkout.push({"eagle/config.json": json.dumps(eagle3, indent=2)})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, mode="acceptance", comment="false")
+    assert run.code == 0 and run.outputs["verdict"] == "skipped", run.stdout + run.stderr
+    assert "draftguard: " not in run.stdout  # no accept command was started

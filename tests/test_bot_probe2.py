@@ -295,3 +295,21 @@ def test_a_writers_pull_request_from_someone_elses_fork_is_not_trusted_for_the_g
     assert [j.head_sha for j in gpu_jobs(world, 211)] == [own]  # alice's own fork: trusted, as before
     assert gpu_jobs(world, 212) == []  # eve can push to eve/fork: every later push would have been trusted
     assert "others can push to" in world.sticky(212)["body"]
+
+
+# --- the bot and the Action agree on which drafters get a GPU test (issue 25, Deliver 1) -------
+
+def test_the_bot_queues_a_gpu_test_for_every_dflash_the_backends_run_and_no_other(world):
+    from tests.test_bot import DRAFTER
+    from tests.test_bot_hardening import gpu_jobs
+
+    no_arch = {k: v for k, v in DRAFTER.items() if k != "architectures"}  # DFlash named by dflash_config only
+    dflash2 = dict(DRAFTER, architectures=["DFlash2DraftModel"])
+    eagle3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+              "num_hidden_layers": 1, "num_attention_heads": 32, "draft_vocab_size": 32000, "vocab_size": 128256}
+    heads = {}
+    for n, config in ((213, no_arch), (214, dflash2), (215, eagle3)):
+        heads[n] = open_pr(world, n, {"drafter/config.json": json.dumps(config, indent=2)})
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 213)] == [heads[213]]  # before: the bot said no
+    assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 215) == []

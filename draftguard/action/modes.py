@@ -176,13 +176,16 @@ ACTION_BACKEND = "vllm"
 
 
 def find_drafters(root: Path, targets: list[str]) -> list[str]:
+    """The targets that are drafters the acceptance backends run (``acceptance_testable``, as the
+    bot asks): an EAGLE-3 head or a DFlash2 is not handed to ``draftguard accept``."""
     out = []
     for t in targets:
         try:
             raw = parse_json_object((root / t).read_bytes(), t)
         except (OSError, BadInput):
             continue
-        if detect_drafter(raw) is not None:
+        fmt = detect_drafter(raw)
+        if fmt is not None and fmt.acceptance_testable:
             out.append(t)
     return out
 
@@ -200,7 +203,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
     drafters = find_drafters(root, select_targets(root, inputs, changed, notes))
     report_path = _report_path(commands.env)
     if not drafters:
-        section = render_acceptance_section("skipped", detail="no speculative-decoding drafter config to test")
+        section = render_acceptance_section("skipped", detail="no drafter config that the acceptance backends run (DFlash) to test")
         commands.summary.append(section)
         Path(report_path).write_text(json.dumps({"skipped": "no drafter", "results": []}) + "\n", encoding="utf-8")
         return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)

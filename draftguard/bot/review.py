@@ -151,7 +151,8 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
             result = check_snapshot(snap, trust_remote_code=False, version=report.transformers_version)
             report.targets.append(result)
             raw = json.loads(head_bytes)
-            if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
+            fmt = detect_drafter(raw)
+            if fmt is not None and fmt.acceptance_testable:  # the Action asks the same
                 drafters.append(path)
             result.findings.extend(_drafter_findings(snap, result, raw, settings, fetched, notes))
         except BadInput as exc:

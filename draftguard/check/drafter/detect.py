@@ -48,6 +48,8 @@ DFLASH_ARCHITECTURES = {
     "DSparkDraftModel": "DSpark",
     "DominoDraftModel": "Domino",
 }
+# DFlash relatives the acceptance backends do not run (see DrafterFormat.acceptance_testable).
+UNTESTABLE_DFLASH = frozenset({"DFlash2DraftModel", "DSparkDraftModel", "DominoDraftModel"})
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
 
 # What a user is told when --target names a pair but the checked file is none of these.
@@ -91,6 +93,21 @@ class DrafterFormat:
     @property
     def is_dflash(self) -> bool:
         return self.family == "dflash"
+
+    @property
+    def acceptance_testable(self) -> bool:
+        """Whether the acceptance backends run this drafter: DFlash (z-lab's, with or without its
+        architecture name, and the speculators form). DFlash2's candidate heads are refused by the
+        reference backend and by vLLM's V1 runner; DSpark, Domino, EAGLE, MTP are not run. The bot
+        and the Action both ask this, so they agree on which drafters get a GPU test.
+
+        Example::
+
+            >>> [detect_drafter(c).acceptance_testable for c in ({"dflash_config": {}},
+            ...     {"architectures": ["DFlash2DraftModel"]}, {"architectures": ["LlamaForCausalLMEagle3"]})]
+            [True, False, False]
+        """
+        return self.kind in ("dflash", "speculators-dflash") and self.architecture not in UNTESTABLE_DFLASH
 
     @property
     def article(self) -> str:
