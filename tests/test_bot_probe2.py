@@ -313,3 +313,14 @@ def test_the_bot_queues_a_gpu_test_for_every_dflash_the_backends_run_and_no_othe
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 213)] == [heads[213]]  # before: the bot said no
     assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 215) == []
+
+
+def test_the_approval_rule_is_written_once_for_both_hosts():
+    # Issue 25: "a command approves only the head it was judged on" was coded twice, differently.
+    # Both handlers now judge a command with approvals.judge_command and ask Approval.holds_for
+    # wherever they read the head again; the behaviour is probed above and in test_bot_hardening.
+    root = Path(__file__).resolve().parent.parent / "draftguard" / "bot"
+    for name in ("github_handler.py", "hub_handler.py"):
+        text = (root / name).read_text()
+        assert "judge_command(" in text and ".holds_for(head)" in text, name
+        assert "command_saw_head" not in text and "approved" not in text.replace("not approved", ""), name
