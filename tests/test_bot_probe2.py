@@ -324,3 +324,15 @@ def test_the_approval_rule_is_written_once_for_both_hosts():
         text = (root / name).read_text()
         assert "judge_command(" in text and ".holds_for(head)" in text, name
         assert "command_saw_head" not in text and "approved" not in text.replace("not approved", ""), name
+
+
+def test_the_configs_one_pull_request_reads_are_bounded_in_all(world):
+    # B2 of issue 25, per pull request: 14 configs of 4.9 MB each (each under the 5 MB file limit).
+    from tests.test_bot_hardening import padded
+
+    big = padded(FIXED.strip(), int(4.9 * 2**20))
+    head = open_pr(world, 216, {f"p{i:02d}/config.json": big for i in range(14)})
+    world.settle()
+    said = light(world, 216)
+    assert "configs pass 64 MB in all" in said and "in 13 config(s)" in said, said[:3000]
+    assert conclusion(world, head) == "failure"

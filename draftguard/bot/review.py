@@ -23,6 +23,7 @@ from draftguard.check.findings import Finding, InputError, Report, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.matrix import check_matrix
 from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
+from draftguard.hosts.files import MAX_FILE_BYTES
 from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
@@ -36,6 +37,9 @@ log = logging.getLogger("draftguard.bot")
 
 SETTINGS_FILE = SETTINGS_NAME
 MAX_CONFIGS_PER_PR = 50
+# All config bytes one pull request's check reads, head and base together (B2 of issue 25: per file
+# and per pull request). Each read asks for at most what is left, so the size is known first.
+MAX_BYTES_PER_PR = 64 * 1024 * 1024
 
 
 JobHandler = Callable[[Job, Queue, Any], "str | None"]
@@ -135,15 +139,22 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
     drafters: list[str] = []
     fetched: dict[str, Any] = {}  # target models, fetched once per job
     files: dict[str, bytes] = {}
+    spent = 0
     for path in configs:
+        left = MAX_BYTES_PER_PR - spent
         try:
-            head_bytes = client.read_file(path, head)
+            head_bytes = client.read_file(path, head, max_bytes=min(MAX_FILE_BYTES, left))
         except (FileTooLarge, UnreadableFile) as exc:
             # Never "nothing to check": a file the bot cannot read fails the check and says why.
-            report.errors.append(InputError(source=path, message=str(exc), file=path))
+            message = str(exc)
+            if isinstance(exc, FileTooLarge) and left < exc.size <= MAX_FILE_BYTES:
+                message = (f"{path}: not checked: this pull request's configs pass {MAX_BYTES_PER_PR // 2**20} MB "
+                           "in all (head and base); split it")
+            report.errors.append(InputError(source=path, message=message, file=path))
             continue
         if head_bytes is None:
             continue
+        spent += len(head_bytes)
         snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
                         files={"config.json": head_bytes}, display={"config.json": path})
         files[path] = head_bytes
@@ -167,7 +178,8 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
                 " (is this a real model config?)")))
             continue
         try:
-            base_bytes = client.read_file(path, base)
+            base_bytes = client.read_file(path, base, max_bytes=max(0, min(MAX_FILE_BYTES, MAX_BYTES_PER_PR - spent)))
+            spent += len(base_bytes or b"")
         except (FileTooLarge, UnreadableFile):
             have_base = True  # the base could not be read: everything found now is new
             continue
