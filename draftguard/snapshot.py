@@ -10,17 +10,24 @@ or ``BadInput`` naming the file (with line and column for invalid JSON).
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 from draftguard.errors import BadInput
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
+# Real configs nest 4 or 5 levels (text_config.rope_parameters); the checks walk values recursively,
+# so a document nested deeper than this is refused with its line, before any check sees it.
+MAX_JSON_DEPTH = 32
+# The checks name each value by its dotted key path and copy the config a few times: what they cost
+# grows with keys x path length, so both are bounded (the largest real configs, ImageNet-22k's
+# id2label and label2id, hold about 44,000 keys; real paths are under 100 characters).
+MAX_JSON_KEYS = 100_000
+MAX_KEY_PATH = 256
 CONFIG_NAME = "config.json"
 SETTINGS_NAME = ".draftguard.yml"
 # A change to any of these can change what a model runs (or how draftguard checks it), so the bot,
@@ -46,7 +53,11 @@ class Snapshot:
     display: dict[str, str]
     local_dir: str | None = None
     is_hub: bool = False
-    _lines: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    # Hub reads: None uses the environment's token (HF_TOKEN), False reads anonymously. A repo named
+    # by someone else's file (a pull request's verifier) is read with False: the bot's token reads
+    # only the repos it is meant for, so a private repo's facts never reach a public comment.
+    token: bool | None = None
+    _lines: dict[str, "KeyLines"] = field(default_factory=dict, repr=False)
 
     def path_of(self, name: str) -> str:
         return self.display.get(name, name)
@@ -104,7 +115,59 @@ def parse_json_object(data: bytes, display: str) -> dict[str, Any]:
             file=display,
             line=1,
         )
+    deepest, keys, longest = _shape(value)
+    if deepest > MAX_JSON_DEPTH:
+        line = _line_past_depth(text, MAX_JSON_DEPTH)
+        raise BadInput(f"{display}:{line}: nested more than {MAX_JSON_DEPTH} levels deep; no model config is, "
+                       "so it is not checked", file=display, line=line)
+    if keys > MAX_JSON_KEYS or longest[0] > MAX_KEY_PATH:
+        why = (f"{keys} keys, over {MAX_JSON_KEYS}" if keys > MAX_JSON_KEYS else
+               f"a key path of {longest[0]} characters, over {MAX_KEY_PATH}")
+        raise BadInput(f"{display}: {why}; no model config is that large, so it is not checked (the checks "
+                       "name every value by its dotted key path)", file=display)
     return value
+
+
+def _shape(value: Any) -> tuple[int, int, tuple[int, str]]:
+    """How deep a decoded JSON value nests (1 for a flat object), how many keys it holds, and its
+    longest dotted key path (length, path), without recursion; stops early past a limit."""
+    deepest, keys, longest = 0, 0, (0, "")
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        item, level, path = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_JSON_DEPTH or keys > MAX_JSON_KEYS or longest[0] > MAX_KEY_PATH:
+            break
+        if isinstance(item, dict):
+            keys += len(item)
+            for key, child in item.items():
+                dotted = f"{path}.{key}" if path else key
+                if len(dotted) > longest[0]:
+                    longest = (len(dotted), dotted)
+                if isinstance(child, (dict, list)):
+                    stack.append((child, level + 1, dotted))
+        elif isinstance(item, list):
+            stack.extend((child, level + 1, path) for child in item if isinstance(child, (dict, list)))
+    return deepest, keys, longest
+
+
+def _line_past_depth(text: str, limit: int) -> int:
+    """The line of the first bracket that opens level ``limit + 1`` (strings skipped)."""
+    level, line, in_string, escaped = 0, 1, False, False
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        if in_string:
+            escaped, in_string = (not escaped and ch == "\\"), in_string and (escaped or ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            level += 1
+            if level > limit:
+                return line
+        elif ch in "]}":
+            level -= 1
+    return 1
 
 
 def load_snapshot(target: str, revision: str | None = None, names: tuple[str, ...] = (CONFIG_NAME,)) -> Snapshot:
@@ -161,7 +224,40 @@ def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | No
     return Snapshot(source=target, revision=revision, files=files, display=display, local_dir=str(folder))
 
 
-def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot:
+def hub_read_options(token: bool | None) -> dict[str, Any]:
+    """huggingface_hub keyword arguments for a read with ``token`` (Snapshot.token). An anonymous
+    read also has its own cache: a file once fetched with the token is never served from the cache
+    to a read without it (a revision named by its sha is served from the cache without a request).
+
+    Example::
+
+        >>> hub_read_options(None)
+        {}
+        >>> sorted(hub_read_options(False))
+        ['cache_dir', 'token']
+    """
+    if token is not False:
+        return {}
+    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    return {"token": False, "cache_dir": str(Path(constants.HF_HUB_CACHE) / "draftguard-anonymous")}
+
+
+def hub_size(repo_id: str, name: str, revision: str | None, token: bool | None = None) -> int | None:
+    """The size of a Hub file asked before downloading it (a HEAD), or None when it cannot be asked
+    (offline, or an error the download itself will then report, or use the cache for)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url  # ~0.18 s, only a Hub read pays it
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        meta = get_hf_file_metadata(hf_hub_url(repo_id, name, revision=revision), token=token)
+    except Exception:  # sorted out by the download that follows
+        return None
+    return meta.size
+
+
+def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool | None = None) -> Snapshot:
     # huggingface_hub: ~0.18 s to import; only a Hub read pays it
     from huggingface_hub import hf_hub_download
     # huggingface_hub: ~0.18 s to import; only a Hub read pays it
@@ -174,8 +270,12 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
     for name in names:
         shown = f"{repo_id}@{shown_rev}/{name}"
         display[name] = shown
+        size = hub_size(repo_id, name, revision, token)
+        if size is not None and size > MAX_CONFIG_BYTES:  # asked first: nothing of it is downloaded
+            raise BadInput(f"{shown} is {size / 1e6:.1f} MB; config files over {MAX_CONFIG_BYTES // (1024 * 1024)} "
+                           "MB are refused, and it was not downloaded", file=shown)
         try:
-            path = Path(hf_hub_download(repo_id, name, revision=revision))
+            path = Path(hf_hub_download(repo_id, name, revision=revision, **hub_read_options(token)))
         except hf_errors.LocalEntryNotFoundError as exc:
             # Raised when the Hub did not answer usefully and the cache has nothing; the HTTP
             # failure behind it, if any, is chained.
@@ -210,7 +310,8 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...]) -> Snapshot
             raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
         files[name] = _read_limited(path, shown)
         local_dir = str(path.parent)
-    return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True)
+    return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True,
+                    token=token)
 
 
 def _http_status(exc: BaseException | None) -> int | None:
@@ -234,21 +335,65 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 
 
-def key_lines(text: str) -> dict[str, int]:
+class KeyLines(Mapping[str, int]):
+    """Where each key of a JSON document is, as a tree of keys: ``lines["a.b"]`` is the line of the
+    key ``b`` inside ``a``. A tree, not a map of dotted paths, so that its size is that of the
+    document: a 100 KB key with 8,000 children cost 800 MB as dotted strings (B5 of issue 25). A key
+    that holds dots itself (``weight_map``'s tensor names) is found too: the longest match first."""
+
+    def __init__(self) -> None:
+        self._root: dict[str, list] = {}  # key -> [line, its children or None]
+
+    def __getitem__(self, key: str) -> int:
+        found = self._find(self._root, key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def _find(self, node: dict[str, list], rest: str) -> int | None:
+        entry = node.get(rest)
+        if entry is not None:
+            return entry[0]
+        i = rest.find(".")
+        while i != -1:
+            entry = node.get(rest[:i])
+            if entry is not None and entry[1]:
+                found = self._find(entry[1], rest[i + 1:])
+                if found is not None:
+                    return found
+            i = rest.find(".", i + 1)
+        return None
+
+    def __iter__(self) -> Iterator[str]:
+        stack = [("", self._root)]
+        while stack:
+            prefix, node = stack.pop()
+            for key, (_, children) in node.items():
+                yield prefix + key
+                if children:
+                    stack.append((prefix + key + ".", children))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def key_lines(text: str) -> KeyLines:
     """Map each dotted key path of a JSON document to the 1-based line of its key.
 
     Example::
 
-        >>> key_lines('{\\n "a": {\\n  "b": 1}}')
+        >>> dict(key_lines('{\\n "a": {\\n  "b": 1}}'))
         {'a': 2, 'a.b': 3}
     """
-    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
-    out: dict[str, int] = {}
+    out = KeyLines()
+    at = [0, 1]  # keys are met in order: the last position counted, and its line
 
     def line(pos: int) -> int:
-        return bisect.bisect_left(newlines, pos) + 1
+        at[1] += text.count("\n", at[0], pos)
+        at[0] = pos
+        return at[1]
 
-    def value(pos: int, prefix: str) -> int:
+    def value(pos: int, node: dict[str, list]) -> int:
         pos = _WS.match(text, pos).end()
         ch = text[pos : pos + 1]
         if ch == "{":
@@ -258,9 +403,13 @@ def key_lines(text: str) -> dict[str, int]:
             while True:
                 pos = _WS.match(text, pos).end()
                 key, end = scanstring(text, pos + 1)
-                out.setdefault(prefix + key, line(pos))
+                entry = node.get(key)
+                if entry is None:
+                    entry = node[key] = [line(pos), None]
                 pos = _WS.match(text, end).end() + 1  # the colon
-                pos = _WS.match(text, value(pos, prefix + key + ".")).end()
+                if text[_WS.match(text, pos).end() : _WS.match(text, pos).end() + 1] in ("{", "["):
+                    entry[1] = entry[1] if entry[1] is not None else {}
+                pos = _WS.match(text, value(pos, entry[1] if entry[1] is not None else {})).end()
                 if text[pos : pos + 1] == ",":
                     pos += 1
                     continue
@@ -270,7 +419,7 @@ def key_lines(text: str) -> dict[str, int]:
             if text[pos : pos + 1] == "]":
                 return pos + 1
             while True:
-                pos = _WS.match(text, value(pos, prefix)).end()
+                pos = _WS.match(text, value(pos, node)).end()
                 if text[pos : pos + 1] == ",":
                     pos += 1
                     continue
@@ -280,7 +429,7 @@ def key_lines(text: str) -> dict[str, int]:
         return _SCALAR.match(text, pos).end()
 
     try:
-        value(0 if not text.startswith("\ufeff") else 1, "")
-    except (ValueError, AttributeError, IndexError):
+        value(0 if not text.startswith("\ufeff") else 1, out._root)
+    except (ValueError, AttributeError, IndexError, RecursionError):
         pass  # positions are a convenience; findings keep line None
     return out

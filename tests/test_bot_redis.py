@@ -113,3 +113,32 @@ def test_workers_on_redis_process_webhooks_and_gpu_work_waits_for_a_gpu_worker(t
         assert "Traceback" not in out
         for secret in (env["GITHUB_TOKEN"], env["DRAFTGUARD_GITHUB_WEBHOOK_SECRET"]):
             assert secret not in out
+
+
+def test_a_slow_job_is_never_handed_to_a_second_worker_while_its_worker_lives(redis_url, monkeypatch):
+    # R11 of issue 25: after the lease a slow job was queued again, and a second worker was held by
+    # the same input. Two queues on one Redis stand for two worker machines; the lease is shortened.
+    import threading
+
+    import draftguard.bot.jobs as jobs
+
+    monkeypatch.setitem(jobs.LEASE_SECONDS, "cpu", 1.0)
+    runs: list[str] = []
+    first, second = Queue(redis_url), Queue(redis_url)
+
+    def slow(job, queue):
+        runs.append(job.id)
+        time.sleep(3.5)
+        return "done"
+
+    first.handlers["github"] = second.handlers["github"] = slow
+    job = Job(id="slow-1", source="github", kind="pull_request", repo=REPO, number=1)
+    first.add(job)
+    worker = threading.Thread(target=first.run, args=(job.id,))
+    worker.start()
+    time.sleep(2.5)  # past the lease
+    assert first.get(job.id).state == RUNNING
+    assert "slow-1" not in second.recover(lease=True)
+    assert second.run(job.id) is None and runs == ["slow-1"]  # the claim is still held
+    worker.join(10)
+    assert first.get(job.id).state == DONE and runs == ["slow-1"]

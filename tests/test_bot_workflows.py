@@ -98,3 +98,42 @@ def test_the_app_manifest_asks_for_the_least_and_documents_each_permission():
     readme = (ROOT / "bot/README.md").read_text()
     for name, level in permissions.items():
         assert f"| {name.replace('_', ' ')}: {level} |" in readme, name
+
+
+# --- the GPU workflow's gate, run as the runner runs it (bash, with a stand-in `gh` on PATH) -------
+
+HEAD_SHA = "ab12cd3" + "4" * 33
+TWIN = "ab12cd3" + "9" * 33  # another commit with the same 7-character prefix
+
+
+def _gate(tmp_path: Path, body: str, head: str = HEAD_SHA, permission: str = "write") -> dict[str, str]:
+    """Run the gate's ``decide`` step of examples/workflows/draftguard-gpu.yml for an issue comment
+    by a commenter with ``permission``, on a pull request whose head is ``head``; its outputs."""
+    flow = yaml.safe_load((ROOT / "examples/workflows/draftguard-gpu.yml").read_text())
+    script = next(s for s in flow["jobs"]["gate"]["steps"] if s.get("id") == "decide")["run"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    gh = bin_dir / "gh"
+    gh.write_text(f"#!/bin/sh\ncase \"$2\" in */permission) echo {permission};; */pulls/*) echo {head};; esac\n")
+    gh.chmod(0o755)
+    out = tmp_path / "out"
+    out.write_text("")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_OUTPUT": str(out), "EVENT": "issue_comment",
+           "REPO": "acme/m", "NUMBER": "7", "COMMENTER": "mona", "BODY": body, "GH_TOKEN": "x", "PR_SHA": ""}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in out.read_text().splitlines())
+
+
+def test_the_gpu_gate_approves_only_the_full_sha_of_the_current_head(tmp_path):
+    assert _gate(tmp_path, f"/recheck {HEAD_SHA}") == {"ok": "true", "sha": HEAD_SHA}
+    assert _gate(tmp_path, f"/recheck {HEAD_SHA}\r\nthanks") == {"ok": "true", "sha": HEAD_SHA}
+    # B7: a 7-character sha; a different commit with the same prefix was approved before.
+    assert _gate(tmp_path, "/recheck ab12cd3", head=TWIN)["ok"] == "false"
+    assert _gate(tmp_path, "/recheck ab12cd3")["ok"] == "false"
+    # R9: a bare /recheck (whatever head is there when the gate runs) and a sentence are no command.
+    assert _gate(tmp_path, "/recheck")["ok"] == "false"
+    assert _gate(tmp_path, "/recheck is flaky on this runner")["ok"] == "false"
+    assert _gate(tmp_path, f"/rechecking {HEAD_SHA}")["ok"] == "false"
+    assert _gate(tmp_path, f"/recheck {HEAD_SHA}", head=TWIN)["ok"] == "false"
+    assert _gate(tmp_path, f"/recheck {HEAD_SHA}", permission="read")["ok"] == "false"

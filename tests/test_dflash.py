@@ -450,7 +450,9 @@ def test_hub_pair_is_checked_with_few_requests_and_no_weight_bytes(tmp_path, fak
     for request in fake_hub.requests:
         kind = "weights" if "safetensors" in (request.path or "") else request.path
         by_kind[kind] = by_kind.get(kind, 0) + 1
-    assert all(count <= 4 for count in by_kind.values()), by_kind
+    # At most 3 per repo and file: the size asked first (a HEAD: B2 of issue 25, nothing over the
+    # limit is downloaded), then huggingface_hub's own HEAD and GET.
+    assert all(count <= 6 for count in by_kind.values()), by_kind
     weight_gets = [r for r in fake_hub.requests if r.method == "GET" and r.path == "model.safetensors"]
     assert weight_gets and all(r.range is not None and r.range.startswith("bytes=0-") for r in weight_gets)
 

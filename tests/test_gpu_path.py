@@ -175,8 +175,9 @@ def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp
     runs = api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
     assert len(runs) == 1 and runs[0]["conclusion"] == "success" and runs[0]["status"] == "completed"
     assert runs[0]["output"]["title"].startswith("τ = ")
-    # The weights came from the media endpoint (the pointer alone would have been refused by accept).
-    assert ("GET", f"/_media/{REPO}/{HEAD}/drafter/model.safetensors") in api.requests
+    # The weights came from download_url's own host, without the token (B10 of issue 25: they were
+    # asked of the API host; the pointer alone would have been refused by accept).
+    assert ("GET", f"/_media/{REPO}/{HEAD}/drafter/model.safetensors", None) in api.media_requests
     assert any(p == f"/repos/{REPO}/contents/eval/prompts.jsonl" for _, p in api.requests)
 
 
@@ -202,6 +203,9 @@ def test_an_lfs_object_that_does_not_match_its_pointer_is_never_used(tmp_path):
         api.lfs_objects[oid] = b"real weights"
         assert sorted(client.download_folder("drafter", HEAD, str(dest))) == ["config.json", "model.safetensors"]
         assert (dest / "model.safetensors").read_bytes() == b"real weights"
+        # B10: from download_url's own host, as on github.com, and without the token.
+        assert api.media_requests and all(auth is None for _, _, auth in api.media_requests)
+        assert not [p for _, p in api.requests if p.startswith("/_media/")]
     finally:
         api.stop()
 
@@ -261,3 +265,54 @@ def test_hub_pr_runs_the_acceptance_test_on_a_gpu_worker(monkeypatch, tmp_path, 
         log = worker.stop() if worker else ""
         hub.stop()
     assert HF_TOKEN not in log
+
+
+def test_the_acceptance_child_never_gets_the_bots_secrets(tmp_path):
+    # R7 of issue 25: the child that loads the pull request's files got the App key, the tokens and
+    # the webhook secrets. A stand-in python writes down the environment it was given.
+    from draftguard.errors import AcceptanceJobError
+    from draftguard.runner.gpu_job import run_acceptance_job
+    from draftguard.settings import Settings
+
+    seen = tmp_path / "env.txt"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!/bin/sh\nenv > {seen}\necho 'stand-in: no engine here' >&2\nexit 2\n")
+    stub.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HF_TOKEN": "hf_target_reader", "GITHUB_TOKEN": "ghs_x",
+           "DRAFTGUARD_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": "w",
+           "DRAFTGUARD_HUB_WEBHOOK_SECRET": "h", "DRAFTGUARD_QUEUE": "redis://:pw@redis:6379/0"}
+    with pytest.raises(AcceptanceJobError, match="stand-in"):
+        run_acceptance_job("Qwen/Qwen3-8B", str(tmp_path), Settings(min_acceptance_length=2.0), env=env,
+                           python=str(stub), timeout=30)
+    names = {line.split("=", 1)[0] for line in seen.read_text().splitlines() if "=" in line}
+    assert "HF_TOKEN" in names
+    assert not names & {"GITHUB_TOKEN", "DRAFTGUARD_GITHUB_PRIVATE_KEY", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET",
+                        "DRAFTGUARD_HUB_WEBHOOK_SECRET", "DRAFTGUARD_QUEUE"}
+
+
+def test_a_drafter_folder_over_the_gpu_download_limit_is_refused_before_any_download(tmp_path, monkeypatch):
+    # R8 of issue 25: nothing capped what the GPU path downloads of a pull request's drafter.
+    from draftguard.errors import FileTooLarge
+    from draftguard.hosts.github import PullRequestClient, connect
+    from draftguard.hosts.hub import HubConfig, HubPullRequestClient
+    from tests.fakes.hub import FakeHub
+
+    monkeypatch.setenv("DRAFTGUARD_MAX_DRAFTER_BYTES", "4096")
+    api = FakeGitHub(token=GH_TOKEN).start()
+    try:
+        api.add_repo(REPO)
+        api.set_files(REPO, HEAD, {"drafter/config.json": b"{}", "drafter/model.safetensors": api.add_lfs(bytes(8192))})
+        api.add_pull(REPO, 9, head=HEAD, base=BASE)
+        client = PullRequestClient(connect(GitHubConfig(api_url=api.url, token=GH_TOKEN, timeout=5.0)), REPO, 9)
+        with pytest.raises(FileTooLarge, match="over the limit"):
+            client.download_folder("drafter", HEAD, str(tmp_path))
+        assert api.media_requests == [] and not (tmp_path / "model.safetensors").exists()
+    finally:
+        api.stop()
+    with FakeHub() as hub:
+        hub.push("acme/hub-drafter", {"drafter/config.json": b"{}", "drafter/model.safetensors": bytes(8192)})
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+        client = HubPullRequestClient(HubConfig(endpoint=hub.endpoint), "acme/hub-drafter", 0)
+        with pytest.raises(FileTooLarge, match="over the limit"):
+            client.download_folder("drafter", "main")
+        assert not [r for r in hub.requests if r.method == "GET" and r.path == "drafter/model.safetensors"]

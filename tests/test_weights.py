@@ -69,10 +69,11 @@ def test_only_the_header_is_read(tmp_path):
         (b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', bytes(4), None, "truncated"),
         (b'{"w": 1}', b"", None, "no dtype/shape"),
         (b'{"w": {}}', b"", 10**6, "truncated"),
-        (b"{}", b"", MAX_HEADER_BYTES + 1, "over the 100 MB"),
+        (b"{}", b"", MAX_HEADER_BYTES + 1, "over the 25 MB"),
+        (b"{}", b"", 30_000_000, "over the 25 MB"),  # R12 of issue 25: 99 MB headers cost 45 s and 1.2 GB
     ],
     ids=["empty", "not-json", "not-object", "dtype", "shape", "size", "offsets", "short-data", "entry",
-         "header-past-end", "header-too-long"],
+         "header-past-end", "header-too-long", "header-30-mb"],
 )
 def test_corrupt_headers_say_what_is_wrong(tmp_path, header, data, length, message):
     path = raw_file(tmp_path / "bad.safetensors", header, data, length)
@@ -150,7 +151,7 @@ def test_corrupt_local_file_becomes_a_problem(tmp_path):
     raw_file(root / "model.safetensors", b"{}", length=2**40)
     weights = read_weights(load_snapshot(str(root)))
     assert weights is not None and weights.tensors == {}
-    assert "over the 100 MB" in weights.problems[0].message
+    assert "over the 25 MB" in weights.problems[0].message
 
 
 # --- the Hub --------------------------------------------------------------------------------------

@@ -221,6 +221,29 @@ class WorkflowCommands:
         self.out.write(text)
         self.out.flush()
 
+    def log(self, text: str) -> None:
+        """One plain log line of text that may hold a stranger's words (a folder name): its control
+        characters are written escaped, so it can never start a line of its own, and so never a
+        workflow command (``::add-mask::``, ``::stop-commands::``).
+
+        Example::
+
+            >>> import io; out = io.StringIO(); WorkflowCommands({}, out).log("a\\n::error::x"); out.getvalue()
+            'a\\\\n::error::x\\n'
+        """
+        self.write("".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text) + "\n")
+
+    def echo_untrusted(self, text: str, stream=None) -> None:
+        """Pass on what a child process printed, with the runner's workflow commands stopped around it
+        (``::stop-commands::<token>``, a token nobody can guess), so that the child's output, which
+        the pull request's code shapes, cannot mask, annotate or stop anything."""
+        if not text:
+            return
+        stream = stream or self.out
+        token = f"draftguard-{uuid.uuid4().hex}"
+        stream.write(f"::stop-commands::{token}\n{text.rstrip(chr(10))}\n::{token}::\n")
+        stream.flush()
+
     def flush(self) -> None:
         """Append the step summary and set the outputs (heredoc syntax, safe for any value)."""
         summary_path = self.env.get("GITHUB_STEP_SUMMARY")

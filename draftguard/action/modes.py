@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,9 +43,18 @@ from draftguard.snapshot import BadInput, parse_json_object
 
 # --- settings -----------------------------------------------------------------------------------
 
-def settings_text(root: Path, base: str | None) -> str | None:
+# Said in the summary when the base named by the event cannot be read (B8 of issue 25).
+UNTRUSTED_SETTINGS_NOTE = (f"{SETTINGS_FILE}: the base commit could not be read, so the defaults are used; the "
+                           "pull request's own copy is never applied")
+
+
+def settings_text(root: Path, base: str | None, base_missing: bool = False) -> str | None:
     """The text of ``.draftguard.yml`` at the base commit when there is one (as the bot reads it from
-    the default branch: a pull request cannot relax its own gate), else in the checkout."""
+    the default branch: a pull request cannot relax its own gate), else in the checkout. With
+    ``base_missing`` (the event named a base that is not in the checkout and could not be fetched)
+    the checkout is the pull request's head, so None: the defaults, never the head's settings."""
+    if base_missing and not base:
+        return None
     if base:
         done = subprocess.run(["git", "-C", str(root), "show", f"{base}:{SETTINGS_FILE}"], capture_output=True)
         return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
@@ -52,12 +62,12 @@ def settings_text(root: Path, base: str | None) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
 
-def load_action_settings(root: Path, base: str | None) -> Settings:
+def load_action_settings(root: Path, base: str | None, base_missing: bool = False) -> Settings:
     """The settings a check runs under: ``.draftguard.yml`` from ``settings_text``, else the defaults.
 
     Raises:
         BadInput: The file is not valid settings (it names the file, line and key)."""
-    text = settings_text(root, base)
+    text = settings_text(root, base, base_missing)
     return parse_settings(text, SETTINGS_FILE) if text is not None else Settings()
 
 
@@ -68,7 +78,8 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
     if versions:
         return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
 
-    return check_targets(targets, drafter_target=drafter_target)
+    # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
+    return check_targets(targets, drafter_target=drafter_target, confine=Path.cwd())
 
 
 def matrix_markdown(report: Report) -> str | None:
@@ -100,8 +111,8 @@ class Outcome:
 
 def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
     base, note = find_base(root, ctx)
-    notes = [note] if note else []
-    settings = load_action_settings(root, base)
+    notes = [note, UNTRUSTED_SETTINGS_NOTE] if note else []
+    settings = load_action_settings(root, base, base_missing=note is not None)
     fail_on = inputs.fail_on or settings.fail_on or "error"
     versions = inputs.transformers_versions or (
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
@@ -171,13 +182,16 @@ ACTION_BACKEND = "vllm"
 
 
 def find_drafters(root: Path, targets: list[str]) -> list[str]:
+    """The targets that are drafters the acceptance backends run (``acceptance_testable``, as the
+    bot asks): an EAGLE-3 head or a DFlash2 is not handed to ``draftguard accept``."""
     out = []
     for t in targets:
         try:
             raw = parse_json_object((root / t).read_bytes(), t)
         except (OSError, BadInput):
             continue
-        if detect_drafter(raw) is not None:
+        fmt = detect_drafter(raw)
+        if fmt is not None and fmt.acceptance_testable:
             out.append(t)
     return out
 
@@ -185,17 +199,17 @@ def find_drafters(root: Path, targets: list[str]) -> list[str]:
 def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands,
                     comment: Callable[[dict[str, str | None]], None] | None) -> Outcome:
     base, note = find_base(root, ctx)
-    settings = load_action_settings(root, base)
+    settings = load_action_settings(root, base, base_missing=note is not None)
     target = _absolute_target(root, inputs.target or settings.target)
     if not target:
         raise ActionError("mode `acceptance` needs the target model: set the `target` input, or `target:` in "
                           f"{SETTINGS_FILE} on the default branch")
-    notes = [note] if note else []
+    notes = [note, UNTRUSTED_SETTINGS_NOTE] if note else []
     changed = changed_files(root, base) if base else None
     drafters = find_drafters(root, select_targets(root, inputs, changed, notes))
     report_path = _report_path(commands.env)
     if not drafters:
-        section = render_acceptance_section("skipped", detail="no speculative-decoding drafter config to test")
+        section = render_acceptance_section("skipped", detail="no drafter config that the acceptance backends run (DFlash) to test")
         commands.summary.append(section)
         Path(report_path).write_text(json.dumps({"skipped": "no drafter", "results": []}) + "\n", encoding="utf-8")
         return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
@@ -206,7 +220,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
     parts, results, statuses, problems = [], [], [], []
     secrets = [inputs.token] if inputs.token else []
     settings_dir = tempfile.mkdtemp(prefix="draftguard-settings-")
-    text = settings_text(root, base)
+    text = settings_text(root, base, base_missing=note is not None)
     if text is not None:
         Path(settings_dir, SETTINGS_FILE).write_text(text, encoding="utf-8")
     # The token stays out of the test's environment: it runs the pull request's model code.
@@ -216,7 +230,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
         prompts = settings.prompts if settings.prompts and settings.prompts != "builtin" else None
         cmd = accept_command(target, folder, settings, backend_default=ACTION_BACKEND, env=os.environ,
                              prompts=str(root / prompts) if prompts else None, settings_dir=settings_dir, quiet=True)
-        commands.write(f"draftguard: {' '.join(cmd[3:])}\n")
+        commands.log(f"draftguard: {shlex.join(cmd[3:])}")
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root, env=child_env)
         except subprocess.TimeoutExpired:
@@ -225,7 +239,7 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
             parts.append(render_acceptance_section("error", detail=problem))
             statuses.append("error")
             continue
-        sys.stderr.write(scrub(done.stderr, secrets))
+        commands.echo_untrusted(scrub(done.stderr, secrets), sys.stderr)
         result = None
         if done.returncode in (0, 1):
             try:

@@ -19,10 +19,12 @@ per repo through ``say``, and the list of ``Action`` objects.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from draftguard.audit.record import CLEAN, FAILING, RepoRecord
+from draftguard.report.comment import code, esc, esc_message
 
 MARKER = "<!-- draftguard:audit -->"
 TITLE = "draftguard audit: config or drafter problems found"
@@ -41,21 +43,25 @@ class Action:
 
 def render_body(record: RepoRecord) -> str:
     """The discussion's text: marker, what is wrong, and where the rest is."""
-    lines = [MARKER, f"draftguard audited `{record.repo_id}` at commit `{(record.sha or '')[:12]}` under "
+    # What the audited repo wrote is escaped: no HTML, links, images, mentions or markers posted
+    # under the auditor's account (R2 of issue 25).
+    lines = [MARKER, f"draftguard audited {code(record.repo_id)} at commit `{(record.sha or '')[:12]}` under "
              f"transformers {', '.join(record.versions)} and found problems:", ""]
     for f in record.findings:
         if f.get("severity") == "error":
             where = f"{f.get('file')}:{f['line']}" if f.get("line") else f.get("file")
-            lines.append(f"- **{f['rule']}** `{f['key']}` ({where}): {f['message']}")
+            lines.append(f"- **{esc(f['rule'])}** {code(f['key'])} ({esc(where)}): {esc_message(f['message'])}")
     for reg in record.regressions:
-        lines.append(f"- **{reg.rule}** `{reg.key}` appears under transformers {', '.join(reg.present)} but not "
+        lines.append(f"- **{esc(reg.rule)}** {code(reg.key)} appears under transformers {', '.join(reg.present)} but not "
                      f"under {', '.join(reg.absent)}: a newer (or older) transformers reads this config differently.")
     for error in record.errors:
         if error.repo_fault:
-            lines.append(f"- **{error.kind}**: {error.message}")
+            lines.append(f"- **{esc(error.kind)}**: {esc_message(error.message)}")
     if record.fix:
+        # A fence longer than any backtick run in the diff, so the repo's text cannot close it.
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", record.fix)), default=0))
         lines += ["", "This edit ends the config errors above; draftguard checked it by running the check again on the "
-                  "edited file (`draftguard fix` writes it):", "", "```diff", record.fix.rstrip("\n"), "```"]
+                  "edited file (`draftguard fix` writes it):", "", fence + "diff", record.fix.rstrip("\n"), fence]
     lines += ["", "Each rule and its fix: https://github.com/draftguard/draftguard/blob/main/docs/rules.md. "
               "This discussion is edited when the findings change and closed when the repo is clean."]
     return "\n".join(lines)

@@ -225,7 +225,9 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
         record.target = {"name": name, "origin": origin}
         target = cache.get(name)
         if target is None:
-            target = load_target(name, origin, allow_local=False)
+            # Named by the audited repo's own files or card, not by the auditor: read without the token,
+            # so a private repo's facts never reach audit.md or a discussion (B1 of issue 25).
+            target = load_target(name, origin, allow_local=False, anonymous=True)
             cache[name] = target
     values = result.values
     if values is None:  # resolved in another interpreter (the version matrix): resolve the layers here

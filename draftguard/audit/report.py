@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from draftguard import __version__
 from draftguard.audit.html import render_html
+from draftguard.report.comment import esc
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, sort_key  # noqa: F401 (RepoRecord: the doctest)
 
 if TYPE_CHECKING:
@@ -35,7 +36,15 @@ def write_reports(out: Path, result: "AuditResult", versions: list[str]) -> None
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # Repo ids, keys and messages come from the audited repos: no HTML, links, images, mentions or
+    # markers in a report that is published (R2 of issue 25).
+    return esc(text)
+
+
+def _code_cell(text: str) -> str:
+    # Inside a code span nothing renders; only a backtick (which would end it) and a pipe or a line
+    # break (which would end the table cell) must not pass.
+    return str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
 
 
 def render_markdown(result: "AuditResult", versions: list[str]) -> str:
@@ -72,7 +81,7 @@ def render_markdown(result: "AuditResult", versions: list[str]) -> str:
         lines += ["## Regressions between transformers versions", "",
                   "| repo | rule | key | present under | absent under |", "|---|---|---|---|---|"]
         for r, g in regressions:
-            lines.append(f"| {_cell(r.repo)} | {g.rule} | `{_cell(g.key)}` | {', '.join(g.present)} | "
+            lines.append(f"| {_cell(r.repo)} | {g.rule} | `{_code_cell(g.key)}` | {', '.join(g.present)} | "
                          f"{', '.join(g.absent)} |")
         lines.append("")
     errors = [r for r in records if r.status == ERROR]

@@ -2,9 +2,11 @@
 
 In: a command's ``Job`` (its comment's ``created_at``, or when its delivery arrived), the head the
 host's API gives for the pull request, and the ``Queue``'s record of heads announced by webhooks.
-Out: ``command_saw_head`` -> whether the command's author can have seen that head (or ``Retry``
-while a push made just before the bot read it may still be announced); ``gpu_job_id`` -> the id
-that makes one GPU run per (repo, pull request, head), or one per command that forces a rerun.
+Out: ``judge_command`` -> an ``Approval``: the one rule, for both hosts, of which head a trusted
+command approves (``holds_for(head)`` wherever a head is read again; ``refusal`` says why not);
+``command_saw_head`` -> whether the command's author can have seen that head (or ``Retry`` while a
+push made just before the bot read it may still be announced); ``gpu_job_id`` -> the id that makes
+one GPU run per (repo, pull request, head), or one per command that forces a rerun.
 
 The rules are in docs/security.md ("Approvals bind to a commit", "One GPU run per head");
 tests/test_bot_hardening.py probes them.
@@ -13,6 +15,7 @@ tests/test_bot_hardening.py probes them.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 from draftguard.bot.jobs import Job, Queue
@@ -28,6 +31,46 @@ def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
         return base
     asked = job.data.get("comment_id") or job.data.get("rerequested") or job.id
     return f"{base}:asked:{asked}"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What a trusted person's command approves: ``head``, the commit it was judged on, or None.
+
+    A command approves only the head it was judged on: wherever the pull request is read again (the
+    light check, a retry), ``holds_for`` that read's head decides, on both hosts.
+
+    Example::
+
+        >>> a = Approval("a" * 40, "mona", "/ok-to-test")
+        >>> a.holds_for("a" * 40), a.holds_for("b" * 40)
+        (True, False)
+        >>> a.refusal("b" * 40)
+        "the head moved to bbbbbbbbbbbb after @mona's /ok-to-test, so it is not approved"
+    """
+
+    head: str | None
+    by: str
+    command: str = "command"
+
+    def holds_for(self, head: str) -> bool:
+        return self.head is not None and self.head == head
+
+    def refusal(self, head: str) -> str:
+        return f"the head moved to {head[:12]} after @{self.by}'s {self.command}, so it is not approved"
+
+
+def judge_command(queue: Queue, job: Job, head: str, *, by: str, command: str = "command",
+                  pinned: str | None = None) -> Approval:
+    """The head a trusted command approves, judged on ``head`` (the one the host's API gives now):
+    that head when the command names none or names it (``pinned``: the "Re-run" button names its
+    check run's commit) and its author can have seen it (``command_saw_head``); else none.
+
+    Raises:
+        Retry: As ``command_saw_head``: an unknown head, read less than ``SETTLE_SECONDS`` ago.
+    """
+    saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head)
+    return Approval(head if saw else None, by, command)
 
 
 # How long after first reading a head it never heard of (and after the command) the bot waits before

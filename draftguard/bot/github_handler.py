@@ -21,7 +21,7 @@ from github import GithubException
 from huey.constants import EmptyData
 
 from draftguard.bot.commands import OK_TO_TEST, may_command
-from draftguard.bot.approvals import command_saw_head, gpu_job_id
+from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
 from draftguard.bot.jobs import Job, Queue, Retry
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
 from draftguard.bot.suggestions import post_suggestions
@@ -82,11 +82,11 @@ class GitHubHandler:
         # The command approves the head its author saw: the one the bot knew of when it was written.
         # A head pushed after it (a fork racing the job) is checked, but not trusted on its word.
         # The "Re-run" button names the commit of its check run; an older commit's run approves no newer head.
-        pinned = job.data.get("head_sha")
-        saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head)
+        approval = judge_command(queue, job, head, by=user, command="command", pinned=job.data.get("head_sha"))
+        saw = approval.holds_for(head)
         if saw and OK_TO_TEST in job.data.get("commands", []):
             queue.store.put_data(f"trust:{job.repo}#{job.number}", head.encode())
-        result = self._pull_request(job, queue, client, forced_by=user, approved=head if saw else None)
+        result = self._pull_request(job, queue, client, forced_by=user, approval=approval)
         # The light check reads the head again: a push can land between the two reads.
         checked = client.pull().head.sha
         if (not saw or checked != head) and comment_id is not None:
@@ -101,9 +101,9 @@ class GitHubHandler:
 
     # --- the light check -----------------------------------------------------------------------
     def _pull_request(self, job: Job, queue: Queue, client: PullRequestClient, forced_by: str | None = None,
-                      approved: str | None = None) -> str:
+                      approval: Approval | None = None) -> str:
         """The light check of the pull request's head now. A command (``forced_by``) trusts only the
-        head it ``approved``: the pull request is read again here, and a fork may have pushed since."""
+        head its ``approval`` holds for: the pull request is read again here, and a fork may have pushed since."""
         if job.kind == "pull_request" and job.head_sha:
             queue.mark_head_seen(job.source, job.repo, job.number, job.head_sha, job.created)
         pull = client.pull(refresh=True)
@@ -126,7 +126,8 @@ class GitHubHandler:
         light, matrix, wants_gpu = check_sections(outcome, head, base)
         acceptance_state, acceptance_detail, gpu_job = None, None, None
         if wants_gpu:
-            trusted, why = self._trusted(job, queue, client, head, forced_by if approved == head else None)
+            trusted, why = self._trusted(job, queue, client, head,
+                                         forced_by if approval is not None and approval.holds_for(head) else None)
             if trusted:
                 gpu_job = Job(id=gpu_job_id("github", job, head, forced_by), source="github", kind="acceptance",
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
@@ -169,6 +170,11 @@ class GitHubHandler:
         if trust is not EmptyData and bytes(trust).decode() == head:
             return True, "marked /ok-to-test"
         author = job.data.get("author")
+        # A writer's pull request is trusted only from a branch of this repo or of the writer's own
+        # fork: a third party's fork takes pushes from others (R10 of issue 25).
+        head_repo = getattr(getattr(client.pull().head, "repo", None), "full_name", None)
+        if author and head_repo != job.repo and (head_repo or "").partition("/")[0].lower() != author.lower():
+            return False, f"the head branch is in {head_repo or 'a deleted fork'}, which others can push to"
         if author and may_command(client.permission(author), "User"):
             return True, f"@{author} has write access"
         return False, "the author has no write access"

@@ -22,7 +22,7 @@ from huey.constants import EmptyData
 from huggingface_hub.errors import RevisionNotFoundError
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.approvals import command_saw_head, gpu_job_id
+from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
 from draftguard.bot.jobs import Job, Queue, Retry
 from draftguard.bot.hub_fix import open_fix_pull_request
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
@@ -82,17 +82,19 @@ class HubHandler:
         if created is not None:
             job.data["created_at"] = created.isoformat()
         head = client.head()
-        if trusted and not command_saw_head(queue, job, head):
-            trusted, why = False, (f"the head moved to {head[:12]} after @{comment.author}'s /recheck, so it is "
-                                   "not approved")
+        approval = Approval(head, comment.author, "/recheck")
+        if trusted:
+            approval = judge_command(queue, job, head, by=comment.author, command="/recheck")
+            if not approval.holds_for(head):
+                trusted, why = False, approval.refusal(head)
         return self._pull_request(job, queue, client, forced_by=comment.author, gpu_allowed=(trusted, why),
-                                  approved=head)
+                                  approval=approval)
 
     # --- the light check -----------------------------------------------------------------------
     def _pull_request(self, job: Job, queue: Queue, client: HubPullRequestClient, forced_by: str | None = None,
-                      gpu_allowed: tuple[bool, str] | None = None, approved: str | None = None) -> str:
+                      gpu_allowed: tuple[bool, str] | None = None, approval: Approval | None = None) -> str:
         """The light check of the pull request's head now. ``gpu_allowed`` (a command's verdict) holds
-        only for the head the command was judged on (``approved``): the head is read again here."""
+        only for the head its ``approval`` holds for: the head is read again here."""
         details = client.details()
         if not details.is_pull_request or details.status not in OPEN_STATES:
             return f"skipped: pull request {details.status}"
@@ -102,9 +104,8 @@ class HubHandler:
             head = client.head()
             if job.head_sha and head != job.head_sha:
                 return f"skipped: superseded by {head[:12]}"
-            if gpu_allowed is not None and gpu_allowed[0] and approved is not None and head != approved:
-                gpu_allowed = (False, f"the head moved to {head[:12]} after @{forced_by}'s /recheck, so it is "
-                                      "not approved")
+            if gpu_allowed is not None and gpu_allowed[0] and approval is not None and not approval.holds_for(head):
+                gpu_allowed = (False, approval.refusal(head))
             return self._check_head(job, queue, client, details, head, forced_by, gpu_allowed)
 
     def _check_head(self, job: Job, queue: Queue, client: HubPullRequestClient, details: DiscussionWithDetails,

@@ -256,8 +256,8 @@ class Queue:
             if job.state in FINISHED or job.id in pending:
                 continue
             if lease:
-                if job.state == RUNNING and now - job.updated < LEASE_SECONDS[job.queue]:
-                    continue
+                if job.state == RUNNING and (now - job.updated < LEASE_SECONDS[job.queue] or self._held(job.id, now)):
+                    continue  # a live worker renews its claim however long the job runs
                 if job.state == QUEUED and now - job.updated < 30:
                     continue  # maybe a webhook between its record and its task
             self.enqueue(job)
@@ -298,6 +298,30 @@ class Queue:
             return bool(self.store.put_if_empty(key, until))
         return False
 
+    def _held(self, job_id: str, now: float) -> bool:
+        # huey: the bot extra; the base install loads this module too (audit)
+        from huey.constants import EmptyData
+
+        held = self.store.peek_data(f"claim:{job_id}")
+        return held is not EmptyData and float(bytes(held)) > now
+
+    def _heartbeat(self, job: Job) -> threading.Event:
+        """Renew the job's claim every quarter lease while it runs: a slow job stays with the worker
+        that runs it, never handed to a second worker that the same input would hold too (R11 of
+        issue 25). A worker that dies stops renewing, and the claim expires as before."""
+        stop = threading.Event()
+        lease = LEASE_SECONDS[job.queue]
+
+        def beat() -> None:
+            while not stop.wait(lease / 4):
+                try:
+                    self.store.put_data(f"claim:{job.id}", str(time.time() + lease).encode())
+                except Exception:  # the store is briefly unreachable: the next beat tries again
+                    log.warning("job %s: could not renew its claim", job.id)
+
+        threading.Thread(target=beat, name=f"draftguard-lease-{job.id[:40]}", daemon=True).start()
+        return stop
+
     def _release(self, job: Job) -> None:
         self.store.delete_data(f"claim:{job.id}")
 
@@ -325,6 +349,7 @@ class Queue:
             return None  # processed already: a duplicate task
         if not self._claim(job):
             return None  # another worker holds it; its own retry covers a failure
+        beating = self._heartbeat(job)
         try:
             job.state, job.attempts, job.started = RUNNING, job.attempts + 1, job.started or time.time()
             self.save(job)
@@ -347,6 +372,7 @@ class Queue:
                 return self._finish(job, FAILED, f"{type(exc).__name__}: {exc}")
             return self._finish(job, SKIPPED if outcome and outcome.startswith("skipped") else DONE, outcome)
         finally:
+            beating.set()
             self._release(job)
 
     def _finish(self, job: Job, state: str, result: str | None, level: int = logging.INFO) -> None:

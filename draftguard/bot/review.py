@@ -23,10 +23,11 @@ from draftguard.check.findings import Finding, InputError, Report, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.matrix import check_matrix
 from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
+from draftguard.hosts.files import MAX_FILE_BYTES
 from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
-from draftguard.report.comment import esc, render_matrix_section
+from draftguard.report.comment import render_matrix_section
 from draftguard.review import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
@@ -35,6 +36,10 @@ from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
 log = logging.getLogger("draftguard.bot")
 
 SETTINGS_FILE = SETTINGS_NAME
+MAX_CONFIGS_PER_PR = 50
+# All config bytes one pull request's check reads, head and base together (B2 of issue 25: per file
+# and per pull request). Each read asks for at most what is left, so the size is known first.
+MAX_BYTES_PER_PR = 64 * 1024 * 1024
 
 
 JobHandler = Callable[[Job, Queue, Any], "str | None"]
@@ -122,20 +127,34 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         folders = sorted(set(folders) | {""} | {p.strip("/") for p in settings.paths})
     configs = [posixpath.join(f, "config.json") if f else "config.json" for f in folders]
     report = Report(transformers_version=resolver.transformers_version())
+    if len(configs) > MAX_CONFIGS_PER_PR:
+        # Every config costs API requests, a check and annotations on each push: the first ones are
+        # checked, and the rest fail the check by name, never silently (R3 of issue 25).
+        skipped, configs = configs[MAX_CONFIGS_PER_PR:], configs[:MAX_CONFIGS_PER_PR]
+        report.errors.append(InputError(source=skipped[0], file=skipped[0], message=(
+            f"{len(skipped)} more config.json not checked ({skipped[0]} and after): a pull request is checked "
+            f"for at most {MAX_CONFIGS_PER_PR} configs; split it")))
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
     fetched: dict[str, Any] = {}  # target models, fetched once per job
     files: dict[str, bytes] = {}
+    spent = 0
     for path in configs:
+        left = MAX_BYTES_PER_PR - spent
         try:
-            head_bytes = client.read_file(path, head)
+            head_bytes = client.read_file(path, head, max_bytes=min(MAX_FILE_BYTES, left))
         except (FileTooLarge, UnreadableFile) as exc:
             # Never "nothing to check": a file the bot cannot read fails the check and says why.
-            report.errors.append(InputError(source=path, message=str(exc), file=path))
+            message = str(exc)
+            if isinstance(exc, FileTooLarge) and left < exc.size <= MAX_FILE_BYTES:
+                message = (f"{path}: not checked: this pull request's configs pass {MAX_BYTES_PER_PR // 2**20} MB "
+                           "in all (head and base); split it")
+            report.errors.append(InputError(source=path, message=message, file=path))
             continue
         if head_bytes is None:
             continue
+        spent += len(head_bytes)
         snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
                         files={"config.json": head_bytes}, display={"config.json": path})
         files[path] = head_bytes
@@ -143,15 +162,24 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
             result = check_snapshot(snap, trust_remote_code=False, version=report.transformers_version)
             report.targets.append(result)
             raw = json.loads(head_bytes)
-            if "DFlashDraftModel" in (raw.get("architectures") or []) or raw.get("speculators_model_type") == "dflash":
+            fmt = detect_drafter(raw)
+            if fmt is not None and fmt.acceptance_testable:  # the Action asks the same
                 drafters.append(path)
             result.findings.extend(_drafter_findings(snap, result, raw, settings, fetched, notes))
         except BadInput as exc:
             report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
                                             column=exc.column, key=exc.key))
             continue
+        except (RecursionError, MemoryError) as exc:
+            # A check that cannot finish within bounds is an error finding, never a failed job that
+            # leaves an earlier "passes" standing (B4 of issue 25).
+            report.errors.append(InputError(source=path, file=path, message=(
+                f"{path}: not checked: the check ran out of {'depth' if isinstance(exc, RecursionError) else 'memory'}"
+                " (is this a real model config?)")))
+            continue
         try:
-            base_bytes = client.read_file(path, base)
+            base_bytes = client.read_file(path, base, max_bytes=max(0, min(MAX_FILE_BYTES, MAX_BYTES_PER_PR - spent)))
+            spent += len(base_bytes or b"")
         except (FileTooLarge, UnreadableFile):
             have_base = True  # the base could not be read: everything found now is new
             continue
@@ -219,9 +247,12 @@ def _drafter_findings(snap: Snapshot, result: TargetResult, raw: Any, settings: 
     try:
         # The target's name comes from the repository (a PR head's verifier, even): fetch it from the
         # Hub only, never from this host's disk, into the cache that check_drafter then reads it from.
+        # The bot's token reads only the target the default branch's settings name; a verifier the
+        # pull request names is read anonymously (B1 of issue 25: a private repo's facts in public).
         where = find_target(snap, fmt, settings.target or None, allow_local=False)
         if where is not None and where[0] not in fetched:
-            fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False)
+            fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False,
+                                            anonymous=not settings.target)
         return check_drafter(snap, result, target=settings.target or None, trust_remote_code=False, cache=fetched)
     except BadInput as exc:
         notes.append(f":warning: drafter rules for `{snap.path_of('config.json')}` skipped: {exc}")
@@ -238,5 +269,5 @@ def read_settings(client: PullRequestSource, notes: list[str] | None = None) -> 
         return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
     except (BadInput, FileTooLarge, UnreadableFile) as exc:
         if notes is not None:
-            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {esc(str(exc))} (defaults used)")
+            notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")  # escaped where shown
         return Settings()

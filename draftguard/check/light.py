@@ -8,6 +8,7 @@ Out: a ``Report`` (one ``TargetResult`` per target; a target that cannot be read
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from draftguard.check import resolver
@@ -133,26 +134,40 @@ def _head_dim_against_weights(
 
 def check_targets(
     targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False,
-    drafter_target: str | None = None,
+    drafter_target: str | None = None, confine: Path | None = None,
 ) -> Report:
     """Check every target into one Report. A target that cannot be checked becomes an InputError in
     the Report; the others are still checked. Drafters are also checked against their target model:
-    ``drafter_target``, else their .draftguard.yml ``target:``, else the speculators verifier."""
+    ``drafter_target``, else their .draftguard.yml ``target:``, else the speculators verifier.
+
+    ``confine`` (the Action: a checkout on a runner): a target, and a local target model named by
+    the files, must resolve (symlinks followed) inside that folder, else it is an InputError."""
     report = Report(transformers_version=resolver.transformers_version())
     fetched: dict = {}  # target models fetched once per run, however many drafters name them
     for target in targets:
         try:
+            if confine is not None:
+                _inside(target, confine)
             snapshot = load_snapshot(target, revision)
             result = check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
             if drafter_target or detect_drafter(snapshot.load_json()) is not None:
                 # The drafter rules run only for a drafter, or a pair the user named.
                 result.findings.extend(check_drafter(
-                    snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
-                ))
+                    snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched,
+                    confine=confine))
             report.targets.append(result)
         except BadInput as exc:
             report.errors.append(_input_error(target, exc))
     return report
+
+
+def _inside(target: str, confine: Path) -> None:
+    """Raise BadInput when ``target`` (a folder or a config file, and its config.json) resolves
+    outside ``confine``: a symlink in a checkout must not read the runner's files (R5 of issue 25)."""
+    path = Path(target)
+    for candidate in (path, path / "config.json") if path.is_dir() else (path,):
+        if candidate.exists() and not candidate.resolve().is_relative_to(Path(confine).resolve()):
+            raise BadInput(f"{target}: a symlink out of the repository, not read", file=target)
 
 
 def _input_error(target: str, exc: BadInput) -> InputError:

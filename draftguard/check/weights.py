@@ -18,6 +18,7 @@ when there is no safetensors checkpoint; ``BadInput`` only when the Hub cannot b
 from __future__ import annotations
 
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,22 @@ from draftguard.snapshot import BadInput, Snapshot, key_lines, parse_json_object
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-# The safetensors library refuses headers over 100 MB; a bigger one is corrupt or hostile.
-MAX_HEADER_BYTES = 100_000_000
+# The safetensors library refuses headers over 100 MB, but a 99 MB header cost 45 s and 1.2 GB to
+# check (R12 of issue 25). The largest real headers are a few MB (a shard of thousands of tensors);
+# huggingface_hub's get_safetensors_metadata refuses over 25 MB, and the local reader does the same.
+# DRAFTGUARD_MAX_SAFETENSORS_HEADER (bytes) sets another limit, never above safetensors' own.
+SAFETENSORS_MAX_HEADER = 100_000_000
+
+
+def _max_header_bytes() -> int:
+    try:
+        wanted = int(os.environ.get("DRAFTGUARD_MAX_SAFETENSORS_HEADER") or 25_000_000)
+    except ValueError:
+        wanted = 25_000_000
+    return max(1024, min(wanted, SAFETENSORS_MAX_HEADER))
+
+
+MAX_HEADER_BYTES = _max_header_bytes()
 MAX_INDEX_BYTES = 50 * 1024 * 1024
 # Bytes per element, for checking that data_offsets match the shape (the safetensors spec's dtypes).
 DTYPE_BYTES = {
@@ -163,8 +178,9 @@ def read_local_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
         (length,) = struct.unpack("<Q", prefix)
         if length > MAX_HEADER_BYTES:
             raise HeaderError(
-                f"the header length is {length:,} bytes, over the {MAX_HEADER_BYTES // 1_000_000} MB that "
-                "safetensors accepts (a corrupt file, or not safetensors)"
+                f"the header length is {length:,} bytes, over the {MAX_HEADER_BYTES / 1_000_000:g} MB that "
+                "draftguard reads (real headers are a few MB: a corrupt file, or not safetensors; "
+                "DRAFTGUARD_MAX_SAFETENSORS_HEADER sets another limit)"
             )
         if 8 + length > size:
             raise HeaderError(f"the file is truncated: the header claims {length:,} bytes, the file has {size - 8:,}")
@@ -266,7 +282,7 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
-    api = HfApi()
+    api = HfApi(token=False) if snapshot.token is False else HfApi()  # the snapshot's token only
     quiet = are_progress_bars_disabled()
     disable_progress_bars()  # get_safetensors_metadata draws a bar per shard on stderr
     try:

@@ -8,10 +8,29 @@ Used by the GitHub and Hub clients.
 
 from __future__ import annotations
 
+import os
+from typing import Mapping
+
 from draftguard.errors import FileTooLarge, UnreadableFile
 
 
 MAX_FILE_BYTES = 5 * 1024 * 1024  # config files only; anything bigger is not what we check
+
+
+def max_drafter_bytes(env: "Mapping[str, str] | None" = None) -> int:
+    """What the GPU path downloads of one drafter folder at most, all files together (R8 of issue 25):
+    ``DRAFTGUARD_MAX_DRAFTER_BYTES``, else 32 GiB (drafters of the largest targets are a few GB).
+
+    Example::
+
+        >>> max_drafter_bytes({}), max_drafter_bytes({"DRAFTGUARD_MAX_DRAFTER_BYTES": "1000"})
+        (34359738368, 1000)
+    """
+    value = (os.environ if env is None else env).get("DRAFTGUARD_MAX_DRAFTER_BYTES")
+    try:
+        return int(value) if value else 32 * 1024**3
+    except ValueError:
+        return 32 * 1024**3
 
 
 def safe_repo_path(path: str) -> str:
@@ -37,4 +56,4 @@ def safe_repo_path(path: str) -> str:
     return path
 
 
-__all__ = ["MAX_FILE_BYTES", "FileTooLarge", "UnreadableFile", "safe_repo_path"]
+__all__ = ["MAX_FILE_BYTES", "FileTooLarge", "UnreadableFile", "max_drafter_bytes", "safe_repo_path"]

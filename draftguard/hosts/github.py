@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
-from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, safe_repo_path
+from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.report.comment import is_sticky
 from draftguard.secrets import remember_secret
@@ -296,13 +296,20 @@ class PullRequestClient:
         """
         with _translated(f"list {folder or '/'}"):
             contents = self.repo.get_contents(folder or "", ref=ref)
-        names = []
+        names, found, total, limit = [], [], 0, max_drafter_bytes()
         for item in contents if isinstance(contents, list) else [contents]:
             if item.type != "file":
                 continue
+            if total + (item.size or 0) > limit:
+                raise FileTooLarge(folder or "/", total + item.size, limit)
             with _translated(f"read {item.path}"):
                 data = base64.b64decode(self.repo.get_git_blob(item.sha).content)
             pointer = parse_lfs_pointer(data)
+            total += pointer.size if pointer is not None else len(data)
+            if total > limit:  # LFS objects are sized by their pointers: refused before any download
+                raise FileTooLarge(folder or "/", total, limit)
+            found.append((item, data, pointer))
+        for item, data, pointer in found:
             target = os.path.join(dest, item.name)
             if pointer is None:
                 with open(target, "wb") as fh:
@@ -316,10 +323,22 @@ class PullRequestClient:
         if not item.download_url:
             raise LfsError(f"{self.repo_name}/{item.path}: a Git LFS pointer, and GitHub gave no download URL for "
                            "its object")
+        import requests  # requests: comes with PyGithub
+
         digest, size = hashlib.sha256(), 0
-        with _translated(f"download {item.path} (Git LFS)"), open(target, "wb") as fh:
-            _, _, chunks = self.repo._requester.getStream(item.download_url, chunk_size=1 << 20)
-            for chunk in chunks:
+        # From download_url's own host (media.githubusercontent.com on github.com), not the API's:
+        # PyGithub's requester would send it to the API host (B10 of issue 25). No Authorization
+        # header goes to that host; a private repo's download_url carries its own short-lived token.
+        with _translated(f"download {item.path} (Git LFS)"), open(target, "wb") as fh, \
+                requests.get(item.download_url, stream=True, timeout=(15, 120)) as answer:
+            if answer.status_code >= 500 or answer.status_code == 429:
+                raise requests.ConnectionError(f"the download host answered HTTP {answer.status_code}")
+            if answer.status_code != 200:
+                fh.close()
+                os.unlink(target)
+                raise LfsError(f"{self.repo_name}/{item.path}: the Git LFS object's download host answered HTTP "
+                               f"{answer.status_code}; not used as weights")
+            for chunk in answer.iter_content(chunk_size=1 << 20):
                 size += len(chunk)
                 if size > pointer.size:
                     break

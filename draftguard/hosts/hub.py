@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from draftguard.errors import TransientHubError
-from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, safe_repo_path
+from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.hub_access import hub_problem
@@ -243,7 +243,17 @@ class HubPullRequestClient:
             return fh.read()
 
     def download_folder(self, folder: str, revision: str) -> str:
-        """Snapshot one folder of the repo at a revision (for the GPU test), through the cache."""
+        """Snapshot one folder of the repo at a revision (for the GPU test), through the cache. Its
+        files are sized first (the tree listing): over ``max_drafter_bytes`` is FileTooLarge, with
+        nothing downloaded (R8 of issue 25)."""
+        from huggingface_hub.hf_api import RepoFile  # huggingface_hub: ~0.18 s, only a Hub read pays it
+
+        with self._t(f"list {folder or 'the repo'}"):
+            total = sum(f.size or 0 for f in self.api.list_repo_tree(
+                self.repo_name, path_in_repo=folder or None, revision=revision, recursive=True)
+                if isinstance(f, RepoFile))
+        if total > max_drafter_bytes():
+            raise FileTooLarge(folder or "/", total, max_drafter_bytes())
         with self._t(f"download {folder or 'the repo'}"):
             return self.api.snapshot_download(self.repo_name, revision=revision,
                                               allow_patterns=[f"{folder}/*"] if folder else None)

@@ -60,9 +60,17 @@ def esc(text: Any) -> str:
         >>> esc("a|b <!-- x --> @team")
         'a&#124;b &lt;!-- x --&gt; @&#8203;team'
     """
-    out = html.escape(str(text), quote=False).replace("|", "&#124;").replace("\r", " ").replace("\n", " ")
-    # Brackets too: markdown still renders inside <code>, and a link or image (a tracking pixel) needs them.
-    return out.replace("@", "@&#8203;").replace("`", "&#96;").replace("[", "&#91;").replace("]", "&#93;")
+    # Pipes (table cells), mentions, backticks and brackets (markdown still renders inside <code>, and
+    # a link or image, a tracking pixel, needs brackets); emphasis and strikethrough (an entity is
+    # never a delimiter, and an underscore inside a word is none anyway, so snake_case stays as it
+    # is); autolinks; references to issues and pull requests (#12, owner/repo#12), which notify.
+    text = html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
+    return _MARKDOWN.sub(lambda m: _ESCAPED.get(m.group(0)) or m.group(0)[:-1] + "&#8203;" + m.group(0)[-1], text)
+
+
+_ESCAPED = {"|": "&#124;", "@": "@&#8203;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "*": "&#42;", "~": "&#126;",
+            "#": "#&#8203;", "_": "&#95;"}
+_MARKDOWN = re.compile(r"[|@`\[\]*~#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?i:://|www\.)")
 
 
 def code(text: Any) -> str:

@@ -212,9 +212,15 @@ def long_context_prompt(prompts: Sequence[Sequence[int]], length: int) -> list[i
     return out[:length]
 
 
+# Past any real sliding window (Gemma's 4096, Qwen's up to 32768) twice over; the runner may ask for
+# more with --long-context-tokens.
+MAX_LONG_CONTEXT_TOKENS = 65536
+
+
 def long_context_length(opts: EngineOptions, facts: DrafterFacts, max_new_tokens: int) -> int:
-    """Tokens of the long-context prompt: the option, else twice the window (0 when nothing slides).
-    Capped so prompt plus output fit ``max_model_len``.
+    """Tokens of the long-context prompt: the option, else twice the window (0 when nothing slides),
+    at most ``MAX_LONG_CONTEXT_TOKENS``: the window comes from the pull request's config, which must
+    not size what the runner builds (R6 of issue 25). Capped so prompt plus output fit ``max_model_len``.
 
     Example::
 
@@ -222,10 +228,12 @@ def long_context_length(opts: EngineOptions, facts: DrafterFacts, max_new_tokens
         12
         >>> long_context_length(EngineOptions(max_model_len=100), DrafterFacts(16, 2048, 3), 32)
         52
+        >>> long_context_length(EngineOptions(), DrafterFacts(16, 10**12, 3), 32)  # a forged window
+        65536
     """
     want = opts.long_context_tokens
     if want is None:
-        want = 2 * facts.sliding_window if facts.sliding_window else 0
+        want = min(2 * facts.sliding_window, MAX_LONG_CONTEXT_TOKENS) if facts.sliding_window else 0
     if want and opts.max_model_len:
         room = opts.max_model_len - max_new_tokens - facts.block_size
         if room <= facts.block_size:

@@ -138,6 +138,30 @@ def fetch_prompts(client: Any, settings: Any, folder: str) -> str | None:
     return local
 
 
+# What the child that loads a pull request's files never gets (R7 of issue 25): the App's key, the
+# webhook secrets, GitHub tokens, the queue's URL (it may hold a password), and anything named like a
+# secret. HF_TOKEN stays: the child downloads the target that the default branch's settings name.
+_KEPT_SECRETS = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
+_DROPPED = frozenset({"DRAFTGUARD_QUEUE", "DRAFTGUARD_GITHUB_APP_ID", "DRAFTGUARD_GITHUB_PRIVATE_KEY_FILE"})
+
+
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the acceptance test's child process: ``env`` without secrets.
+
+    Example::
+
+        >>> sorted(child_env({"PATH": "/bin", "HF_TOKEN": "h", "GITHUB_TOKEN": "g", "DRAFTGUARD_GITHUB_PRIVATE_KEY": "k",
+        ...                   "DRAFTGUARD_HUB_WEBHOOK_SECRET": "s", "DRAFTGUARD_QUEUE": "redis://:pw@h"}))
+        ['HF_TOKEN', 'PATH']
+    """
+    def secret(name: str) -> bool:
+        upper = name.upper()
+        return name not in _KEPT_SECRETS and (upper in _DROPPED or upper.endswith(("_TOKEN", "_KEY", "PASSWORD"))
+                                              or any(w in upper for w in ("SECRET", "PRIVATE_KEY", "CREDENTIAL")))
+
+    return {k: v for k, v in env.items() if not secret(k)}
+
+
 def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeout: float | None = None,
                        env: Mapping[str, str] | None = None, python: str | None = None,
                        prompts: str | None = None) -> dict[str, Any]:
@@ -155,7 +179,7 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
         result = run_acceptance_job("Qwen/Qwen3-8B", "/tmp/pr-42/drafter", settings)
         result["verdict"]["status"]  # "pass", "fail" or "inconclusive"
     """
-    env = dict(os.environ if env is None else env)
+    env = child_env(os.environ if env is None else env)
     name = _setting(settings, "prompts")
     if name and name != "builtin" and not prompts:
         raise AcceptanceJobError(f".draftguard.yml names the prompt file {name!r}, and it was not fetched "

@@ -43,6 +43,8 @@ def _route(h, method, segs, query, raw, answer, error, authorized) -> bool:
     if len(segs) == 3 and segs[0] == "models" and method == "GET":  # model_info without a revision
         repo = f"{segs[1]}/{segs[2]}"
         found = fake._files_at(repo, "main") if repo in fake.repos else None
+        if repo in fake.private and not (authorized and fake.token is not None):
+            found = None  # a private repo, asked without its token: as if there were none
         if found is None:
             error(404, "Repository not found", "RepoNotFound")
             return True

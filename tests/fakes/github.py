@@ -17,8 +17,10 @@ Fault kinds:
 
 Git LFS files are served as GitHub serves them: ``add_lfs(data)`` stores the object and returns its
 pointer, which goes into ``set_files`` like any file. The contents API and the blob API then answer
-the pointer; the file's ``download_url`` (GitHub's media endpoint, here ``/_media/...``) gives the
-real bytes, with the token.
+the pointer; the file's ``download_url`` gives the real bytes from another host, as GitHub's
+(raw.githubusercontent.com, media.githubusercontent.com) is not the API's: here a second loopback
+server, ``media_url``, that answers ``/_media/...`` and nothing else; the API host does not serve it.
+Its requests are recorded in ``media_requests``.
 
 Example::
 
@@ -100,6 +102,8 @@ class FakeGitHub:
         self._ids = iter(range(1000, 10**9))
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
+        self._media: ThreadingHTTPServer | None = None
+        self.media_requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
 
     # --- set-up ------------------------------------------------------------------------------
     def start(self) -> "FakeGitHub":
@@ -108,15 +112,27 @@ class FakeGitHub:
         class Handler(_Handler):
             api = fake
 
+        class Media(_MediaHandler):
+            api = fake
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._media = ThreadingHTTPServer(("127.0.0.1", 0), Media)
+        for server in (self._server, self._media):
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+        for server in (self._server, self._media):
+            if server:
+                server.shutdown()
+                server.server_close()
+
+    @property
+    def media_url(self) -> str:
+        """The host that serves files' ``download_url`` (not the API's, as on github.com)."""
+        assert self._media is not None
+        return f"http://127.0.0.1:{self._media.server_address[1]}"
 
     @property
     def url(self) -> str:
@@ -298,6 +314,36 @@ def git_blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+class _MediaHandler(BaseHTTPRequestHandler):
+    """The download host: an LFS file's object, any other file's own bytes; nothing else."""
+
+    api: FakeGitHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        with self.api.lock:
+            self.api.media_requests.append(("GET", path, self.headers.get("Authorization")))
+        m = _MEDIA.match(path)
+        data = None
+        if m and m["repo"] in self.api.repos:
+            data = self.api.repos[m["repo"]].commits.get(m["ref"], {}).get(m["path"])
+        if not isinstance(data, bytes):
+            body = b'{"message": "Not Found"}'
+            self.send_response(404)
+        else:
+            pointer = _POINTER.match(data)
+            body = self.api.lfs_objects[pointer["oid"].decode()] if pointer else data
+            self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     api: FakeGitHub
     protocol_version = "HTTP/1.1"
@@ -452,13 +498,6 @@ class _Handler(BaseHTTPRequestHandler):
                                          "content": base64.b64encode(data).decode(),
                                          "url": f"{url}/repos/{repo.full_name}/git/blobs/{m['sha']}"}, {}
                 raise KeyError(m["sha"])
-            if (m := _MEDIA.match(path)) and method == "GET":
-                # GitHub's media endpoint: an LFS file's object, any other file's own bytes.
-                data = api.repos[m["repo"]].commits[m["ref"]][m["path"]]
-                pointer = _POINTER.match(data)
-                if pointer:
-                    data = api.lfs_objects[pointer["oid"].decode()]
-                return 200, data, {}
             if method in ("POST", "PATCH") and (_ISSUE_COMMENTS.match(path) or _COMMENT.match(path)) \
                     and len(body.get("body") or "") > MAX_COMMENT_CHARS:
                 return 422, {"message": "Validation Failed", "errors": [
@@ -546,7 +585,7 @@ class _Handler(BaseHTTPRequestHandler):
         out = {"type": "file", "size": len(data), "name": name, "path": path, "sha": self.api.blob_sha(data),
                "url": link, "git_url": f"{url}/repos/{repo.full_name}/git/blobs/{self.api.blob_sha(data)}",
                # The media endpoint: an LFS file's object, any other file's own bytes.
-               "download_url": f"{url}/_media/{repo.full_name}/{ref}/{path}"}
+               "download_url": f"{self.api.media_url}/_media/{repo.full_name}/{ref}/{path}"}
         if len(data) > CONTENTS_INLINE_LIMIT:
             out.update(encoding="none", content="")
         else:

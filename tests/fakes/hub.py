@@ -49,6 +49,7 @@ class Request:
     range: str | None
     status: int
     sent: int  # body bytes sent
+    authorized: bool = False  # it carried the fake's token
 
 
 class FakeHub:
@@ -85,6 +86,8 @@ class FakeHub:
         self.file_latency = 0.0
         self.file_faults: list[Fault] = []
         self.gated: set[str] = set()
+        # Private repos: as the Hub, 401 RepoNotFound to a request without the token (files and API).
+        self.private: set[str] = set()
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
                 self.add(repo, files, revision)
@@ -315,6 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(fault.hang)  # longer than the client's timeout: it gives up first
             extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             return self._error(fault.status, None, f"forced {fault.status}", repo, revision, file, rng, extra=extra)
+        if repo in self.fake.private and not self._authorized():
+            return self._error(401, "RepoNotFound", "Repository not found", repo, revision, file, rng)
         if repo in self.fake.gated:
             return self._error(403, "GatedRepo", "Access to this model is restricted", repo, revision, file, rng)
         forced = self.fake.status.get((repo, file))
@@ -349,7 +354,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if send_body:
             self.wfile.write(body)
-        self.fake.record(Request(self.command, repo, revision, file, rng, status, len(body) if send_body else 0))
+        self.fake.record(Request(self.command, repo, revision, file, rng, status, len(body) if send_body else 0,
+                                 self._authorized()))
+
+    def _authorized(self) -> bool:
+        return self.fake.token is not None and self.headers.get("authorization") == f"Bearer {self.fake.token}"
 
     def _error(self, status: int, code: str | None, message: str, repo: str | None, revision: str | None,
                file: str | None, rng: str | None, extra: dict[str, str] | None = None) -> None:
@@ -365,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.fake.record(Request(self.command, repo, revision, file, rng, status, 0))
+        self.fake.record(Request(self.command, repo, revision, file, rng, status, 0, self._authorized()))
 
 
 def _parse_range(header: str, size: int) -> tuple[int | None, int]:
@@ -504,8 +513,8 @@ def _api(h: _Handler, method: str) -> None:
         repo, rest = segs[1], segs[2:]
     else:
         repo, rest = f"{segs[1]}/{segs[2]}", segs[3:]
-    if repo not in fake.repos:
-        return error(404, "Repository not found", "RepoNotFound")
+    if repo not in fake.repos or (repo in fake.private and not (authorized and fake.token is not None)):
+        return error(404 if repo not in fake.repos else 401, "Repository not found", "RepoNotFound")
     if rest[0] == "revision" and method == "GET":
         revision = "/".join(rest[1:])
         found = fake._files_at(repo, revision)

@@ -32,13 +32,14 @@ CHECKS: dict[str, type[DrafterCheck]] = {
 
 
 def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | None = None,
-                  trust_remote_code: bool = False, cache: dict[str, TargetModel] | None = None) -> list[Finding]:
+                  trust_remote_code: bool = False, cache: dict[str, TargetModel] | None = None,
+                  confine: Path | None = None) -> list[Finding]:
     """The drafter rules for one checked snapshot, against its target when one is known.
 
     Returns [] for a config that is not a drafter, unless ``target`` was given explicitly, which is
     bad input (BadInput): a drafter check asked for and silently skipped would pass a broken pair.
     Raises BadInput when the target cannot be fetched. ``cache`` keeps fetched targets for one run
-    of several drafters.
+    of several drafters. ``confine``: local targets named by the files must resolve inside it.
 
     Raises:
         BadInput: ``target`` names no readable model, or names one for a config that is not a drafter.
@@ -58,7 +59,7 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         if not target:
             return []
         # EAGLE 1/2 heads are plain one-layer decoders: only the target's width tells them apart.
-        target_model = _cached_target(snapshot, (target, "--target", None), cache, trust_remote_code)
+        target_model = _cached_target(snapshot, (target, "--target", None), cache, trust_remote_code, confine)
         width = target_model.value("hidden_size")
         fmt = detect_drafter(raw, target_hidden_size=width if isinstance(width, int) else None)
         if fmt is None:
@@ -70,7 +71,7 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
             )
     else:
         where = find_target(snapshot, fmt, target)
-        target_model = _cached_target(snapshot, where, cache, trust_remote_code) if where is not None else None
+        target_model = _cached_target(snapshot, where, cache, trust_remote_code, confine) if where is not None else None
     values = result.values
     if values is None:  # a result made elsewhere (the version matrix): resolve the same way
         layers_raw, _ = layer_config(raw)
@@ -85,7 +86,7 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
 
 
 def _cached_target(snapshot: Snapshot, where: tuple[str, str, Path | None], cache: dict[str, TargetModel],
-                   trust_remote_code: bool) -> TargetModel:
+                   trust_remote_code: bool, confine: Path | None = None) -> TargetModel:
     """The target named by ``where`` (name, origin, base folder), fetched once per run."""
     name, origin, base = where
     cache_key = str(base / name) if base is not None and (base / name).exists() else name
@@ -94,6 +95,6 @@ def _cached_target(snapshot: Snapshot, where: tuple[str, str, Path | None], cach
         # A Hub drafter's own .draftguard.yml names Hub targets only (checked in find_target).
         hub_named = snapshot.is_hub and origin == snapshot.display.get(SETTINGS_NAME)
         target_model = load_target(name, origin, base=base, trust_remote_code=trust_remote_code,
-                                   allow_local=not hub_named)
+                                   allow_local=not hub_named, confine=confine)
         cache[cache_key] = target_model
     return target_model

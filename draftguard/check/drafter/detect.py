@@ -60,6 +60,9 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
+# DFlash relatives the acceptance backends do not run, by the label detection gives them (see
+# DrafterFormat.acceptance_testable): DFlash2's candidate heads, DSpark, Domino, DFlare.
+UNTESTABLE_DFLASH = frozenset({"z-lab DFlash2", "DSpark", "Domino", "DFlare"})
 
 # What a user is told when --target names a pair but the checked file is none of these.
 RECOGNISED_FORMATS = (
@@ -103,6 +106,22 @@ class DrafterFormat:
     @property
     def is_dflash(self) -> bool:
         return self.family == "dflash"
+
+    @property
+    def acceptance_testable(self) -> bool:
+        """Whether the acceptance backends run this drafter: DFlash (z-lab's, with or without its
+        architecture name, and the speculators form). DFlash2's candidate heads are refused by the
+        reference backend and by vLLM's V1 runner; DSpark, Domino, EAGLE, MTP are not run. The bot
+        and the Action both ask this, so they agree on which drafters get a GPU test.
+
+        Example::
+
+            >>> [detect_drafter(c).acceptance_testable for c in ({"dflash_config": {}},
+            ...     {"architectures": ["DFlash2DraftModel"]}, {"architectures": ["Qwen3DSparkModel"]},
+            ...     {"architectures": ["LlamaForCausalLMEagle3"]})]
+            [True, False, False, False]
+        """
+        return self.kind in ("dflash", "speculators-dflash") and self.label not in UNTESTABLE_DFLASH
 
     @property
     def article(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from draftguard.check.findings import is_int as _is_int
 from draftguard.check.weights import is_unreachable, unreachable_reason
 from draftguard.errors import HubUnreachable
-from draftguard.snapshot import BadInput, Snapshot
+from draftguard.snapshot import BadInput, Snapshot, hub_read_options, hub_size
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -47,8 +47,12 @@ def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
     from huggingface_hub import errors as hf_errors
 
     shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{name}"
+    size = hub_size(snapshot.source, name, snapshot.revision, snapshot.token)
+    if size is not None and size > limit:
+        return None  # over the caller's limit: asked first, never downloaded
     try:
-        path = Path(hf_hub_download(snapshot.source, name, revision=snapshot.revision))
+        path = Path(hf_hub_download(snapshot.source, name, revision=snapshot.revision,
+                                    **hub_read_options(snapshot.token)))
     except Exception as exc:
         if is_unreachable(exc):  # before EntryNotFoundError: "not cached, offline" subclasses it
             raise HubUnreachable(f"{shown} ({unreachable_reason(exc)})") from None

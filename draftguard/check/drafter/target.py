@@ -63,22 +63,34 @@ def _split_revision(name: str) -> tuple[str, str | None]:
 
 
 def load_target(name: str, origin: str, *, base: Path | None = None, trust_remote_code: bool = False,
-                allow_local: bool = True) -> TargetModel:
+                allow_local: bool = True, anonymous: bool = False, confine: Path | None = None) -> TargetModel:
     """Fetch a target's config.json (a folder or a Hub repo id, ``owner/name@revision`` allowed)
     and resolve it. Raises BadInput, naming where the target came from, when it cannot be read.
 
     ``allow_local=False`` (the bots, where the name comes from repository content) accepts only a
-    Hub repo id and never reads the host's files, even when a folder of that name exists."""
+    Hub repo id and never reads the host's files, even when a folder of that name exists.
+    ``anonymous=True`` (a name from a pull request's files) reads it without the host's token: a
+    public repo, or nothing. ``confine`` (the Action: a checkout on a runner) refuses a local path
+    that resolves outside that folder unless the user named it (``--target``)."""
     if not allow_local:
         _require_hub_id(name, origin)
         repo, _, revision = name.partition("@")
         try:
-            snapshot = _hub(repo, revision or None, (CONFIG_NAME,))
+            snapshot = _hub(repo, revision or None, (CONFIG_NAME,), token=False if anonymous else None)
         except BadInput as exc:
-            raise BadInput(f"target from {origin}: {exc}", file=exc.file, line=exc.line, key=exc.key) from None
+            why = (" (a target named in the pull request's files is read without the bot's token, so only a "
+                   "public one; name a private target in `target:` of .draftguard.yml on the default branch)"
+                   if anonymous else "")
+            raise BadInput(f"target from {origin}: {exc}{why}", file=exc.file, line=exc.line, key=exc.key) from None
         return _resolved_target(name, origin, snapshot, trust_remote_code)
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
         name = os.path.normpath(base / name)
+    if confine is not None and origin != "--target" and Path(name).exists() \
+            and not Path(name).resolve().is_relative_to(Path(confine).resolve()):
+        # A name from the checked files (a verifier, a drafter folder's settings) reads nothing of this
+        # machine outside the repository, through a path or a symlink (R5 of issue 25).
+        raise BadInput(f"target from {origin}: {name!r} is outside the repository; only Hub repo ids and "
+                       "folders inside the repository are read")
     repo, revision = _split_revision(name)
     try:
         snapshot = load_snapshot(repo, revision)
@@ -93,8 +105,10 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?$")
 
 
 def _require_hub_id(name: str, origin: str) -> None:
-    repo = name.partition("@")[0]
-    if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")):
+    repo, _, revision = name.partition("@")
+    # A revision goes into the URL path (/resolve/<revision>/...): no `..` or empty parts (R4 of issue 25).
+    bad_revision = bool(revision) and any(part in ("", ".", "..") for part in revision.split("/"))
+    if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")) or bad_revision:
         raise BadInput(f"target from {origin}: {name!r} is not a Hub repo id (owner/name); only Hub "
                        "targets are read here, so name one in `target:` of .draftguard.yml")
 

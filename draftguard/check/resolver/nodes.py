@@ -127,16 +127,31 @@ def config_node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# Config classes build per-layer lists from these; a forged value of 10**12 would exhaust memory.
-_LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+# Config classes build per-layer lists from layer counts; a forged value of 10**12 (or 3e7, a float)
+# would exhaust memory or hold a worker for minutes. Any key that counts layers is capped, whatever
+# its name (num_mtp_layers, num_nextn_predict_layers, n_layer, decoder_layers, first_k_dense_replace),
+# not only the three common names: a class reads counts under names nobody lists in advance.
+_LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "first_k_dense_replace")
 MAX_LAYERS = 10_000
+
+
+def counts_layers(key: str) -> bool:
+    """Whether a config key names a count of layers (capped at MAX_LAYERS before a class sees it).
+
+    Example::
+
+        >>> [counts_layers(k) for k in ("num_mtp_layers", "first_k_dense_replace", "vocab_size_per_layer_input")]
+        [True, True, False]
+    """
+    return key in _LAYER_COUNT_KEYS or ("layer" in key and not any(w in key for w in ("size", "dim", "input", "id")))
 
 
 def refuse_implausible(raw: dict[str, Any], prefix: str = "") -> None:
     for key, value in raw.items():
         if isinstance(value, dict):
             refuse_implausible(value, f"{prefix}{key}.")
-        elif key in _LAYER_COUNT_KEYS and isinstance(value, int) and not isinstance(value, bool) and value > MAX_LAYERS:
+        elif (counts_layers(key) and isinstance(value, (int, float)) and not isinstance(value, bool)
+              and not abs(value) <= MAX_LAYERS):  # NaN and infinities too
             raise ResolveError(
                 "class_rejected",
                 f"`{prefix}{key}` is {value}; more than {MAX_LAYERS} layers is not a real model "
