@@ -24,7 +24,7 @@ pytest.importorskip("github")
 
 import requests  # noqa: E402
 
-from draftguard.bot.jobs import FAILED, FINISHED, Queue  # noqa: E402
+from draftguard.jobs import FAILED, FINISHED, Queue  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from tests.fakes.github import FakeGitHub, ServeProcess, Symlink, post_webhook, pr_payload, sign  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402

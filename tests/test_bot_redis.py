@@ -15,7 +15,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("redis")
 
-from draftguard.bot.jobs import DONE, RUNNING, Job, Queue  # noqa: E402
+from draftguard.jobs import DONE, RUNNING, Job, Queue  # noqa: E402
 from draftguard.report.comment import parse_sticky  # noqa: E402
 from tests.fakes.github import free_port, pr_payload  # noqa: E402
 from tests.test_bot import BASE, BASE_CONFIG, HEAD, REPO, SETTINGS, Bot  # noqa: E402

@@ -20,7 +20,7 @@ from draftguard.audit.html import render_html
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, sort_key  # noqa: F401 (RepoRecord: the doctest)
 
 if TYPE_CHECKING:
-    from draftguard.audit.run import AuditResult
+    from draftguard.audit.record import AuditResult
 
 MD_NAME, HTML_NAME = "audit.md", "audit.html"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from draftguard.bot.jobs import Job, Queue
+from draftguard.jobs import Job, Queue
 from draftguard.errors import Retry
 
 

@@ -14,7 +14,7 @@ import hmac
 from typing import Any, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.jobs import Job
+from draftguard.jobs import Job
 from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 
 SIGNATURE_HEADER = "x-hub-signature-256"

@@ -22,7 +22,7 @@ from huey.constants import EmptyData
 
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.jobs import Job, Queue, Retry
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
 from draftguard.check.findings import Report
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay

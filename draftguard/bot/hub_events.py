@@ -36,7 +36,7 @@ import logging
 from typing import Any, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.jobs import Job
+from draftguard.jobs import Job
 from draftguard.bot.webhooks import WebhookRefused, WebhookRoute
 from draftguard.errors import HubPayloadError
 from draftguard.hosts.hub import OPEN_STATES

@@ -23,7 +23,7 @@ from huggingface_hub.errors import RevisionNotFoundError
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.jobs import Job, Queue, Retry
 from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky

@@ -16,7 +16,7 @@ import posixpath
 import tempfile
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.jobs import Job, Queue, Retry
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
 from draftguard.check.findings import Finding, InputError, Report, TargetResult
