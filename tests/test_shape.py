@@ -165,6 +165,15 @@ def test_the_audit_and_the_bot_import_nothing_of_each_other():
     assert not wrong
 
 
+def test_the_host_clients_import_nothing_of_the_comments_rendering():
+    """A host finds its sticky comment by the marker (draftguard.markers); how the comment renders is
+    report/'s business, which the clients must not load to talk to GitHub or the Hub."""
+    graph = import_graph()
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.hosts")
+             for dep in deps if dep.startswith("draftguard.report")}
+    assert not wrong
+
+
 def test_the_action_imports_nothing_from_the_bot():
     graph = import_graph()
     wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.action")
@@ -436,7 +445,7 @@ LAYERS = [
     ("draftguard.report",),
     ("draftguard.check",),
     ("draftguard.settings",),
-    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access"),
+    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers"),
     ("draftguard.errors",),
 ]
 

@@ -40,13 +40,14 @@ from draftguard.jobs import Job
 from draftguard.bot.webhooks import WebhookRefused, WebhookRoute
 from draftguard.errors import HubPayloadError
 from draftguard.hosts.hub import OPEN_STATES
+from draftguard.markers import PREFIX
 
 log = logging.getLogger("draftguard.bot")
 
 PR_REF_PREFIX = "refs/pr/"
 MAIN_REF = "refs/heads/main"
-# Hidden markers the bot writes into its comments ("<!-- draftguard:sticky -->", replies).
-BOT_MARKER = "<!-- draftguard:"
+# Hidden markers the bot writes into its comments (the sticky one, replies) all start with this.
+BOT_MARKER = PREFIX
 
 def _obj(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
