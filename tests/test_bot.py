@@ -562,7 +562,7 @@ def test_both_host_clients_are_pull_request_sources():
 
     from draftguard.hosts.github import PullRequestClient
     from draftguard.hosts.hub import HubConfig, HubPullRequestClient
-    from draftguard.review import PullRequestSource
+    from draftguard.pr_verdict import PullRequestSource
 
     gh = Github(auth=Auth.Token(TOKEN), base_url="http://127.0.0.1:9")
     clients = [PullRequestClient(gh, REPO, 1), HubPullRequestClient(HubConfig(endpoint="http://127.0.0.1:9"), REPO, 1)]

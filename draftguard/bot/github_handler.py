@@ -1,5 +1,5 @@
 """What a GitHub Job does: a Job in (``github_events.job_from_github`` made it from a webhook), the
-shared review of head against base (``review``), one sticky comment, check runs, and (for trusted pull
+shared review of head against base (``pr_check``), one sticky comment, check runs, and (for trusted pull
 requests) an acceptance test on the GPU queue out. ``GitHubHandler`` is the Job handler the queue calls.
 
 In: a ``Job`` (kind ``pull_request``, ``comment`` or ``acceptance``) and the ``Queue``;
@@ -23,7 +23,7 @@ from huey.constants import EmptyData
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.jobs import Job, Queue, Retry
-from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.check.findings import Report
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky

@@ -1,5 +1,5 @@
 """What a Hub Job does: a Job in (``hub_events.jobs_from_hub`` made it from a webhook), the shared
-review of a Hub pull request's head against its target (``review``), one sticky comment in the
+review of a Hub pull request's head against its target (``pr_check``), one sticky comment in the
 discussion, and (for the repo's owner or org members) an acceptance test on the GPU queue out.
 ``HubHandler`` is the Job handler the queue calls, beside ``github_handler.GitHubHandler``.
 
@@ -24,7 +24,7 @@ from huggingface_hub.errors import RevisionNotFoundError
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.jobs import Job, Queue, Retry
-from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
 from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options

@@ -27,7 +27,7 @@ from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
 from draftguard.report.comment import esc, render_matrix_section
-from draftguard.review import PullRequestReview, PullRequestSource, matrix_markdown
+from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
