@@ -23,6 +23,7 @@ from huey.constants import EmptyData
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.jobs import Job, Queue, Retry
+from draftguard.payloads import Acceptance
 from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.check.findings import Report
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
@@ -129,7 +130,7 @@ class GitHubHandler:
             if trusted:
                 gpu_job = Job(id=gpu_job_id("github", job, head, forced_by), source="github", kind="acceptance",
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
-                              installation_id=job.installation_id, data={"drafters": outcome.drafters})
+                              installation_id=job.installation_id, data=Acceptance(outcome.drafters).to_data())
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
             else:
                 acceptance_state = "skipped"

@@ -24,6 +24,7 @@ from huggingface_hub.errors import RevisionNotFoundError
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.approvals import command_saw_head, gpu_job_id
 from draftguard.jobs import Job, Queue, Retry
+from draftguard.payloads import Acceptance
 from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
@@ -131,7 +132,7 @@ class HubHandler:
             if trusted:
                 gpu_job = Job(id=gpu_job_id("hub", job, head, forced_by), source="hub", kind="acceptance", queue="gpu",
                               repo=job.repo, number=job.number, head_sha=head, base_sha=base,
-                              data={"drafters": outcome.drafters})
+                              data=Acceptance(outcome.drafters).to_data())
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
             else:
                 acceptance_state = "skipped"
