@@ -142,7 +142,7 @@ def quantiles(latencies: list[float]) -> dict[str, float]:
 
 
 def wait_jobs(queue_url: str, timeout: float) -> dict:
-    from draftguard.bot.jobs import FINISHED, Queue
+    from draftguard.jobs import FINISHED, Queue
 
     queue = Queue(queue_url)
     deadline = time.time() + timeout
@@ -277,7 +277,7 @@ def scenario_crash(tmp: str, prs: int) -> dict:
     hub.latency = 0.05
     queue_url = f"sqlite:///{tmp}/crash.db"
     bot, url = serve(tmp, hub.endpoint, queue_url, "crash-1.log")
-    from draftguard.bot.jobs import FINISHED, Queue
+    from draftguard.jobs import FINISHED, Queue
 
     try:
         bodies = [p for n in range(1, prs + 1) for p in payloads(n, heads[n])]

@@ -215,7 +215,7 @@ def quantiles(latencies: list[float]) -> dict[str, float]:
 
 
 def wait_jobs(queue_url: str, expected: int, timeout: float) -> tuple[bool, float, dict]:
-    from draftguard.bot.jobs import FINISHED, Queue
+    from draftguard.jobs import FINISHED, Queue
 
     queue = Queue(queue_url)
     start = time.time()
@@ -262,7 +262,7 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
             out["statuses"] = statuses
             ok, waited, counts = wait_jobs(queue_url, len(unique), timeout=600)
             out["drained_s"], out["job_states"] = round(waited, 1), counts
-            from draftguard.bot.jobs import Queue
+            from draftguard.jobs import Queue
 
             jobs = list(Queue(queue_url).jobs())
             state = api.state()
@@ -300,7 +300,7 @@ def scenario_crash(tmp: str, prs: int = 120, rate: float = 100.0, kill_after: fl
         proc.wait()
         killed_at = time.time()
         sender.join()
-        from draftguard.bot.jobs import FINISHED, Queue
+        from draftguard.jobs import FINISHED, Queue
 
         accepted = {r["delivery"] for r in results if r["status"] == 202}
         jobs = {j.id: j for j in Queue(queue_url).jobs()}
@@ -346,7 +346,7 @@ def scenario_faults(tmp: str, prs: int = 100, rate: float = 50.0, fault_rate: fl
             out["accepted"] = sum(1 for r in results if r["status"] == 202)
             ok, waited, counts = wait_jobs(queue_url, prs, timeout=600)
             out["drained_s"], out["job_states"] = round(waited, 1), counts
-            from draftguard.bot.jobs import Queue
+            from draftguard.jobs import Queue
 
             jobs = list(Queue(queue_url).jobs())
             out["retried_jobs"] = sum(1 for j in jobs if j.attempts > 1)

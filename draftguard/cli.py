@@ -23,6 +23,8 @@ from draftguard import __version__
 from draftguard import fix
 from draftguard.action import cmd_action as run_action
 from draftguard.audit.cli import add_audit_parser
+from draftguard.audit.queue import SOURCE as AUDIT_SOURCE
+from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.light import check_targets
 from draftguard.check.resolver import hide_torch
@@ -171,7 +173,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.device:  # read by each acceptance job (draftguard.runner.gpu_job), as the runner's env file sets it
         os.environ["DRAFTGUARD_DEVICE"] = args.device
 
-    return worker(args)
+    # The audit's Jobs are the audit's: the bot's worker serves them without importing audit/.
+    return worker(args, {AUDIT_SOURCE: AuditJobHandler()})
 
 
 def cmd_check(args: argparse.Namespace) -> int:

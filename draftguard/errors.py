@@ -6,8 +6,10 @@ Out: ``DraftguardError`` and its subclasses, grouped below by who raises them.
 One error stays outside the tree on purpose: ``check.resolver.ResolveError``, because the resolver
 runs standalone in other transformers versions' environments, where draftguard is not installed.
 
-Every error carries an actionable message; ``hint`` (when set) says the fix in one line, for a
-surface that shows it apart from the message. Errors also keep the stdlib base they had
+Every error carries an actionable message; ``hint`` (when set) says the fix in one line. An error's
+text (``str``) is its message, then its hint: every surface shows an error by its text (the CLI's line,
+an InputError in a Report and so every view of it, the Action's annotation, a job's result, an audit
+record), so each shows the hint without code of its own. Errors also keep the stdlib base they had
 (``ValueError`` for a bad payload or header), so a generic ``except`` still catches them.
 
 Example::
@@ -16,6 +18,8 @@ Example::
     (True, True)
     >>> TransientHubError("Hub read repo: 503", 4.0).delay
     4.0
+    >>> str(BadInput("the Hub cannot be reached.", hint="check the network"))
+    'the Hub cannot be reached. Hint: check the network'
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ class DraftguardError(Exception):
         super().__init__(message)
         if hint is not None:
             self.hint = hint
+
+    def __str__(self) -> str:
+        """The message, then the hint on the same line (surfaces print errors one line each)."""
+        message = super().__str__()
+        return f"{message.rstrip('.')}. Hint: {self.hint}" if self.hint else message
 
 
 # INPUT ERRORS: what the user handed us cannot be checked -------------------------------------------
@@ -71,9 +80,8 @@ class MissingWeights(BadInput):
 
 
 class VllmMissing(BadInput):
-    """vLLM is not importable here. Install the extra on a GPU runner, or use the reference backend."""
-
-    hint = "pip install 'draftguard[vllm]' on a GPU runner, or pass --backend reference"
+    """vLLM is not importable here. Install the extra on a GPU runner, or use the reference backend
+    (the message says both, with the extra's install line: no hint to repeat them)."""
 
 
 class EngineStartError(BadInput):

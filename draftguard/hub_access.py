@@ -220,13 +220,20 @@ def go_offline() -> None:
     constants.HF_HUB_OFFLINE = True
 
 
-def unreachable_line(problem: HubProblem, cache: bool = True) -> str:
-    """The one line a command prints when the Hub is out of reach (``cache``: whether the command
-    can work from the local cache instead)."""
+def unreachable_error(problem: HubProblem, cache: bool = True) -> BadInput:
+    """What a command raises when the Hub is out of reach: what happened, and the fix as its hint
+    (``cache``: whether the command can work from the local cache instead)."""
     waited = "did not answer within %.0f s" % PROBE_TIMEOUT if problem.kind == "timeout" else \
         problem.message.replace("the Hub cannot be reached ", "cannot be reached ")
-    fix = ", or set HF_HUB_OFFLINE=1 to work from the local cache" if cache else "; nothing was checked"
-    return f"the Hub at {endpoint()} {waited}: check the network (or HF_ENDPOINT){fix}"
+    what = f"the Hub at {endpoint()} {waited}" + ("" if cache else "; nothing was checked")
+    fix = "check the network or HF_ENDPOINT" + (", or set HF_HUB_OFFLINE=1 to work from the local cache"
+                                                 if cache else "")
+    return BadInput(what, hint=fix)
+
+
+def unreachable_line(problem: HubProblem, cache: bool = True) -> str:
+    """The one line a command prints when the Hub is out of reach: ``unreachable_error``'s text."""
+    return str(unreachable_error(problem, cache))
 
 
 def require_hub(repos: Iterable[tuple[str, str | None]], *, need_all: bool = True,
@@ -248,4 +255,4 @@ def require_hub(repos: Iterable[tuple[str, str | None]], *, need_all: bool = Tru
     if local_work or (all(cached) if need_all else any(cached)):
         go_offline()
         return
-    raise BadInput(unreachable_line(problem), hint="check the network, or set HF_HUB_OFFLINE=1")
+    raise unreachable_error(problem)

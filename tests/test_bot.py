@@ -16,7 +16,7 @@ pytest.importorskip("github")
 
 from draftguard.bot.github_events import github_route  # noqa: E402
 from draftguard.bot.github_handler import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
-from draftguard.bot.jobs import DONE, FAILED, SKIPPED, Job, Queue  # noqa: E402
+from draftguard.jobs import DONE, FAILED, SKIPPED, Job, Queue  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
@@ -299,7 +299,7 @@ def test_without_the_right_to_write_check_runs_the_comment_still_carries_the_res
 
 def test_a_job_that_keeps_failing_gives_up_and_says_why(bot):
     bot.api.fail("GET", r"/pulls/7$", "502", times=100)
-    import draftguard.bot.jobs as jobs
+    import draftguard.jobs as jobs
 
     old, jobs.MAX_ATTEMPTS = jobs.MAX_ATTEMPTS, 3
     try:
@@ -499,7 +499,7 @@ def test_a_traceback_carrying_a_token_is_scrubbed_from_the_log(tmp_path, capsys)
 
     from draftguard.bot.app import configure_logging
     from draftguard.hosts.github import connect
-    from draftguard.bot.jobs import Job
+    from draftguard.jobs import Job
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -562,7 +562,7 @@ def test_both_host_clients_are_pull_request_sources():
 
     from draftguard.hosts.github import PullRequestClient
     from draftguard.hosts.hub import HubConfig, HubPullRequestClient
-    from draftguard.review import PullRequestSource
+    from draftguard.pr_verdict import PullRequestSource
 
     gh = Github(auth=Auth.Token(TOKEN), base_url="http://127.0.0.1:9")
     clients = [PullRequestClient(gh, REPO, 1), HubPullRequestClient(HubConfig(endpoint="http://127.0.0.1:9"), REPO, 1)]

@@ -25,7 +25,7 @@ pytest.importorskip("github")
 
 import requests  # noqa: E402
 
-from draftguard.bot.jobs import FAILED, FINISHED, Queue  # noqa: E402
+from draftguard.jobs import FAILED, FINISHED, Queue  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from tests.fakes.github import FakeGitHub, ServeProcess, Symlink, post_webhook, pr_payload, sign  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
@@ -549,11 +549,12 @@ def test_a_repo_the_token_cannot_see_fails_its_job_in_one_line(world, repo, faul
     jobs = [j for j in world.queue.jobs() if j.repo == repo]
     assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
     assert jobs[0].result.startswith(f"GitHub answered {status}") and repo in jobs[0].result
+    assert jobs[0].result.endswith(". Hint: install the App on the repository, or give the token access")
     assert world.api.count("GET", rf"^/repos/{repo}/pulls/1$") == 1  # asked once, never again
     new_lines = world.log().splitlines()[before:]
     assert "Traceback" not in "\n".join(new_lines)
     failed = [line for line in new_lines if "failed" in line and repo in line]
-    assert len(failed) == 1 and f"answered {status}" in failed[0], new_lines
+    assert len(failed) == 1 and f"answered {status}" in failed[0] and "Hint: install the App" in failed[0], new_lines
     world.api.faults.clear()
 
 
@@ -567,6 +568,7 @@ def test_a_hub_repo_the_token_cannot_see_fails_its_job_in_one_line(world):
     jobs = [j for j in world.queue.jobs() if j.repo == repo]
     assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
     assert jobs[0].result.startswith("Hub answered 404") and repo in jobs[0].result
+    assert "Hint: " in jobs[0].result  # the error's hint, in the job's record (listed by /metrics)
     new_lines = world.log().splitlines()[before:]
     assert "Traceback" not in "\n".join(new_lines)
     assert len([line for line in new_lines if "failed" in line and repo in line]) == 1, new_lines

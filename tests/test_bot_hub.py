@@ -17,7 +17,7 @@ from draftguard.bot.github_events import github_route  # noqa: E402
 from draftguard.bot.hub_events import hub_route  # noqa: E402
 from draftguard.bot.hub_events import jobs_from_hub  # noqa: E402
 from draftguard.bot.hub_handler import HubHandler  # noqa: E402
-from draftguard.bot.jobs import DONE, SKIPPED, Queue  # noqa: E402
+from draftguard.jobs import DONE, SKIPPED, Queue  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import BotConfigError, GitHubConfig  # noqa: E402
 from draftguard.hosts.hub import HubConfig  # noqa: E402
@@ -407,7 +407,7 @@ class Serve(ServeProcess):
 def test_kill_9_with_hub_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
     import signal
 
-    from draftguard.bot.jobs import FINISHED, RUNNING
+    from draftguard.jobs import FINISHED, RUNNING
 
     prs = list(range(20, 26))
     with FakeHub() as hub:

@@ -157,7 +157,7 @@ def test_metrics_costs_one_scan_however_many_clients_poll_it(world):
 
     import requests
 
-    from draftguard.bot.jobs import DONE, Job
+    from draftguard.jobs import DONE, Job
 
     # A store with 30k finished jobs (a busy week), written in one transaction.
     db = world.queue.url.removeprefix("sqlite:///")

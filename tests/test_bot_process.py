@@ -14,7 +14,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("github")
 
-from draftguard.bot.jobs import FINISHED, RUNNING, Queue  # noqa: E402
+from draftguard.jobs import FINISHED, RUNNING, Queue  # noqa: E402
 from draftguard.report.comment import MARKER  # noqa: E402
 from tests.fakes.github import ServeProcess, post_webhook, pr_payload  # noqa: E402
 from tests.test_bot import BASE, HEAD, REPO, SECRET, TOKEN, fake_api  # noqa: E402

@@ -15,7 +15,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("huey")
 pytest.importorskip("redis")
 
-from draftguard.bot.jobs import DONE, RUNNING, Job, Queue  # noqa: E402
+from draftguard.jobs import DONE, RUNNING, Job, Queue  # noqa: E402
 from draftguard.report.comment import parse_sticky  # noqa: E402
 from tests.fakes.github import free_port, pr_payload  # noqa: E402
 from tests.test_bot import BASE, BASE_CONFIG, HEAD, REPO, SETTINGS, Bot  # noqa: E402
@@ -120,7 +120,7 @@ def test_a_slow_job_is_never_handed_to_a_second_worker_while_its_worker_lives(re
     # the same input. Two queues on one Redis stand for two worker machines; the lease is shortened.
     import threading
 
-    import draftguard.bot.jobs as jobs
+    import draftguard.jobs as jobs
 
     monkeypatch.setitem(jobs.LEASE_SECONDS, "cpu", 1.0)
     runs: list[str] = []

@@ -35,7 +35,7 @@ from draftguard.bot.github_events import github_route  # noqa: E402
 from draftguard.bot.github_handler import ACCEPTANCE_CHECK, CONFIG_CHECK, GitHubHandler  # noqa: E402
 from draftguard.bot.hub_events import hub_route  # noqa: E402
 from draftguard.bot.hub_handler import HubHandler  # noqa: E402
-from draftguard.bot.jobs import DONE, Queue  # noqa: E402
+from draftguard.jobs import DONE, Queue  # noqa: E402
 from draftguard.bot.webhooks import create_app  # noqa: E402
 from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.hosts.hub import HubConfig  # noqa: E402

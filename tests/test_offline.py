@@ -72,6 +72,9 @@ def test_an_unreachable_hub_is_one_line_and_exit_2_at_once(dead, args, refused):
     [line] = lines
     assert line.startswith("draftguard: the Hub at http://127.0.0.1:") and "cannot be reached" in line, line
     assert "connection refused" in line and "Traceback" not in line
+    # The fix is the error's hint, on the same line (every surface shows an error's hint).
+    fix = "Hint: check the network or HF_ENDPOINT"
+    assert line.endswith(fix if args[0] == "audit" else fix + ", or set HF_HUB_OFFLINE=1 to work from the local cache")
     assert base_rc == 2 and len(base_lines) == 1
     assert took - baseline < GAP, (took, baseline)
     assert took < LOOSE

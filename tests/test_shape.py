@@ -35,7 +35,8 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
 
 
 def _type_only(tree: ast.AST) -> set[int]:
-    """Nodes under ``if TYPE_CHECKING:``: annotations only, never run, so not an import edge."""
+    """Nodes under ``if TYPE_CHECKING:``: never run, but still a dependency of the module's
+    annotations (the import graph counts them); only what a module loads leaves them out."""
     skipped: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -43,17 +44,18 @@ def _type_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each draftguard module -> the draftguard modules it imports (at the top or in a function)."""
+def import_graph(*, type_only: bool = True) -> dict[str, set[str]]:
+    """Each draftguard module -> the draftguard modules it imports (at the top or in a function, and,
+    unless ``type_only=False``, under ``if TYPE_CHECKING:``: a type-only circle is still a circle)."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: set[str] = set()
         tree = ast.parse(path.read_text(), str(path))
-        type_only = _type_only(tree)
+        skipped = set() if type_only else _type_only(tree)
         for node in ast.walk(tree):
-            if id(node) in type_only:
+            if id(node) in skipped:
                 continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
@@ -102,9 +104,33 @@ def test_the_cycle_finder_finds_a_circle_and_passes_a_tree():
 
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
-    assert "draftguard.audit.run" not in graph["draftguard.audit.html"]  # under TYPE_CHECKING only
     assert "draftguard.snapshot" in graph["draftguard.check.light"]
     assert graph["draftguard.errors"] == set()
+
+
+def _graph_of(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
+    global PACKAGE
+    root = tmp_path / "draftguard"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    saved, PACKAGE = PACKAGE, root
+    try:
+        return import_graph()
+    finally:
+        PACKAGE = saved
+
+
+def test_the_graph_counts_imports_made_for_type_checking_only(tmp_path):
+    """An import under ``if TYPE_CHECKING:`` is an edge: it closes a circle as surely as a run-time
+    one (audit/run -> report -> html -> run had hidden one there)."""
+    graph = _graph_of(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from draftguard.b import B\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from draftguard.a import A\n",
+    })
+    assert graph["draftguard.b"] == {"draftguard.a"}
+    assert find_cycle(graph) == ["draftguard.a", "draftguard.b", "draftguard.a"]
 
 
 def test_the_import_graph_has_no_circle():
@@ -126,6 +152,25 @@ def test_the_report_views_import_no_surface_above_them():
     above = ("draftguard.runner", "draftguard.bot", "draftguard.action")
     wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.report")
              for dep in deps if dep.startswith(above)}
+    assert not wrong
+
+
+def test_the_audit_and_the_bot_import_nothing_of_each_other():
+    """The queue both use sits below them (draftguard.jobs); each surface's Jobs are served by a
+    worker that draftguard.cli hands the audit's handler."""
+    graph = import_graph()
+    pairs = (("draftguard.audit", "draftguard.bot"), ("draftguard.bot", "draftguard.audit"))
+    wrong = {(mod, dep) for here, there in pairs for mod, deps in graph.items() if mod.startswith(here)
+             for dep in deps if dep.startswith(there)}
+    assert not wrong
+
+
+def test_the_host_clients_import_nothing_of_the_comments_rendering():
+    """A host finds its sticky comment by the marker (draftguard.markers); how the comment renders is
+    report/'s business, which the clients must not load to talk to GitHub or the Hub."""
+    graph = import_graph()
+    wrong = {(mod, dep) for mod, deps in graph.items() if mod.startswith("draftguard.hosts")
+             for dep in deps if dep.startswith("draftguard.report")}
     assert not wrong
 
 
@@ -395,13 +440,13 @@ def test_the_reason_check_reads_comments_not_pragmas():
 # The README's Layout, top to bottom. A module imports only from its own layer or the layers below it.
 LAYERS = [
     ("draftguard.cli", "draftguard.__main__", "draftguard.action", "draftguard.bot", "draftguard.audit"),
-    ("draftguard.hosts", "draftguard.review"),
+    ("draftguard.hosts", "draftguard.pr_verdict", "draftguard.jobs", "draftguard.payloads"),
     ("draftguard.runner",),
     ("draftguard.report",),
     ("draftguard.fix",),
     ("draftguard.check",),
     ("draftguard.settings",),
-    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access"),
+    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers"),
     ("draftguard.errors",),
 ]
 

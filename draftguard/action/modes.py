@@ -32,8 +32,8 @@ from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import matrix_note, render_acceptance_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
-from draftguard.review import PullRequestReview
-from draftguard.review import matrix_markdown as review_matrix_markdown
+from draftguard.pr_verdict import PullRequestReview
+from draftguard.pr_verdict import matrix_markdown as review_matrix_markdown
 from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
 from draftguard.secrets import scrub
@@ -86,8 +86,8 @@ def matrix_markdown(report: Report) -> str | None:
     """The version-matrix section of a Report, as the bot renders it (table, and the versions that did
     not run); None when every version ran and no value differs.
 
-    The bot's ``review.matrix_section`` would re-run the matrix from file bytes, and this Report
-    already holds it, so only the shared rendering (``draftguard.review.matrix_markdown``) is reused."""
+    The bot's ``pr_check.matrix_section`` would re-run the matrix from file bytes, and this Report
+    already holds it, so only the shared rendering (``draftguard.pr_verdict.matrix_markdown``) is reused."""
 
     if report.matrix is None:
         return None

@@ -26,7 +26,7 @@ from draftguard.audit.repo import AuditOptions
 from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
 from draftguard.check import resolver
-from draftguard.hub_access import probe_hub, unreachable_line
+from draftguard.hub_access import probe_hub, unreachable_error
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -156,7 +156,7 @@ def _reach_hub() -> None:
                        "TRANSFORMERS_OFFLINE=1): unset it; nothing was checked")
     problem = probe_hub()
     if problem is not None:
-        raise BadInput(unreachable_line(problem, cache=False))
+        raise unreachable_error(problem, cache=False)
 
 
 def _check_org(org: str) -> None:

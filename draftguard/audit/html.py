@@ -19,7 +19,7 @@ from draftguard import __version__
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, severity_rank, sort_key
 
 if TYPE_CHECKING:
-    from draftguard.audit.run import AuditResult
+    from draftguard.audit.record import AuditResult
 
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24}

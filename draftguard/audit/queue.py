@@ -23,7 +23,8 @@ from typing import Any, Callable
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
-from draftguard.bot.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+from draftguard.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+from draftguard.payloads import AuditChunk
 from draftguard.check import resolver
 from draftguard.snapshot import BadInput
 
@@ -42,14 +43,14 @@ class AuditJobHandler:
     Registered by ``draftguard worker`` for Jobs whose source is ``audit``."""
 
     def __call__(self, job: Any, queue: Any) -> str:
-        data = job.data
+        chunk = AuditChunk.from_data(job.data)
         options = AuditOptions(
-            versions=list(data["versions"]), host_version=resolver.transformers_version(),
-            full=bool(data.get("full")), retries=int(data.get("retries", 4)),
-            max_wait=float(data.get("max_wait", 120.0)), fetch_workers=int(data.get("fetch_workers", 4)),
-            previous={k: RepoRecord.from_json(v) for k, v in data.get("previous", {}).items()},
+            versions=list(chunk.versions), host_version=resolver.transformers_version(),
+            full=bool(chunk.full), retries=int(chunk.retries), max_wait=float(chunk.max_wait),
+            fetch_workers=int(chunk.fetch_workers),
+            previous={k: RepoRecord.from_json(v) for k, v in chunk.previous.items()},
         )
-        refs = [RepoRef(r["repo"], r.get("revision")) for r in data["refs"]]
+        refs = [RepoRef(r["repo"], r.get("revision")) for r in chunk.refs]
         results = audit_chunk(refs, options)
         payload = {"records": [[r.to_json(), skipped] for r, skipped in results],
                    "version_problems": options.version_problems}
@@ -74,13 +75,12 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
     pending: dict[str, list[RepoRef]] = {}
     for number, part in enumerate(parts):
         job = Job(id=f"audit-{run_id}-{number}", source=SOURCE, kind="audit", repo=part[0].repo, number=number,
-                  data={
-                      "refs": [{"repo": r.repo, "revision": r.revision} for r in part],
-                      "versions": options.versions, "full": options.full, "retries": options.retries,
-                      "max_wait": options.max_wait, "fetch_workers": max(1, options.fetch_workers),
-                      "previous": {r.key: options.previous[r.key].to_json() for r in part
-                                   if r.key in options.previous},
-                  })
+                  data=AuditChunk(
+                      refs=[{"repo": r.repo, "revision": r.revision} for r in part],
+                      versions=options.versions, full=options.full, retries=options.retries,
+                      max_wait=options.max_wait, fetch_workers=max(1, options.fetch_workers),
+                      previous={r.key: options.previous[r.key].to_json() for r in part if r.key in options.previous},
+                  ).to_data())
         queue.submit(job)
         pending[job.id] = part
     deadline = time.monotonic() + timeout if timeout else None

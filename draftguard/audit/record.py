@@ -7,7 +7,8 @@ deleted repo never stops the audit of the others.
 
 In: what ``repo.audit_chunk`` found for one repo, or a line of audit.jsonl (``RepoRecord.from_json``).
 Out: ``RepoRecord`` (status, worst severity, ``fails(fail_on)``, ``to_json``), ``RepoError``,
-``Regression``, and the report order (``severity_rank``, ``sort_key``). Imports nothing of draftguard's.
+``Regression``, the report order (``severity_rank``, ``sort_key``), and ``AuditResult`` (a run's
+records and counts, which run, report and html share). Imports nothing of draftguard's.
 """
 
 from __future__ import annotations
@@ -151,3 +152,24 @@ def severity_rank(record: RepoRecord) -> float:
 def sort_key(record: RepoRecord) -> tuple[float, str]:
     """Worst first: errors, repos that could not be checked, warnings, then the rest; then by repo."""
     return (-severity_rank(record), record.repo)
+
+
+@dataclass
+class AuditResult:
+    """The records of this run's repos (latest per repo), and how the run went."""
+
+    records: list[RepoRecord]
+    checked: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    version_problems: dict[str, str] = field(default_factory=dict)
+    previous: dict[str, RepoRecord] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        counts = {CLEAN: 0, FAILING: 0, ERROR: 0}
+        for record in self.records:
+            counts[record.status] += 1
+        return counts
+
+    def fails(self, fail_on: str) -> bool:
+        return any(r.fails(fail_on) for r in self.records)

@@ -343,8 +343,8 @@ def _failure_of(exc: BaseException) -> RepoFailure:
 
 
 def _recorded(failure: RepoFailure) -> RepoError:
-    """The repo's error as its record keeps it."""
-    return RepoError(failure.kind, failure.message)
+    """The repo's error as its record keeps it (its text: the message, then any hint)."""
+    return RepoError(failure.kind, str(failure))
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:

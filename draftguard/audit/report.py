@@ -21,7 +21,7 @@ from draftguard.report.comment import esc
 from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord, sort_key  # noqa: F401 (RepoRecord: the doctest)
 
 if TYPE_CHECKING:
-    from draftguard.audit.run import AuditResult
+    from draftguard.audit.record import AuditResult
 
 MD_NAME, HTML_NAME = "audit.md", "audit.html"
 

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.queue import run_on_queue
-from draftguard.audit.record import CLEAN, ERROR, FAILING, RepoRecord
+from draftguard.audit.record import CLEAN, ERROR, FAILING, AuditResult, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.audit.report import write_reports
 from draftguard.audit.store import RecordStore
@@ -48,27 +48,6 @@ class AuditRun:
     chunk_size: int | None = None
     progress: bool = True
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-
-
-@dataclass
-class AuditResult:
-    """The records of this run's repos (latest per repo), and how the run went."""
-
-    records: list[RepoRecord]
-    checked: int = 0
-    skipped: int = 0
-    seconds: float = 0.0
-    version_problems: dict[str, str] = field(default_factory=dict)
-    previous: dict[str, RepoRecord] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        counts = {CLEAN: 0, FAILING: 0, ERROR: 0}
-        for record in self.records:
-            counts[record.status] += 1
-        return counts
-
-    def fails(self, fail_on: str) -> bool:
-        return any(r.fails(fail_on) for r in self.records)
 
 
 def chunks(refs: list[RepoRef], size: int) -> Iterator[list[RepoRef]]:

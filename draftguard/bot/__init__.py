@@ -6,8 +6,8 @@ Out: HTTP answers in milliseconds (202 queued, 200 ignored or duplicate, 4xx ref
 down), then per Job one sticky comment, check runs on GitHub, and acceptance Jobs on the gpu queue.
 
 Needs the ``bot`` extra (starlette, uvicorn, huey, redis, PyGithub). Modules: ``webhooks`` (the
-platform-free edge) with ``github_events`` and ``hub_events`` (payload -> Jobs); ``review`` (the
-shared review) with ``github_handler`` and ``hub_handler``; ``jobs`` (Job, Queue); ``commands``
+platform-free edge) with ``github_events`` and ``hub_events`` (payload -> Jobs); ``pr_check`` (a
+pull request read and checked) with ``github_handler`` and ``hub_handler``; ``commands``
 (/recheck, /ok-to-test); ``app``, ``server`` and ``cli`` (serve, worker). The host clients are
-``draftguard.hosts``; ``github``, ``hub`` and ``pipeline`` only re-export moved names.
+``draftguard.hosts``; the queue is ``draftguard.jobs``.
 """

@@ -20,7 +20,7 @@ from draftguard.bot.github_events import github_route
 from draftguard.bot.github_handler import GitHubHandler
 from draftguard.bot.hub_events import hub_route
 from draftguard.bot.hub_handler import HubHandler
-from draftguard.bot.jobs import Queue
+from draftguard.jobs import Queue
 from draftguard.bot.webhooks import BODY_TIMEOUT, WebhookRoute, create_app
 from draftguard.hosts.hub import HubConfig
 from draftguard.secrets import SecretFilter

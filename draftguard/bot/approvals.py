@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from draftguard.bot.jobs import Job, Queue
+from draftguard.jobs import Job, Queue
 from draftguard.errors import Retry
 
 

@@ -3,7 +3,8 @@
 In: the parsed arguments (host, port, queue URL, worker counts, which queue a worker serves) and
 the environment (secrets, tokens; see ``hosts.github`` and ``hosts.hub``).
 Out: a running server (``serve``: uvicorn with, on SQLite, its workers in process) or a huey
-consumer (``worker``: GitHub, Hub and audit Jobs), until stopped; the exit code.
+consumer (``worker``: GitHub and Hub Jobs, and the ``others`` it is given: the audit's), until
+stopped; the exit code.
 
 Bad configuration (a missing secret, an unusable queue URL, a missing extra) is one line on stderr
 and exit 2, never a traceback, and never shows a secret.
@@ -17,15 +18,14 @@ import sys
 
 from huey.consumer import Consumer
 
-from draftguard.audit.queue import AuditJobHandler
 from draftguard.bot.app import build_from_env, configure_logging
 from draftguard.bot.github_handler import GitHubHandler
 from draftguard.bot.hub_handler import HubHandler
-from draftguard.bot.jobs import Queue, QueueConfigError, _parse_url
 from draftguard.bot.server import run_server
 from draftguard.check import resolver
 from draftguard.hosts.github import BotConfigError, GitHubConfig
 from draftguard.hosts.hub import HubConfig
+from draftguard.jobs import Handler, Queue, QueueConfigError, _parse_url
 
 EXIT_BAD_INPUT = 2
 
@@ -56,8 +56,9 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def worker(args: argparse.Namespace) -> int:
-    """Consume one queue (cpu or gpu) of a shared queue until interrupted."""
+def worker(args: argparse.Namespace, others: dict[str, Handler] | None = None) -> int:
+    """Consume one queue (cpu or gpu) of a shared queue until interrupted. ``others`` are the handlers
+    of the other surfaces' Jobs (``draftguard.cli`` passes the audit's), which need no credentials."""
     try:
         config = GitHubConfig.from_env()
         hub = HubConfig.from_env()
@@ -76,7 +77,7 @@ def worker(args: argparse.Namespace) -> int:
     if hub.token:
         queue.handlers["hub"] = HubHandler(hub)
     # `draftguard audit --queue` jobs read public repos (HF_TOKEN when set): no credentials needed.
-    queue.handlers["audit"] = AuditJobHandler()
+    queue.handlers.update(others or {})
     if not (config.token or config.app_id or hub.token):
         print("draftguard: no GitHub or Hub credentials: this worker serves `draftguard audit` jobs only",
               file=sys.stderr)

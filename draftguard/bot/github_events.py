@@ -14,7 +14,8 @@ import hmac
 from typing import Any, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.jobs import Job
+from draftguard.jobs import Job
+from draftguard.payloads import Command, PullRequest
 from draftguard.bot.webhooks import PayloadError, WebhookRefused, WebhookRoute
 
 SIGNATURE_HEADER = "x-hub-signature-256"
@@ -68,11 +69,10 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
         if not isinstance(pr, dict):
             raise PayloadError("malformed payload: no pull_request")
         head, base = pr.get("head") or {}, pr.get("base") or {}
-        head_repo = (head.get("repo") or {}).get("full_name")
         return Job(
             id=delivery, source="github", kind="pull_request", repo=repo, number=_number(pr.get("number"), "number"),
             head_sha=_sha(head.get("sha")), base_sha=_sha(base.get("sha")), installation_id=_installation(payload),
-            data={"author": (pr.get("user") or {}).get("login"), "fork": head_repo != repo},
+            data=PullRequest(author=(pr.get("user") or {}).get("login")).to_data(),
         ), "queued"
     if event == "issue_comment":
         issue = payload.get("issue") or {}
@@ -91,8 +91,8 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
         return Job(
             id=delivery, source="github", kind="comment", repo=_repo_name(payload),
             number=_number(issue.get("number"), "issue.number"), installation_id=_installation(payload),
-            data={"comment_id": comment.get("id"), "user": user.get("login"), "user_type": user.get("type"),
-                  "commands": commands, "created_at": comment.get("created_at")},
+            data=Command(comment_id=comment.get("id"), user=user.get("login"), user_type=user.get("type"),
+                         commands=commands, created_at=comment.get("created_at")).to_data(),
         ), "queued"
     if event == "check_run":
         run = payload.get("check_run") or {}
@@ -109,10 +109,10 @@ def job_from_github(event: str, delivery: str, payload: Mapping[str, Any]) -> tu
         return Job(
             id=delivery, source="github", kind="comment", repo=repo, number=number,
             installation_id=_installation(payload),
-            data={"comment_id": None, "user": sender.get("login"), "user_type": sender.get("type"),
-                  "commands": [RECHECK], "rerequested": run.get("name"),
-                  # The commit whose check run was re-run: the head the person pressing it saw.
-                  "head_sha": _sha(run.get("head_sha"))},
+            data=Command(comment_id=None, user=sender.get("login"), user_type=sender.get("type"),
+                         commands=[RECHECK], rerequested=run.get("name"),
+                         # The commit whose check run was re-run: the head the person pressing it saw.
+                         head_sha=_sha(run.get("head_sha"))).to_data(),
         ), "queued"
     return None, f"ignored: {event}"
 

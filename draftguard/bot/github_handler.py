@@ -1,5 +1,5 @@
 """What a GitHub Job does: a Job in (``github_events.job_from_github`` made it from a webhook), the
-shared review of head against base (``review``), one sticky comment, check runs, and (for trusted pull
+shared review of head against base (``pr_check``), one sticky comment, check runs, and (for trusted pull
 requests) an acceptance test on the GPU queue out. ``GitHubHandler`` is the Job handler the queue calls.
 
 In: a ``Job`` (kind ``pull_request``, ``comment`` or ``acceptance``) and the ``Queue``;
@@ -22,8 +22,9 @@ from huey.constants import EmptyData
 
 from draftguard.bot.commands import OK_TO_TEST, may_command
 from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
-from draftguard.bot.jobs import Job, Queue, Retry
-from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.jobs import Job, Queue, Retry
+from draftguard.payloads import Acceptance
+from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.bot.suggestions import post_suggestions
 from draftguard.check.findings import Report
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
@@ -131,7 +132,7 @@ class GitHubHandler:
             if trusted:
                 gpu_job = Job(id=gpu_job_id("github", job, head, forced_by), source="github", kind="acceptance",
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
-                              installation_id=job.installation_id, data={"drafters": outcome.drafters})
+                              installation_id=job.installation_id, data=Acceptance(outcome.drafters).to_data())
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
             else:
                 acceptance_state = "skipped"

@@ -36,17 +36,19 @@ import logging
 from typing import Any, Mapping
 
 from draftguard.bot.commands import RECHECK, parse_commands
-from draftguard.bot.jobs import Job
+from draftguard.jobs import Job
 from draftguard.bot.webhooks import WebhookRefused, WebhookRoute
 from draftguard.errors import HubPayloadError
 from draftguard.hosts.hub import OPEN_STATES
+from draftguard.markers import PREFIX
+from draftguard.payloads import HubCommand
 
 log = logging.getLogger("draftguard.bot")
 
 PR_REF_PREFIX = "refs/pr/"
 MAIN_REF = "refs/heads/main"
-# Hidden markers the bot writes into its comments ("<!-- draftguard:sticky -->", replies).
-BOT_MARKER = "<!-- draftguard:"
+# Hidden markers the bot writes into its comments (the sticky one, replies) all start with this.
+BOT_MARKER = PREFIX
 
 def _obj(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
@@ -110,10 +112,10 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
             number = _pr_number(name_)
             if number is not None:
                 jobs.append(Job(id=f"hub:{name}#{number}@{new}", source="hub", kind="pull_request", repo=name,
-                                number=number, head_sha=new, data={"trigger": "push"}))
+                                number=number, head_sha=new))
             elif name_ == MAIN_REF:
                 jobs.append(Job(id=f"hub:{name}@main:{new}", source="hub", kind="branch", repo=name, number=0,
-                                head_sha=new, base_sha=old or None, data={"ref": name_}))
+                                head_sha=new, base_sha=old or None))
         return jobs, "queued" if jobs else "ignored: no pull request or main ref updated"
     if scope not in ("discussion", "discussion.comment"):
         return [], f"ignored: {scope}"
@@ -130,7 +132,7 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
             return [], f"ignored: discussion {action}"
         # No head in this payload: the id dedupes redeliveries, the handler dedupes heads.
         return [Job(id=f"hub:{name}#{number}:discussion:{_digest([action, discussion])}", source="hub",
-                    kind="pull_request", repo=name, number=number, data={"trigger": f"discussion {action}"})], "queued"
+                    kind="pull_request", repo=name, number=number)], "queued"
     comment = _obj(payload.get("comment"), "comment")
     if action != "create":
         return [], f"ignored: comment {action}"
@@ -145,9 +147,9 @@ def jobs_from_hub(payload: Mapping[str, Any]) -> tuple[list[Job], str]:
     comment_id = comment.get("id")
     if not isinstance(comment_id, str) or not comment_id:
         raise HubPayloadError("comment.id is missing")
-    author = _obj(comment.get("author"), "comment.author").get("id")
+    _obj(comment.get("author"), "comment.author")  # a comment without its author is not the Hub's
     return [Job(id=f"hub:{name}#{number}:comment:{comment_id}", source="hub", kind="comment", repo=name,
-                number=number, data={"comment_id": comment_id, "author_id": author})], "queued"
+                number=number, data=HubCommand(comment_id=comment_id).to_data())], "queued"
 
 
 # --- the webhook route ---------------------------------------------------------------------------

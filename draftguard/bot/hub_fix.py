@@ -19,7 +19,7 @@ from typing import Any
 
 from draftguard.bot.suggestions import fix_file
 from draftguard.report.fixes import describe, fenced
-from draftguard.review import PullRequestReview
+from draftguard.pr_verdict import PullRequestReview
 
 log = logging.getLogger("draftguard.bot")
 

@@ -1,5 +1,5 @@
 """What a Hub Job does: a Job in (``hub_events.jobs_from_hub`` made it from a webhook), the shared
-review of a Hub pull request's head against its target (``review``), one sticky comment in the
+review of a Hub pull request's head against its target (``pr_check``), one sticky comment in the
 discussion, and (for the repo's owner or org members) an acceptance test on the GPU queue out.
 ``HubHandler`` is the Job handler the queue calls, beside ``github_handler.GitHubHandler``.
 
@@ -23,9 +23,10 @@ from huggingface_hub.errors import RevisionNotFoundError
 
 from draftguard.bot.commands import RECHECK, parse_commands
 from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.jobs import Job, Queue, Retry
+from draftguard.payloads import Acceptance
 from draftguard.bot.hub_fix import open_fix_pull_request
-from draftguard.bot.review import check_pull_request, check_sections, read_settings, run_job
+from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.report.comment import render_acceptance_section, update_sticky
 from draftguard.runner.gpu_job import fetch_prompts, run_acceptance_job  # backend, device, runner options
@@ -133,7 +134,7 @@ class HubHandler:
             if trusted:
                 gpu_job = Job(id=gpu_job_id("hub", job, head, forced_by), source="hub", kind="acceptance", queue="gpu",
                               repo=job.repo, number=job.number, head_sha=head, base_sha=base,
-                              data={"drafters": outcome.drafters})
+                              data=Acceptance(outcome.drafters).to_data())
                 acceptance_state, acceptance_detail = "queued", f"waiting for a GPU worker ({why})"
             else:
                 acceptance_state = "skipped"

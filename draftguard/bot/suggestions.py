@@ -21,7 +21,7 @@ from typing import Any
 from draftguard.fix import FixOutcome, config_checker, fix_text
 from draftguard.report.comment import esc_message
 from draftguard.report.fixes import describe, fenced
-from draftguard.review import PullRequestReview
+from draftguard.pr_verdict import PullRequestReview
 from draftguard.snapshot import BadInput
 
 log = logging.getLogger("draftguard.bot")

@@ -33,7 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from draftguard.bot.jobs import Job, Queue
+from draftguard.jobs import Job, Queue
 from draftguard.errors import PayloadError, WebhookRefused
 
 log = logging.getLogger("draftguard.bot")

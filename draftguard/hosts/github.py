@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from draftguard.errors import BotConfigError, LfsError, TransientGitHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, UnreadableFile, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
-from draftguard.report.comment import is_sticky
+from draftguard.markers import REPLY as REPLY_MARKER
+from draftguard.markers import is_sticky
 from draftguard.secrets import remember_secret
 
 if TYPE_CHECKING:  # PyGithub is the bot and action extras, imported where a client is made
@@ -43,7 +44,6 @@ log = logging.getLogger("draftguard.bot")
 
 DEFAULT_API_URL = "https://api.github.com"
 MAX_ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run create or update
-REPLY_MARKER = "<!-- draftguard:reply:{} -->"
 ACTIONS_LOGIN = "github-actions[bot]"  # who an Actions workflow's GITHUB_TOKEN comments as
 
 

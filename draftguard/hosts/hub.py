@@ -31,7 +31,7 @@ from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, max_drafter_byt
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
 from draftguard.hub_access import hub_problem
-from draftguard.report.comment import is_sticky
+from draftguard.markers import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
     from huggingface_hub import DiscussionComment

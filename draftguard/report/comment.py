@@ -31,10 +31,11 @@ from typing import Any, Iterable, Mapping
 
 from draftguard.check.findings import RULES, Finding, Report, attention_runs
 from draftguard.check.matrix import OK
+from draftguard.markers import STICKY as MARKER
+from draftguard.markers import is_sticky
 from draftguard.report.acceptance import diagnosis_table, number_text
 from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
 
-MARKER = "<!-- draftguard:sticky -->"
 SECTIONS = ("light", "matrix", "acceptance")
 # A section is named for what it holds, and optionally for one use of the Action: "light.models-a"
 # (``section_name``), so two uses on one pull request keep a section each.
@@ -89,11 +90,6 @@ def esc_message(text: str) -> str:
     if len(parts) % 2 == 0:  # an unpaired backtick: no code spans
         return esc(text)
     return "".join(code(p) if i % 2 else esc(p) for i, p in enumerate(parts))
-
-
-def is_sticky(body: str | None) -> bool:
-    """Whether a comment body is draftguard's sticky comment (it starts with the hidden marker)."""
-    return bool(body) and body.lstrip().startswith(MARKER)
 
 
 def parse_sticky(body: str | None) -> dict[str, str]:

@@ -141,7 +141,7 @@ class TokenizerFiles:
                 self._files[name] = read_optional(self.snapshot, name, limit) if self.snapshot else None
             except HubUnreachable as exc:
                 self._files[name] = None
-                self.unreachable.append(str(exc))
+                self.unreachable.append(exc.args[0])  # the file and why; DG125 gives the hint once
         return self._files[name]
 
     def shown(self, name: str = TOKENIZER_FILE) -> str:

@@ -24,6 +24,7 @@ from draftguard.check.drafter.weight_rules import WeightRules
 from draftguard.check.findings import show as _show
 from draftguard.check.findings import RULES, Finding, TargetResult
 from draftguard.check.weights import Weights
+from draftguard.errors import HubUnreachable
 from draftguard.snapshot import SETTINGS_NAME, Snapshot
 
 
@@ -105,7 +106,7 @@ class DrafterCheck(WeightRules):
         if missing:
             self.finding("DG125", "config.json", None, None,
                          "Not checked, because the Hub could not be reached: " + "; ".join(missing)
-                         + ". The config rules ran from the cache. Fix: run again online.",
+                         + f". The config rules ran from the cache. Fix: {HubUnreachable.hint}.",
                          file=self.result.file, line=None)
 
     def target_note(self) -> None:

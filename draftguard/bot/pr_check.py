@@ -16,7 +16,7 @@ import posixpath
 import tempfile
 from typing import Any, Callable, Mapping
 
-from draftguard.bot.jobs import Job, Queue, Retry
+from draftguard.jobs import Job, Queue, Retry
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
 from draftguard.check.findings import Finding, InputError, Report, TargetResult
@@ -28,7 +28,7 @@ from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
 from draftguard.report.comment import render_matrix_section
-from draftguard.review import PullRequestReview, PullRequestSource, matrix_markdown
+from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
