@@ -30,6 +30,8 @@ from draftguard.check.judges import (  # noqa: F401 (Context, same: importable f
     _mentions,
     _parent,
     _quote,
+    declared_sliding_run_full,
+    ranges as _ranges,
 )
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
@@ -252,11 +254,10 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
     layers = [LayerAttention(i, d, e) for i, (d, e) in enumerate(zip(declared, effective))]
     findings: list[Finding] = []
     lost = [layer.index for layer in layers if layer.declared.startswith("sliding") and layer.effective == "full"]
+    # The agreement rule (judges._file_asked): a flag of the file that switches the window off does
+    # not make this intended while layer_types declares these layers sliding; the file contradicts
+    # itself, and the layers run full.
     switched_off = ctx.evidence.get("flags", {}).get(ctx.prefix + "sliding_window")
-    if lost and switched_off is not None:
-        # The file's own flag switched the window off: the sliding_window finding (DG008) is the
-        # one verdict on this cause.
-        lost = []
     # Two causes: the window is lost (every sliding layer runs full), or the class rewrites some
     # layers' type while the window survives (Gemma 4 forces its last layer to full_attention).
     retyped = [i for i in lost if isinstance(raw_types, list) and len(raw_types) == len(types)
@@ -268,7 +269,9 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             ", ".join(sorted({layers[i].declared for i in lost})) + f" at layers {_ranges(lost)}",
             f"full at layers {_ranges(lost)}",
             f"layers {_ranges(lost)} are declared sliding_attention, but will run full causal attention: "
-            f"the window resolved to {show(window)} ({ctx.config_class}, transformers {ctx.version}). "
+            f"the window resolved to {show(window)}"
+            + (f", because the file also sets `{switched_off[len(ctx.prefix):]}: false`" if switched_off else "")
+            + f" ({ctx.config_class}, transformers {ctx.version}). "
             "An engine or drafter trained with a window now attends to the whole context. Fix: make "
             "the window survive loading (see the `sliding_window` finding).",
         ))
@@ -328,14 +331,3 @@ def _kind(layer_type: str, window: Any) -> str:
     if layer_type == "sliding_attention":
         return f"sliding({window})" if _is_int(window) else ("sliding(?)" if window is ABSENT else "full")
     return "full" if layer_type == "full_attention" else layer_type
-
-
-def _ranges(indices: list[int]) -> str:
-    parts, start = [], None
-    for i, n in enumerate(indices):
-        if start is None:
-            start = n
-        if i + 1 == len(indices) or indices[i + 1] != n + 1:
-            parts.append(str(start) if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts)
