@@ -139,6 +139,14 @@ def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[
 # --- keys the file did not give -------------------------------------------------------------------
 
 
+# Keys the serving engines read by name from the config object, which transformers' model code
+# does not (vLLM 0.32 ModelArchConfigConvertorBase.derive_max_model_len_and_key; ENGINE-FACTS.md).
+ENGINE_KEYS = {
+    "model_max_length": "vLLM takes `model_max_length` as the served context length over every other "
+                        "length key, and SGLang serves it too",
+}
+
+
 def _unread_aliases(ctx: Context) -> Iterator[Finding]:
     """A key the class does not read, which other transformers classes read as a name of one of this
     class's fields (Mamba: n_layer for num_hidden_layers), with another value than the field.
@@ -151,6 +159,16 @@ def _unread_aliases(ctx: Context) -> Iterator[Finding]:
     for key, field_name in ctx.evidence.get("unread", {}).items():
         raw_value, reads = ctx.raw.get(key, ABSENT), ctx.values.get(field_name, ABSENT)
         if reads is ABSENT or same(raw_value, reads):
+            continue
+        if key in ENGINE_KEYS:
+            yield ctx.finding(
+                "DG013", key, raw_value, raw_value,
+                f"`{key}` is {show(raw_value)} and `{field_name}` is {show(reads)}"
+                + ("" if field_name in ctx.raw else " (the class default)")
+                + f"; {ctx.config_class} keeps `{key}` as it is and its model code does not read it "
+                f"(transformers {ctx.version}), but the engines do: {ENGINE_KEYS[key]}, so they serve "
+                f"{show(raw_value)}. Make the two agree if the model was not trained for {show(raw_value)}.",
+            )
             continue
         if field_name in ctx.raw:
             yield ctx.finding(

@@ -173,7 +173,8 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
             "DG009", key, raw_value, resolved if resolved is not ABSENT else converted[0],
             f"`{key}` is read by {ctx.config_class} into {shown} in another form: tracing shows that "
             f"changing `{key}` changes what is stored there (transformers {ctx.version}). A legacy key the "
-            "class converts on load; the model code reads the converted value.",
+            "class converts on load; the model code reads the converted value."
+            + (_attention_line(ctx) if ctx.prefix + "layer_types" in converted else ""),
         )
     # The value landed somewhere but another key of the file decided what is stored there.
     for place, how, value in places:
@@ -190,6 +191,20 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
                     f"Fix: keep only `{other}`, with the value you mean.",
                 )
     return None
+
+
+def _attention_line(ctx: Context) -> str:
+    """What a legacy attention key became, layer by layer (Cohere2's sliding_window_pattern: 4 is
+    three sliding layers and one full, repeated), for the reader to compare with the file."""
+    types, window = ctx.values.get("layer_types"), ctx.values.get("sliding_window")
+    if not isinstance(types, list) or not types:
+        return ""
+    kinds: dict[str, list[int]] = {}
+    for i, kind in enumerate(types):
+        label = f"sliding({window})" if kind == "sliding_attention" and _is_int(window) else (
+            "full" if kind in ("full_attention", "sliding_attention") else str(kind))
+        kinds.setdefault(label, []).append(i)
+    return " The model runs " + "; ".join(f"{label} at layers {ranges(at)}" for label, at in kinds.items()) + "."
 
 
 def _decided(ctx: Context, key: str, raw_value: Any, other: str, place: str, how: str, is_input: bool, value: Any) -> Finding:
@@ -258,6 +273,8 @@ def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any
         if same(raw_value, sub["values"][key]):
             ctx.moved.setdefault(name, []).append(key)
             return _HANDLED
+    if not holders and ctx.prefix + key in ctx.evidence.get("ignored", []):
+        return None  # no sub-config holds it, and the class sets it aside: judged where it was given
     for name, sub in holders[:1] or subs[:1]:
         sub_ctx = ctx.sub(sub)
         landed = sub["values"].get(key, ABSENT)
@@ -469,8 +486,17 @@ def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fi
     """The class stores one value whatever the file says, and no switch of the class makes it keep
     the file's (a vision tower's rope type that is the only one it supports)."""
     path = ctx.prefix + key
-    if resolved is ABSENT or path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
+    if path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
         return None
+    if resolved is ABSENT:
+        # A compatibility key the class accepts and sets aside (DETR's use_timm_backbone: true, the
+        # form it builds backbone_config in anyway): with it, without it, the same config.
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is accepted by {ctx.config_class} and not kept: building the config "
+            f"without it gives the model code the same values (tracing; transformers {ctx.version}). A "
+            "compatibility key whose value is already how the class builds the model; remove it if you like.",
+        )
     return ctx.finding(
         "DG009", key, raw_value, resolved,
         f"`{key}` {show(raw_value)} is not an input of {ctx.config_class}: the class stores {show(resolved)} "
