@@ -121,9 +121,9 @@ def test_detr_backbone_flags_are_info_naming_the_flag():
 
 
 def test_model_max_length_is_the_engines_length_not_a_clash(tmp_path):
-    # Was DG002 error. Aya-23's real config (a Cohere model) with Command-R's own pair of lengths:
+    # Was DG002 error. Aya-23-8B's real config (a Cohere model) with Command-R's own pair of lengths:
     # "model_max_length": 131072 beside "max_position_embeddings": 8192, as c4ai-command-r-v01 ships.
-    raw = {**corpus_raw("mlc-preset--aya-23"), "model_max_length": 131072}
+    raw = {**corpus_raw("cohereforai--aya-23-8b"), "model_max_length": 131072}
     result = check(tmp_path, raw)
     [length] = on(result, "model_max_length")
     assert (length.rule, length.severity.value) == ("DG013", "info")
