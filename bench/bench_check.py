@@ -211,7 +211,7 @@ def corpus_against_autoconfig(python: str, corpus: Path, runs: int) -> dict:
 
     prelude = f"import sys\nfor name in {list(_HIDDEN_PACKAGES)!r}: sys.modules.setdefault(name, None)\n"
     prelude += "import json, transformers\ntransformers.logging.set_verbosity_error()\n"
-    listing = subprocess.run(
+    listing = subprocess.run(  # noqa: PLW1510 (the return code is read below)
         [python, "-c", prelude + "ok = []\n"
          "for d in json.loads(sys.argv[1]):\n"
          "    try:\n"

@@ -196,7 +196,7 @@ def test_a_window_behind_a_default_off_gate_is_vestigial_only_where_it_changes_n
 # --- the agreement rule: intended only when everything the file states agrees ----------------------
 
 
-def _drafter(tmp_path: Path, **changes) -> "object":
+def _drafter(tmp_path: Path, **changes):
     raw = json.loads((ROOT / "examples" / "qwen3-swa-drafter" / "config.json").read_text())
     raw.update(changes)
     return check_snapshot(load_snapshot(write(tmp_path, raw)))

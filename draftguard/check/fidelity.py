@@ -30,9 +30,8 @@ from draftguard.check.judges import (  # noqa: F401 (Context, same: importable f
     _mentions,
     _parent,
     _quote,
-    declared_sliding_run_full,
-    ranges as _ranges,
 )
+from draftguard.check.agreement import ranges as _ranges
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
 
