@@ -97,7 +97,7 @@ def test_cohere2_pattern_is_traced_into_layer_types_with_its_attention(tmp_path)
 @pytest.mark.parametrize("value", [True, False])
 def test_videomae_qkv_bias_is_a_rename_to_qv_bias(tmp_path, value):
     # Was DG001: "qkv_bias is true in config.json, but VideoMAEConfig drops it".
-    raw = {**corpus_raw("mitegvg--videomae-base-finetuned-xd-violence--videomae-tiny-finetuned-xd-violence"),
+    raw = {**corpus_raw("mitegvg--videomae-base-finetuned-xd-violence-videomae-tiny-finetuned-xd-violence"),
            "qkv_bias": value}
     [renamed] = on(check(tmp_path, raw), "qkv_bias")
     assert (renamed.rule, renamed.moved_to) == ("DG007", "qv_bias")
@@ -139,7 +139,7 @@ def test_m2m100_num_hidden_layers_under_4_52_is_the_encoder_depth_it_is():
     # M2M100Config 4.52 sets num_hidden_layers = encoder_layers itself. Shaped after
     # alirezamsh/small100 (12 encoder layers, 3 decoder layers), beside the corpus's real m2m100_418M.
     python, _ = matrix.ensure_env(OLD, progress=lambda line: None)
-    small100 = {**corpus_raw("clap-esp--clap-ai-core--api-models-m2m100_418m"), "decoder_layers": 3,
+    small100 = {**corpus_raw("clap-esp--clap-ai-core-api-models-m2m100_418m"), "decoder_layers": 3,
                 "num_hidden_layers": 12, "encoder_layers": 12}
     swin = corpus_raw("jyotirmoykonwar--derma-swin-large")
     nodes = matrix.run_resolver(python, [{"raw": small100}, {"raw": swin}], timeout=300)
