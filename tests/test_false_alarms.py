@@ -84,7 +84,7 @@ def test_no_false_error_or_warning_under_transformers_4_52_4(old_python):
         judged += 1
         findings, _ = judge_config(raw, node, version=OLD, file=path.name, line_of=snapshot.line_of)
         alarms += [f"{path.name}: {text}" for text in loud(findings)]
-    assert judged >= 120  # the newer model types of the corpus are unknown to 4.52.4
+    assert judged >= 280  # the newer model types of the corpus are unknown to 4.52.4
     assert alarms == []
 
 
