@@ -56,6 +56,15 @@ def test_the_corpus_is_the_size_the_readme_states():
     assert len(REAL) >= 400
 
 
+def test_every_corpus_folder_names_a_hub_repo_id():
+    # tests/fakes/fleet.py serves each folder as the repo owner/name (the first "--" is the "/"), and
+    # the audit refuses an id the Hub would refuse ("--" or ".." in the name).
+    from huggingface_hub.utils import validate_repo_id
+
+    for path in REAL:
+        validate_repo_id(path.name.replace("--", "/", 1) if "--" in path.name else f"corpus/{path.name}")
+
+
 @pytest.mark.parametrize("path", EVERY, ids=[p.name for p in EVERY])
 def test_no_false_error_or_warning_under_the_pinned_transformers(path):
     try:
