@@ -14,6 +14,12 @@ also checked without tracing (``check_snapshot(trace=False)``), config by config
 full check, in CPU seconds of this process: the cost of tracing changed values, whose target is at
 most 20%. The real-config corpus
 (tests/data/real-configs) is measured the same way, and its first pass (every file shape new) too.
+
+Corpus against AutoConfig: one `draftguard check DIR DIR ...` over every corpus folder that
+transformers resolves, against one process that runs `AutoConfig.from_pretrained(DIR)` over the same
+folders, in turn (A, B, A, B...), CPU seconds of each process (the steadier figure on a shared
+machine), median of --corpus-runs. Both pay interpreter start and imports once; the ratio is what
+a user pays for the whole check of many real repos. Target: at most 1.6 (issue 23).
 """
 
 from __future__ import annotations
@@ -54,12 +60,25 @@ def cold(python: str, runs: int, target: Path) -> dict:
     torch_installed = subprocess.run(
         [python, "-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"]
     ).returncode == 0
-    timed(draftguard), timed(bare)  # warm the page cache for both
-    ours, theirs = [], []
+    # The base install's baseline where torch is installed: the same bare command with torch hidden
+    # from transformers' probe, as draftguard's check hides it (resolver.hide_torch).
+    from draftguard.check.resolver.classes import _HIDDEN_PACKAGES
+
+    hidden = [python, "-c", f"import sys\nfor name in {list(_HIDDEN_PACKAGES)!r}: sys.modules.setdefault(name, None)\n"
+              f"import transformers; transformers.AutoConfig.from_pretrained({str(target)!r})"]
+    timed(draftguard), timed(bare), timed(hidden)  # warm the page cache for each
+    ours, theirs, theirs_hidden = [], [], []
+    ours_cpu, hidden_cpu = [], []
     for _ in range(runs):
-        ours.append(timed(draftguard)[0])
+        wall, cpu = timed(draftguard)
+        ours.append(wall), ours_cpu.append(cpu)
         theirs.append(timed(bare)[0])
+        wall, cpu = timed(hidden)
+        theirs_hidden.append(wall), hidden_cpu.append(cpu)
     result = {
+        "bare_torch_hidden_median_s": round(statistics.median(theirs_hidden), 3),
+        "ratio_torch_hidden": round(statistics.median(ours) / statistics.median(theirs_hidden), 3),
+        "ratio_torch_hidden_cpu": round(statistics.median(ours_cpu) / statistics.median(hidden_cpu), 3),
         "torch_installed": torch_installed,
         "runs": runs,
         "draftguard_check_median_s": round(statistics.median(ours), 3),
@@ -183,6 +202,53 @@ def warm_corpus(corpus: Path, repeat: int) -> dict:
     }
 
 
+def corpus_against_autoconfig(python: str, corpus: Path, runs: int) -> dict:
+    """One `draftguard check` over the corpus against a bare AutoConfig loop over the same folders.
+
+    draftguard's check never imports torch (resolver.hide_torch); where torch is installed, the
+    baseline hides it the same way, so both measure what a base install pays."""
+    from draftguard.check.resolver.classes import _HIDDEN_PACKAGES
+
+    prelude = f"import sys\nfor name in {list(_HIDDEN_PACKAGES)!r}: sys.modules.setdefault(name, None)\n"
+    prelude += "import json, transformers\ntransformers.logging.set_verbosity_error()\n"
+    listing = subprocess.run(  # noqa: PLW1510 (the return code is read below)
+        [python, "-c", prelude + "ok = []\n"
+         "for d in json.loads(sys.argv[1]):\n"
+         "    try:\n"
+         "        transformers.AutoConfig.from_pretrained(d, trust_remote_code=False)\n"
+         "        ok.append(d)\n"
+         "    except Exception:\n"
+         "        pass\n"
+         "print('FOLDERS' + json.dumps(ok))",
+         json.dumps(sorted(str(path.parent) for path in corpus.glob("*/config.json")))],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if listing.returncode != 0 or "FOLDERS" not in listing.stdout:
+        sys.exit(f"listing the corpus failed: {listing.stderr[-2000:]}")
+    folders = json.loads(listing.stdout.rsplit("FOLDERS", 1)[1])
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(folders, handle)
+    draftguard = [python, "-c", "from draftguard.cli import entry; import sys; sys.argv[0]='draftguard'; entry()",
+                  "check", "--format", "json", "--fail-on", "never", *folders]
+    script = Path(python).with_name("draftguard")
+    if script.exists():
+        draftguard = [str(script), "check", "--format", "json", "--fail-on", "never", *folders]
+    bare = [python, "-c", prelude + "for d in json.load(open(sys.argv[1])): transformers.AutoConfig.from_pretrained(d)",
+            handle.name]
+    timed(draftguard), timed(bare)  # warm the page cache for both
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(timed(draftguard)[1])
+        theirs.append(timed(bare)[1])
+    os.unlink(handle.name)
+    return {
+        "configs": len(folders),
+        "runs": runs,
+        "draftguard_check_cpu_s": round(statistics.median(ours), 3),
+        "bare_autoconfig_loop_cpu_s": round(statistics.median(theirs), 3),
+        "ratio": round(statistics.median(ours) / statistics.median(theirs), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=9)
@@ -193,8 +259,12 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=ROOT / "tests" / "data" / "real-configs",
                         help="real configs for the tracing cost on published files (default: %(default)s)")
     parser.add_argument("--corpus-repeat", type=int, default=3)
+    parser.add_argument("--corpus-runs", type=int, default=5, help="runs of the corpus against AutoConfig")
+    parser.add_argument("--skip-corpus-cli", action="store_true", help="skip the corpus against AutoConfig")
     args = parser.parse_args()
     results = {} if args.skip_cold else {"cold": cold(args.python, args.runs, EXAMPLE)}
+    if not args.skip_corpus_cli and args.corpus.is_dir():
+        results["corpus_cli"] = corpus_against_autoconfig(args.python, args.corpus, args.corpus_runs)
     if not args.skip_warm:
         results["warm"] = warm(args.warm_configs)
         if args.corpus.is_dir():
@@ -204,7 +274,14 @@ def main() -> None:
         c = results["cold"]
         print(f"cold: draftguard check {c['draftguard_check_median_s']} s vs bare transformers "
               f"{c['bare_transformers_median_s']} s -> ratio {c['ratio']} (target <= 1.15; torch installed: "
-              f"{c['torch_installed']})", file=sys.stderr)
+              f"{c['torch_installed']}); against bare transformers with torch hidden (a base install) "
+              f"{c['bare_torch_hidden_median_s']} s -> ratio {c['ratio_torch_hidden']} (CPU: "
+              f"{c['ratio_torch_hidden_cpu']})", file=sys.stderr)
+    if "corpus_cli" in results:
+        c = results["corpus_cli"]
+        print(f"real corpus, one process ({c['configs']} configs): draftguard check {c['draftguard_check_cpu_s']} "
+              f"CPU s vs a bare AutoConfig loop {c['bare_autoconfig_loop_cpu_s']} CPU s -> ratio {c['ratio']} "
+              "(target <= 1.6)", file=sys.stderr)
     if "warm_corpus" in results:
         w = results["warm_corpus"]
         print(f"warm, real corpus ({w['configs']} configs): {w['draftguard_configs_per_s']} configs/s, without "

@@ -53,7 +53,16 @@ def write(tmp_path: Path, raw: dict) -> str:
 
 
 def test_the_corpus_is_the_size_the_readme_states():
-    assert len(REAL) >= 200
+    assert len(REAL) >= 400
+
+
+def test_every_corpus_folder_names_a_hub_repo_id():
+    # tests/fakes/fleet.py serves each folder as the repo owner/name (the first "--" is the "/"), and
+    # the audit refuses an id the Hub would refuse ("--" or ".." in the name).
+    from huggingface_hub.utils import validate_repo_id
+
+    for path in REAL:
+        validate_repo_id(path.name.replace("--", "/", 1) if "--" in path.name else f"corpus/{path.name}")
 
 
 @pytest.mark.parametrize("path", EVERY, ids=[p.name for p in EVERY])
@@ -84,7 +93,7 @@ def test_no_false_error_or_warning_under_transformers_4_52_4(old_python):
         judged += 1
         findings, _ = judge_config(raw, node, version=OLD, file=path.name, line_of=snapshot.line_of)
         alarms += [f"{path.name}: {text}" for text in loud(findings)]
-    assert judged >= 120  # the newer model types of the corpus are unknown to 4.52.4
+    assert judged >= 280  # the newer model types of the corpus are unknown to 4.52.4
     assert alarms == []
 
 
@@ -175,14 +184,64 @@ def test_switched_off_window_is_intended_whether_the_class_stores_null_or_0(name
     assert "use_sliding_window: false" in intended.message
 
 
-def test_a_window_behind_a_default_off_gate_is_vestigial_unless_layers_say_they_slide(tmp_path):
-    assert found(real("qwen--qwen2-audio-7b-instruct"), "text_config.sliding_window") == ["DG008"]
+def test_a_window_behind_a_default_off_gate_is_vestigial_only_where_it_changes_nothing(tmp_path):
+    # Qwen2-Audio's text window (32768) is no shorter than the 8192 positions the model reads: with the
+    # switch on or off, every layer attends to the same keys. Nothing the file states disagrees.
+    [vestigial] = [f for f in real("qwen--qwen2-audio-7b-instruct").findings if f.key == "text_config.sliding_window"]
+    assert vestigial.rule == "DG008" and "8192 positions" in vestigial.message
     raw = json.loads((CORPUS / "qwen--qwen2-audio-7b-instruct" / "config.json").read_text())
     text = raw["text_config"]
     text["num_hidden_layers"] = 4
     text["layer_types"] = ["sliding_attention", "full_attention"] * 2
-    result = check_snapshot(load_snapshot(write(tmp_path, raw)))
+    (tmp_path / "layers").mkdir(), (tmp_path / "short").mkdir()
+    result = check_snapshot(load_snapshot(write(tmp_path / "layers", raw)))
     assert found(result, "text_config.sliding_window") == ["DG001"]
+    del text["layer_types"]
+    text["sliding_window"] = 4096  # shorter than the context: the window would matter
+    result = check_snapshot(load_snapshot(write(tmp_path / "short", raw)))
+    assert found(result, "text_config.sliding_window") == ["DG012"]
+
+
+# --- the agreement rule: intended only when everything the file states agrees ----------------------
+
+
+def _drafter(tmp_path: Path, **changes):
+    raw = json.loads((ROOT / "examples" / "qwen3-swa-drafter" / "config.json").read_text())
+    raw.update(changes)
+    return check_snapshot(load_snapshot(write(tmp_path, raw)))
+
+
+def test_the_shipped_example_without_the_flag_is_an_error(tmp_path):
+    result = check_snapshot(load_snapshot(str(ROOT / "examples" / "qwen3-swa-drafter")))
+    verdicts = {(f.rule, f.key, f.severity.value) for f in result.findings}
+    assert {("DG001", "sliding_window", "error"), ("DG005", "layer_types", "error")} <= verdicts
+
+
+def test_flag_false_with_declared_sliding_layers_is_an_error_not_intended(tmp_path):
+    """The issue-23 regression: `use_sliding_window: false` beside four declared sliding layers was
+    called intended (DG008). The file contradicts itself and four layers run full attention."""
+    result = _drafter(tmp_path, use_sliding_window=False)
+    assert found(result, "sliding_window") == ["DG001"]
+    [runs_full] = [f for f in result.findings if f.key == "layer_types"]
+    assert (runs_full.rule, runs_full.severity.value) == ("DG005", "error")
+    assert "layers 0-3" in runs_full.message and "use_sliding_window: false" in runs_full.message
+    assert not [f for f in result.findings if f.rule == "DG008"]
+
+
+def test_flag_false_with_every_layer_declared_full_stays_intended(tmp_path):
+    result = _drafter(tmp_path, use_sliding_window=False, layer_types=["full_attention"] * 5)
+    assert found(result, "sliding_window") == ["DG008"] and loud(result.findings) == []
+
+
+def test_a_window_only_qwen3_config_is_a_warning(tmp_path):
+    """A window, no `use_sliding_window`, no `layer_types`: the file states a window and leaves the
+    switch out, and the window (4096) is shorter than the context (40960). Was called vestigial."""
+    raw = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
+           "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 64, "num_hidden_layers": 28,
+           "max_position_embeddings": 40960, "sliding_window": 4096, "vocab_size": 151936}
+    [unsettled] = [f for f in check_snapshot(load_snapshot(write(tmp_path, raw))).findings if f.key == "sliding_window"]
+    assert (unsettled.rule, unsettled.severity.value) == ("DG012", "warning")
+    assert '"use_sliding_window": true' in unsettled.message
 
 
 def test_one_cause_gets_one_verdict(tmp_path):
@@ -190,8 +249,8 @@ def test_one_cause_gets_one_verdict(tmp_path):
            "use_sliding_window": False, "sliding_window": 4096,
            "layer_types": ["sliding_attention", "full_attention"]}
     result = check_snapshot(load_snapshot(write(tmp_path, raw)))
-    assert loud(result.findings) == []
-    assert found(result, "sliding_window") == ["DG008"]
+    assert {(f.rule, f.key) for f in result.findings if f.severity.value != "info"} == {
+        ("DG001", "sliding_window"), ("DG005", "layer_types")}
     by_key: dict[str, set[str]] = {}
     for f in result.findings:
         by_key.setdefault(f.key, set()).add(f.severity.value)

@@ -31,6 +31,7 @@ from draftguard.check.judges import (  # noqa: F401 (Context, same: importable f
     _parent,
     _quote,
 )
+from draftguard.check.agreement import ranges as _ranges
 from draftguard.check.resolver import BOOKKEEPING_KEYS
 
 
@@ -137,6 +138,14 @@ def _compare(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Iterator[
 # --- keys the file did not give -------------------------------------------------------------------
 
 
+# Keys the serving engines read by name from the config object, which transformers' model code
+# does not (vLLM 0.32 ModelArchConfigConvertorBase.derive_max_model_len_and_key; ENGINE-FACTS.md).
+ENGINE_KEYS = {
+    "model_max_length": "vLLM takes `model_max_length` as the served context length over every other "
+                        "length key, and SGLang serves it too",
+}
+
+
 def _unread_aliases(ctx: Context) -> Iterator[Finding]:
     """A key the class does not read, which other transformers classes read as a name of one of this
     class's fields (Mamba: n_layer for num_hidden_layers), with another value than the field.
@@ -149,6 +158,16 @@ def _unread_aliases(ctx: Context) -> Iterator[Finding]:
     for key, field_name in ctx.evidence.get("unread", {}).items():
         raw_value, reads = ctx.raw.get(key, ABSENT), ctx.values.get(field_name, ABSENT)
         if reads is ABSENT or same(raw_value, reads):
+            continue
+        if key in ENGINE_KEYS:
+            yield ctx.finding(
+                "DG013", key, raw_value, raw_value,
+                f"`{key}` is {show(raw_value)} and `{field_name}` is {show(reads)}"
+                + ("" if field_name in ctx.raw else " (the class default)")
+                + f"; {ctx.config_class} keeps `{key}` as it is and its model code does not read it "
+                f"(transformers {ctx.version}), but the engines do: {ENGINE_KEYS[key]}, so they serve "
+                f"{show(raw_value)}. Make the two agree if the model was not trained for {show(raw_value)}.",
+            )
             continue
         if field_name in ctx.raw:
             yield ctx.finding(
@@ -252,11 +271,10 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
     layers = [LayerAttention(i, d, e) for i, (d, e) in enumerate(zip(declared, effective))]
     findings: list[Finding] = []
     lost = [layer.index for layer in layers if layer.declared.startswith("sliding") and layer.effective == "full"]
+    # The agreement rule (judges._file_asked): a flag of the file that switches the window off does
+    # not make this intended while layer_types declares these layers sliding; the file contradicts
+    # itself, and the layers run full.
     switched_off = ctx.evidence.get("flags", {}).get(ctx.prefix + "sliding_window")
-    if lost and switched_off is not None:
-        # The file's own flag switched the window off: the sliding_window finding (DG008) is the
-        # one verdict on this cause.
-        lost = []
     # Two causes: the window is lost (every sliding layer runs full), or the class rewrites some
     # layers' type while the window survives (Gemma 4 forces its last layer to full_attention).
     retyped = [i for i in lost if isinstance(raw_types, list) and len(raw_types) == len(types)
@@ -268,7 +286,9 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             ", ".join(sorted({layers[i].declared for i in lost})) + f" at layers {_ranges(lost)}",
             f"full at layers {_ranges(lost)}",
             f"layers {_ranges(lost)} are declared sliding_attention, but will run full causal attention: "
-            f"the window resolved to {show(window)} ({ctx.config_class}, transformers {ctx.version}). "
+            f"the window resolved to {show(window)}"
+            + (f", because the file also sets `{switched_off[len(ctx.prefix):]}: false`" if switched_off else "")
+            + f" ({ctx.config_class}, transformers {ctx.version}). "
             "An engine or drafter trained with a window now attends to the whole context. Fix: make "
             "the window survive loading (see the `sliding_window` finding).",
         ))
@@ -328,14 +348,3 @@ def _kind(layer_type: str, window: Any) -> str:
     if layer_type == "sliding_attention":
         return f"sliding({window})" if _is_int(window) else ("sliding(?)" if window is ABSENT else "full")
     return "full" if layer_type == "full_attention" else layer_type
-
-
-def _ranges(indices: list[int]) -> str:
-    parts, start = [], None
-    for i, n in enumerate(indices):
-        if start is None:
-            start = n
-        if i + 1 == len(indices) or indices[i + 1] != n + 1:
-            parts.append(str(start) if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts)

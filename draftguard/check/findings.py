@@ -131,6 +131,12 @@ RULES: dict[str, Rule] = {
         Rule("DG011", "unread-alias", Severity.WARNING,
              "config.json sets a key the class does not read, which transformers knows as another name of "
              "a field the class does read, and that field has another value."),
+        Rule("DG012", "switch-left-out", Severity.WARNING,
+             "config.json sets a value that the class keeps only behind a switch, and leaves the switch "
+             "out (its default is off), so the value is dropped."),
+        Rule("DG013", "engine-setting", Severity.INFO,
+             "config.json sets a key the transformers model code does not read, which the serving engines "
+             "read by name (model_max_length: the context length vLLM and SGLang serve)."),
         # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from draftguard.check.agreement import attention_line as _attention_line, file_asked as _file_asked, shown_place as _shown_place
 from draftguard.check.findings import ABSENT, RULES, Finding, show
 
 
@@ -173,7 +174,8 @@ def _traced(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | 
             "DG009", key, raw_value, resolved if resolved is not ABSENT else converted[0],
             f"`{key}` is read by {ctx.config_class} into {shown} in another form: tracing shows that "
             f"changing `{key}` changes what is stored there (transformers {ctx.version}). A legacy key the "
-            "class converts on load; the model code reads the converted value.",
+            "class converts on load; the model code reads the converted value."
+            + (_attention_line(ctx) if ctx.prefix + "layer_types" in converted else ""),
         )
     # The value landed somewhere but another key of the file decided what is stored there.
     for place, how, value in places:
@@ -241,10 +243,6 @@ def _lookup(tree: Any, dotted: str) -> Any:
     return tree
 
 
-def _shown_place(ctx: Context, place: str) -> str:
-    return place[len(ctx.prefix):] if ctx.prefix and place.startswith(ctx.prefix) else place
-
-
 def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
     """Composite classes (qwen2_vl...) move flat legacy keys into their text_config. A key moved
     with its value is collected into one summary finding; one that changed on the way is judged
@@ -258,6 +256,8 @@ def _moved_into_sub_config(ctx: Context, key: str, raw_value: Any, resolved: Any
         if same(raw_value, sub["values"][key]):
             ctx.moved.setdefault(name, []).append(key)
             return _HANDLED
+    if not holders and ctx.prefix + key in ctx.evidence.get("ignored", []):
+        return None  # no sub-config holds it, and the class sets it aside: judged where it was given
     for name, sub in holders[:1] or subs[:1]:
         sub_ctx = ctx.sub(sub)
         landed = sub["values"].get(key, ABSENT)
@@ -287,58 +287,6 @@ def _dtype_renamed(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fin
 
 def _dtype_text(value: Any) -> Any:
     return value[len("torch."):] if isinstance(value, str) and value.startswith("torch.") else value
-
-
-def _file_asked(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
-    """Changes the file itself asked for: a value of a feature that the file's own flag switches off
-    (Qwen2.5's use_sliding_window: false beside a vestigial sliding_window, in every family, whether
-    the class then stores null or 0), and nulls that ask for the default."""
-    flag = ctx.evidence.get("flags", {}).get(ctx.prefix + key)
-    if flag is not None:
-        return ctx.finding(
-            "DG008", key, raw_value, resolved,
-            f"`{key}` {show(raw_value)} resolves to {show(resolved)} because the file sets `{flag}: false`, "
-            f"which switches off the feature it belongs to ({ctx.config_class} keeps {show(raw_value)} when "
-            f"`{flag}` is true; transformers {ctx.version}). Intended; remove the vestigial `{key}` if you like.",
-        )
-    gate = ctx.evidence.get("gates", {}).get(ctx.prefix + key)
-    if gate is not None and not _feature_named_elsewhere(ctx, key):
-        flag = _shown_place(ctx, gate)
-        return ctx.finding(
-            "DG008", key, raw_value, resolved,
-            f"`{key}` {show(raw_value)} resolves to {show(resolved)}: {ctx.config_class} keeps it only when "
-            f"`{flag}` is true, `{flag}` defaults to false, and nothing in the file switches the feature on "
-            f"(transformers {ctx.version}). A vestigial value; add \"{flag}\": true if the model was trained "
-            "with it.",
-        )
-    if raw_value is None:
-        return ctx.finding(
-            "DG008", key, raw_value, resolved,
-            f"`{key}: null` asks {ctx.config_class} for its default, {show(resolved)}."
-            if resolved is not ABSENT else f"`{key}: null` sets nothing, and {ctx.config_class} keeps nothing.",
-        )
-    if isinstance(raw_value, dict) and not raw_value and (isinstance(resolved, dict) or resolved is ABSENT):
-        return ctx.finding(
-            "DG008", key, raw_value, resolved,
-            f"`{key}: {{}}` asks {ctx.config_class} for its default, {show(resolved)}.",
-        )
-    return None
-
-
-def _feature_named_elsewhere(ctx: Context, key: str) -> bool:
-    """Whether another value of the file names the feature a gated key belongs to: layer_types
-    listing "sliding_attention" beside a sliding_window (the Qwen3 drafter incident). Without such a
-    value, a gated key that the class's default switches off is vestigial (Qwen2-Audio's window)."""
-    word = key.rsplit(".", 1)[-1].split("_")[0].lower()
-    if len(word) < 4:
-        return True  # too short to tell a feature by: judge the change as a change
-    for other, value in ctx.raw.items():
-        if other == key:
-            continue
-        texts = value if isinstance(value, list) else [value]
-        if any(isinstance(t, str) and word in t.lower() for t in texts):
-            return True
-    return False
 
 
 def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
@@ -412,8 +360,17 @@ def _fixed_by_class(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Fi
     """The class stores one value whatever the file says, and no switch of the class makes it keep
     the file's (a vision tower's rope type that is the only one it supports)."""
     path = ctx.prefix + key
-    if resolved is ABSENT or path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
+    if path not in ctx.evidence.get("ignored", []) or path in ctx.evidence.get("gates", {}):
         return None
+    if resolved is ABSENT:
+        # A compatibility key the class accepts and sets aside (DETR's use_timm_backbone: true, the
+        # form it builds backbone_config in anyway): with it, without it, the same config.
+        return ctx.finding(
+            "DG009", key, raw_value, resolved,
+            f"`{key}` {show(raw_value)} is accepted by {ctx.config_class} and not kept: building the config "
+            f"without it gives the model code the same values (tracing; transformers {ctx.version}). A "
+            "compatibility key whose value is already how the class builds the model; remove it if you like.",
+        )
     return ctx.finding(
         "DG009", key, raw_value, resolved,
         f"`{key}` {show(raw_value)} is not an input of {ctx.config_class}: the class stores {show(resolved)} "

@@ -155,6 +155,20 @@ def _unread_for_certain(cls: type, raw: dict[str, Any], config: Any, out: dict[s
             before, after = storage(config), storage(build_quietly(cls, trial))
         except Exception:
             return {}
+        # A key whose sentinel does not reach its own stored copy is computed by the class (Swin's
+        # hidden_size from embed_dim and the stages; M2M100 4.52's num_hidden_layers from
+        # encoder_layers): what getattr returns is the class's value, and the file's equals it.
+        out = {key: f for key, f in out.items() if same(after.get(key, MISSING), sentinels[key])}
+        if out:
+            # A key the class sets itself when the file leaves it out, to the file's value (Swin's
+            # hidden_size in 5.x, computed and then overwritten by the file's equal value), is the
+            # class's own attribute, read by code that asks getattr: not an unread alias.
+            without = {k: v for k, v in raw.items() if k not in out}
+            try:
+                own = storage(build_quietly(cls, without))
+            except Exception:
+                own = {}
+            out = {key: f for key, f in out.items() if not same(plain(own.get(key, MISSING), None), raw[key])}
         moved = {path for path, value in after.items() if not same(plain(value, None), plain(before.get(path, MISSING), None))}
         if moved - set(out):
             read = {key for key in out if any(same(after[path], sentinels[key]) or path not in out for path in moved)}

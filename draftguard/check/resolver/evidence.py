@@ -131,7 +131,10 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
             leaf: [[path, how, plain(stored.get(path), None)] for path, how in places if path in stored]
             for leaf, places in landed.items()
         }
-        evidence["ignored"] = [leaf for leaf in ignored if get_path(values, leaf) is not MISSING]
+        # Kept where the class stores a value anyway, or for a dropped boolean: a compatibility
+        # switch that neither its removal nor its opposite changes (DETR's use_timm_backbone).
+        evidence["ignored"] = [leaf for leaf in ignored if get_path(values, leaf) is not MISSING
+                               or isinstance(get_path(raw, leaf), bool)]
         tables = {path.rsplit(".", 1)[0] for places in landed.values() for path, how in places if "." in path}
         refused = [leaf for leaf in leaves if "." in leaf and not landed.get(leaf)]
         evidence["stored_tables"] = {  # for values the class refused to trace: see judges._traced

@@ -254,7 +254,7 @@ def trace_leaves(cls: type, raw: dict[str, Any], leaves: list[str], original: di
     landed: dict[str, list[list[str]]] = {leaf: [] for leaf in leaves}
     ignored: set[str] = set()
 
-    def run(batch: dict[str, Any]) -> bool:
+    def run(batch: dict[str, Any], unattributed: list[bool] | None = None) -> bool:
         trial = copy_tree(raw)
         for leaf, value in batch.items():
             set_path(trial, leaf, value)
@@ -280,13 +280,26 @@ def trace_leaves(cls: type, raw: dict[str, Any], leaves: list[str], original: di
                 moved = True
         if not moved:  # every change is accounted for: a leaf that moved nothing is ignored
             ignored.update(leaf for leaf in batch if not landed[leaf])
+        elif unattributed is not None:
+            unattributed.append(True)
         return True
 
     refused = [leaf for leaf in leaves if leaf not in assigned]
-    if assigned and not run(assigned):
+    unattributed: list[bool] = []
+    if assigned and not run(assigned, unattributed):
         for leaf, value in list(assigned.items())[:8]:  # the class refused a sentinel: one at a time
             if not run({leaf: value}):
                 refused.append(leaf)
+    elif any(unattributed) and len(assigned) > 1:
+        # Something moved that no sentinel explains (a legacy key folded into a structure: Cohere2's
+        # sliding_window_pattern into layer_types): each leaf that landed nowhere, on its own.
+        for leaf in [leaf for leaf in assigned if not landed[leaf]][:8]:
+            run({leaf: assigned[leaf]})
+    for leaf in [leaf for leaf in refused if isinstance(get_path(raw, leaf), bool)][:8]:
+        # A boolean has one sentinel: its opposite. Where the opposite lands, the value was kept
+        # (VideoMAE's qkv_bias read as qv_bias); what else it changes, it was read into.
+        if _flip(cls, raw, leaf, original, landed):
+            refused.remove(leaf)
     for leaf in refused[:8]:
         # No sentinel fits (a flag, a name the class validates): take the key out instead, and see
         # which stored values move away from the file's value.
@@ -311,3 +324,30 @@ def trace_leaves(cls: type, raw: dict[str, Any], leaves: list[str], original: di
             ignored.add(leaf)
     landed["__ignored__"] = sorted(ignored)  # type: ignore[assignment]
     return landed
+
+
+def _flip(cls: type, raw: dict[str, Any], leaf: str, original: dict[str, Any], landed: dict[str, list[list[str]]]) -> bool:
+    """Trace a boolean leaf by building with its opposite: a stored boolean that turns from the
+    file's value to the opposite is where the value landed ("same"); any other stored value that
+    changes or disappears is what the class read it into ("converted"). False when nothing moved."""
+    want = get_path(raw, leaf)
+    trial = copy_tree(raw)
+    set_path(trial, leaf, not want)
+    try:
+        traced = storage(build_quietly(cls, trial))
+    except Exception:
+        return False
+    found = []
+    for path, before in original.items():
+        if path.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        after = traced.get(path, MISSING)
+        if after is not MISSING and same(plain(before, None), plain(after, None)):
+            continue
+        if before is want and after is (not want):
+            found.append([path, "same"])
+        else:
+            found.append([path, "converted"])
+    same_places = [item for item in found if item[1] == "same"]
+    landed[leaf].extend(same_places or found[:12])
+    return bool(found)
