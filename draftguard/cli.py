@@ -22,6 +22,8 @@ from draftguard import __version__
 from draftguard.action import cmd_action as run_action
 from draftguard.audit.cli import add_audit_parser
 from draftguard.check import matrix
+from draftguard.check.engines import parse_engines
+from draftguard.check.engines.real import RealEngines
 from draftguard.check.light import check_targets
 from draftguard.check.resolver import hide_torch
 from draftguard.report.annotations import render_annotations
@@ -29,6 +31,7 @@ from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
+from draftguard.settings import load_settings
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -72,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
         "--transformers", metavar="V1,V2",
         help="resolve under each of these transformers versions, each in its own cached environment "
         "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
+    )
+    check.add_argument(
+        "--engine", metavar="E==V,...",
+        help="also say what these engines serve, e.g. vllm==0.32.0,sglang==0.5.23 (default: the `engines:` "
+        "list of ./.draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
+        "else the light tier: that engine version's code as rules",
     )
     check.set_defaults(func=cmd_check)
 
@@ -150,6 +159,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
+        engines, real = _engines(args.engine)
         versions = matrix.requested_versions(args.transformers)
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
@@ -160,7 +170,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if report is None:
         report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                           drafter_target=args.target)
+                               drafter_target=args.target, engines=engines, real_engines=real)
+    elif engines:
+        print("draftguard: --engine is not combined with a --transformers matrix yet; the engine views were "
+              "not computed", file=sys.stderr)
+    if real is not None:
+        real.close()
     out = sys.stdout
     if args.format == "json":
         out.write(render_json(report))
@@ -175,6 +190,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_BAD_INPUT
     return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
+
+
+def _engines(option: str | None):
+    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``) and the real
+    engines installed for them (None where only the light tier can run, which stderr says)."""
+    if option is not None:
+        specs = parse_engines(option)
+    else:
+        settings = load_settings(".")
+        if not settings.engines:
+            return None, None
+        specs = parse_engines(settings.engines, source=settings.source or ".draftguard.yml")
+    real = RealEngines.find(specs)
+    for line in real.notes(specs):
+        print(f"draftguard: {line}", file=sys.stderr)
+    return specs, real
 
 
 def entry() -> None:

@@ -1,0 +1,72 @@
+"""What one engine serves for one config: the shape both tiers fill, so that rules and tests compare
+them field by field.
+
+In: values from either tier: the light tier's rules (``check.engines.light``) or the real engine's
+answer (``check.engines.real``, a JSON object per config).
+Out: ``EngineView`` (``to_json``, ``from_json``) and ``windows_from_attention`` (transformers' per-layer
+windows from a ``TargetResult``'s attention rows). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+LIGHT, ENGINE = "light", "engine"  # which tier made a view
+
+
+@dataclass
+class EngineView:
+    """One engine version's view of one config (a target, or a drafter with its target), for one
+    model runner where runners differ (vLLM's V1 and V2; "" when they agree or do not apply)."""
+
+    engine: str  # "vLLM 0.32.0"
+    transformers: str  # the transformers version the view is for
+    tier: str  # LIGHT or ENGINE
+    runner: str = ""
+    architecture: str | None = None  # the architecture the engine builds
+    max_model_len: int | None = None
+    max_len_why: str = ""
+    dtype: str | None = None  # "bfloat16", "float16", ... None: decided at load from the weights
+    dtype_why: str = ""
+    windows: list[int | None] | None = None  # per layer: the window it runs, None for full attention
+    windows_why: str = ""
+    # A drafter: the 0-based target layers it is fed, and whether the last one is before the final norm.
+    layers_read: list[int] | None = None
+    layers_why: str = ""
+    refusal: str | None = None  # the engine's own words when it will not serve this
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def who(self) -> str:
+        """"vLLM 0.32.0 (V2 runner, light tier, transformers 5.19.0)"."""
+        runner = f"{self.runner} runner, " if self.runner else ""
+        return f"{self.engine} ({runner}{self.tier} tier, transformers {self.transformers})"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "EngineView":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+_SLIDING = re.compile(r"^sliding\((\d+)\)$")
+
+
+def windows_from_attention(rows: list[Any]) -> tuple[list[int | None], list[int | None]]:
+    """Declared and effective per-layer windows (None: full) from ``LayerAttention`` rows.
+
+    Example::
+
+        >>> from draftguard.check.findings import LayerAttention
+        >>> windows_from_attention([LayerAttention(0, "sliding(8)", "full"), LayerAttention(1, "full", "full")])
+        ([8, None], [None, None])
+    """
+    def window(text: str) -> int | None:
+        match = _SLIDING.match(text)
+        return int(match.group(1)) if match else None
+
+    return [window(r.declared) for r in rows], [window(r.effective) for r in rows]
