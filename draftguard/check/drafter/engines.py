@@ -72,14 +72,36 @@ class LayerFallback:
 
 
 def dflash_fallbacks(num_layers: int, num_draft_layers: int | None) -> list[LayerFallback]:
-    """Each engine's and trainer's choice for a DFlash drafter without target layer ids: they differ."""
+    """Each engine's and trainer's choice for a DFlash drafter without target layer ids: they differ.
+
+    - vLLM 0.32: both runners find no ids and take the target model's EAGLE-3 default (2, N//2, N-3)
+      (``get_eagle3_default_aux_hidden_state_layers``), but ``qwen3_dflash.py`` sizes ``fc`` by the
+      draft layer count when it finds no ids, so unless the drafter has 3 layers the first forward
+      fails on a shape mismatch.
+    - SGLang 0.5.23: ``DFlashDraftConfig.resolve_target_layer_ids`` builds z-lab's default from the
+      runtime target and the draft layer count (``speculative/dflash_utils.py``); the old refusal in
+      ``set_dflash_layers_to_capture`` is unreachable, since ``_resolve_dflash_aux_hidden_state``
+      always passes a list.
+
+    Example::
+
+        >>> [f.describe() for f in dflash_fallbacks(36, 5)][1]
+        "SGLang 0.5.23 reads target layers [1, 9, 17, 25, 33] (aux ids [2, 10, 18, 26, 34]) (z-lab's default, built from the runtime target and the draft layer count)"
+    """
     vllm = [i - 1 for i in eagle3_default_aux_ids(num_layers)]
-    out = [LayerFallback("vLLM", vllm, " (the EAGLE-3 default: 3 layers, so an fc trained on more fails to load)"),
-           LayerFallback("SGLang", None, "refuses to start (\"DFLASH requires explicit layer_ids\")")]
+    fails = ("" if num_draft_layers == 3 else
+             "; its fc is sized by the draft layer count, so it fails at the first forward unless the drafter has "
+             "3 layers")
+    out = [LayerFallback(VLLM_VERSION_READ, vllm, f" (the EAGLE-3 default (2, N//2, N-3){fails})")]
     if num_draft_layers:
-        out.append(LayerFallback("the z-lab reference and SpecForge's trainer",
-                                 build_target_layer_ids(num_layers, num_draft_layers),
+        z_lab = build_target_layer_ids(num_layers, num_draft_layers)
+        out.append(LayerFallback(SGLANG_VERSION_READ, z_lab,
+                                 " (z-lab's default, built from the runtime target and the draft layer count)"))
+        out.append(LayerFallback("the z-lab reference and SpecForge's trainer", z_lab,
                                  f" (build_target_layer_ids({num_layers}, {num_draft_layers}))"))
+    else:
+        out.append(LayerFallback(SGLANG_VERSION_READ, None,
+                                 "builds z-lab's default from the draft layer count, which this drafter does not state"))
     return out
 
 

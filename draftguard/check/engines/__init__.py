@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from draftguard.check import resolver
 from draftguard.check.drafter.check import _cached_target
 from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.check.drafter.target import find_target
 from draftguard.check.engines import light
 from draftguard.check.engines.rules import judge_views
 from draftguard.check.engines.specs import EngineSpec, parse_engines
-from draftguard.check.engines.view import EngineView, windows_from_attention
+from draftguard.check.engines.view import EngineView, transformers_windows
 from draftguard.check.findings import Finding, TargetResult, is_int
 from draftguard.check.weights import read_weights
 from draftguard.snapshot import BadInput, Snapshot
@@ -30,12 +31,18 @@ __all__ = ["EngineSpec", "EngineView", "check_engines", "parse_engines", "views_
 
 def views_for(spec: EngineSpec, raw: dict[str, Any], result: TargetResult, family: str | None,
               target_values: dict[str, Any] | None, weights_dtype: str | None = None) -> list[EngineView]:
-    """The light tier's views of one config by one engine version."""
+    """The light tier's views of one config by one engine version. The values are those of the
+    transformers installed here; each view names it beside the one the engine installs."""
     values = result.values or {}
     if family in ("dflash", "eagle3"):
-        return light.drafter_views(spec, raw, values, family, target_values)
-    _, effective = windows_from_attention(result.attention)
-    return light.target_views(spec, raw, values, effective, weights_dtype)
+        views = light.drafter_views(spec, raw, values, family, target_values)
+    else:
+        views = light.target_views(spec, raw, values, transformers_windows(result), weights_dtype)
+    here = resolver.transformers_version()
+    if here != spec.transformers:
+        for view in views:
+            view.transformers = f"{here}; {spec.shown} installs {spec.transformers}"
+    return views
 
 
 def _weights_dtype(snapshot: Snapshot) -> str | None:

@@ -221,10 +221,13 @@ def _dflash_view(view: EngineView, spec: EngineSpec, raw: dict[str, Any], values
     windows, _, sliding = _draft_layer_windows(values, raw)
     if spec.name == "vllm":
         if any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
-            view.refusal = ("DFlash sliding attention requires a window size (qwen3_dflash.py "
-                            "_resolve_layer_attention, at model build)")
+            view.refusal = "DFlash sliding attention requires a window size"
+            view.refusal_where = "vllm/model_executor/models/qwen3_dflash.py _resolve_layer_attention, at model build"
         elif view.runner == "V1" and (reason := dflash_v1_refusal(values.get("layer_types"), view.architecture)):
-            view.refusal = f"V1 model runner does not support {reason} (vllm/config/vllm.py)"
+            # dflash_v1_refusal's "dflash2 drafts" is the DFlash2 case of 0.32's candidate-head entry.
+            said = "DFlash candidate-head drafts" if reason.startswith("dflash2") else reason
+            view.refusal = f"Model Runner V1 does not support: {said}"
+            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features"
         # Full layers pass no per-layer window, so Attention falls back to cache_config.sliding_window:
         # the target's model-level window, set only when its layer_types are absent or all sliding.
         target_window = target.get("sliding_window") if target else None
@@ -241,13 +244,15 @@ def _dflash_view(view: EngineView, spec: EngineSpec, raw: dict[str, Any], values
             if why.endswith("(2, N//2, N-3)") and is_int(draft_layers) and draft_layers != 3 \
                     and not _ints(raw.get("target_layer_ids")) and view.refusal is None:
                 view.refusal = (f"fc is sized for {draft_layers} target layers (the draft layer count) but the "
-                                "runner feeds 3: a shape error at the first forward (qwen3_dflash.py)")
+                                "runner feeds 3")
+                view.refusal_where = "not an engine message: a shape error at the first forward (qwen3_dflash.py fc)"
             if n - 1 in view.layers_read:
                 view.notes.append("prenorm")
         return
     # SGLang 0.5.23
     if any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
         view.refusal = "DFLASH sliding_attention layers require config.sliding_window"
+        view.refusal_where = "python/sglang/srt/models/dflash.py, at model build"
     view.windows = windows
     if n is None:
         return
@@ -262,6 +267,7 @@ def _dflash_view(view: EngineView, spec: EngineSpec, raw: dict[str, Any], values
     view.layers_read = ids
     if any(i >= n or i < 0 for i in ids) and view.refusal is None:
         view.refusal = "DFLASH target_layer_ids contains an out-of-range layer id."
+        view.refusal_where = "python/sglang/srt/speculative/dflash_utils.py resolve_target_layer_ids"
     elif n - 1 in ids:
         view.notes.append("uncaptured" if target_arch in SGLANG_CAPTURE_BEFORE else "prenorm")
 

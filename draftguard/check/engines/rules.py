@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from draftguard.check.engines.light import declared_dtype
-from draftguard.check.engines.view import EngineView, windows_from_attention
+from draftguard.check.engines.view import EngineView, transformers_windows
 from draftguard.check.findings import RULES, Finding, Severity, TargetResult, is_int, show
 
 
@@ -60,12 +60,13 @@ def _refusal(judge: _Judge, view: EngineView) -> None:
     if view.refusal is None:
         return
     judge.add("DG200", "architectures", None, view.refusal,
-              f"{view.who} will not serve this: \"{view.refusal}\". Fix: make the config load as it was trained "
+              f"{view.who} will not serve this: \"{view.refusal}\""
+              + (f" ({view.refusal_where})" if view.refusal_where else "") + ". Fix: make the config load as it was trained "
               "(the other findings on this file say what is lost), or serve it with an engine that runs it.")
 
 
 def _windows(judge: _Judge, view: EngineView, *, drafter: bool) -> None:
-    declared, effective = windows_from_attention(judge.result.attention)
+    effective = transformers_windows(judge.result)
     if view.windows is None or view.refusal is not None or len(view.windows) != len(effective):
         return
     limit = view.max_model_len

@@ -36,6 +36,7 @@ class EngineView:
     layers_read: list[int] | None = None
     layers_why: str = ""
     refusal: str | None = None  # the engine's own words when it will not serve this
+    refusal_where: str = ""  # where in the engine's code, or how it fails when it says nothing
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -70,3 +71,24 @@ def windows_from_attention(rows: list[Any]) -> tuple[list[int | None], list[int 
         return int(match.group(1)) if match else None
 
     return [window(r.declared) for r in rows], [window(r.effective) for r in rows]
+
+
+def transformers_windows(result: Any) -> list[int | None]:
+    """The window each layer runs in transformers: the attention rows where the class has
+    ``layer_types``, else the model-level ``sliding_window`` on every layer (Mistral, Phi-3, StarCoder2
+    apply it to all layers), else full attention.
+
+    Example::
+
+        >>> from types import SimpleNamespace
+        >>> transformers_windows(SimpleNamespace(attention=[], values={"sliding_window": 8, "num_hidden_layers": 2}))
+        [8, 8]
+    """
+    if result.attention:
+        return windows_from_attention(result.attention)[1]
+    values = result.values or {}
+    count, window = values.get("num_hidden_layers"), values.get("sliding_window")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return []
+    usable = isinstance(window, int) and not isinstance(window, bool) and values.get("use_sliding_window") is not False
+    return [window if usable else None] * count

@@ -32,6 +32,11 @@ def _setup() -> Any:
     # vLLM inspects each architecture in a fresh subprocess "to avoid initializing CUDA" (20-40 s
     # each); there is no CUDA here, so in-process is the same answer in about a second.
     registry._run_in_subprocess = lambda fn: fn()
+    # Choose the model runner as a GPU machine would: vLLM's CPU build has no Triton, which alone
+    # forces V1 here (VllmConfig.use_v2_model_runner, vllm/config/vllm.py).
+    import vllm.config.vllm as vllm_config_module
+
+    vllm_config_module.HAS_TRITON = True
     if not parallel_state._WORLD:
         port = 29500 + os.getpid() % 1000
         parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
@@ -115,7 +120,12 @@ def drafter_views(model: str, draft: str, method: str) -> list[dict[str, Any]]:
     except Exception as exc:  # vLLM refuses the pair at configuration: its words are the answer
         return [{"runner": r, "refusal": _words(exc)} for r in ("V1", "V2")]
     draft_config = cfg.speculative_config.draft_model_config
-    target = None
+    target, built_draft = None, None
+    try:  # the draft model once: its layers do not depend on the runner
+        built = _build(cfg, draft_config)
+        built_draft = {"windows": _windows(built)[0], "windows_why": "the built draft model's Attention layers (meta device)"}
+    except Exception as exc:  # the draft model's own refusal, at build
+        built_draft = {"refusal": _words(exc)}
     for runner in ("V1", "V2"):
         view: dict[str, Any] = {"runner": runner, "architecture": draft_config.architecture,
                                 "dtype": _dtype(draft_config.dtype)}
@@ -128,15 +138,7 @@ def drafter_views(model: str, draft: str, method: str) -> list[dict[str, Any]]:
         n = cfg.model_config.hf_text_config.num_hidden_layers
         view["notes"] = ["prenorm"] if n in aux else []
         refusal = _v1_refusal(cfg) if runner == "V1" else None
-        if refusal:
-            view["refusal"] = refusal
-        else:
-            try:
-                built = _build(cfg, draft_config)
-                view["windows"], _ = _windows(built)
-                view["windows_why"] = "the built draft model's Attention layers (meta device)"
-            except Exception as exc:  # the draft model's own refusal, at build
-                view["refusal"] = _words(exc)
+        view.update({"refusal": refusal} if refusal else built_draft)
         views.append(view)
     return views
 
@@ -146,12 +148,16 @@ def _v1_refusal(cfg: Any) -> str | None:
         unsupported = cfg._get_v1_model_runner_unsupported_features()
     except Exception:  # not in this vLLM version
         return None
-    return f"V1 model runner does not support {', '.join(unsupported)}" if unsupported else None
+    return f"Model Runner V1 does not support: {', '.join(unsupported)}" if unsupported else None
 
 
 def _words(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
+    """The engine's own sentence: for pydantic's wrapper, the "Value error, ..." line it wraps."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("Value error, ", "Assertion failed, ")):
+            return line.split(", ", 1)[1].split(" [type=")[0][:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def main() -> None:
