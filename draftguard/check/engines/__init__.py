@@ -45,13 +45,33 @@ def views_for(spec: EngineSpec, raw: dict[str, Any], result: TargetResult, famil
     return views
 
 
+def merge_runners(views: list[EngineView]) -> list[EngineView]:
+    """One view for vLLM's V1 and V2 runners where they serve the same thing, so a finding is said once.
+
+    Example::
+
+        >>> a, b = EngineView("vLLM 0.32.0", "5.19.0", "light", runner="V1"), EngineView("vLLM 0.32.0", "5.19.0", "light", runner="V2")
+        >>> [v.runner for v in merge_runners([a, b])]
+        ['V1 and V2']
+    """
+    out: list[EngineView] = []
+    for view in views:
+        twin = next((o for o in out if o.engine == view.engine and o.runner == "V1" and view.runner == "V2"
+                     and {**o.to_json(), "runner": ""} == {**view.to_json(), "runner": ""}), None)
+        if twin is not None:
+            twin.runner = "V1 and V2"
+        else:
+            out.append(view)
+    return out
+
+
 def _weights_dtype(snapshot: Snapshot) -> str | None:
     """The dtype most tensors hold, from local safetensors headers only (vLLM reads them when
     config.json names no dtype); a Hub snapshot is not fetched for it."""
     if snapshot.is_hub:
         return None
     weights = read_weights(snapshot)
-    counts = weights.dtypes() if weights is not None else {}
+    counts = weights.dtypes if weights is not None else {}
     top = max(counts, key=counts.get) if counts else None
     return {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(top or "")
 
@@ -76,9 +96,10 @@ def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSp
     for spec in specs:
         got = real.views(spec, folder, family, target_folder) if real is not None else None
         views.extend(got if got is not None else views_for(spec, raw, result, family, target_values, weights_dtype))
+    views = merge_runners(views)
     n = target_values.get("num_hidden_layers") if target_values else None
     findings = judge_views(views, raw, result, snapshot.line_of, family=family,
-                           num_target_layers=n if is_int(n) else None)
+                           num_target_layers=n if is_int(n) else None, weights_dtype=weights_dtype)
     for finding in findings:
         finding.key = prefix + finding.key
     return findings, views

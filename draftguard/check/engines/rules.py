@@ -39,7 +39,7 @@ class _Judge:
 
 def judge_views(views: list[EngineView], raw: dict[str, Any], result: TargetResult,
                 line_of: Callable[..., int | None], *, family: str | None = None,
-                num_target_layers: int | None = None) -> list[Finding]:
+                num_target_layers: int | None = None, weights_dtype: str | None = None) -> list[Finding]:
     """Every engine finding for one config, from its views (one per engine version and runner)."""
     judge = _Judge(raw, result, line_of)
     for view in views:
@@ -50,7 +50,7 @@ def judge_views(views: list[EngineView], raw: dict[str, Any], result: TargetResu
         if family is not None and num_target_layers is not None and "prenorm" in view.notes:
             _prenorm(judge, view, num_target_layers, family)
     if family is None:
-        _dtype(judge, views)
+        _dtype(judge, views, weights_dtype)
     if family == "dflash":
         _layers_read(judge, views)
     return judge.findings
@@ -100,8 +100,9 @@ def _max_len(judge: _Judge, view: EngineView) -> None:
               f"--max-model-len explicitly when serving, or state the length the engine should use.")
 
 
-def _dtype(judge: _Judge, views: list[EngineView]) -> None:
+def _dtype(judge: _Judge, views: list[EngineView], weights_dtype: str | None) -> None:
     stated = declared_dtype(judge.raw)
+    trained = stated or weights_dtype
     served = {v.engine: v for v in views if v.dtype is not None}
     if not served:
         return
@@ -109,7 +110,7 @@ def _dtype(judge: _Judge, views: list[EngineView]) -> None:
     for view in served.values():
         if view.dtype == stated and not disagree:
             continue
-        fp16_for_bf16 = view.dtype == "float16" and stated == "bfloat16"
+        fp16_for_bf16 = view.dtype == "float16" and trained == "bfloat16"
         severity = Severity.WARNING if (fp16_for_bf16 or disagree) else Severity.INFO
         others = "; ".join(f"{v.engine} runs {v.dtype}" for v in served.values() if v is not view)
         judge.add("DG205", "torch_dtype" if "torch_dtype" in judge.raw else "dtype", stated or None, view.dtype,

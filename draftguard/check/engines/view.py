@@ -42,7 +42,7 @@ class EngineView:
     @property
     def who(self) -> str:
         """"vLLM 0.32.0 (V2 runner, light tier, transformers 5.19.0)"."""
-        runner = f"{self.runner} runner, " if self.runner else ""
+        runner = f"{self.runner} runner{'s' if ' and ' in self.runner else ''}, " if self.runner else ""
         return f"{self.engine} ({runner}{self.tier} tier, transformers {self.transformers})"
 
     def to_json(self) -> dict[str, Any]:

@@ -117,7 +117,12 @@ def drafter_views(model: str, draft: str, method: str) -> list[dict[str, Any]]:
     views = []
     try:
         cfg = _engine_config(model, draft, method)
-    except Exception as exc:  # vLLM refuses the pair at configuration: its words are the answer
+    except Exception as exc:
+        try:  # the target alone fails here too: not the pair's refusal, vLLM cannot take this target on CPU
+            _engine_config(model, None, None)
+        except Exception as target_exc:
+            raise RuntimeError(f"the target does not configure here: {_words(target_exc)}") from None
+        # vLLM refuses the pair at configuration: its words are the answer
         return [{"runner": r, "refusal": _words(exc)} for r in ("V1", "V2")]
     draft_config = cfg.speculative_config.draft_model_config
     target, built_draft = None, None
