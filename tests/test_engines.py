@@ -176,3 +176,11 @@ def test_cli_engine_option_and_settings(tmp_path, monkeypatch, capsys):
     (tmp_path / ".draftguard.yml").write_text("engines: [sglang==0.5.23]\n")
     assert main(["check", str(HEALTHY / "mistral-7b-v0.1.json"), "--format", "json"]) == 1
     assert "DG201" in capsys.readouterr().out
+
+
+def test_the_window_rule_says_which_engines_refuse_the_incident_and_which_serve_it_silently():
+    report = check_targets([str(ROOT / "examples" / "qwen3-swa-drafter")])
+    [lost] = [f for f in report.findings if f.rule == "DG005"]
+    assert "vLLM 0.32" in lost.message and "refuses it on both model runners" in lost.message
+    assert "SGLang 0.5.23 refuses it" in lost.message and "older stacks" in lost.message
+    assert "silently with full attention" in lost.message

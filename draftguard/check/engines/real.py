@@ -43,7 +43,7 @@ class _Worker:
     def __init__(self, python: str):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
-        self.started = time.monotonic()
+        self.started, self.asked = time.monotonic(), 0
         self.proc = subprocess.Popen([python, "-I", str(PROBE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
         self.ready = self._read(START_TIMEOUT)
@@ -63,14 +63,21 @@ class _Worker:
         return json.loads(line)
 
     def ask(self, request: dict[str, Any]) -> Any:
-        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.asked += 1
+        self.proc.stdin.write(json.dumps({**request, "id": self.asked}) + "\n")
         self.proc.stdin.flush()
-        return self._read(REQUEST_TIMEOUT)
+        reply = self._read(REQUEST_TIMEOUT)
+        if not isinstance(reply, dict) or reply.get("id") != self.asked:
+            self.close()
+            raise RuntimeError("vLLM's worker answered out of turn")
+        return reply["answer"]
 
     def close(self) -> None:
         if self.proc.poll() is None:
             _kill(self.proc)
             self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
 
 
 class RealEngines:

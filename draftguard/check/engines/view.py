@@ -54,6 +54,16 @@ class EngineView:
         return cls(**known)
 
 
+def text_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's values: the top level, or a multimodal model's ``text_config`` (the engines read
+    ``hf_text_config``), with the top level's architectures and model_type kept for lookups."""
+    text = values.get("text_config")
+    if "num_hidden_layers" not in values and isinstance(text, dict) and isinstance(text.get("values"), dict):
+        return {**text["values"], "architectures": values.get("architectures"),
+                "model_type": values.get("model_type"), "text_model_type": text["values"].get("model_type")}
+    return values
+
+
 _SLIDING = re.compile(r"^sliding\((\d+)\)$")
 
 
@@ -86,8 +96,12 @@ def transformers_windows(result: Any) -> list[int | None]:
     """
     if result.attention:
         return windows_from_attention(result.attention)[1]
-    values = result.values or {}
+    values = text_values(result.values or {})
     count, window = values.get("num_hidden_layers"), values.get("sliding_window")
+    types = values.get("layer_types")
+    if isinstance(types, list) and types and isinstance(window, int) and not isinstance(window, bool):
+        return [window if t == "sliding_attention" else None for t in types if "attention" in str(t)
+                and not str(t).startswith(("linear", "mamba"))]
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         return []
     usable = isinstance(window, int) and not isinstance(window, bool) and values.get("use_sliding_window") is not False

@@ -63,9 +63,10 @@ def _build(cfg: Any, model_config: Any = None) -> Any:
     from vllm.distributed import parallel_state
     from vllm.model_executor.model_loader.utils import initialize_model
 
-    with set_current_vllm_config(cfg):
-        if not parallel_state.model_parallel_is_initialized():
-            parallel_state.ensure_model_parallel_initialized(1, 1)
+    with set_current_vllm_config(cfg):  # per config: the expert-parallel group exists only for MoE models
+        if parallel_state.model_parallel_is_initialized():
+            parallel_state.destroy_model_parallel()
+        parallel_state.ensure_model_parallel_initialized(1, 1)
     with set_current_vllm_config(cfg), torch.device("meta"):
         return initialize_model(vllm_config=cfg, model_config=model_config or cfg.model_config)
 
@@ -166,12 +167,17 @@ def _words(exc: BaseException) -> str:
 
 
 def main() -> None:
+    # The protocol keeps the real stdout; anything vLLM or transformers print goes to stderr, so a
+    # stray line can never be read as an answer.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     torch, vllm = _setup()
     version = vllm.__version__
-    from importlib.metadata import version as dist_version
+    from importlib.metadata import version as dist_version  # stdlib; only the ready line needs it
 
     transformers = dist_version("transformers")
-    print(json.dumps({"ready": True, "vllm": version, "transformers": transformers}), flush=True)
+    print(json.dumps({"ready": True, "vllm": version, "transformers": transformers}), file=proto, flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -184,7 +190,7 @@ def main() -> None:
             answer: Any = views
         except Exception as exc:
             answer = {"error": _words(exc), "trace": traceback.format_exc()[-1500:]}
-        print(json.dumps(answer, default=str), flush=True)
+        print(json.dumps({"id": request.get("id"), "answer": answer}, default=str), file=proto, flush=True)
 
 
 if __name__ == "__main__":
