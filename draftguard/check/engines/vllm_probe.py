@@ -11,15 +11,61 @@ Out: one JSON line per request on stdout: a list of views (``check.engines.view.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import sys
 import traceback
+import types
 from types import SimpleNamespace
 from typing import Any
 
 
+class _StubMeta(type):
+    """A stand-in class whose every attribute is another stand-in class (enum members included)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StubMeta(name, (), {})
+
+
+class _Stub(types.ModuleType):
+    """Any attribute of a stubbed module is a stand-in class."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _StubMeta(name, (), {"__module__": self.__name__})
+        setattr(self, name, value)
+        return value
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """torchvision on a CPU install: PyPI's only build of the version vLLM pins is CUDA's, which breaks
+    ``import vllm``, and without it transformers' image processors (imported while vLLM inspects a
+    multimodal architecture) fail. No view reads images, so an empty stand-in is enough."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return _Stub(spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        module.__path__ = []
+        module.__version__ = "0.0"
+
+
 def _setup() -> Any:
+    try:
+        import torchvision  # noqa: F401 (a working torchvision is used as it is)
+    except Exception:  # missing or broken: the stand-in
+        sys.modules.pop("torchvision", None)
+        sys.meta_path.insert(0, _StubFinder())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
