@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from draftguard.check.engines import merge_runners, parse_engines
+from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import PYTHON_ENV, RealEngines
 from draftguard.check.light import check_targets
 
@@ -62,10 +62,12 @@ def _sliding(windows):
 
 def test_light_and_real_tiers_agree_on_every_real_target():
     real = engines()
-    disagree, answered = {}, 0
+    disagree, answered = {}, 0  # a light view without a length (nested text configs) makes no claim to compare
     for folder in sorted(p.parent for p in REAL.glob("*/config.json")):
-        result = _light(folder)
-        light = result.engine_views[0]
+        report = check_targets([str(folder)], engines=VLLM)
+        if report.errors:  # transformers cannot resolve it here (remote code): no light view to compare
+            continue
+        light = report.targets[0].engine_views[0]
         if light.runner:  # a drafter checked alone: compared with its target below
             continue
         got = real.views(VLLM[0], str(folder), None, None)
@@ -75,7 +77,7 @@ def test_light_and_real_tiers_agree_on_every_real_target():
         answered += 1
         [served] = got
         diff = {}
-        if light.max_model_len != served.max_model_len:
+        if light.max_model_len is not None and light.max_model_len != served.max_model_len:
             diff["max_model_len"] = (light.max_model_len, served.max_model_len)
         if light.dtype is not None and light.dtype != served.dtype:
             diff["dtype"] = (light.dtype, served.dtype)
@@ -89,11 +91,11 @@ def test_light_and_real_tiers_agree_on_every_real_target():
 
 @pytest.mark.parametrize("drafter, target", PAIRS, ids=[p[0].name for p in PAIRS])
 def test_light_and_real_tiers_agree_on_dflash_pairs(drafter, target):
-    light = {v.runner: v for v in _light(drafter, target).engine_views}
+    light = {runner: v for v in _light(drafter, target).engine_views for runner in v.runner.split(" and ")}
     got = engines().views(VLLM[0], str(drafter), "dflash", str(target))
     assert got is not None, engines().failed
-    served = {v.runner: v for v in merge_runners(got)}
-    assert light.keys() == served.keys()
+    served = {v.runner: v for v in got}
+    assert light.keys() == served.keys() == {"V1", "V2"}
     for runner, view in served.items():
         mine = light[runner]
         assert (mine.refusal is None) == (view.refusal is None), (runner, mine.refusal, view.refusal)
@@ -103,6 +105,24 @@ def test_light_and_real_tiers_agree_on_dflash_pairs(drafter, target):
             assert ("prenorm" in mine.notes) == ("prenorm" in view.notes), runner
         else:
             assert mine.refusal in view.refusal or view.refusal in mine.refusal, (mine.refusal, view.refusal)
+
+
+EAGLE3 = [
+    (DRAFTERS / "specforge-llama3-8b-eagle3", TARGETS / "llama-3.1-8b"),
+    (DRAFTERS / "specforge-qwen3-8b-eagle3", TARGETS / "qwen3-8b"),
+    (DRAFTERS / "eagle-authors-llama3.1-8b-eagle3", TARGETS / "llama-3.1-8b"),
+    (DRAFTERS / "broken" / "vllm-40727-eagle3-aux-ids-without-plus-one", TARGETS / "qwen3-8b"),
+]
+
+
+@pytest.mark.parametrize("drafter, target", EAGLE3, ids=[p[0].name for p in EAGLE3])
+def test_light_and_real_tiers_agree_on_the_layers_eagle3_heads_read(drafter, target):
+    light = {runner: v for v in _light(drafter, target).engine_views for runner in v.runner.split(" and ")}
+    got = engines().views(VLLM[0], str(drafter), "eagle3", str(target))
+    assert got is not None, engines().failed
+    for view in got:
+        assert view.refusal is None, view.refusal
+        assert light[view.runner].layers_read == view.layers_read, view.runner
 
 
 def test_our_fixture_drafter_is_fed_the_pre_norm_stream_by_vllm_itself():

@@ -57,12 +57,18 @@ def merge_runners(views: list[EngineView]) -> list[EngineView]:
     out: list[EngineView] = []
     for view in views:
         twin = next((o for o in out if o.engine == view.engine and o.runner == "V1" and view.runner == "V2"
-                     and {**o.to_json(), "runner": ""} == {**view.to_json(), "runner": ""}), None)
+                     and _served(o) == _served(view)), None)
         if twin is not None:
             twin.runner = "V1 and V2"
         else:
             out.append(view)
     return out
+
+
+def _served(view: EngineView) -> tuple:
+    """What a view says is served, without the words on why (which name the runner)."""
+    return (view.architecture, view.max_model_len, view.dtype, view.windows, view.layers_read, view.refusal,
+            sorted(view.notes))
 
 
 def _weights_dtype(snapshot: Snapshot) -> str | None:

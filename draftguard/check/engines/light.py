@@ -33,7 +33,7 @@ SGLANG_NO_WINDOW = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
 SGLANG_CAPTURE_BEFORE = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
 # Architectures vLLM runs as pooling models, for which its auto dtype prefers float16.
-VLLM_POOLING_SUFFIXES = ("Model", "ForSequenceClassification", "ForTokenClassification", "EmbeddingModel",
+VLLM_POOLING_SUFFIXES = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "EmbeddingModel",
                          "ForRewardModel")
 DTYPES = {"float32": "float32", "float": "float32", "bfloat16": "bfloat16", "float16": "float16", "half": "float16"}
 
@@ -228,14 +228,15 @@ def _dflash_view(view: EngineView, spec: EngineSpec, raw: dict[str, Any], values
                  target: dict[str, Any] | None, target_arch: str | None, draft_layers: Any) -> None:
     windows, _, sliding = _draft_layer_windows(values, raw)
     if spec.name == "vllm":
-        if any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
-            view.refusal = "DFlash sliding attention requires a window size"
-            view.refusal_where = "vllm/model_executor/models/qwen3_dflash.py _resolve_layer_attention, at model build"
-        elif view.runner == "V1" and (reason := dflash_v1_refusal(values.get("layer_types"), view.architecture)):
+        # V1's list is checked when the config is made, before the model is built (VllmConfig).
+        if view.runner == "V1" and (reason := dflash_v1_refusal(values.get("layer_types"), view.architecture)):
             # dflash_v1_refusal's "dflash2 drafts" is the DFlash2 case of 0.32's candidate-head entry.
             said = "DFlash candidate-head drafts" if reason.startswith("dflash2") else reason
             view.refusal = f"Model Runner V1 does not support: {said}"
-            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features"
+            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features, at configuration"
+        elif any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
+            view.refusal = "DFlash sliding attention requires a window size"
+            view.refusal_where = "vllm/model_executor/models/qwen3_dflash.py _resolve_layer_attention, at model build"
         # Full layers pass no per-layer window, so Attention falls back to cache_config.sliding_window:
         # the target's model-level window, set only when its layer_types are absent or all sliding.
         target_window = target.get("sliding_window") if target else None
