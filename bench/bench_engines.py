@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from draftguard.check.engines import parse_engines, views_for  # noqa: E402
+from draftguard.check.engines.light import declared_dtype  # noqa: E402
 from draftguard.check.engines.rules import judge_views  # noqa: E402
 from draftguard.check.light import check_snapshot  # noqa: E402
 from draftguard.snapshot import BadInput, load_snapshot  # noqa: E402
@@ -61,18 +62,25 @@ def light(folders: list[Path], repeat: int) -> dict:
             judge_views(views, raw, result, snap.line_of)
         tier.append(time.perf_counter() - start)
     n = len(checked)
-    counts: Counter = Counter()
+    counts: Counter = Counter()  # configs per (mechanism, engine)
     for snap, result in checked:
         raw = snap.load_json()
         views = [v for spec in SPECS for v in views_for(spec, raw, result, None, None)]
+        stated = declared_dtype(raw)
         for f in judge_views(views, raw, result, snap.line_of):
-            who = f.message.split(" (")[0].split(", but ")[-1].replace("config.json says ", "")
-            engine = "vLLM" if "vLLM" in f.message else "SGLang"
-            counts[(f.rule, engine)] += 1
+            if f.rule in ("DG201", "DG202"):
+                for v in views:
+                    if v.engine in f.message:
+                        counts[({"DG201": "windows", "DG202": "max length"}[f.rule], v.engine)] += 1
+        for v in views:
+            if v.dtype is not None and v.dtype != stated:
+                counts[("dtype cast", v.engine)] += 1
+        if len({v.dtype for v in views if v.dtype is not None}) > 1:
+            counts[("dtype: engines disagree", "both")] += 1
     return {"configs": n, "baseline_ms_per_config": 1000 * statistics.median(base) / n,
             "engine_tier_ms_per_config": 1000 * statistics.median(tier) / n,
             "share_of_baseline": statistics.median(tier) / statistics.median(base),
-            "findings_by_rule_and_engine": {f"{r} {e}": c for (r, e), c in sorted(counts.items())}}
+            "configs_served_differently": {f"{m} ({e})": c for (m, e), c in sorted(counts.items())}}
 
 
 def real(folders: list[Path], python: str) -> dict:
@@ -115,7 +123,7 @@ def main() -> None:
     lt = out["light"]
     print(f"light tier: {lt['configs']} configs; baseline (the light check) {lt['baseline_ms_per_config']:.2f} ms/config; "
           f"engine tier {lt['engine_tier_ms_per_config']:.3f} ms/config ({lt['share_of_baseline']:.1%} of the baseline)")
-    for key, count in lt["findings_by_rule_and_engine"].items():
+    for key, count in lt["configs_served_differently"].items():
         print(f"  {key}: {count} configs")
     if "real" in out:
         r = out["real"]
