@@ -176,6 +176,9 @@ def cmd_check(args: argparse.Namespace) -> int:
               "not computed", file=sys.stderr)
     if real is not None:
         real.close()
+        for spec, why in real.failed.items():
+            print(f"draftguard: {spec.shown}: the real engine could not answer ({why}); its light tier did",
+                  file=sys.stderr)
     out = sys.stdout
     if args.format == "json":
         out.write(render_json(report))

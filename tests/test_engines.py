@@ -185,3 +185,16 @@ def test_the_window_rule_says_which_engines_refuse_the_incident_and_which_serve_
     assert "vLLM 0.32" in lost.message and "refuses it on both model runners" in lost.message
     assert "SGLang 0.5.23 refuses it" in lost.message and "older stacks" in lost.message
     assert "silently with full attention" in lost.message
+
+
+def test_a_real_engine_that_cannot_start_leaves_the_light_tier_and_says_so(tmp_path, monkeypatch, capsys):
+    import sys
+
+    # An interpreter without vLLM: the worker dies on `import vllm`, and the check goes on.
+    monkeypatch.setenv("DRAFTGUARD_VLLM_PYTHON", sys.executable)
+    assert main(["check", str(REAL / "microsoft--phi-3.5-mini-instruct"), "--engine", "vllm==0.32.0",
+                 "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    [view] = json.loads(out)["targets"][0]["engines"]
+    assert view["tier"] == "light" and view["max_model_len"] == 4096
+    assert "the real engine runs" in err and "could not answer" in err and "its light tier did" in err

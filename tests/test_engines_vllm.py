@@ -133,3 +133,12 @@ def test_our_fixture_drafter_is_fed_the_pre_norm_stream_by_vllm_itself():
 def test_phi_35_is_served_at_4096_by_vllm_itself():
     [served] = engines().views(VLLM[0], str(REAL / "microsoft--phi-3.5-mini-instruct"), None, None)
     assert served.max_model_len == 4096 and served.tier == "engine"
+
+
+@pytest.mark.parametrize("config", [REAL / "meta-llama--llama-3.1-8b-instruct", REAL / "qwen--qwen3-8b",
+                                    REAL / "mistralai--mistral-7b-instruct-v0.3"])
+def test_healthy_models_get_no_engine_finding_above_info_from_vllm_itself(config):
+    report = check_targets([str(config)], engines=VLLM, real_engines=engines())
+    [result] = report.targets
+    assert [v.tier for v in result.engine_views] == ["engine"]
+    assert [f.message for f in result.findings if f.rule.startswith("DG2") and f.severity.value != "info"] == []

@@ -129,8 +129,9 @@ class RealEngines:
             request = ({"model": target_folder, "draft": folder, "method": family} if family
                        else {"model": folder})
             answer = worker.ask(request)
-        except (OSError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
             self.failed[spec] = _last_line(str(exc))
+            self.workers.pop(spec, None)
             return None
         if isinstance(answer, dict):  # vLLM could not take this config at all: the light tier answers
             return None
