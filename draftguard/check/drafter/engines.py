@@ -7,8 +7,10 @@ state entering layer i, which is aux id i.
 
 In: layer counts, stated layer ids, a drafter's ``layer_types`` and architecture name.
 Out: the ids an engine or trainer would pick (``eagle3_default_aux_ids``, ``build_target_layer_ids``,
-``dflash_fallbacks`` -> ``LayerFallback``), a shift of +1/-1 (``shifted``), or vLLM's refusal text
-(``dflash_v1_refusal``). Pure: no I/O.
+``dflash_fallbacks`` -> ``LayerFallback``), a shift of +1/-1 (``shifted``), vLLM's refusal text
+(``dflash_v1_refusal``), and what DG005 says about the engines (``WINDOW_LOST_ENGINES``). Pure: no I/O.
+The per-engine-version view of a whole config (windows, lengths, dtypes, layers read per runner) is
+``draftguard.check.engines``.
 """
 
 from __future__ import annotations
@@ -170,6 +172,19 @@ def dflash_v1_refusal(layer_types: list[str] | None, architecture: str | None) -
 # - SpecForge (sgl-project/SpecForge a6b6b02, ``resolve_eagle_capture_layers``) hands
 #   ``eagle_config``'s list, or [1, N//2-1, N-4], to SGLang's ``set_eagle3_layers_to_capture``: a
 #   SpecForge head is trained on the layers SGLang reads from its config.
+
+# DFlash drafters (vLLM 0.32.0; check/engines/light.py ``dflash_vllm_aux`` applies it, and the real tier
+# checks it against vLLM's own lookups):
+# - V1 (``_get_eagle3_aux_layers_from_config``): the top-level aux list, else ``eagle_config``'s, which
+#   overrides ``dflash_config.target_layer_ids`` (+1) when both exist. It never reads a top-level
+#   ``target_layer_ids``: a drafter that states its ids only there gets V1's default (2, N//2, N-3).
+# - V2 (``get_eagle3_aux_layers_from_config``): the top-level aux list, else ``dflash_config``'s (+1),
+#   else ``dspark_target_layer_ids``, else a top-level ``target_layer_ids`` (+1), else ``layer_ids``.
+# The last layer: vLLM captures aux id N (target layer N-1) inside the layer loop, before the final
+# norm (``qwen2.py`` / ``llama.py`` ``_maybe_add_hidden_state``); transformers' ``hidden_states[-1]``,
+# which drafters train on, is after it. SGLang's llama/qwen files capture the input of each layer, so
+# capture N never happens; its gpt_oss-like files capture the residual at the final norm (pre-norm).
+# DG203 and DG204 (check/engines/rules.py) report these.
 
 # SGLang's conversion of an ``eagle_config`` list into capture indices, per target architecture:
 # "plus_one": id + 1 always (llama.py, qwen2.py, qwen3.py, qwen3_moe.py), so id k = output of layer k;
