@@ -142,3 +142,34 @@ def test_healthy_models_get_no_engine_finding_above_info_from_vllm_itself(config
     [result] = report.targets
     assert [v.tier for v in result.engine_views] == ["engine"]
     assert [f.message for f in result.findings if f.rule.startswith("DG2") and f.severity.value != "info"] == []
+
+
+SGLANG_SITE = ROOT / ".venv-sglang" / "site"  # pip install --no-deps --target .venv-sglang/site sglang==0.5.23 orjson gguf traitlets
+
+
+@pytest.mark.skipif(not (SGLANG_SITE / "sglang").is_dir(), reason="SGLang 0.5.23's wheel is not installed --no-deps "
+                    "into .venv-sglang/site (its kernels do not install on CPU)")
+def test_light_tier_sglang_rules_agree_with_sglangs_own_model_config():
+    """SGLang's ModelConfig (context length, dtype) on every real target, against the light tier."""
+    from draftguard.check.engines.real import sglang_views
+
+    sglang = parse_engines("sglang==0.5.23")
+    folders, light = [], {}
+    for folder in sorted(p.parent for p in REAL.glob("*/config.json")):
+        report = check_targets([str(folder)], engines=sglang)
+        if report.errors or report.targets[0].engine_views[0].runner:
+            continue
+        folders.append(str(folder))
+        light[str(folder)] = report.targets[0].engine_views[0]
+    disagree, answered = {}, 0
+    for folder, answer in zip(folders, sglang_views(sys.executable, str(SGLANG_SITE), folders)):
+        if isinstance(answer, dict):
+            continue  # SGLang's ModelConfig cannot take it on CPU (quantization, remote code)
+        answered += 1
+        [served], mine = answer, light[folder]
+        diff = {k: (getattr(mine, k), served[k]) for k in ("max_model_len", "dtype")
+                if getattr(mine, k) is not None and getattr(mine, k) != served[k]}
+        if diff:
+            disagree[Path(folder).name] = diff
+    assert answered >= 80
+    assert disagree == {}, "\n".join(f"{k}: {v}" for k, v in sorted(disagree.items()))

@@ -35,6 +35,9 @@ SGLANG_CAPTURE_BEFORE = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausa
 # Architectures vLLM runs as pooling models, for which its auto dtype prefers float16.
 VLLM_POOLING_SUFFIXES = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "EmbeddingModel",
                          "ForRewardModel")
+# Model types SGLang 0.5.23 re-parses with a config class of its own (utils/hf_transformers/common.py
+# _CONFIG_REGISTRY) whose lengths differ from transformers' (checked against its ModelConfig).
+SGLANG_OWN_CONFIG = ("step3p7",)
 DTYPES = {"float32": "float32", "float": "float32", "bfloat16": "bfloat16", "float16": "float16", "half": "float16"}
 
 
@@ -79,17 +82,36 @@ def vllm_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
     return length, f"`{key}`" + (" (model_max_length overrides the other length keys)" if key == "model_max_length" else "")
 
 
+def _attribute_map(model_type: Any) -> dict[str, str]:
+    """The config class's aliases (GPT-2: max_position_embeddings -> n_positions), {} if unknown."""
+    # transformers: already loaded by the light check that resolved these values; only its registry is read
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", {}) or {})
+    except (KeyError, TypeError):
+        return {}
+
+
 def sglang_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
-    """SGLang's context length: the first length key, times the RoPE factor unless the RoPE
-    parameters hold original_max_position_embeddings or the type is llama3."""
+    """SGLang's context length: the first length key (read with the class's aliases: GPT-2's
+    ``n_positions`` is its ``max_position_embeddings``), times the RoPE factor unless the RoPE
+    parameters hold original_max_position_embeddings or the type is llama3. None where SGLang
+    re-parses the config with a class of its own, or finds the length in a nested config, which
+    these rules do not model."""
+    if values.get("model_type") in SGLANG_OWN_CONFIG:
+        return None, f"SGLang re-parses {values.get('model_type')} with its own config class (not modelled)"
     kind, rope = _rope(values)
     factor = rope.get("factor", 1) if rope else 1
     if "original_max_position_embeddings" in rope or kind == "llama3" or not isinstance(factor, (int, float)):
         factor = 1
     for key in SGLANG_LEN_KEYS:
-        if is_int(values.get(key)):
-            return int(values[key] * factor), f"`{key}`" + (f" x RoPE factor {factor:g}" if factor != 1 else "")
-    return 2048, "no length key: SGLang's default 2048"
+        value = values.get(key)
+        if value is None:  # getattr on the config: the class's attribute_map aliases count
+            value = values.get(_attribute_map(values.get("model_type")).get(key, ""))
+        if is_int(value):
+            return int(value * factor), f"`{key}`" + (f" x RoPE factor {factor:g}" if factor != 1 else "")
+    return None, "no length key at the top level (SGLang may find one in a nested config; not modelled)"
 
 
 def declared_dtype(raw: dict[str, Any]) -> str | None:
@@ -97,6 +119,16 @@ def declared_dtype(raw: dict[str, Any]) -> str | None:
         for key in ("dtype", "torch_dtype"):
             if isinstance(where.get(key), str) and where[key] in DTYPES:
                 return DTYPES[where[key]]
+    return None
+
+
+def _nested_dtype(raw: dict[str, Any], depth: int = 0) -> str | None:
+    """The first dtype a nested ``*_config`` states (an omni model's thinker_config.text_config)."""
+    for key, value in raw.items():
+        if isinstance(value, dict) and key.endswith("config") and depth < 3:
+            found = declared_dtype(value) or _nested_dtype(value, depth + 1)
+            if found:
+                return found
     return None
 
 
@@ -116,6 +148,7 @@ def served_dtype(spec: EngineSpec, raw: dict[str, Any], weights_dtype: str | Non
             return DTYPES.get(weights_dtype.lower(), weights_dtype), "no dtype in config.json: the safetensors headers'"
         return None, "no dtype in config.json: read from the safetensors headers at load"
     gemma = "gemma" in str(raw.get("model_type", ""))
+    stated = stated or _nested_dtype(raw)  # SGLang reads the text config's, however deep it sits
     if stated in (None, "float32"):
         to = "bfloat16" if gemma else "float16"
         return to, (f"{stated or 'no dtype'} in config.json: SGLang runs {to} "

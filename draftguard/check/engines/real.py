@@ -26,6 +26,7 @@ from draftguard.check.environments import _kill, _last_line, cache_dir, env_pyth
 
 PYTHON_ENV = "DRAFTGUARD_VLLM_PYTHON"
 PROBE = Path(__file__).resolve().parent / "vllm_probe.py"
+SGLANG_PROBE = Path(__file__).resolve().parent / "sglang_probe.py"
 START_TIMEOUT, REQUEST_TIMEOUT = 300.0, 180.0
 
 
@@ -40,11 +41,11 @@ def vllm_python(version: str) -> str | None:
 class _Worker:
     """One vLLM worker process: started once, asked one config per line."""
 
-    def __init__(self, python: str):
+    def __init__(self, python: str, probe: Path = PROBE, *args: str):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
         self.started, self.asked = time.monotonic(), 0
-        self.proc = subprocess.Popen([python, "-I", str(PROBE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([python, "-I", str(probe), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
         self.ready = self._read(START_TIMEOUT)
         self.start_seconds = time.monotonic() - self.started
@@ -78,6 +79,18 @@ class _Worker:
             self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
+
+
+def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]:
+    """SGLang's own ModelConfig on each folder (``sglang_probe.py``): an interpreter with torch and
+    transformers, and a folder holding SGLang's wheel installed ``--no-deps``. One view list (or an
+    ``{"error"}`` dict) per folder. Used to check the light tier's SGLang rules (tests marked vllm);
+    checks keep the light tier for SGLang, whose per-layer windows this cannot read."""
+    worker = _Worker(python, SGLANG_PROBE, sglang_path)
+    try:
+        return [worker.ask({"model": folder}) for folder in folders]
+    finally:
+        worker.close()
 
 
 class RealEngines:
