@@ -61,6 +61,15 @@ if [ ! -f "$VLLM_MARKER" ]; then
   touch "$VLLM_MARKER"
 fi
 
+# SGLang 0.5.23's wheel, --no-deps into a folder of its own (its kernels do not install on CPU): the
+# tests marked vllm run its ModelConfig against the light tier's SGLang rules (tests/test_engines_vllm.py).
+SGLANG_PIN="sglang==0.5.23"
+if [ ! -f ".venv-sglang/.installed-$SGLANG_PIN" ]; then
+  rm -rf .venv-sglang/site
+  .venv-vllm/bin/pip install -q --no-deps --target .venv-sglang/site "$SGLANG_PIN" orjson gguf traitlets \
+    && touch ".venv-sglang/.installed-$SGLANG_PIN"
+fi
+
 status=0
 .venv/bin/python -m pytest -q -m "not vllm" "$@" || status=$?
 echo "tests marked vllm, in .venv-vllm (vLLM's CPU build):"
