@@ -159,8 +159,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        engines, real = _engines(args.engine)
         versions = matrix.requested_versions(args.transformers)
+        engines, real = _engines(args.engine)
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
             progress=matrix.stderr_progress, drafter_target=args.target,
