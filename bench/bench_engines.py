@@ -1,7 +1,7 @@
 """The engine's view (``draftguard check --engine``): what each tier costs, and how many real configs an
 engine serves differently from the file.
 
-Run:  python bench/bench_engines.py [--repeat 5] [--vllm-python PATH] [--json]
+Run:  python bench/bench_engines.py [--repeat 5] [--vllm-python PATH [--sglang-path DIR]] [--json]
 
 - Light tier, warm, in one process over tests/data/real-configs: the baseline in the same run is the
   light check itself (``check_snapshot``, which the engine tier follows); then the engine tier alone
@@ -11,6 +11,7 @@ Run:  python bench/bench_engines.py [--repeat 5] [--vllm-python PATH] [--json]
 - Real tier (with --vllm-python, an interpreter that has vLLM): one worker process, as one
   ``draftguard check --engine`` call makes; cold = start plus the first config, warm = each further
   config (median, p90, max). Targets: <= 30 s for one config, <= 1 s per further config.
+- SGLang's own ModelConfig (with --sglang-path): its import, then per config (median, p90).
 - Counts, by mechanism and engine: configs whose served max length, per-layer windows or dtype is not
   the file's (light tier; the real tier's where it ran).
 """
@@ -106,10 +107,32 @@ def real(folders: list[Path], python: str) -> dict:
             "warm_max_s": warm[-1], "total_s": total}
 
 
+def sglang(folders: list[Path], python: str, path: str) -> dict:
+    """SGLang's own ModelConfig over the corpus in one worker: start (its import) and per config."""
+    from draftguard.check.engines.real import SGLANG_PROBE, _Worker
+
+    start = time.perf_counter()
+    worker = _Worker(python, SGLANG_PROBE, path)
+    started = time.perf_counter() - start
+    times, answered = [], 0
+    try:
+        for folder in folders:
+            t = time.perf_counter()
+            answered += isinstance(worker.ask({"model": str(folder)}), list)
+            times.append(time.perf_counter() - t)
+    finally:
+        worker.close()
+    times.sort()
+    return {"configs": len(folders), "answered": answered, "start_s": started,
+            "median_ms": 1000 * statistics.median(times), "p90_ms": 1000 * times[int(0.9 * (len(times) - 1))]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--vllm-python")
+    parser.add_argument("--sglang-path", help="a folder holding SGLang's wheel installed --no-deps "
+                        "(run with --vllm-python's interpreter, which has torch and transformers)")
     parser.add_argument("--limit", type=int, default=0, help="real tier: only the first N configs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -117,6 +140,8 @@ def main() -> None:
     out = {"light": light(folders, args.repeat)}
     if args.vllm_python:
         out["real"] = real(folders[: args.limit] if args.limit else folders, args.vllm_python)
+    if args.sglang_path and args.vllm_python:
+        out["sglang"] = sglang(folders, args.vllm_python, args.sglang_path)
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -129,6 +154,10 @@ def main() -> None:
         r = out["real"]
         print(f"real tier (vLLM): {r['answered']}/{r['configs']} answered; cold {r['cold_first_config_s']:.1f} s; warm "
               f"median {r['warm_median_s']:.2f} s, p90 {r['warm_p90_s']:.2f} s, max {r['warm_max_s']:.2f} s")
+    if "sglang" in out:
+        g = out["sglang"]
+        print(f"SGLang ModelConfig: {g['answered']}/{g['configs']} answered; start {g['start_s']:.1f} s; per config "
+              f"median {g['median_ms']:.1f} ms, p90 {g['p90_ms']:.1f} ms")
 
 
 if __name__ == "__main__":
