@@ -3,7 +3,7 @@ device (``check.engines.vllm_probe`` in one worker process), against the light t
 corpora. Marked ``vllm``: scripts/test.sh runs these in .venv-vllm; elsewhere they are skipped.
 
 Where the two tiers disagree, the light tier is wrong (vLLM is the authority) and these tests fail.
-Compared per target: the served max_model_len, the per-layer windows of the built attention layers
+Compared per target: the served max_model_len, head size and KV heads, the per-layer windows of the built attention layers
 (where the model builds on CPU), and the dtype (where the light tier can tell without weights); per
 DFlash pair and vLLM runner: the target layers read, whether the runner refuses, and the draft's
 per-layer windows.
@@ -81,6 +81,9 @@ def test_light_and_real_tiers_agree_on_every_real_target():
             diff["max_model_len"] = (light.max_model_len, served.max_model_len)
         if light.dtype is not None and light.dtype != served.dtype:
             diff["dtype"] = (light.dtype, served.dtype)
+        for field in ("head_size", "num_kv_heads"):
+            if None not in (getattr(light, field), getattr(served, field)) and getattr(light, field) != getattr(served, field):
+                diff[field] = (getattr(light, field), getattr(served, field))
         if served.windows is not None and _sliding(light.windows) != _sliding(served.windows):
             diff["windows"] = (_sliding(light.windows)[:4], _sliding(served.windows)[:4])
         if diff:

@@ -93,6 +93,31 @@ def _attribute_map(model_type: Any) -> dict[str, str]:
         return {}
 
 
+# vLLM ModelArchConfigConvertor: MLA models size the KV cache by kv_lora_rank + qk_rope_head_dim.
+VLLM_MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear",
+                  "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "glm4_moe_lite", "glm_moe_dsa")
+VLLM_KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+
+
+def vllm_shapes(values: dict[str, Any]) -> tuple[int | None, int | None]:
+    """vLLM's head size and total KV heads (get_head_size, get_total_num_kv_heads), or None: MLA
+    sizes by kv_lora_rank + qk_rope_head_dim; Gemma 4 by its larger global head; Falcon's multi-query
+    by one KV head."""
+    heads, hidden = values.get("num_attention_heads"), values.get("hidden_size")
+    kv = next((values[k] for k in VLLM_KV_KEYS if is_int(values.get(k))), heads if is_int(heads) else None)
+    if values.get("multi_query") is True and not values.get("new_decoder_architecture"):
+        kv = 1
+    model_type = values.get("text_model_type") or values.get("model_type")
+    if model_type in VLLM_MLA_TYPES and is_int(values.get("kv_lora_rank")):
+        rope = values.get("qk_rope_head_dim")
+        return (values["kv_lora_rank"] + rope if is_int(rope) else None), kv
+    head = values.get("head_dim") if is_int(values.get("head_dim")) else (
+        hidden // heads if is_int(hidden) and is_int(heads) and heads else None)
+    if is_int(values.get("global_head_dim")) and is_int(head):
+        head = max(head, values["global_head_dim"])
+    return head, kv
+
+
 def sglang_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
     """SGLang's context length: the first length key (read with the class's aliases: GPT-2's
     ``n_positions`` is its ``max_position_embeddings``), times the RoPE factor unless the RoPE
@@ -165,6 +190,9 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
     view = EngineView(spec.shown, spec.transformers, LIGHT, architecture=archs[0] if archs else None)
     view.dtype, view.dtype_why = served_dtype(spec, raw, weights_dtype)
     if spec.name == "vllm":
+        # Gemma 4's global_head_dim is read from the file: the resolved text values do not keep it.
+        global_head = values.get("global_head_dim") or _get(raw, "text_config", "global_head_dim") or raw.get("global_head_dim")
+        view.head_size, view.num_kv_heads = vllm_shapes({**values, "global_head_dim": global_head})
         view.max_model_len, view.max_len_why = vllm_max_len(values)
         view.windows, view.windows_why = list(windows), "the model code passes transformers' per-layer windows"
     else:

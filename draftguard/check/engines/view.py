@@ -30,6 +30,8 @@ class EngineView:
     max_len_why: str = ""
     dtype: str | None = None  # "bfloat16", "float16", ... None: decided at load from the weights
     dtype_why: str = ""
+    head_size: int | None = None  # the attention head size the engine sizes its KV cache by
+    num_kv_heads: int | None = None
     windows: list[int | None] | None = None  # per layer: the window it runs, None for full attention
     windows_why: str = ""
     # A drafter: the 0-based target layers it is fed, and whether the last one is before the final norm.

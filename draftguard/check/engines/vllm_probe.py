@@ -133,7 +133,16 @@ def _base(cfg: Any, model_config: Any) -> dict[str, Any]:
     archs = getattr(model_config.hf_config, "architectures", None) or [None]
     return {"architecture": model_config.architecture if hasattr(model_config, "architecture") else archs[0],
             "max_model_len": int(model_config.max_model_len), "dtype": _dtype(model_config.dtype),
-            "max_len_why": "vLLM ModelConfig.max_model_len", "dtype_why": "vLLM ModelConfig.dtype"}
+            "max_len_why": "vLLM ModelConfig.max_model_len", "dtype_why": "vLLM ModelConfig.dtype",
+            "head_size": _int_or_none(model_config.get_head_size),
+            "num_kv_heads": _int_or_none(model_config.get_total_num_kv_heads)}
+
+
+def _int_or_none(read: Any) -> int | None:
+    try:
+        return int(read())
+    except Exception:  # a model vLLM sizes another way (no attention, encoder-decoder)
+        return None
 
 
 def target_view(model: str) -> list[dict[str, Any]]:
