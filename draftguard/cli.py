@@ -26,6 +26,8 @@ from draftguard.audit.cli import add_audit_parser
 from draftguard.audit.queue import SOURCE as AUDIT_SOURCE
 from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
+from draftguard.check.engines import parse_engines
+from draftguard.check.engines.real import RealEngines
 from draftguard.check.light import check_targets
 from draftguard.check.resolver import hide_torch
 from draftguard.hub_access import hub_repos, require_hub
@@ -34,6 +36,7 @@ from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
+from draftguard.settings import load_settings
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -77,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         "--transformers", metavar="V1,V2",
         help="resolve under each of these transformers versions, each in its own cached environment "
         "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
+    )
+    check.add_argument(
+        "--engine", metavar="E==V,...",
+        help="also say what these engines serve, e.g. vllm==0.32.0,sglang==0.5.23 (default: the `engines:` "
+        "list of ./.draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
+        "else the light tier: that engine version's code as rules",
     )
     check.set_defaults(func=cmd_check)
 
@@ -184,6 +193,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         require_hub(hub + hub_repos([args.target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers)
+        engines, real = _engines(args.engine)
         report = matrix.check_matrix(
             args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
             progress=matrix.stderr_progress, drafter_target=args.target,
@@ -193,7 +203,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if report is None:
         report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                           drafter_target=args.target)
+                               drafter_target=args.target, engines=engines, real_engines=real)
+    elif engines:
+        print("draftguard: --engine is not combined with a --transformers matrix yet; the engine views were "
+              "not computed", file=sys.stderr)
+    if real is not None:
+        real.close()
+        for spec, why in real.failed.items():
+            print(f"draftguard: {spec.shown}: the real engine could not answer ({why}); its light tier did",
+                  file=sys.stderr)
     out = sys.stdout
     if args.format == "json":
         out.write(render_json(report))
@@ -259,6 +277,22 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 def _config_file(path: str) -> str:
     return os.path.join(path, "config.json") if os.path.isdir(path) else path
+
+
+def _engines(option: str | None):
+    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``) and the real
+    engines installed for them (None where only the light tier can run, which stderr says)."""
+    if option is not None:
+        specs = parse_engines(option)
+    else:
+        settings = load_settings(".")
+        if not settings.engines:
+            return None, None
+        specs = parse_engines(settings.engines, source=settings.source or ".draftguard.yml")
+    real = RealEngines.find(specs)
+    for line in real.notes(specs):
+        print(f"draftguard: {line}", file=sys.stderr)
+    return specs, real
 
 
 def entry() -> None:

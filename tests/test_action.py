@@ -594,3 +594,19 @@ def test_outside_github_actions_it_says_so_in_one_line_and_exits_2(tmp_path):
     assert done.stdout == ""  # no annotations
     [line] = done.stderr.strip().splitlines()
     assert "only inside GitHub Actions" in line and "draftguard check" in line
+
+
+def test_the_engines_input_adds_what_the_engines_serve(tmp_path, api):
+    phi = (Path(__file__).resolve().parent / "data" / "real-configs" / "microsoft--phi-3.5-mini-instruct"
+           / "config.json").read_text()
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"phi/config.json": phi})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, engines="vllm==0.32.0", comment="false")
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    [cut] = [f for f in report["findings"] if f["rule"] == "DG202"]
+    assert cut["resolved"] == 4096 and "vLLM 0.32.0" in cut["message"] and run.code == 0  # a warning
+    assert "DG202" in run.summary
+    run = run_action(tmp_path, checkout, api, engines="vllm==0.1", comment="false")
+    [error] = run.annotations("error")
+    assert run.code == 2 and "input `engines`" in error and "Traceback" not in run.stderr

@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from draftguard.check.engines import parse_engines
 from draftguard.check.findings import int_or_none
 from draftguard.check.matrix import parse_versions
 from draftguard.errors import ActionError
-from draftguard.snapshot import SETTINGS_NAME
+from draftguard.snapshot import SETTINGS_NAME, BadInput
 
 
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
-INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section")
+INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section",
+          "engines")
 OUTPUTS = ("errors", "warnings", "verdict", "report-json")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
@@ -80,6 +82,7 @@ class ActionInputs:
     comment: bool = True
     token: str | None = None
     section: str | None = None  # this use's own sections in the sticky comment (see section_key)
+    engines: list[str] = field(default_factory=list)  # "vllm==0.32.0": check.engines specs, validated
 
     def section_key(self) -> str | None:
         """The key of this use's sections in the sticky comment (``report.comment.section_name``):
@@ -126,6 +129,12 @@ class ActionInputs:
         versions = parse_list(read_input(env, "transformers-versions"))
         if versions:
             versions = parse_versions(versions, source="input `transformers-versions`")
+        engines = parse_list(read_input(env, "engines"))
+        if engines:
+            try:
+                parse_engines(engines, source="input `engines`")
+            except BadInput as exc:
+                raise ActionError(str(exc)) from None
         return cls(
             mode=mode,
             paths=parse_list(read_input(env, "paths")),
@@ -135,6 +144,7 @@ class ActionInputs:
             comment=parse_bool("comment", read_input(env, "comment") or "true"),
             token=read_input(env, "github-token") or None,
             section=_section(read_input(env, "section")),
+            engines=engines,
         )
 
 

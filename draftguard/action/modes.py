@@ -24,6 +24,7 @@ from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_F
                                       ActionInputs, Context, WorkflowCommands)
 from draftguard.check import matrix
 from draftguard.check.drafter import detect_drafter
+from draftguard.check.engines import parse_engines
 from draftguard.check.findings import Finding, Report
 from draftguard.check.light import check_targets
 from draftguard.errors import ActionError
@@ -73,13 +74,15 @@ def load_action_settings(root: Path, base: str | None, base_missing: bool = Fals
 
 # --- the light check ----------------------------------------------------------------------------
 
-def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None) -> Report:
-    """One Report for targets relative to the current folder (so findings name repo paths)."""
+def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None,
+              engines: list | None = None) -> Report:
+    """One Report for targets relative to the current folder (so findings name repo paths); ``engines``
+    (``check.engines.EngineSpec``) adds the engine views' findings, light tier (not with a matrix)."""
     if versions:
         return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
 
     # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
-    return check_targets(targets, drafter_target=drafter_target, confine=Path.cwd())
+    return check_targets(targets, drafter_target=drafter_target, confine=Path.cwd(), engines=engines or None)
 
 
 def matrix_markdown(report: Report) -> str | None:
@@ -117,6 +120,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     versions = inputs.transformers_versions or (
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
     drafter_target = _absolute_target(root, inputs.target or settings.target)
+    engines = (parse_engines(inputs.engines, source="input `engines`") if inputs.engines
+               else parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None)
     changed = changed_files(root, base) if base else None
     targets = select_targets(root, inputs, changed, notes)
     head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
@@ -129,7 +134,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
         return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
 
     with _cwd(root):
-        report = run_check(targets, versions, drafter_target)
+        report = run_check(targets, versions, drafter_target, engines)
     base_findings: list[Finding] | None = None
     if base:
         with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
@@ -137,7 +142,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             base_findings = []
             if present:
                 with _cwd(tmp):
-                    base_findings = run_check(present, versions, drafter_target).findings
+                    base_findings = run_check(present, versions, drafter_target, engines).findings
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),

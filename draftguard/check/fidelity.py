@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from draftguard.check.drafter.engines import WINDOW_LOST_ENGINES
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, is_int as _is_int, show
 from draftguard.check.judges import (  # noqa: F401 (Context, same: importable from here as before)
     Context,
@@ -289,8 +290,9 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             f"the window resolved to {show(window)}"
             + (f", because the file also sets `{switched_off[len(ctx.prefix):]}: false`" if switched_off else "")
             + f" ({ctx.config_class}, transformers {ctx.version}). "
-            "An engine or drafter trained with a window now attends to the whole context. Fix: make "
-            "the window survive loading (see the `sliding_window` finding).",
+            "An engine or drafter trained with a window now attends to the whole context. "
+            f"{WINDOW_LOST_ENGINES + ' ' if ctx.raw.get('dflash_config') is not None else ''}"
+            "Fix: make the window survive loading (see the `sliding_window` finding).",
         ))
     if retyped:
         findings.append(_retyped(ctx, layers, retyped, [types[i] for i in retyped]))

@@ -201,6 +201,22 @@ RULES: dict[str, Rule] = {
         Rule("DG131", "draft-vocab-mismatch", Severity.ERROR,
              "draft_vocab_size exceeds the target's vocab_size, or d2t, t2d, lm_head or embed_tokens "
              "shapes disagree with it."),
+        # What an engine serves (draftguard/check/engines/, asked with --engine).
+        Rule("DG200", "engine-refuses", Severity.ERROR,
+             "An engine version will not serve this config or pair; its own words are quoted."),
+        Rule("DG201", "engine-window-differs", Severity.ERROR,
+             "An engine runs a layer without the window transformers gives it, or with one it does not."),
+        Rule("DG202", "engine-max-len-differs", Severity.WARNING,
+             "An engine serves a max_model_len other than the file's max_position_embeddings."),
+        Rule("DG203", "engine-layers-read-differ", Severity.WARNING,
+             "Engines or their model runners feed a drafter different target layers (error where the "
+             "drafter states the layers it was trained on and a runner reads others)."),
+        Rule("DG204", "engine-reads-pre-norm", Severity.WARNING,
+             "A drafter reads the target's last layer, which engines feed before the final norm while "
+             "training read it after."),
+        Rule("DG205", "engine-dtype", Severity.INFO,
+             "An engine runs the model in another dtype than config.json states (warning: float16 for a "
+             "bfloat16 model, or engines that disagree)."),
     ]
 }
 
@@ -322,6 +338,8 @@ class TargetResult:
     # What the model code reads (the resolver node's values), for rules that need it after the
     # fidelity check (the drafter rules). Not part of the json view.
     values: dict[str, Any] | None = field(default=None, repr=False)
+    # What each engine asked for (--engine) serves: check.engines.EngineView objects.
+    engine_views: list[Any] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,6 +351,7 @@ class TargetResult:
             "attention": [
                 {"layer": a.index, "declared": a.declared, "effective": a.effective} for a in self.attention
             ],
+            **({"engines": [v.to_json() for v in self.engine_views]} if self.engine_views else {}),
         }
 
 

@@ -15,6 +15,7 @@ from draftguard.check import resolver
 from draftguard.check.drafter.check import check_drafter
 from draftguard.check.drafter.classless import classless_finding, engine_alias, is_readable_drafter
 from draftguard.check.drafter.detect import detect_drafter, layer_config
+from draftguard.check.engines import check_engines
 from draftguard.check.fidelity import judge_config
 from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
 from draftguard.check.weights import read_weights
@@ -134,14 +135,17 @@ def _head_dim_against_weights(
 
 def check_targets(
     targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False,
-    drafter_target: str | None = None, confine: Path | None = None,
+    drafter_target: str | None = None, confine: Path | None = None, engines: list | None = None,
+    real_engines=None,
 ) -> Report:
     """Check every target into one Report. A target that cannot be checked becomes an InputError in
     the Report; the others are still checked. Drafters are also checked against their target model:
     ``drafter_target``, else their .draftguard.yml ``target:``, else the speculators verifier.
 
     ``confine`` (the Action: a checkout on a runner): a target, and a local target model named by
-    the files, must resolve (symlinks followed) inside that folder, else it is an InputError."""
+    the files, must resolve (symlinks followed) inside that folder, else it is an InputError.
+    ``engines`` (``check.engines.EngineSpec`` list) adds the engine findings (DG200-DG205), from
+    ``real_engines`` where it serves a version, else from the light tier."""
     report = Report(transformers_version=resolver.transformers_version())
     fetched: dict = {}  # target models fetched once per run, however many drafters name them
     for target in targets:
@@ -155,6 +159,11 @@ def check_targets(
                 result.findings.extend(check_drafter(
                     snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched,
                     confine=confine))
+            if engines:
+                found, views = check_engines(snapshot, result, engines, target=drafter_target,
+                                             trust_remote_code=trust_remote_code, cache=fetched, real=real_engines)
+                result.findings.extend(found)
+                result.engine_views = views
             report.targets.append(result)
         except BadInput as exc:
             report.errors.append(_input_error(target, exc))

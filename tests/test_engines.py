@@ -1,0 +1,200 @@
+"""The engine's view, light tier (``draftguard check --engine``): vLLM 0.32.0 and SGLang 0.5.23's code
+as rules, on real configs and the incident's shapes. The real engine checks these in
+tests/test_engines_vllm.py (marked ``vllm``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from draftguard.check.engines import parse_engines
+from draftguard.check.light import check_targets
+from draftguard.cli import main
+from draftguard.snapshot import BadInput
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "tests" / "data" / "real-configs"
+HEALTHY = ROOT / "tests" / "data" / "healthy"
+DRAFTERS = ROOT / "tests" / "data" / "real-drafters"
+BOTH = parse_engines("vllm==0.32.0,sglang==0.5.23")
+
+
+def engine_findings(target: Path | str, drafter_target: Path | None = None, engines=BOTH):
+    report = check_targets([str(target)], drafter_target=str(drafter_target) if drafter_target else None,
+                           engines=engines)
+    assert report.errors == [], [e.message for e in report.errors]
+    [result] = report.targets
+    return [f for f in result.findings if f.rule.startswith("DG2")], result
+
+
+def test_engine_specs_are_checked_not_guessed():
+    assert [s.shown for s in BOTH] == ["vLLM 0.32.0", "SGLang 0.5.23"]
+    assert BOTH[0].transformers == "5.19.0"
+    for bad in ("vllm==0.30.0", "tgi==1.0", "vllm>=0.32", ""):
+        with pytest.raises(BadInput):
+            parse_engines(bad)
+
+
+@pytest.mark.parametrize("config", [HEALTHY / "llama-3.1-8b.json", HEALTHY / "qwen3-8b.json",
+                                    REAL / "mistralai--mistral-7b-instruct-v0.3",
+                                    REAL / "meta-llama--llama-3.1-8b-instruct", REAL / "qwen--qwen3-8b"])
+def test_healthy_models_get_no_engine_finding_above_info(config):
+    findings, result = engine_findings(config)
+    assert [f.message for f in findings if f.severity.value != "info"] == []
+    assert {v.engine for v in result.engine_views} == {"vLLM 0.32.0", "SGLang 0.5.23"}
+
+
+def test_the_incident_is_refused_loudly_by_both_engines_in_their_own_words():
+    findings, _ = engine_findings(ROOT / "examples" / "qwen3-swa-drafter")
+    refusals = [f for f in findings if f.rule == "DG200"]
+    assert {f.severity.value for f in refusals} == {"error"}
+    text = " ".join(f.message for f in refusals)
+    # V1 refuses the mixed draft when the config is made; V2 gets to the model build and refuses there.
+    assert 'V1 runner, light tier' in text and '"Model Runner V1 does not support: mixed sliding/full dflash drafts"' in text
+    assert 'V2 runner, light tier' in text and '"DFlash sliding attention requires a window size"' in text
+    assert '"DFLASH sliding_attention layers require config.sliding_window"' in text
+    assert "SGLang 0.5.23" in text and "light tier" in text and "transformers" in text
+
+
+@pytest.mark.parametrize("name", ["microsoft--phi-3.5-mini-instruct", "microsoft--phi-4-mini-instruct"])
+def test_longrope_models_are_served_at_their_original_length_by_vllm(name):
+    findings, result = engine_findings(REAL / name)
+    [cut] = [f for f in findings if f.rule == "DG202"]
+    assert cut.severity.value == "warning" and (cut.raw, cut.resolved) == (131072, 4096)
+    assert "vLLM 0.32.0" in cut.message and "original_max_position_embeddings" in cut.message
+    sglang = next(v for v in result.engine_views if v.engine == "SGLang 0.5.23")
+    assert sglang.max_model_len == 131072  # SGLang multiplies only by `factor`, which LongRoPE lacks
+
+
+@pytest.mark.parametrize("config, window", [(HEALTHY / "mistral-7b-v0.1.json", 4096),
+                                            (HEALTHY / "phi-3-mini.json", 2047),
+                                            (REAL / "mlc-preset--starcoder2", 4096)])
+def test_sglang_drops_the_window_of_mistral_phi3_and_starcoder2(config, window):
+    findings, result = engine_findings(config)
+    [dropped] = [f for f in findings if f.rule == "DG201"]
+    assert dropped.severity.value == "error" and dropped.raw == window
+    assert "SGLang 0.5.23" in dropped.message and "full attention" in dropped.message
+    vllm = next(v for v in result.engine_views if v.engine == "vLLM 0.32.0")
+    assert set(vllm.windows) == {window}  # vLLM slides, as transformers does
+
+
+def test_a_window_wider_than_the_served_length_is_no_finding():
+    findings, _ = engine_findings(REAL / "microsoft--phi-3.5-mini-instruct")  # window 262144
+    assert "DG201" not in {f.rule for f in findings}
+
+
+def test_float32_runs_bf16_in_vllm_and_fp16_in_sglang(tmp_path):
+    config = json.loads((HEALTHY / "llama-3.1-8b.json").read_text())
+    config["torch_dtype"] = "float32"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    findings, _ = engine_findings(tmp_path)
+    casts = {f.message.split(" (")[0]: f for f in findings if f.rule == "DG205"}
+    assert {f.resolved for f in casts.values()} == {"bfloat16", "float16"}
+    assert {f.severity.value for f in casts.values()} == {"warning"}  # the engines disagree
+    alone, _ = engine_findings(tmp_path, engines=parse_engines("vllm"))
+    assert [(f.rule, f.severity.value, f.resolved) for f in alone] == [("DG205", "info", "bfloat16")]
+
+
+def test_fp16_for_a_bf16_model_is_a_warning(tmp_path):
+    from draftguard.check.engines.light import served_dtype
+
+    assert served_dtype(BOTH[1], {"model_type": "gemma2"}, None)[0] == "bfloat16"  # SGLang's Gemma exception
+    # No dtype in config.json, bfloat16 weights: vLLM reads the headers, SGLang runs float16.
+    config = json.loads((HEALTHY / "llama-3.1-8b.json").read_text())
+    del config["torch_dtype"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    header = json.dumps({"lm_head.weight": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
+    findings, result = engine_findings(tmp_path, engines=parse_engines("sglang"))
+    [fp16] = [f for f in findings if f.rule == "DG205"]
+    assert fp16.severity.value == "warning" and fp16.resolved == "float16"
+    assert [v.dtype for v in engine_findings(tmp_path, engines=parse_engines("vllm"))[1].engine_views] == ["bfloat16"]
+
+
+def _dflash_pair(tmp_path: Path, change) -> tuple[Path, Path]:
+    drafter = json.loads((DRAFTERS / "specforge-qwen3-8b-dflash" / "config.json").read_text())
+    change(drafter)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text(json.dumps(drafter))
+    return tmp_path / "d", DRAFTERS / "targets" / "qwen3-8b"
+
+
+def test_a_top_level_target_layer_ids_is_read_by_vllms_v2_runner_only(tmp_path):
+    def top_level(config):
+        config["target_layer_ids"] = config["dflash_config"].pop("target_layer_ids")
+    drafter, target = _dflash_pair(tmp_path, top_level)
+    findings, result = engine_findings(drafter, target)
+    [split] = [f for f in findings if f.rule == "DG203"]
+    assert split.severity.value == "error"  # the drafter states what it was trained on; V1 reads others
+    reads = {(v.engine, v.runner): v.layers_read for v in result.engine_views}
+    assert reads[("vLLM 0.32.0", "V2")] == reads[("SGLang 0.5.23", "")] == [1, 9, 17, 25, 33]
+    assert reads[("vLLM 0.32.0", "V1")] == [1, 17, 32]  # (2, N//2, N-3) as aux ids
+    assert "never reads a top-level `target_layer_ids`" in split.message
+
+
+def test_the_published_dflash_drafter_is_read_alike_by_every_runner():
+    findings, result = engine_findings(DRAFTERS / "specforge-qwen3-8b-dflash", DRAFTERS / "targets" / "qwen3-8b")
+    assert [f.message for f in findings if f.severity.value != "info"] == []
+    assert {tuple(v.layers_read) for v in result.engine_views} == {(1, 9, 17, 25, 33)}
+
+
+def test_our_vllm_fixture_reads_the_last_layer_before_the_final_norm():
+    fixtures = ROOT / "tests" / "fixtures" / "vllm-models"
+    findings, _ = engine_findings(fixtures / "drafter", fixtures / "target")
+    prenorm = [f for f in findings if f.rule == "DG204"]
+    assert prenorm and all("vLLM 0.32.0" in f.message and "before the final norm" in f.message for f in prenorm)
+    # SGLang's Qwen3 captures the input of each layer: the last layer's output never arrives.
+    [short] = [f for f in findings if f.rule == "DG200"]
+    assert "SGLang 0.5.23" in short.message and "never captured" in short.message
+
+
+def test_dflash_full_layers_take_the_targets_model_level_window_in_vllm(tmp_path):
+    def full(config):
+        config.update(layer_types=["full_attention"] * 5, sliding_window=None, use_sliding_window=False)
+    drafter, _ = _dflash_pair(tmp_path, full)
+    target = json.loads((HEALTHY / "mistral-7b-v0.1.json").read_text())
+    target.update(num_hidden_layers=36, hidden_size=4096, vocab_size=151936)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "config.json").write_text(json.dumps(target))
+    findings, _ = engine_findings(drafter, tmp_path / "t")
+    [window] = [f for f in findings if f.rule == "DG201"]
+    assert "vLLM 0.32.0" in window.message and "window of 4096" in window.message
+    assert "SGLang" not in window.message
+
+
+def test_cli_engine_option_and_settings(tmp_path, monkeypatch, capsys):
+    example = str(ROOT / "examples" / "qwen3-swa-drafter")
+    monkeypatch.delenv("DRAFTGUARD_VLLM_PYTHON", raising=False)
+    monkeypatch.setenv("DRAFTGUARD_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["check", example, "--engine", "vllm==0.32.0", "--format", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert "DG200" in out and "light tier" in err
+    assert main(["check", example, "--engine", "vllm==0.1"]) == 2
+    assert "not one whose code draftguard has read" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".draftguard.yml").write_text("engines: [sglang==0.5.23]\n")
+    assert main(["check", str(HEALTHY / "mistral-7b-v0.1.json"), "--format", "json"]) == 1
+    assert "DG201" in capsys.readouterr().out
+
+
+def test_the_window_rule_says_which_engines_refuse_the_incident_and_which_serve_it_silently():
+    report = check_targets([str(ROOT / "examples" / "qwen3-swa-drafter")])
+    [lost] = [f for f in report.findings if f.rule == "DG005"]
+    assert "vLLM 0.32" in lost.message and "refuses it on both model runners" in lost.message
+    assert "SGLang 0.5.23 refuses it" in lost.message and "older stacks" in lost.message
+    assert "silently with full attention" in lost.message
+
+
+def test_a_real_engine_that_cannot_start_leaves_the_light_tier_and_says_so(tmp_path, monkeypatch, capsys):
+    import sys
+
+    # An interpreter without vLLM: the worker dies on `import vllm`, and the check goes on.
+    monkeypatch.setenv("DRAFTGUARD_VLLM_PYTHON", sys.executable)
+    assert main(["check", str(REAL / "microsoft--phi-3.5-mini-instruct"), "--engine", "vllm==0.32.0",
+                 "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    [view] = json.loads(out)["targets"][0]["engines"]
+    assert view["tier"] == "light" and view["max_model_len"] == 4096
+    assert "the real engine runs" in err and "could not answer" in err and "its light tier did" in err

@@ -1,0 +1,178 @@
+"""The engine's view, real tier: vLLM 0.32.0's own config path and model classes built on torch's meta
+device (``check.engines.vllm_probe`` in one worker process), against the light tier, on both real
+corpora. Marked ``vllm``: scripts/test.sh runs these in .venv-vllm; elsewhere they are skipped.
+
+Where the two tiers disagree, the light tier is wrong (vLLM is the authority) and these tests fail.
+Compared per target: the served max_model_len, head size and KV heads, the per-layer windows of the built attention layers
+(where the model builds on CPU), and the dtype (where the light tier can tell without weights); per
+DFlash pair and vLLM runner: the target layers read, whether the runner refuses, and the draft's
+per-layer windows.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from draftguard.check.engines import parse_engines
+from draftguard.check.engines.real import PYTHON_ENV, RealEngines
+from draftguard.check.light import check_targets
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "tests" / "data" / "real-configs"
+DRAFTERS = ROOT / "tests" / "data" / "real-drafters"
+TARGETS = DRAFTERS / "targets"
+FIXTURES = ROOT / "tests" / "fixtures" / "vllm-models"
+VLLM = parse_engines("vllm==0.32.0")
+# DFlash drafters and the target each is served with (the corpus's, the incident's and our fixture).
+PAIRS = [
+    (DRAFTERS / "specforge-qwen3-8b-dflash", TARGETS / "qwen3-8b"),
+    (DRAFTERS / "specforge-qwen3-4b-dflash", TARGETS / "qwen3-4b"),
+    (DRAFTERS / "broken" / "vllm-v1-mixed-sliding-full", TARGETS / "qwen3-8b"),
+    (DRAFTERS / "broken" / "vllm-48113-qwen3-4b-dflash-on-32-layers", TARGETS / "qwen3-8b"),
+    (DRAFTERS / "broken" / "vllm-40727-dflash-ids-plus-one", TARGETS / "qwen3-8b"),
+    (ROOT / "examples" / "qwen3-swa-drafter", TARGETS / "qwen3-32b"),
+    (FIXTURES / "drafter", FIXTURES / "target"),
+]
+
+
+@lru_cache(maxsize=1)
+def engines() -> RealEngines:
+    """One vLLM worker for the whole module, as one `draftguard check --engine` call has."""
+    import os
+
+    os.environ[PYTHON_ENV] = sys.executable  # this interpreter has vLLM (the marker's promise)
+    return RealEngines.find(VLLM)
+
+
+def _light(folder: Path, target: Path | None = None):
+    report = check_targets([str(folder)], drafter_target=str(target) if target else None, engines=VLLM)
+    assert report.errors == [], [e.message for e in report.errors]
+    return report.targets[0]
+
+
+def _sliding(windows):
+    return [w for w in (windows or []) if w is not None]
+
+
+def test_light_and_real_tiers_agree_on_every_real_target():
+    real = engines()
+    disagree, answered = {}, 0  # a light view without a length (nested text configs) makes no claim to compare
+    for folder in sorted(p.parent for p in REAL.glob("*/config.json")):
+        report = check_targets([str(folder)], engines=VLLM)
+        if report.errors:  # transformers cannot resolve it here (remote code): no light view to compare
+            continue
+        light = report.targets[0].engine_views[0]
+        if light.runner:  # a drafter checked alone: compared with its target below
+            continue
+        got = real.views(VLLM[0], str(folder), None, None)
+        if got is None:
+            real.failed.pop(VLLM[0], None)  # vLLM cannot configure it on CPU: nothing to compare
+            continue
+        answered += 1
+        [served] = got
+        diff = {}
+        if light.max_model_len is not None and light.max_model_len != served.max_model_len:
+            diff["max_model_len"] = (light.max_model_len, served.max_model_len)
+        if light.dtype is not None and light.dtype != served.dtype:
+            diff["dtype"] = (light.dtype, served.dtype)
+        for field in ("head_size", "num_kv_heads"):
+            if None not in (getattr(light, field), getattr(served, field)) and getattr(light, field) != getattr(served, field):
+                diff[field] = (getattr(light, field), getattr(served, field))
+        if served.windows is not None and _sliding(light.windows) != _sliding(served.windows):
+            diff["windows"] = (_sliding(light.windows)[:4], _sliding(served.windows)[:4])
+        if diff:
+            disagree[folder.name] = diff
+    assert answered >= 80
+    assert disagree == {}
+
+
+@pytest.mark.parametrize("drafter, target", PAIRS, ids=[p[0].name for p in PAIRS])
+def test_light_and_real_tiers_agree_on_dflash_pairs(drafter, target):
+    light = {runner: v for v in _light(drafter, target).engine_views for runner in v.runner.split(" and ")}
+    got = engines().views(VLLM[0], str(drafter), "dflash", str(target))
+    assert got is not None, engines().failed
+    served = {v.runner: v for v in got}
+    assert light.keys() == served.keys() == {"V1", "V2"}
+    for runner, view in served.items():
+        mine = light[runner]
+        assert (mine.refusal is None) == (view.refusal is None), (runner, mine.refusal, view.refusal)
+        if view.refusal is None:
+            assert mine.layers_read == view.layers_read, runner
+            assert mine.windows == view.windows, runner
+            assert ("prenorm" in mine.notes) == ("prenorm" in view.notes), runner
+        else:
+            assert mine.refusal in view.refusal or view.refusal in mine.refusal, (mine.refusal, view.refusal)
+
+
+EAGLE3 = [
+    (DRAFTERS / "specforge-llama3-8b-eagle3", TARGETS / "llama-3.1-8b"),
+    (DRAFTERS / "specforge-qwen3-8b-eagle3", TARGETS / "qwen3-8b"),
+    (DRAFTERS / "eagle-authors-llama3.1-8b-eagle3", TARGETS / "llama-3.1-8b"),
+    (DRAFTERS / "broken" / "vllm-40727-eagle3-aux-ids-without-plus-one", TARGETS / "qwen3-8b"),
+]
+
+
+@pytest.mark.parametrize("drafter, target", EAGLE3, ids=[p[0].name for p in EAGLE3])
+def test_light_and_real_tiers_agree_on_the_layers_eagle3_heads_read(drafter, target):
+    light = {runner: v for v in _light(drafter, target).engine_views for runner in v.runner.split(" and ")}
+    got = engines().views(VLLM[0], str(drafter), "eagle3", str(target))
+    assert got is not None, engines().failed
+    for view in got:
+        assert view.refusal is None, view.refusal
+        assert light[view.runner].layers_read == view.layers_read, view.runner
+
+
+def test_our_fixture_drafter_is_fed_the_pre_norm_stream_by_vllm_itself():
+    got = engines().views(VLLM[0], str(FIXTURES / "drafter"), "dflash", str(FIXTURES / "target"))
+    assert got and all("prenorm" in v.notes and v.layers_read == [0, 2] for v in got)
+
+
+def test_phi_35_is_served_at_4096_by_vllm_itself():
+    [served] = engines().views(VLLM[0], str(REAL / "microsoft--phi-3.5-mini-instruct"), None, None)
+    assert served.max_model_len == 4096 and served.tier == "engine"
+
+
+@pytest.mark.parametrize("config", [REAL / "meta-llama--llama-3.1-8b-instruct", REAL / "qwen--qwen3-8b",
+                                    REAL / "mistralai--mistral-7b-instruct-v0.3"])
+def test_healthy_models_get_no_engine_finding_above_info_from_vllm_itself(config):
+    report = check_targets([str(config)], engines=VLLM, real_engines=engines())
+    [result] = report.targets
+    assert [v.tier for v in result.engine_views] == ["engine"]
+    assert [f.message for f in result.findings if f.rule.startswith("DG2") and f.severity.value != "info"] == []
+
+
+SGLANG_SITE = ROOT / ".venv-sglang" / "site"  # pip install --no-deps --target .venv-sglang/site sglang==0.5.23 orjson gguf traitlets
+
+
+@pytest.mark.skipif(not (SGLANG_SITE / "sglang").is_dir(), reason="SGLang 0.5.23's wheel is not installed --no-deps "
+                    "into .venv-sglang/site (its kernels do not install on CPU)")
+def test_light_tier_sglang_rules_agree_with_sglangs_own_model_config():
+    """SGLang's ModelConfig (context length, dtype) on every real target, against the light tier."""
+    from draftguard.check.engines.real import sglang_views
+
+    sglang = parse_engines("sglang==0.5.23")
+    folders, light = [], {}
+    for folder in sorted(p.parent for p in REAL.glob("*/config.json")):
+        report = check_targets([str(folder)], engines=sglang)
+        if report.errors or report.targets[0].engine_views[0].runner:
+            continue
+        folders.append(str(folder))
+        light[str(folder)] = report.targets[0].engine_views[0]
+    disagree, answered = {}, 0
+    for folder, answer in zip(folders, sglang_views(sys.executable, str(SGLANG_SITE), folders)):
+        if isinstance(answer, dict):
+            continue  # SGLang's ModelConfig cannot take it on CPU (quantization, remote code)
+        answered += 1
+        [served], mine = answer, light[folder]
+        diff = {k: (getattr(mine, k), served[k]) for k in ("max_model_len", "dtype")
+                if getattr(mine, k) is not None and getattr(mine, k) != served[k]}
+        if diff:
+            disagree[Path(folder).name] = diff
+    assert answered >= 80
+    assert disagree == {}, "\n".join(f"{k}: {v}" for k, v in sorted(disagree.items()))
