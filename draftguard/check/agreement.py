@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from draftguard.check.findings import ABSENT, Finding, is_int as _is_int, show
 
 if TYPE_CHECKING:
-    from draftguard.check.judges import Context
+    from draftguard.check.context import Context
 
 
 def shown_place(ctx: Context, place: str) -> str:
