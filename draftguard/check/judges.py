@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from draftguard.check.agreement import attention_line as _attention_line, file_asked as _file_asked, shown_place as _shown_place
 from draftguard.check.context import Context, same
-from draftguard.check.findings import ABSENT, RULES, Finding, show
+from draftguard.check.findings import ABSENT, Finding, show
 
 
 def _parent(path: str) -> str:
