@@ -13,7 +13,7 @@ from typing import Any
 
 from draftguard.check.engines.view import transformers_windows
 from draftguard.check.findings import LayerAttention, Report, TargetResult, attention_runs
-from draftguard.report.comment import code, esc
+from draftguard.report.comment import code, esc, esc_message
 
 
 def _layer_text(window: int | None) -> str:
@@ -70,7 +70,7 @@ def attention_lines(result: TargetResult, transformers_version: str) -> list[tup
 def _layers(view: Any) -> str:
     if view.layers_read is None:
         return ""
-    return code(", ".join(str(i) for i in view.layers_read)) + (f" ({esc(view.layers_why)})" if view.layers_why else "")
+    return code(", ".join(str(i) for i in view.layers_read)) + (f" ({esc_message(view.layers_why)})" if view.layers_why else "")
 
 
 def render_engines_section(report: Report) -> str | None:
@@ -88,8 +88,9 @@ def render_engines_section(report: Report) -> str | None:
         for v in t.engine_views:
             length = code(v.max_model_len) if v.max_model_len is not None else ""
             dtype = code(v.dtype) if v.dtype else ""
-            refusal = f":x: &quot;{esc(v.refusal)}&quot; ({esc(v.refusal_where)})" if v.refusal else ""
-            out.append(f"| {esc(engine_label(v))} | {length} | {esc(window_text(v.windows))} | {_layers(v)} | "
+            refusal = f':x: "{esc(v.refusal)}" ({esc(v.refusal_where)})' if v.refusal else ""
+            attention = "not served" if v.refusal else esc(window_text(v.windows))
+            out.append(f"| {esc(engine_label(v))} | {length} | {attention} | {_layers(v)} | "
                        f"{dtype} | {refusal} |")
         out.append("")
     out.append("The findings DG200-DG205 above say where these differ from the file, transformers or the trainer.")
