@@ -610,3 +610,48 @@ def test_the_engines_input_adds_what_the_engines_serve(tmp_path, api):
     run = run_action(tmp_path, checkout, api, engines="vllm==0.1", comment="false")
     [error] = run.annotations("error")
     assert run.code == 2 and "input `engines`" in error and "Traceback" not in run.stderr
+
+
+def _engine_rows(section: str, config: str) -> dict[str, list[str]]:
+    """The engine table under one config in the engine section: cells by engine label."""
+    part = section.split(f"<code>{config}</code>", 1)[1].split("\n\n", 2)[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()[2:]]
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_the_engines_input_adds_an_engine_section_to_the_comment_and_the_summary(tmp_path, api):
+    real = Path(__file__).resolve().parent / "data"
+    phi = (real / "real-configs" / "microsoft--phi-3.5-mini-instruct" / "config.json").read_text()
+    mistral = (real / "healthy" / "mistral-7b-v0.1.json").read_text()
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"phi/config.json": phi, "mistral/config.json": mistral})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, engines="vllm==0.32.0,sglang==0.5.23")
+    assert run.code == 1 and "Traceback" not in run.stderr  # SGLang runs Mistral without its window: DG201
+    section = parse_sticky(api.comments_on(REPO, 7)[0]["body"])["engines"]
+    assert section.startswith("### What the engines serve") and section in run.summary
+    phi_rows = _engine_rows(section, "phi/config.json")
+    # max_model_len, attention, target layers read, dtype, refusal
+    assert phi_rows["vLLM 0.32.0 (light tier)"][0] == "<code>4096</code>"  # LongRoPE's original length
+    assert phi_rows["SGLang 0.5.23 (light tier)"][0] == "<code>131072</code>"
+    rows = _engine_rows(section, "mistral/config.json")
+    assert rows["vLLM 0.32.0 (light tier)"][1] == "sliding(4096) at layers 0-31"
+    assert rows["SGLang 0.5.23 (light tier)"][1:] == ["full at layers 0-31", "", "<code>bfloat16</code>", ""]
+    assert "(transformers " in section and ": sliding(4096) at layers 0-31)" in section
+    # A later run without engines takes the section away, as a matrix that no longer differs.
+    checkout.push({"mistral/config.json": mistral.replace("4096", "4097")})
+    run = run_action(tmp_path, checkout, api)
+    assert "engines" not in parse_sticky(api.comments_on(REPO, 7)[0]["body"])
+    assert "What the engines serve" not in run.summary
+
+
+def test_a_refusal_is_quoted_in_the_engine_section(tmp_path, api):
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, engines="vllm==0.32.0,sglang==0.5.23", comment="false")
+    rows = _engine_rows(run.summary.split("### What the engines serve", 1)[1], "drafter/config.json")
+    v1, v2 = rows["vLLM 0.32.0, V1 runner (light tier)"], rows["vLLM 0.32.0, V2 runner (light tier)"]
+    assert v1[1] == "not served" and '"Model Runner V1 does not support: mixed sliding/full dflash drafts"' in v1[4]
+    assert '"DFlash sliding attention requires a window size"' in v2[4]
+    assert "require config.sliding_window" in rows["SGLang 0.5.23 (light tier)"][4]

@@ -288,3 +288,36 @@ def test_a_repo_that_breaks_only_under_a_newer_transformers_is_a_regression_nami
         assert "DG102" in warning_rules(records["faults/shifted-layer-drafter"]["findings"])
         md = (run.out / "audit.md").read_text()
         assert "| faults/string-window-mistral | config-rejected | `config.json` | 5.24.0 | 4.52.4 |" in md
+
+
+def test_engine_flag_adds_what_the_engines_serve_and_a_change_of_engines_checks_again(tmp_path):
+    data = REPO_ROOT / "tests" / "data"
+    with FakeHub() as hub:
+        build_fleet(hub, copies=1, corpus=False)  # its routes answer model_info without a revision
+        hub.add("acme/mistral", {"config.json": (data / "healthy" / "mistral-7b-v0.1.json").read_bytes()})
+        hub.add("acme/phi", {"config.json": (data / "real-configs" / "microsoft--phi-3.5-mini-instruct"
+                                              / "config.json").read_bytes()})
+        repo_list = tmp_path / "repos.txt"
+        repo_list.write_text("acme/mistral\nacme/phi\norg-00/pair-drafter\n")
+        run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--engine", "vllm==0.32.0,sglang==0.5.23")
+        assert run.rc == 1, run.stderr  # SGLang runs Mistral without its window: an error
+        mistral, phi, pair = (run.records[r] for r in ("acme/mistral", "acme/phi", "org-00/pair-drafter"))
+        assert mistral["engines"] == ["sglang==0.5.23", "vllm==0.32.0"]
+        [window] = [f for f in mistral["findings"] if f["rule"] == "DG201"]
+        assert window["severity"] == "error" and "SGLang 0.5.23" in window["message"]
+        [cut] = [f for f in phi["findings"] if f["rule"] == "DG202"]
+        assert cut["resolved"] == 4096 and "vLLM 0.32.0" in cut["message"]
+        # The drafter is judged against the target its own rules read: the V1 runner's refusal of its
+        # mixed sliding/full layers, in vLLM's words.
+        assert pair["target"] and not [e for e in pair["errors"] if "engine rules" in e["message"]]
+        assert any(f["rule"] == "DG200" and "mixed sliding/full dflash drafts" in f["message"] for f in pair["findings"])
+        # The same engines again: nothing to check. Other engines (none): checked again, no engine finding.
+        again = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--engine", "sglang==0.5.23,vllm==0.32.0")
+        assert "0 checked" in again.stderr, again.stderr
+        plain = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--fail-on", "never")
+        assert "3 checked" in plain.stderr and plain.records["acme/mistral"]["engines"] == []
+        assert not [f for r in plain.records.values() for f in r["findings"] if f["rule"].startswith("DG2")]
+        bad = run_audit_process(hub, tmp_path, str(repo_list), "--engine", "vllm==0.1")
+        assert bad.rc == 2 and "not one whose code draftguard has read" in bad.stderr
+        matrix = run_audit_process(hub, tmp_path, str(repo_list), "--engine", "vllm", "--transformers", "4.52.4,5.24.0")
+        assert matrix.rc == 2 and "not with --queue or --transformers yet" in matrix.stderr

@@ -78,6 +78,22 @@ def test_markdown_format_escapes_what_the_file_says(tmp_path, capsys):
     assert "| :x: |" in out
 
 
+def test_markdown_format_shows_what_the_engines_serve(capsys, monkeypatch):
+    monkeypatch.delenv("DRAFTGUARD_VLLM_PYTHON", raising=False)
+    pair = ROOT / "examples" / "dflash-pair" / "drafter"
+    main(["check", str(pair), "--format", "markdown", "--engine", "vllm==0.32.0,sglang==0.5.23"])
+    section = capsys.readouterr().out.split("### What the engines serve", 1)[1]
+    rows = {line.split(" | ")[0].strip("| "): line for line in section.splitlines() if line.startswith("| ")}
+    # V1 refuses a draft mixing sliding and full layers; V2 and SGLang serve it, fed target layers 0 and 2.
+    assert "| not served |" in rows["vLLM 0.32.0, V1 runner (light tier)"]
+    assert '"Model Runner V1 does not support: mixed sliding/full dflash drafts"' in rows["vLLM 0.32.0, V1 runner (light tier)"]
+    for served in ("vLLM 0.32.0, V2 runner (light tier)", "SGLang 0.5.23 (light tier)"):
+        assert "| sliding(6) at layer 0, full at layer 1 | <code>0, 2</code> (reads <code>dflash_config" in rows[served]
+        assert rows[served].endswith("|  |  |")  # no dtype on a draft view, no refusal
+    main(["check", str(pair), "--format", "markdown"])
+    assert "What the engines serve" not in capsys.readouterr().out
+
+
 def test_fail_on_levels(tmp_path, capsys):
     warn_only = write(tmp_path, json.dumps({"model_type": "qwen3", "hidden_size": 1024,
                                             "num_attention_heads": 16, "num_hidden_layers": 2}))

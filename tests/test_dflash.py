@@ -111,6 +111,14 @@ def check(drafter: Path, target: Path | str | None):
     return check_targets([str(drafter)], drafter_target=str(target) if target else None)
 
 
+def engine_views(drafter: Path, target: Path):
+    """vLLM 0.32.0's views of a pair (light tier), per runner."""
+    from draftguard.check.engines import parse_engines
+
+    report = check_targets([str(drafter)], drafter_target=str(target), engines=parse_engines("vllm==0.32.0"))
+    return report.targets[0].engine_views
+
+
 def rules(report, severity: str | None = None) -> set[str]:
     return {f.rule for f in report.findings if severity is None or f.severity.value == severity}
 
@@ -781,7 +789,20 @@ def test_dflash2_drafter_is_told_what_vllms_v1_runner_refuses(tmp_path):
     drafter, target = make_pair(tmp_path, drafter=lambda c: c.update(
         architectures=["DFlash2DraftModel"], layer_types=["sliding_attention"] * 2, max_window_layers=0))
     [note] = [f for f in check(drafter, target).findings if f.rule == "DG117"]
-    assert "dflash2 drafts" in note.message and "Triton" in note.message and "0.27.1" in note.message
+    # vLLM 0.32's own words (vllm/config/vllm.py _get_v1_model_runner_unsupported_features), as the
+    # engine view's refusal quotes them.
+    assert '"Model Runner V1 does not support: DFlash candidate-head drafts"' in note.message
+    assert "DFlash candidate-head drafter (DFlash2DraftModel)" in note.message and "dflash2 drafts" not in note.message
+    assert "Triton" in note.message and "0.27.1" in note.message
+    [v1] = [v for v in engine_views(drafter, target) if v.runner == "V1"]
+    assert v1.refusal == "Model Runner V1 does not support: DFlash candidate-head drafts"
+    assert v1.refusal.partition(": ")[2] in note.message  # the finding and the view say the same
+    # Both at once: listed as vLLM lists them, in one ValueError.
+    both, target = make_pair(tmp_path / "both", drafter=lambda c: c.update(
+        architectures=["DFlash2DraftModel"], layer_types=["sliding_attention", "full_attention"], max_window_layers=0))
+    [note] = [f for f in check(both, target).findings if f.rule == "DG117"]
+    assert ('"Model Runner V1 does not support: mixed sliding/full dflash drafts, DFlash candidate-head drafts"'
+            in note.message) and note.key.endswith("layer_types")
     full, target = make_pair(tmp_path / "full", drafter=lambda c: c.update(
         layer_types=["full_attention"] * 2, sliding_window=None, use_sliding_window=False))
     assert "DG117" not in rules(check(full, target))

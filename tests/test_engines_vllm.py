@@ -128,6 +128,30 @@ def test_light_and_real_tiers_agree_on_the_layers_eagle3_heads_read(drafter, tar
         assert light[view.runner].layers_read == view.layers_read, view.runner
 
 
+def test_v1_refuses_a_dflash2_draft_in_the_words_the_light_tier_and_dg117_quote(tmp_path):
+    import json
+    import shutil
+
+    # The published SpecForge DFlash drafter, declared DFlash2 with its layers mixing sliding and full:
+    # vLLM's V1 runner lists both features it lacks, in one ValueError.
+    drafter = tmp_path / "dflash2-mixed"
+    shutil.copytree(DRAFTERS / "specforge-qwen3-8b-dflash", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    config.update(architectures=["DFlash2DraftModel"], sliding_window=2048,
+                  layer_types=["sliding_attention"] + ["full_attention"] * (config["num_hidden_layers"] - 1))
+    (drafter / "config.json").write_text(json.dumps(config))
+    target = TARGETS / "qwen3-8b"
+    got = engines().views(VLLM[0], str(drafter), "dflash", str(target))
+    assert got is not None, engines().failed
+    [real] = [v for v in got if v.runner == "V1"]
+    said = "Model Runner V1 does not support: mixed sliding/full dflash drafts, DFlash candidate-head drafts"
+    assert real.refusal == said
+    light = {runner: v for v in _light(drafter, target).engine_views for runner in v.runner.split(" and ")}
+    assert light["V1"].refusal == said
+    [dg117] = [f for f in check_targets([str(drafter)], drafter_target=str(target)).findings if f.rule == "DG117"]
+    assert f'"{said}"' in dg117.message
+
+
 def test_our_fixture_drafter_is_fed_the_pre_norm_stream_by_vllm_itself():
     got = engines().views(VLLM[0], str(FIXTURES / "drafter"), "dflash", str(FIXTURES / "target"))
     assert got and all("prenorm" in v.notes and v.layers_read == [0, 2] for v in got)

@@ -61,7 +61,8 @@ def test_the_cause_is_printed_before_the_symptom_that_refers_to_it(capsys):
     # json keeps the report's order (errors by line): the symptom's line 19 comes first there.
     assert [f["rule"] for f in data["findings"]][:2] == ["DG005", "DG001"]
     assert text.index("DG001 value-overridden") < text.index("DG005 sliding-layer-runs-full")
-    assert text.index("DG001 value-overridden") < text.index("see the")
+    flat = " ".join(text.split())  # rich wraps messages at the console's width, between any two words
+    assert flat.index("DG001 value-overridden") < flat.index("see the `sliding_window` finding")
 
 
 def test_file_to_model_code_only_on_rules_about_config_values(capsys):
@@ -87,3 +88,43 @@ def test_a_folder_without_config_names_the_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{tmp_path}: no config.json in this folder" in err
     assert str(tmp_path / "config.json") not in err
+
+
+def _attention_block(text: str) -> list[str]:
+    """The lines of the per-engine effective-attention block, one per engine (wrapped lines joined)."""
+    lines = text.splitlines()
+    start = lines.index("  effective attention, by what serves it")
+    out: list[str] = []
+    for line in lines[start + 1:]:
+        if not line.startswith("    "):
+            break
+        if line.startswith("     ") and out:  # a wrapped continuation: more spaces than a label's indent
+            out[-1] += " " + line.strip()
+        else:
+            out.append(" ".join(line.split()))
+    return out
+
+
+def test_each_engine_gets_an_effective_attention_line_beside_transformers(capsys, monkeypatch):
+    monkeypatch.delenv("DRAFTGUARD_VLLM_PYTHON", raising=False)
+    mistral = ROOT / "tests" / "data" / "healthy" / "mistral-7b-v0.1.json"
+    main(["check", str(mistral), "--engine", "sglang==0.5.23", "--fail-on", "never"])
+    lines = _attention_block(capsys.readouterr().out)
+    assert lines[0].startswith("transformers ") and lines[0].endswith("sliding(4096) at layers 0-31")
+    assert lines[1:] == ["SGLang 0.5.23 (light tier) full at layers 0-31"]  # SGLang drops the window
+    main(["check", str(mistral), "--engine", "sglang==0.5.23", "--format", "json", "--fail-on", "never"])
+    [view] = json.loads(capsys.readouterr().out)["targets"][0]["engines"]
+    assert view["engine"] == "SGLang 0.5.23" and view["windows"] == [None] * 32
+    # The incident: transformers runs full attention, each vLLM runner and SGLang refuse, in their words.
+    main(["check", str(SWA), "--engine", "vllm==0.32.0,sglang==0.5.23", "--fail-on", "never"])
+    lines = _attention_block(capsys.readouterr().out)
+    assert lines[0].endswith("full at layers 0-4") and len(lines) == 4
+    assert lines[1].startswith("vLLM 0.32.0, V1 runner (light tier) refuses to serve it:")
+    assert "mixed sliding/full dflash drafts" in lines[1]
+    assert lines[2].startswith("vLLM 0.32.0, V2 runner") and "requires a window size" in lines[2]
+    assert lines[3].startswith("SGLang 0.5.23") and "require config.sliding_window" in lines[3]
+
+
+def test_without_engines_no_engine_attention_block(capsys):
+    main(["check", str(SWA), "--fail-on", "never"])
+    assert "by what serves it" not in capsys.readouterr().out

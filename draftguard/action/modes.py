@@ -31,6 +31,7 @@ from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import matrix_note, render_acceptance_section
+from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
 from draftguard.pr_verdict import PullRequestReview
@@ -146,7 +147,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
-                "matrix": matrix_markdown(report)}
+                "matrix": matrix_markdown(report), "engines": render_engines_section(report)}
     commands.write(render_annotations(report))
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
     if review.fails(fail_on):  # the proven fixes of what fails, as a diff to apply

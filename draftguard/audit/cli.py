@@ -1,7 +1,8 @@
 """``draftguard audit``: its arguments and its exit code.
 
 In: the parsed command line (``add_audit_parser`` registers it; ``cmd_audit`` runs it): a repo list
-file or --org/--search/--filter, --transformers, --out, --queue, --open-discussions and the limits.
+file or --org/--search/--filter, --transformers, --engine, --out, --queue, --open-discussions and the
+limits.
 Out: the reports written by ``run.run_audit``, its summary line and any version that could not run
 on stderr, the discussions' dry run or actions on stdout, and the exit code.
 
@@ -26,6 +27,7 @@ from draftguard.audit.repo import AuditOptions
 from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
 from draftguard.check import resolver
+from draftguard.check.engines.specs import parse_engines
 from draftguard.hub_access import probe_hub, unreachable_error
 from draftguard.snapshot import BadInput
 
@@ -50,6 +52,9 @@ def add_audit_parser(sub: "argparse._SubParsersAction") -> None:
     audit.add_argument("--transformers", metavar="V1,V2",
                        help="resolve under each of these transformers versions; `latest` is the newest release on "
                        "the package index (default: the installed version only)")
+    audit.add_argument("--engine", metavar="SPECS",
+                       help="also judge what these engines serve, e.g. vllm==0.32.0,sglang==0.5.23 (light tier: "
+                       "findings DG200-DG205; with the installed transformers only, not through --queue)")
     audit.add_argument("--out", metavar="DIR", default="draftguard-audit",
                        help="folder for audit.jsonl, audit.md and audit.html (default: ./draftguard-audit)")
     audit.add_argument("--full", action="store_true",
@@ -94,8 +99,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
                             limit=args.limit)
         if args.repo_file:
             _reach_hub()  # after the list file's own bad lines, which need no network
+        engines = parse_engines(args.engine) if args.engine else []
+        if engines and (args.queue or versions != [host]):
+            raise BadInput("--engine runs in this process under the installed transformers alone: not with "
+                           "--queue or --transformers yet")
         options = AuditOptions(versions=versions, host_version=host, full=args.full, retries=args.retries,
-                               max_wait=args.max_wait)
+                               max_wait=args.max_wait, engines=engines)
         run = AuditRun(refs=refs, options=options, out=Path(args.out), concurrency=args.concurrency,
                        queue_url=args.queue, progress=not args.no_progress)
         result = run_audit(run)

@@ -69,6 +69,7 @@ class RepoRecord:
     revision: str | None
     sha: str | None = None
     versions: list[str] = field(default_factory=list)
+    engines: list[str] = field(default_factory=list)  # --engine specs ("vllm==0.32.0") it was judged by
     draftguard: str = __version__
     findings: list[dict[str, Any]] = field(default_factory=list)
     errors: list[RepoError] = field(default_factory=list)
@@ -116,10 +117,11 @@ class RepoRecord:
         found |= {r.rule for r in self.regressions if SEVERITY_RANK.get(r.severity, 0) >= bar}
         return sorted(found)
 
-    def same_inputs(self, sha: str | None, versions: list[str]) -> bool:
+    def same_inputs(self, sha: str | None, versions: list[str], engines: list[str] | None = None) -> bool:
         """Whether a rerun would check exactly this again (incremental audits skip it then). A repo
         refused for access (gated, 401/403) is asked again: its access may have been granted since."""
         return (sha is not None and self.sha == sha and self.versions == versions
+                and self.engines == list(engines or [])
                 and self.draftguard == __version__ and not self.transient
                 and not any(e.kind == "gated" for e in self.errors))
 
@@ -133,7 +135,7 @@ class RepoRecord:
     def from_json(cls, data: dict[str, Any]) -> "RepoRecord":
         """Read a record back; raises KeyError or TypeError on a line that is not one."""
         record = cls(repo=data["repo"], repo_id=data["repo_id"], revision=data.get("revision"))
-        for name in ("sha", "versions", "draftguard", "findings", "target", "drafter", "checked", "seconds",
+        for name in ("sha", "versions", "engines", "draftguard", "findings", "target", "drafter", "checked", "seconds",
                      "attempts", "fix"):
             if name in data:
                 setattr(record, name, data[name])

@@ -34,6 +34,7 @@ from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
 from draftguard.check import matrix, resolver
 from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
 from draftguard.check.drafter.check import CHECKS
+from draftguard.check.engines import check_engines
 from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
@@ -58,6 +59,8 @@ class AuditOptions:
     retries: int = 4
     max_wait: float = 120.0  # the longest a single Retry-After or backoff is honoured
     previous: dict[str, RepoRecord] = field(default_factory=dict)
+    # --engine: ``check.engines.EngineSpec``s whose light tier judges each repo (DG200-DG205).
+    engines: list[Any] = field(default_factory=list)
     fetch_workers: int = 1  # repos of one chunk fetched at once
     # Versions whose resolver could not run (install failed, no network), with why; filled as chunks run.
     version_problems: dict[str, str] = field(default_factory=dict)
@@ -68,6 +71,11 @@ class AuditOptions:
     @property
     def host_only(self) -> bool:
         return self.versions == [self.host_version]
+
+    @property
+    def engine_keys(self) -> list[str]:
+        """The engines as records keep them ("vllm==0.32.0", sorted), so a rerun with others checks again."""
+        return sorted(f"{e.name}=={e.version}" for e in self.engines)
 
 
 @dataclass
@@ -239,6 +247,17 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
     return CHECKS[fmt.family](snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
 
 
+def engine_findings(fetched: Fetched, result: TargetResult, record: RepoRecord, cache: dict[str, Any],
+                    options: AuditOptions) -> list[Finding]:
+    """The engine findings (light tier) of a fetched repo; a drafter is judged against the target
+    ``drafter_findings`` read (anonymously), never one read again with the auditor's token."""
+    if not options.engines:
+        return []
+    target = cache.get(record.target["name"]) if record.drafter and record.target else None
+    found, _ = check_engines(fetched.snapshot, result, options.engines, target_model=target)
+    return found
+
+
 def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRecord, bool]]:
     """Audit repos (no repo id twice); returns (record, skipped) per repo, in order. A repo whose
     commit, versions and draftguard version match its previous record is skipped (unless
@@ -250,7 +269,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
     def fetch(index: int, ref: RepoRef) -> None:
         def unchanged(sha: str | None) -> bool:
             previous = options.previous.get(ref.key)
-            if previous is None or options.full or not previous.same_inputs(sha, options.versions):
+            if previous is None or options.full or not previous.same_inputs(sha, options.versions,
+                                                                             options.engine_keys):
                 return False
             out[index] = (previous, True)
             return True
@@ -258,7 +278,8 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
         if options.hub_gone:
             return  # not asked, not recorded: the next run checks it
         started = time.monotonic()
-        record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions))
+        record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision, versions=list(options.versions),
+                            engines=options.engine_keys)
         attempts = [0]
         if ref.known_sha is None and options.previous.get(ref.key) is not None and not options.full:
             # A rerun asks the commit alone first (a few bytes, not the file list), and stops there
@@ -311,6 +332,10 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
                 failure = _failure_of(exc)
                 kind = failure.kind if failure.kind in ("internal", *TRANSIENT) else "target"
                 record.errors.append(RepoError(kind, f"drafter rules not run: {failure.message}"))
+            try:
+                findings += engine_findings(fetched, result, record, targets, options)
+            except Exception as exc:  # a bug on one config: recorded, and the audit goes on
+                record.errors.append(RepoError("internal", f"engine rules not run: {_failure_of(exc).message}"))
             record.findings = [f.to_json() for f in _sorted(findings)]
             record.fix = proven_fix(fetched.snapshot, findings, options.host_version)
         record.attempts, record.seconds = attempts[0], time.monotonic() - started

@@ -85,7 +85,7 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
                               QUEUE_CHUNK if run.queue_url else 1)
     unchanged = [] if run.options.full else [
         ref for ref in run.refs if ref.known_sha and ref.key in previous
-        and previous[ref.key].same_inputs(ref.known_sha, run.options.versions)]
+        and previous[ref.key].same_inputs(ref.known_sha, run.options.versions, run.options.engine_keys)]
     skip = {ref.key for ref in unchanged}
     parts = list(chunks([ref for ref in run.refs if ref.key not in skip], size))
     result = AuditResult(records=[], previous=previous)

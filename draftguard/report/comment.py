@@ -1,9 +1,10 @@
 """The sticky comment: one comment per pull request (or Hub discussion), edited in place on every run.
 
-The body is a hidden marker plus named sections (light check, transformers matrix, acceptance test),
-each fenced by hidden HTML comments. A job that owns one section reads the current body, replaces its
-section and writes the body back, so the light-check job and the GPU job never erase each other's
-work and no state needs to live anywhere but the comment itself.
+The body is a hidden marker plus named sections (light check, transformers matrix, what the engines
+serve (``report.engines``), acceptance test), each fenced by hidden HTML comments. A job that owns one
+section reads the current body, replaces its section and writes the body back, so the light-check job
+and the GPU job never erase each other's work and no state needs to live anywhere but the comment
+itself.
 
 Everything taken from a pull request (keys, values, messages quoting them) is HTML-escaped, so a
 config value cannot close a section marker, ping people or inject markup.
@@ -36,7 +37,7 @@ from draftguard.markers import is_sticky
 from draftguard.report.acceptance import diagnosis_table, number_text
 from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
 
-SECTIONS = ("light", "matrix", "acceptance")
+SECTIONS = ("light", "matrix", "engines", "acceptance")
 # A section is named for what it holds, and optionally for one use of the Action: "light.models-a"
 # (``section_name``), so two uses on one pull request keep a section each.
 _SECTION = re.compile(
@@ -100,7 +101,7 @@ def parse_sticky(body: str | None) -> dict[str, str]:
 
 
 def section_name(kind: str, key: str | None = None) -> str:
-    """The name of a section of ``kind`` (light, matrix, acceptance) written for ``key`` (one use of
+    """The name of a section of ``kind`` (light, matrix, engines, acceptance) written for ``key`` (one use of
     the Action: letters, digits and single dashes), or the plain kind without a key.
 
     Example::

@@ -3,7 +3,8 @@
 In: a ``Report`` and a text stream.
 Out: ``render_text`` writes each target's findings (first those filed against the files beside its
 config.json, such as ``.draftguard.yml``; any other file's under its own name), causes before their
-symptoms, its attention table when layers differ, the version matrix and a summary line
+symptoms, its attention table when layers differ, an effective-attention line per engine (with
+``--engine``; ``report.engines``), the version matrix and a summary line
 to the stream; returns None.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from draftguard.check.findings import RULES, Finding, Report, attention_runs
+from draftguard.report.engines import attention_lines
 from draftguard.report.views import (
     FindingGroup,
     causes_first,
@@ -50,6 +52,7 @@ def render_text(report: Report, file: TextIO) -> None:
             for layers, declared, effective in attention_runs(t.attention):
                 table.add_row(layers, declared, Text(effective, style="bold red" if declared != effective else ""))
             console.print(Padding(table, (0, 0, 0, 2)))
+        _print_engine_attention(console, t, report.transformers_version)
         console.print()
     for name, findings in beside.items():  # what no target owns, under its own file's name
         console.print(Text(name, style="bold"))
@@ -83,6 +86,25 @@ def _beside(report: Report) -> dict[str, list[Finding]]:
             owner = next((t.file for t in report.targets if _folder(t.file) == _folder(f.file)), f.file)
             out.setdefault(owner, []).append(f)
     return out
+
+
+def _print_engine_attention(console, target, transformers_version: str) -> None:
+    """With ``--engine``: one effective-attention line per engine (and vLLM runner where they differ)
+    under transformers' own, so what each really runs reads side by side."""
+    from rich.padding import Padding  # rich: ~20 ms to import; only drawn output pays it
+    from rich.table import Table  # rich, as above
+    from rich.text import Text  # rich, as above
+
+    lines = attention_lines(target, transformers_version)
+    if not lines:
+        return
+    grid = Table.grid(padding=(0, 2))  # two columns, so a long refusal wraps inside its own
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for who, what in lines:
+        grid.add_row(who, Text(what, style="bold red" if what != lines[0][1] else ""))
+    console.print(Text("  effective attention, by what serves it", style="bold"))
+    console.print(Padding(grid, (0, 0, 0, 4)))
 
 
 def _print_findings(console, findings: list[Finding]) -> None:

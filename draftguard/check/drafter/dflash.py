@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 from draftguard.check.drafter.engines import (
-    VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks, dflash_v1_refusal,
+    V1_CANDIDATE_DRAFTS, V1_MIXED_DRAFTS, VLLM_RUNNER_FACTS, build_target_layer_ids, dflash_fallbacks,
+    dflash_v1_refusal,
 )
 from draftguard.check.drafter.detect import ZLAB_DEFAULT_IDS, Stated
 from draftguard.check.drafter.files import _is_int
@@ -184,12 +185,15 @@ class DFlashCheck(DrafterCheck):
         reason = dflash_v1_refusal(layer_types if isinstance(layer_types, list) else None, self.fmt.architecture)
         if reason is None:
             return
-        what = ("a DFlash2 drafter" if reason.startswith("dflash2")
-                else "a drafter whose layers mix sliding_attention and full_attention")
-        key = self.layer_key("layer_types") if reason.startswith("mixed") else "architectures"
+        mixed = V1_MIXED_DRAFTS in reason
+        what = (f"a DFlash candidate-head drafter ({self.fmt.architecture})" if V1_CANDIDATE_DRAFTS in reason
+                else "a drafter")
+        if mixed:
+            what += " whose layers mix sliding_attention and full_attention"
+        key = self.layer_key("layer_types") if mixed else "architectures"
         self.finding("DG117", key, layer_types if key.endswith("layer_types") else self.fmt.architecture, None,
                      f"This is {what}. {VLLM_RUNNER_FACTS}: the V1 model runner refuses it (ValueError "
-                     f"naming \"{reason}\"), and the V2 runner, which runs it, needs Triton; vLLM picks V2 "
-                     "for it by itself when Triton is there. So it will not start where V1 is forced "
-                     "(VLLM_USE_V2_MODEL_RUNNER=0) or Triton is missing, as on vLLM's CPU build. Fix: nothing "
-                     "in the drafter; serve it with the V2 runner on a GPU with Triton.")
+                     f"\"Model Runner V1 does not support: {reason}\"), and the V2 runner, which runs it, "
+                     "needs Triton; vLLM picks V2 for it by itself when Triton is there. So it will not start "
+                     "where V1 is forced (VLLM_USE_V2_MODEL_RUNNER=0) or Triton is missing, as on vLLM's CPU "
+                     "build. Fix: nothing in the drafter; serve it with the V2 runner on a GPU with Triton.")

@@ -136,18 +136,36 @@ def shifted(ids: list[int], canonical: list[int]) -> int | None:
     return None
 
 
+# vLLM 0.32's V1 runner's words for the DFlash drafts it refuses (vllm/config/vllm.py
+# ``_get_v1_model_runner_unsupported_features``, :2984-2991), and the architectures its
+# ``_is_dflash_candidate_draft`` (:741) counts as candidate-head drafts.
+V1_MIXED_DRAFTS = "mixed sliding/full dflash drafts"
+V1_CANDIDATE_DRAFTS = "DFlash candidate-head drafts"
+DFLASH_CANDIDATE_ARCHITECTURES = ("DFlash2DraftModel", "LiLiCorrDraftModel")
+
+
 def dflash_v1_refusal(layer_types: list[str] | None, architecture: str | None) -> str | None:
-    """Why vLLM's V1 model runner refuses this DFlash drafter, in vLLM's own words, or None.
+    """Why vLLM's V1 model runner refuses this DFlash drafter, in vLLM's own words (the features its
+    ValueError "Model Runner V1 does not support: ..." lists, joined as it joins them), or None.
 
     V1 handles one KV-cache group for the draft; a draft mixing sliding and full layers needs two,
-    and DFlash2's candidate selector exists only in the V2 speculator. V2 needs Triton."""
-    if architecture == "DFlash2DraftModel":
-        return "dflash2 drafts"
+    and a candidate head (DFlash2's selector) exists only in the V2 speculator. V2 needs Triton.
+
+    Example::
+
+        >>> dflash_v1_refusal(["sliding_attention", "full_attention"], "DFlash2DraftModel")
+        'mixed sliding/full dflash drafts, DFlash candidate-head drafts'
+        >>> dflash_v1_refusal(["full_attention"], "DFlashDraftModel") is None
+        True
+    """
+    unsupported = []
     types = [t for t in (layer_types or []) if isinstance(t, str)]
     sliding = sum(t == "sliding_attention" for t in types)
     if 0 < sliding < len(types):
-        return "mixed sliding/full dflash drafts"
-    return None
+        unsupported.append(V1_MIXED_DRAFTS)
+    if architecture in DFLASH_CANDIDATE_ARCHITECTURES:
+        unsupported.append(V1_CANDIDATE_DRAFTS)
+    return ", ".join(unsupported) or None
 
 
 # Where each engine reads an EAGLE-3 head's layer ids from, and in which form (DG115, DG119).

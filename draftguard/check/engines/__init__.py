@@ -82,17 +82,22 @@ def _weights_dtype(snapshot: Snapshot) -> str | None:
     return {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(top or "")
 
 
+_FETCH = object()  # check_engines' default: find and read a drafter's target itself
+
+
 def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSpec], *, target: str | None = None,
                   trust_remote_code: bool = False, cache: dict | None = None,
-                  real: Any = None) -> tuple[list[Finding], list[EngineView]]:
+                  real: Any = None, target_model: Any = _FETCH) -> tuple[list[Finding], list[EngineView]]:
     """The engine findings of one checked config, and the views they came from. ``real`` is a
     ``real.RealEngines`` (or None): where it serves an engine version, its views replace the light
-    tier's for that version."""
+    tier's for that version. ``target_model``: a drafter's target already read by the caller (a
+    ``TargetModel``, or None when it has none), which is then not looked for again."""
     full = snapshot.load_json()
     raw, prefix = layer_config(full)
     fmt = detect_drafter(full)
     family = fmt.family if fmt is not None and fmt.family in ("dflash", "eagle3") and not prefix else None
-    target_model = _target(snapshot, fmt, target, trust_remote_code, cache) if family is not None else None
+    if target_model is _FETCH:
+        target_model = _target(snapshot, fmt, target, trust_remote_code, cache) if family is not None else None
     target_values = dict(target_model.values) if target_model is not None else None
     folder = str(snapshot.local_dir) if snapshot.local_dir is not None else None
     target_folder = (str(target_model.snapshot.local_dir) if target_model is not None

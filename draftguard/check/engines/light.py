@@ -291,9 +291,7 @@ def _dflash_view(view: EngineView, spec: EngineSpec, raw: dict[str, Any], values
     if spec.name == "vllm":
         # V1's list is checked when the config is made, before the model is built (VllmConfig).
         if view.runner == "V1" and (reason := dflash_v1_refusal(values.get("layer_types"), view.architecture)):
-            # dflash_v1_refusal's "dflash2 drafts" is the DFlash2 case of 0.32's candidate-head entry.
-            said = "DFlash candidate-head drafts" if reason.startswith("dflash2") else reason
-            view.refusal = f"Model Runner V1 does not support: {said}"
+            view.refusal = f"Model Runner V1 does not support: {reason}"
             view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features, at configuration"
         elif any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
             view.refusal = "DFlash sliding attention requires a window size"
