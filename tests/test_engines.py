@@ -97,6 +97,22 @@ def test_float32_runs_bf16_in_vllm_and_fp16_in_sglang(tmp_path):
     assert [(f.rule, f.severity.value, f.resolved) for f in alone] == [("DG205", "info", "bfloat16")]
 
 
+@pytest.mark.parametrize("folder, served", [
+    ("adarshsharma2510--tweet_generator-results-checkpoint-320", "bfloat16"),  # GPT2LMHeadModel: it generates
+    ("bfm123--triad_lingua-models", "float16"),  # MarianMTModel: vLLM 0.32 itself says float16
+    ("sentence-transformers--all-minilm-l6-v2", "float16"),  # BertModel: a pooling model
+    ("mitegvg--videomae-base-finetuned-xd-violence-videomae-inference-public", "float16"),  # ForVideoClassification
+])
+def test_a_generative_head_named_model_is_not_a_pooling_model_in_vllm(folder, served):
+    # vLLM 0.32 itself (tests/test_engines_vllm.py) runs these float32 GPT-2 fine-tunes in bfloat16:
+    # "...LMHeadModel" ends in "Model" but is no pooling model.
+    from draftguard.check.engines.light import served_dtype
+
+    raw = json.loads((REAL / folder / "config.json").read_text())
+    assert raw["torch_dtype"] == "float32"
+    assert served_dtype(BOTH[0], raw, None)[0] == served
+
+
 def test_fp16_for_a_bf16_model_is_a_warning(tmp_path):
     from draftguard.check.engines.light import served_dtype
 

@@ -33,8 +33,11 @@ SGLANG_NO_WINDOW = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
 SGLANG_CAPTURE_BEFORE = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
 # Architectures vLLM runs as pooling models, for which its auto dtype prefers float16.
-VLLM_POOLING_SUFFIXES = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "EmbeddingModel",
-                         "ForRewardModel")
+VLLM_POOLING_SUFFIXES = ("Model", "Classification", "ForMaskedLM", "EmbeddingModel", "ForRewardModel")
+# ... except the causal LM heads whose names also end in "Model" (GPT2LMHeadModel, XLNetLMHeadModel): vLLM
+# 0.32 generates with them, so float32 runs as bfloat16 (its real tier says so; MarianMTModel, which it
+# serves through its Transformers backend, does get float16).
+VLLM_GENERATIVE_SUFFIXES = ("LMHeadModel",)
 # Model types SGLang 0.5.23 re-parses with a config class of its own (utils/hf_transformers/common.py
 # _CONFIG_REGISTRY) whose lengths differ from transformers' (checked against its ModelConfig).
 SGLANG_OWN_CONFIG = ("step3p7",)
@@ -162,7 +165,8 @@ def served_dtype(spec: EngineSpec, raw: dict[str, Any], weights_dtype: str | Non
     stated = declared_dtype(raw)
     if spec.name == "vllm":
         archs = _archs(raw)
-        if stated == "float32" and archs and archs[0].endswith(VLLM_POOLING_SUFFIXES):
+        if (stated == "float32" and archs and archs[0].endswith(VLLM_POOLING_SUFFIXES)
+                and not archs[0].endswith(VLLM_GENERATIVE_SUFFIXES)):
             return "float16", ("float32 in config.json, a pooling model: vLLM's auto dtype prefers float16 "
                                "(vllm/config/model.py _resolve_auto_dtype)")
         if stated == "float32":
