@@ -128,3 +128,18 @@ def test_each_engine_gets_an_effective_attention_line_beside_transformers(capsys
 def test_without_engines_no_engine_attention_block(capsys):
     main(["check", str(SWA), "--fail-on", "never"])
     assert "by what serves it" not in capsys.readouterr().out
+
+
+def test_the_sticky_comment_puts_the_cause_first_and_no_value_column_on_drafter_rules():
+    # The markdown the bots and the Action post reads in the same order as the text view (issue 26).
+    from draftguard.check.light import check_targets
+    from draftguard.report.comment import render_light_section
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    body = render_light_section(check_targets([str(examples / "qwen3-swa-drafter")]), fail_on="error")
+    assert body.index("DG001 value-overridden") < body.index("DG005 sliding-layer-runs-full")
+    body = render_light_section(check_targets([str(examples / "dflash-pair" / "drafter")]), fail_on="error")
+    rows = [line for line in body.splitlines() if line.startswith("| :") and " DG1" in line]
+    assert rows, body  # the pair's drafter has drafter findings (DG100, DG117, DG124)
+    for row in rows:
+        assert row.split(" | ")[5].strip() == "", row  # the config.json → model code column is empty

@@ -35,7 +35,8 @@ from draftguard.check.matrix import OK
 from draftguard.markers import STICKY as MARKER
 from draftguard.markers import is_sticky
 from draftguard.report.acceptance import diagnosis_table, number_text
-from draftguard.report.views import FindingGroup, change, display_items, location, summary_line
+from draftguard.report.views import (FindingGroup, causes_first, change, display_items, is_config_value_rule, location,
+                                     summary_line)
 
 SECTIONS = ("light", "matrix", "engines", "acceptance")
 # A section is named for what it holds, and optionally for one use of the Action: "light.models-a"
@@ -213,7 +214,7 @@ def render_light_section(
         out.append(f"- :no_entry: could not check {code(e.file or e.source)}: {esc(e.message)}")
     if report.errors or notes:
         out.append("")
-    findings = report.findings
+    findings = causes_first(report.findings)  # a symptom that says "see the ... finding" after that finding
     if new is not None:
         findings = sorted(findings, key=lambda f: finding_id(f) not in new)  # stable: keeps severity order
     if findings:
@@ -232,7 +233,8 @@ def render_light_section(
             name = RULES[f.rule].name if f.rule in RULES else ""
             out.append(
                 f"| {_ICON[f.severity.value]} | {is_new} | {f.rule} {name} | {code(f.key)} | "
-                f"{code(location(f))} | {code(change(f))} | {esc_message(f.message)} |"
+                f"{code(location(f))} | {code(change(f)) if is_config_value_rule(f.rule) else ''} | "
+                f"{esc_message(f.message)} |"
             )
         out.append("")
     for t in report.targets:
