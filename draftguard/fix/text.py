@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
-from typing import Any
+from typing import Any, Callable
 
 from draftguard.errors import EditError
 
@@ -64,39 +64,9 @@ def parse(text: str) -> Node:
 def _value(text: str, pos: int) -> tuple[Node, int]:
     ch = text[pos: pos + 1]
     if ch == "{":
-        node = Node(pos, pos, "object")
-        pos = _WS.match(text, pos + 1).end()
-        if text[pos: pos + 1] == "}":
-            node.end = pos + 1
-            return node, pos + 1
-        while True:
-            pos = _WS.match(text, pos).end()
-            key_start = pos
-            key, pos = scanstring(text, pos + 1)
-            pos = _WS.match(text, pos).end() + 1  # the colon
-            value, pos = _value(text, _WS.match(text, pos).end())
-            node.members.append((key, key_start, value))
-            pos = _WS.match(text, pos).end()
-            if text[pos: pos + 1] == ",":
-                pos += 1
-                continue
-            node.end = pos + 1
-            return node, pos + 1
+        return _container(text, pos, Node(pos, pos, "object"), "}", _member)
     if ch == "[":
-        node = Node(pos, pos, "array")
-        pos = _WS.match(text, pos + 1).end()
-        if text[pos: pos + 1] == "]":
-            node.end = pos + 1
-            return node, pos + 1
-        while True:
-            value, pos = _value(text, _WS.match(text, pos).end())
-            node.items.append(value)
-            pos = _WS.match(text, pos).end()
-            if text[pos: pos + 1] == ",":
-                pos += 1
-                continue
-            node.end = pos + 1
-            return node, pos + 1
+        return _container(text, pos, Node(pos, pos, "array"), "]", _item)
     if ch == '"':
         end = scanstring(text, pos + 1)[1]
         return Node(pos, end, "scalar"), end
@@ -104,6 +74,37 @@ def _value(text: str, pos: int) -> tuple[Node, int]:
     if end == pos:
         raise EditError(f"not JSON at character {pos}")
     return Node(pos, end, "scalar"), end
+
+
+def _container(text: str, pos: int, node: Node, close: str,
+               read: Callable[[str, int, Node], int]) -> tuple[Node, int]:
+    """An object or array from its opening bracket at ``pos``: ``read`` adds one member or item to
+    ``node`` and returns where it ends; commas between them, ``close`` after the last."""
+    pos = _WS.match(text, pos + 1).end()
+    if text[pos: pos + 1] != close:
+        while True:
+            pos = _WS.match(text, read(text, _WS.match(text, pos).end(), node)).end()
+            if text[pos: pos + 1] != ",":
+                break
+            pos += 1
+    node.end = pos + 1
+    return node, pos + 1
+
+
+def _member(text: str, pos: int, node: Node) -> int:
+    key_start = pos
+    key, pos = scanstring(text, pos + 1)
+    pos = _WS.match(text, pos).end() + 1  # the colon
+    value, pos = _value(text, _WS.match(text, pos).end())
+    node.members.append((key, key_start, value))
+    return pos
+
+
+def _item(text: str, pos: int, node: Node) -> int:
+    value, pos = _value(text, pos)
+    node.items.append(value)
+    return pos
+
 
 
 def _find(root: Node, path: list[str]) -> Node | None:
