@@ -221,6 +221,14 @@ class Queue:
         value = self.store.peek_data(f"{'told' if told else 'seen'}:{source}:{repo}#{number}@{head}")
         return None if value is EmptyData else float(bytes(value))
 
+    def peek(self, key: str) -> bytes | None:
+        """The value the store keeps under ``key`` (a pull request's trust mark, its last checked head),
+        or None."""
+        from huey.constants import EmptyData  # huey: the bot extra; the base install loads this module too
+
+        value = self.store.peek_data(key)
+        return None if value is EmptyData else bytes(value)
+
     def mark_head_told(self, source: str, repo: str, number: int, head: str) -> None:
         """Record that the bot names ``head`` to people now (its "moved to" reply) for later commands."""
         self.store.put_data(f"told:{source}:{repo}#{number}@{head}", repr(time.time()).encode())

@@ -223,6 +223,22 @@ def test_new_commits_on_a_pr_edit_the_sticky_in_place(bot):
     assert bot.hub.api_count("POST", r"/comment/[0-9a-f]+/edit$") == 1
 
 
+def test_a_push_that_takes_the_model_files_out_clears_the_old_findings(bot):
+    # Issue 25: the Hub's own copy of the flow skipped such a push and left the old findings up in
+    # the discussion; the one flow (bot/flow.py) clears them on every host, as GitHub's copy did.
+    main = {"README.md": b"hi", "drafter/config.json": BASE_CONFIG, "drafter/model.safetensors": b"W" * 64}
+    bot.hub.open_pr(REPO, 3, dict(main, **{"drafter/config.json": BROKEN_CONFIG}), author="alice")
+    bot.post(discussion_payload(3))
+    bot.settle()
+    assert "**new**" in bot.sections()["light"]
+    head2 = bot.hub.push(REPO, dict(main, **{"README.md": b"only the model card now"}), "refs/pr/3")
+    bot.post(content_payload("refs/pr/3", head2))
+    bot.settle()
+    light = bot.sections()["light"]
+    assert "no longer changes a model file" in light and head2[:12] in light and "**new**" not in light
+    assert len(bot.bot_comments()) == 1
+
+
 def test_a_burst_of_pushes_coalesces_to_one_check_of_the_newest_head(monkeypatch, tmp_path):
     with Bot(monkeypatch, tmp_path, consumers={}) as bot:
         bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")

@@ -316,14 +316,19 @@ def test_the_bot_queues_a_gpu_test_for_every_dflash_the_backends_run_and_no_othe
 
 
 def test_the_approval_rule_is_written_once_for_both_hosts():
-    # Issue 25: "a command approves only the head it was judged on" was coded twice, differently.
-    # Both handlers now judge a command with approvals.judge_command and ask Approval.holds_for
-    # wherever they read the head again; the behaviour is probed above and in test_bot_hardening.
+    # Issue 25: "a command approves only the head it was judged on" was coded twice, differently, and
+    # so was the whole pull-request flow. Now one flow (bot/flow.py) judges commands and re-reads the
+    # head for every host; the host adapters hold no trust or approval rule of their own. The
+    # behaviour is probed above and in test_bot_hardening, against both hosts.
     root = Path(__file__).resolve().parent.parent / "draftguard" / "bot"
+    flow = (root / "flow.py").read_text()
+    assert "judge_command(" in flow and ".holds_for(head)" in flow and ".holds_for(checked)" in flow
     for name in ("github_handler.py", "hub_handler.py"):
         text = (root / name).read_text()
-        assert "judge_command(" in text and ".holds_for(head)" in text, name
-        assert "command_saw_head" not in text and "approved" not in text.replace("not approved", ""), name
+        for rule in ("judge_command", "holds_for", "gpu_job_id", "queue.lock", "queue.submit", "update_sticky",
+                     "def acceptance", "def _acceptance", "command_saw_head", "mark_head_seen"):
+            assert rule not in text, (name, rule)
+        assert len(text.splitlines()) < 150, name  # a host's own parts, not a copy of the flow
 
 
 def test_the_configs_one_pull_request_reads_are_bounded_in_all(world):

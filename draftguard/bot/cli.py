@@ -19,12 +19,10 @@ import sys
 from huey.consumer import Consumer
 
 from draftguard.bot.app import build_from_env, configure_logging
-from draftguard.bot.github_handler import GitHubHandler
-from draftguard.bot.hub_handler import HubHandler
+from draftguard.bot.platforms import NO_CREDENTIALS, PLATFORMS, configs_from_env
 from draftguard.bot.server import run_server
 from draftguard.check import resolver
-from draftguard.hosts.github import BotConfigError, GitHubConfig
-from draftguard.hosts.hub import HubConfig
+from draftguard.hosts.github import BotConfigError
 from draftguard.jobs import Handler, Queue, QueueConfigError, _parse_url
 
 EXIT_BAD_INPUT = 2
@@ -40,8 +38,7 @@ def serve(args: argparse.Namespace) -> int:
     (draftguard.cli) has said so in one line already when the `bot` extra is missing."""
     try:
         backend, _ = _parse_url(args.queue)
-        config = GitHubConfig.from_env()
-        configure_logging(config.secrets + HubConfig.from_env().secrets)
+        configure_logging([s for c in configs_from_env().values() for s in c.secrets])
         sqlite = backend == "sqlite"
         workers = args.workers if args.workers is not None else (2 if sqlite else 0)
         gpu = args.gpu_workers if args.gpu_workers is not None else (1 if sqlite else 0)
@@ -60,25 +57,22 @@ def worker(args: argparse.Namespace, others: dict[str, Handler] | None = None) -
     """Consume one queue (cpu or gpu) of a shared queue until interrupted. ``others`` are the handlers
     of the other surfaces' Jobs (``draftguard.cli`` passes the audit's), which need no credentials."""
     try:
-        config = GitHubConfig.from_env()
-        hub = HubConfig.from_env()
+        configs = configs_from_env()
+        served = [p for p in PLATFORMS if p.has_credentials(configs[p.source])]
         # Without any credentials a cpu worker still serves `draftguard audit` jobs; but a bot
         # deployment (a webhook secret is set) without its token is a mistake, said at once.
-        bot_deployment = bool(config.webhook_secret or hub.webhook_secret)
-        if not (config.token or config.app_id or hub.token) and (args.queue != "cpu" or bot_deployment):
-            raise BotConfigError("no credentials: set GITHUB_TOKEN (or DRAFTGUARD_GITHUB_APP_ID with its private "
-                                 "key) for GitHub jobs, and/or HF_TOKEN for Hub jobs")
-        configure_logging(config.secrets + hub.secrets)
+        bot_deployment = any(c.webhook_secret for c in configs.values())
+        if not served and (args.queue != "cpu" or bot_deployment):
+            raise BotConfigError(NO_CREDENTIALS)
+        configure_logging([s for c in configs.values() for s in c.secrets])
         queue = Queue(args.queue_url)
     except (BotConfigError, QueueConfigError) as exc:
         return _fail(str(exc))
-    if config.token or config.app_id:
-        queue.handlers["github"] = GitHubHandler(config)
-    if hub.token:
-        queue.handlers["hub"] = HubHandler(hub)
+    for platform in served:
+        queue.handlers[platform.source] = platform.handler(configs[platform.source])
     # `draftguard audit --queue` jobs read public repos (HF_TOKEN when set): no credentials needed.
     queue.handlers.update(others or {})
-    if not (config.token or config.app_id or hub.token):
+    if not served:
         print("draftguard: no GitHub or Hub credentials: this worker serves `draftguard audit` jobs only",
               file=sys.stderr)
     if args.queue == "cpu":

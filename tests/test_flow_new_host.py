@@ -1,0 +1,170 @@
+"""A new host is a small change: a third host, written here in about 60 lines against
+``hosts/base.PullRequestHost``, gets the whole pull-request flow (``bot/flow.py``) unchanged: the light
+check with settings from the default branch (never the pull request's own), the sticky comment
+edited in place, trust, one GPU job per head, a command that approves only the head it was judged
+on, and the acceptance section. Nothing of GitHub's or the Hub's handler is copied.
+
+The queue is real (SQLite); the host keeps its repository in memory, as a forge's API would answer.
+The drafter's target is read from a fake Hub on loopback (no network).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("huey")
+
+from draftguard.bot.flow import PullRequestFlow  # noqa: E402
+from draftguard.hosts.base import CommandCall, PullRequestHost, Trust  # noqa: E402
+from draftguard.jobs import Job, Queue  # noqa: E402
+from draftguard.report.comment import parse_sticky  # noqa: E402
+from draftguard.markers import is_sticky  # noqa: E402
+from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DRAFTER = json.loads((ROOT / "examples/qwen3-swa-drafter/config.json").read_text())
+GOOD = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2).encode()
+BROKEN = json.dumps(DRAFTER, indent=2).encode()  # the incident: the window gate left out
+FIXED = json.dumps(dict(DRAFTER, use_sliding_window=True, max_position_embeddings=65536), indent=2).encode()
+SETTINGS = b"target: Qwen/Qwen3-27B\nmin_acceptance_length: 3.0\n"
+
+
+class Forge:
+    """A forge's repository and pull request, in memory: commits by sha, branches, comments."""
+
+    def __init__(self):
+        self.commits = {"c0": {"drafter/config.json": GOOD, ".draftguard.yml": SETTINGS}}
+        self.branches = {"main": "c0"}
+        self.pr_head, self.author, self.comments = "c0", "eve", []
+        self.maintainers = {"mona"}
+
+    def push(self, sha: str, files: dict[str, bytes]) -> str:
+        self.commits[sha] = dict(self.commits[self.pr_head], **files)
+        self.pr_head = sha
+        return sha
+
+
+class ForgePullRequest:
+    """The whole of a new host's side of the flow."""
+
+    source, label = "forge", "the Forge"
+    strangers_may_recheck = False
+    announces_heads_twice = False
+    trust_hint = "GPU tests run only for maintainers' pull requests"
+
+    def __init__(self, forge: Forge, job: Job):
+        self.forge, self.job, self.repo_name, self.number = forge, job, job.repo, job.number
+
+    def closed(self): return None
+    def head(self): return self.forge.pr_head
+    def base(self): return self.forge.branches["main"]
+    def default_branch(self): return "main"
+
+    def changed_files(self, base, head):
+        old, new = self.forge.commits[base], self.forge.commits[head]
+        return [(p, "modified") for p in sorted(new) if old.get(p) != new[p]]
+
+    def read_file(self, path, ref, max_bytes=5 * 2**20):
+        return self.forge.commits[self.forge.branches.get(ref, ref)].get(path)
+
+    def download_folder(self, folder, ref, dest):
+        return dest
+
+    def find_sticky(self):
+        return next((c for c in self.forge.comments if c["by"] == "bot" and is_sticky(c["body"])), None)
+
+    def upsert_sticky(self, render):
+        found = self.find_sticky()
+        if found is None:
+            found = {"by": "bot", "body": None}
+            self.forge.comments.append(found)
+        found["body"] = render(found["body"])
+
+    def reply_once(self, comment_id, body):
+        self.forge.comments.append({"by": "bot", "body": body, "to": comment_id})
+
+    def command(self):
+        return CommandCall(by=self.job.data["user"], commands=self.job.data["commands"], comment_id=self.job.data["id"])
+
+    def may_command(self, call):
+        return Trust(call.by in self.forge.maintainers, f"@{call.by} maintains it" if call.by in self.forge.maintainers
+                     else f"@{call.by} is not a maintainer")
+
+    def author_trust(self):
+        return Trust(self.forge.author in self.forge.maintainers, f"@{self.forge.author} opened it")
+
+
+class ForgeHandler(PullRequestFlow):
+    def __init__(self, forge: Forge, runner):
+        config = type("ForgeConfig", (), {"retry_base": 0.1, "secrets": []})()
+        super().__init__(config, label="Forge", retry_delay=lambda exc, attempt=1, base=2.0: None,
+                         refusal=None, acceptance_runner=runner)
+        self.forge = forge
+
+    def host_for(self, job):
+        return ForgePullRequest(self.forge, job)
+
+
+def _result():
+    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
+
+    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=24,
+                                 accepted_per_position=[10, 8, 6], new_tokens=34)
+    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
+                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
+
+
+def test_a_third_host_in_sixty_lines_gets_the_whole_flow(monkeypatch, tmp_path):
+    assert isinstance(ForgePullRequest(Forge(), Job(id="x", source="forge", kind="pull_request", repo="a/b",
+                                                     number=1)), PullRequestHost)
+    hub = FakeHub().start()
+    try:
+        use_fake_hub(monkeypatch, hub, str(tmp_path / "hf-cache"))
+        forge, ran = Forge(), []
+        queue = Queue(f"sqlite:///{tmp_path}/queue.db")
+        queue.handlers["forge"] = ForgeHandler(forge, lambda job, host, settings: ran.append(job.head_sha) or _result())
+
+        def deliver(kind: str, **data) -> Job:
+            job = Job(id=f"d{len(queue.counts()) + time.time()}", source="forge", kind=kind, repo="acme/drafter",
+                      number=7, head_sha=forge.pr_head if kind == "pull_request" else None, data=data)
+            queue.submit(job)
+            assert queue.run(job.id) is None
+            return queue.get(job.id)
+
+        # A stranger's pull request breaks the drafter and turns the checks off in its own settings.
+        forge.push("c1", {"drafter/config.json": BROKEN, ".draftguard.yml": b"fail_on: never\n"})
+        done = deliver("pull_request")
+        assert done.state == "done" and done.result.startswith("done: ") and "2 new" in done.result, done.result
+        assert "fails" in parse_sticky(forge.comments[0]["body"])["light"]  # main's settings, not the PR's
+        sections = parse_sticky(forge.comments[0]["body"])
+        assert "sliding_window" in sections["light"] and "**new**" in sections["light"]
+        assert "skipped" in sections["acceptance"] and "@&#8203;eve opened it" in sections["acceptance"]
+        assert "GPU tests run only for maintainers" in sections["acceptance"] and ran == []
+
+        # A stranger may not command: answered once, nothing runs.
+        deliver("comment", user="eve", commands=["recheck"], id=1)
+        assert forge.comments[-1]["to"] == 1 and "write access" in forge.comments[-1]["body"] and ran == []
+
+        # A maintainer's /recheck approves the head they saw: one GPU job, run, its section written.
+        time.sleep(0.01)
+        deliver("comment", user="mona", commands=["recheck"], id=2)
+        gpu = [j for j in queue.jobs() if j.kind == "acceptance"]
+        assert [(j.head_sha, j.queue) for j in gpu] == [("c1", "gpu")]
+        assert queue.run(gpu[0].id) is None and ran == ["c1"]
+        sections = parse_sticky(forge.comments[0]["body"])
+        assert "**pass**" in sections["acceptance"] and "sliding_window" in sections["light"]
+        assert len([c for c in forge.comments if is_sticky(c["body"])]) == 1  # one sticky, edited in place
+
+        # A push after the approval: checked, and its GPU job waits for a new approval.
+        forge.push("c2", {"drafter/config.json": FIXED})
+        deliver("pull_request")
+        sections = parse_sticky(forge.comments[0]["body"])
+        assert "passes" in sections["light"] and "c2" in sections["light"]
+        assert "skipped" in sections["acceptance"] and "@&#8203;eve opened it" in sections["acceptance"]
+        assert [j.head_sha for j in queue.jobs() if j.kind == "acceptance"] == ["c1"]
+    finally:
+        hub.stop()
