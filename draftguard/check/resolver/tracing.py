@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 import warnings
 from typing import Any
 
@@ -56,10 +57,23 @@ class _Collect:
                 pass
 
 
+# What class_voice changes is the process's: the transformers logger, logging.Logger's methods, the
+# warnings filters (catch_warnings is not thread-safe) and, through setLevel, every logger's cache,
+# whose clearing iterates the logger dict that an import in another thread grows ("dictionary changed
+# size during iteration" failed a bot job with two workers). One block at a time, process-wide.
+_VOICE_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def class_voice(messages: list[str] | None):
     """Collect what transformers logs (warnings and up) and warns while the block runs, into
-    ``messages``; with None, keep it quiet. Nothing reaches stderr either way."""
+    ``messages``; with None, keep it quiet. Nothing reaches stderr either way. Blocks in other
+    threads wait: each hears only its own class (the bot's workers check in threads)."""
+    with _VOICE_LOCK:
+        yield from _class_voice(messages)
+
+
+def _class_voice(messages: list[str] | None):
     logger = logging.getLogger("transformers")
     saved = (logger.handlers[:], logger.level, logger.propagate)
     collect = _Collect(messages)
