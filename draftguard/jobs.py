@@ -221,13 +221,28 @@ class Queue:
         value = self.store.peek_data(f"{'told' if told else 'seen'}:{source}:{repo}#{number}@{head}")
         return None if value is EmptyData else float(bytes(value))
 
+    # --- small facts kept between jobs (a trust mark, the last head checked, a command's binding) ---
     def peek(self, key: str) -> bytes | None:
-        """The value the store keeps under ``key`` (a pull request's trust mark, its last checked head),
-        or None."""
+        """The value the store keeps under ``key``, or None. Nothing outside this module reads the
+        store's own types (huey's ``EmptyData``)."""
         from huey.constants import EmptyData  # huey: the bot extra; the base install loads this module too
 
         value = self.store.peek_data(key)
         return None if value is EmptyData else bytes(value)
+
+    def put(self, key: str, value: bytes) -> None:
+        self.store.put_data(key, value)
+
+    def put_if_empty(self, key: str, value: bytes) -> bool:
+        """Keep ``value`` under ``key`` unless one is kept there; whether this call kept it."""
+        return bool(self.store.put_if_empty(key, value))
+
+    def forget(self, key: str) -> None:
+        self.store.delete_data(key)
+
+    def ping(self) -> None:
+        """One cheap read of the store: raises when it cannot be reached (``/healthz``)."""
+        self.store.has_data_for_key("healthz")
 
     def mark_head_told(self, source: str, repo: str, number: int, head: str) -> None:
         """Record that the bot names ``head`` to people now (its "moved to" reply) for later commands."""

@@ -54,7 +54,7 @@ class AuditJobHandler:
         results = audit_chunk(refs, options)
         payload = {"records": [[r.to_json(), skipped] for r, skipped in results],
                    "version_problems": options.version_problems}
-        queue.store.put_data(_result_key(job.id), json.dumps(payload, default=str).encode())
+        queue.put(_result_key(job.id), json.dumps(payload, default=str).encode())
         failing = sum(1 for r, _ in results if r.status == "failing")
         return f"audited {len(results)} repos ({failing} failing)"
 
@@ -64,7 +64,7 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
     """Submit one Job per chunk, then gather each chunk's records (``take``) as its Job finishes.
     A Job that fails records its repos with the worker's error. Raises BadInput for a bad URL."""
     try:
-        from huey.constants import EmptyData  # huey: the `bot` extra, which only --queue needs
+        import huey  # huey: the `bot` extra, which only --queue needs  # noqa: F401
     except ImportError as exc:
         raise BadInput(f"--queue needs the `bot` extra ({exc.name} is missing): pip install "
                        "'draftguard[bot]'", key="queue") from None
@@ -90,19 +90,19 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
             if job is None or job.state not in FINISHED:
                 continue
             part = pending.pop(job_id)
-            raw = queue.store.peek_data(_result_key(job_id))
-            if job.state == FAILED or raw is EmptyData:
+            raw = queue.peek(_result_key(job_id))
+            if job.state == FAILED or raw is None:
                 for ref in part:
                     record = RepoRecord(repo=ref.key, repo_id=ref.repo, revision=ref.revision,
                                         versions=list(options.versions))
                     record.errors.append(RepoError("server-error", f"the audit worker failed: {job.result}"))
                     take(record, False)
                 continue
-            payload = json.loads(bytes(raw))
+            payload = json.loads(raw)
             options.version_problems.update(payload.get("version_problems", {}))
             for data, skipped in payload["records"]:
                 take(RepoRecord.from_json(data), skipped)
-            queue.store.delete_data(_result_key(job_id))
+            queue.forget(_result_key(job_id))
         if pending:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} audit jobs did not finish in time")

@@ -22,15 +22,15 @@ from draftguard.jobs import Job, Queue
 from draftguard.errors import Retry
 
 
-def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None) -> str:
+def gpu_job_id(source: str, job: Job, head: str, forced_by: str | None, asked: str | int | None = None) -> str:
     """The id of the GPU job for a pull request head: one per (repo, PR, head), whatever delivery
     asked for it, so a reopened PR or a replayed webhook never queues a second run. A command by a
-    trusted person may run it again; its id names the comment (or re-run request) it answers."""
+    trusted person may run it again; its id names what it answers (``asked``: the comment, or the
+    re-run request; else the command's own delivery)."""
     base = f"gpu:{source}:{job.repo}#{job.number}@{head}"
     if forced_by is None:
         return base
-    asked = job.data.get("comment_id") or job.data.get("rerequested") or job.id
-    return f"{base}:asked:{asked}"
+    return f"{base}:asked:{asked if asked is not None else job.id}"
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Approval:
 
 
 def judge_command(queue: Queue, job: Job, head: str, *, by: str, command: str = "command",
-                  pinned: str | None = None) -> Approval:
+                  pinned: str | None = None, created_at: str | None = None) -> Approval:
     """The head a trusted command approves, judged on ``head`` (the one the host's API gives now):
     that head when the command names none or names it (``pinned``: the "Re-run" button names its
     check run's commit) and its author can have seen it (``command_saw_head``); else none.
@@ -69,7 +69,7 @@ def judge_command(queue: Queue, job: Job, head: str, *, by: str, command: str = 
     Raises:
         Retry: As ``command_saw_head``: an unknown head, read less than ``SETTLE_SECONDS`` ago.
     """
-    saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head)
+    saw = (pinned is None or pinned == head) and command_saw_head(queue, job, head, created_at)
     return Approval(head if saw else None, by, command)
 
 
@@ -78,10 +78,11 @@ def judge_command(queue: Queue, job: Job, head: str, *, by: str, command: str = 
 SETTLE_SECONDS = 5.0
 
 
-def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
+def command_saw_head(queue: Queue, job: Job, head: str, created_at: str | None = None) -> bool:
     """Whether the command in ``job`` was written after the bot learnt of ``head`` (its delivery, or
     the bot's "moved to" reply) and no other head was announced in between: only then can its author
-    have seen that commit. The comment's time is the host's ``created_at`` (else its delivery's).
+    have seen that commit. The comment's time is the host's ``created_at`` (ISO 8601), else
+    its delivery's.
 
     A head the bot never heard of (the pull request predates the bot, or its delivery was lost) is
     the one the API gave for the command: it is bound to the command, unless a push to the pull
@@ -92,10 +93,9 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
         Retry: The head is unknown and was first read less than ``SETTLE_SECONDS`` ago: run it again then.
     """
     said = job.created
-    stamp = job.data.get("created_at")
-    if isinstance(stamp, str):
+    if isinstance(created_at, str):
         try:
-            said = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            said = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
     same_pull = [j for j in queue.jobs() if j.kind == "pull_request" and j.head_sha
@@ -121,13 +121,13 @@ def command_saw_head(queue: Queue, job: Job, head: str) -> bool:
     # The first head the API gave for this command is the one it can bind to, once a push made just
     # before that read has had time to be announced: a job that runs late waits as long as a prompt one.
     key = f"bind:{job.source}:{job.id}"
-    queue.store.put_if_empty(key, f"{head} {time.time()!r}".encode())
-    first, _, read_at = bytes(queue.store.peek_data(key)).decode().partition(" ")
+    queue.put_if_empty(key, f"{head} {time.time()!r}".encode())
+    first, _, read_at = (queue.peek(key) or b"").decode().partition(" ")
     wait = max(said, float(read_at or said)) + SETTLE_SECONDS - time.time()
     if first == head and wait > 0:
         raise Retry(f"waiting {wait:.1f}s for pushes announced after the command before binding it to {head[:12]}",
                     delay=wait)
-    queue.store.delete_data(key)
+    queue.forget(key)
     if first != head:
         queue.mark_head_seen(job.source, job.repo, job.number, head)
         return False  # it moved while the bot waited

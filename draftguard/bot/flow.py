@@ -97,9 +97,10 @@ class PullRequestFlow:
         # A head pushed after it (a fork racing the job) is checked, but not trusted on its word.
         approval = None
         if trust.ok:
-            approval = judge_command(queue, job, head, by=call.by, command=call.label, pinned=call.pinned)
+            approval = judge_command(queue, job, head, by=call.by, command=call.label, pinned=call.pinned,
+                                     created_at=call.created_at)
             if approval.holds_for(head) and OK_TO_TEST in call.commands:
-                queue.store.put_data(_key("trust", job), head.encode())
+                queue.put(_key("trust", job), head.encode())
         result, checked = self._check(job, queue, host, call=call, trust=trust, approval=approval)
         if approval is not None and call.comment_id is not None and checked is not None \
                 and not approval.holds_for(checked):
@@ -137,7 +138,7 @@ class PullRequestFlow:
         base = host.base()
         relevant = [(p, s) for p, s in host.changed_files(base, head) if is_model_file(p)]
         if not relevant and call is None:
-            queue.store.put_data(_key("checked", job), head.encode())
+            queue.put(_key("checked", job), head.encode())
             # A later push can take the model files out of the PR: then the old findings must go.
             if host.find_sticky() is None:
                 return "skipped: no model files changed"
@@ -155,7 +156,8 @@ class PullRequestFlow:
         if wants_gpu:
             ok, why, forced_by = self._gpu_trust(job, queue, host, head, call, trust, approval)
             if ok:
-                gpu_job = Job(id=gpu_job_id(job.source, job, head, forced_by), source=job.source, kind="acceptance",
+                asked = call.asked if call is not None else None
+                gpu_job = Job(id=gpu_job_id(job.source, job, head, forced_by, asked), source=job.source, kind="acceptance",
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
                               installation_id=job.installation_id, data=Acceptance(outcome.drafters).to_data())
                 sections["acceptance"] = render_acceptance_section(
@@ -184,7 +186,7 @@ class PullRequestFlow:
                 if gpu_job is not None:
                     publish(ACCEPTANCE_CHECK, head, status="queued", title="queued",
                             summary="Waiting for a GPU worker.", external_id=pr_id)
-        queue.store.put_data(_key("checked", job), head.encode())
+        queue.put(_key("checked", job), head.encode())
         if gpu_job is not None:
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
         return f"done: {outcome.title()}" + (", acceptance queued" if gpu_job else "")

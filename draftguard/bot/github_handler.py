@@ -64,7 +64,8 @@ class GitHubPullRequest(PullRequestClient):
         data = Command.from_data(self.job.data)
         if not data.user:
             return "skipped: the command names no user"
-        return CommandCall(by=data.user, commands=list(data.commands), comment_id=data.comment_id, pinned=data.head_sha)
+        return CommandCall(by=data.user, commands=list(data.commands), comment_id=data.comment_id, pinned=data.head_sha,
+                           created_at=data.created_at, asked=data.comment_id or data.rerequested)
 
     def may_command(self, call: CommandCall) -> Trust:
         permission = self.permission(call.by)

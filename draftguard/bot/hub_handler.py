@@ -64,9 +64,8 @@ class HubPullRequest(HubPullRequestClient):
             return "skipped: no /recheck"
         # The command approves the head its author saw: judged by the Hub's time of the comment.
         created = getattr(comment, "created_at", None)
-        if created is not None:
-            self.job.data["created_at"] = created.isoformat()
-        return CommandCall(by=comment.author, commands=commands, comment_id=data.comment_id)
+        return CommandCall(by=comment.author, commands=commands, comment_id=data.comment_id, asked=data.comment_id,
+                           created_at=created.isoformat() if created is not None else data.created_at)
 
     def may_command(self, call: CommandCall) -> Trust:
         return Trust(*self.is_owner_or_member(call.by))

@@ -349,7 +349,7 @@ def create_app(
 
     async def healthz(request: Request) -> JSONResponse:
         try:
-            await run_in_threadpool(queue.store.has_data_for_key, "healthz")
+            await run_in_threadpool(queue.ping)
         except Exception as exc:
             return JSONResponse({"ok": False, "queue": queue.backend, "error": type(exc).__name__}, status_code=503)
         return JSONResponse({"ok": True, "queue": queue.backend})

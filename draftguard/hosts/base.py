@@ -33,13 +33,16 @@ class Trust(NamedTuple):
 @dataclass(frozen=True)
 class CommandCall:
     """A command on a pull request, as its host read it: who wrote it, which commands it holds, the
-    comment it came in (None for GitHub's Re-run button), and the head it names (``pinned``: a
-    Re-run button names its check run's commit), if any."""
+    comment it came in (None for GitHub's Re-run button), the head it names (``pinned``: a Re-run
+    button names its check run's commit), when it was written (``created_at``, ISO 8601, the host's
+    clock), and what a forced GPU rerun answers (``asked``: the comment, or the re-run request)."""
 
     by: str
     commands: list[str] = field(default_factory=list)
     comment_id: int | str | None = None
     pinned: str | None = None
+    created_at: str | None = None
+    asked: int | str | None = None
 
     @property
     def label(self) -> str:
