@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from draftguard.check.findings import RULES
+from draftguard.check.findings import RULES, Severity
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text()
 
@@ -51,3 +51,14 @@ def test_documented_real_example_gets_that_rule_on_that_key(rule, negative, fold
         assert (rule, key) not in found
     else:
         assert (rule, key) in found, f"{folder}: {sorted(found)}"
+
+
+def test_every_drafter_error_has_decided_whether_it_blocks_the_acceptance_test():
+    # Issue 25: rules carry their facets, so a new rule is one record; `draftguard accept` refuses
+    # exactly the drafter errors that say so, and a new one cannot be left undecided.
+    from draftguard.runner.cli import FATAL_RULES
+
+    drafter_errors = [r for r in RULES.values() if r.id.startswith("DG1") and r.severity == Severity.ERROR]
+    assert [r.id for r in drafter_errors if r.blocks_acceptance is None] == []
+    assert FATAL_RULES == {r.id for r in drafter_errors if r.blocks_acceptance}
+    assert {"DG101", "DG106", "DG121"} <= FATAL_RULES and "DG130" not in FATAL_RULES

@@ -93,10 +93,20 @@ def show(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Rule:
+    """A rule and its facets, so a new rule is one record: ``blocks_acceptance`` (a drafter finding
+    that makes a pair impossible to run: ``draftguard accept`` refuses it as bad input; False for one
+    whose effect on acceptance the test is there to measure), ``group_text``
+    (a finding that says "nothing is lost": text and markdown show them as one line per config, with
+    this text) and ``rewrites_value`` (the config class hands the model code another value than the
+    file's: what a diagnosis replays as a config rewrite)."""
+
     id: str
     name: str
     severity: Severity
     summary: str
+    blocks_acceptance: bool | None = None  # decided for every drafter error (tests/test_rules_doc.py)
+    group_text: str | None = None
+    rewrites_value: bool = False
 
 
 # Stable ids: never renumber, never reuse. docs/rules.md documents each with its fix, and a test
@@ -106,9 +116,10 @@ RULES: dict[str, Rule] = {
     for r in [
         Rule("DG001", "value-overridden", Severity.ERROR,
              "An explicit value in config.json reaches the model code changed or dropped, and nothing "
-             "else in the file asked for it."),
+             "else in the file asked for it.", rewrites_value=True),
         Rule("DG002", "contradictory-keys", Severity.ERROR,
-             "Two keys in config.json set the same attribute to different values; one wins silently."),
+             "Two keys in config.json set the same attribute to different values; one wins silently.",
+             rewrites_value=True),
         Rule("DG003", "injected-default-contradicts", Severity.WARNING,
              "A key missing from config.json was filled with a class default that the file's other "
              "values contradict."),
@@ -119,7 +130,8 @@ RULES: dict[str, Rule] = {
         Rule("DG006", "window-unused", Severity.WARNING,
              "config.json sets a sliding window, but no layer will use it."),
         Rule("DG007", "benign-rename", Severity.INFO,
-             "A key was renamed or folded into another with its value kept."),
+             "A key was renamed or folded into another with its value kept.",
+             group_text="{n} keys are renamed or folded into another key by the config class, with their values kept"),
         Rule("DG008", "intended-change", Severity.INFO,
              "A value changed because another key in config.json asked for it."),
         Rule("DG009", "corrected-by-class", Severity.INFO,
@@ -127,7 +139,9 @@ RULES: dict[str, Rule] = {
              "writes the file's value back and reads a converted form of it."),
         Rule("DG010", "generation-setting", Severity.INFO,
              "A generation parameter in config.json is left to GenerationConfig, which rebuilds it from "
-             "config.json with its value."),
+             "config.json with its value.",
+             group_text=("{n} generation settings are left to GenerationConfig, which rebuilds them from "
+                         "config.json with their values")),
         Rule("DG011", "unread-alias", Severity.WARNING,
              "config.json sets a key the class does not read, which transformers knows as another name of "
              "a field the class does read, and that field has another value."),
@@ -141,38 +155,45 @@ RULES: dict[str, Rule] = {
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),
         Rule("DG101", "layer-ids-invalid", Severity.ERROR,
-             "The target layer ids are missing, not integers, repeated or not ascending."),
+             "The target layer ids are missing, not integers, repeated or not ascending.", blocks_acceptance=True),
         Rule("DG102", "layer-id-out-of-range", Severity.ERROR,
-             "A target layer id (or aux id = id + 1) is outside the target's layers."),
+             "A target layer id (or aux id = id + 1) is outside the target's layers.", blocks_acceptance=True),
         Rule("DG103", "aux-id-reads-embeddings", Severity.ERROR,
-             "An aux hidden-state id is 0, the embedding output, not a layer."),
+             "An aux hidden-state id is 0, the embedding output, not a layer.", blocks_acceptance=True),
         Rule("DG104", "layer-id-forms-disagree", Severity.ERROR,
-             "Target layer ids and aux ids (id + 1) are both given and name different layers."),
+             "Target layer ids and aux ids (id + 1) are both given and name different layers.",
+             blocks_acceptance=True),
         Rule("DG105", "num-target-layers-mismatch", Severity.ERROR,
-             "num_target_layers is not the target's num_hidden_layers."),
+             "num_target_layers is not the target's num_hidden_layers.",
+             blocks_acceptance=False),
         Rule("DG106", "hidden-size-mismatch", Severity.ERROR,
-             "The drafter's (target) hidden size is not the target's hidden_size."),
+             "The drafter's (target) hidden size is not the target's hidden_size.", blocks_acceptance=True),
         Rule("DG107", "vocab-size-mismatch", Severity.ERROR,
-             "The drafter's vocab_size is not the target's."),
+             "The drafter's vocab_size is not the target's.",
+             blocks_acceptance=False),
         Rule("DG108", "head-dim-differs", Severity.WARNING,
              "Retired: no longer fires. A drafter's head_dim that differs from the target's is served by "
              "current engines."),
         Rule("DG109", "mask-token-invalid", Severity.ERROR,
-             "The mask token id is missing, stated twice differently, or not below vocab_size."),
+             "The mask token id is missing, stated twice differently, or not below vocab_size.",
+             blocks_acceptance=True),
         Rule("DG110", "mask-token-is-regular-token", Severity.ERROR,
-             "The mask token id is an ordinary token of the target's tokenizer, not a special or added one."),
+             "The mask token id is an ordinary token of the target's tokenizer, not a special or added one.",
+             blocks_acceptance=False),
         Rule("DG111", "block-size-unresolved", Severity.ERROR,
-             "The drafter's block_size is missing or not an integer of at least 2."),
+             "The drafter's block_size is missing or not an integer of at least 2.", blocks_acceptance=True),
         Rule("DG112", "block-size-conflict", Severity.ERROR,
-             "block_size is stated twice with different values."),
+             "block_size is stated twice with different values.", blocks_acceptance=True),
         Rule("DG113", "drafter-window-unused", Severity.ERROR,
-             "A DFlash drafter sets a sliding window, but none of its layers resolves to sliding attention."),
+             "A DFlash drafter sets a sliding window, but none of its layers resolves to sliding attention.",
+             blocks_acceptance=False),
         Rule("DG114", "layer-ids-defaulted", Severity.WARNING,
              "An EAGLE-3 head names no target layers, so engines pick their default layers for it."),
         Rule("DG115", "layer-ids-shifted", Severity.WARNING,
              "The layer ids are the trainer's usual list moved by one: the +1 convention applied twice or not at all."),
         Rule("DG116", "mask-token-is-used-token", Severity.ERROR,
-             "The mask token id is a token the target uses: its bos, eos or pad token."),
+             "The mask token id is a token the target uses: its bos, eos or pad token.",
+             blocks_acceptance=False),
         Rule("DG117", "engine-refuses", Severity.INFO,
              "An engine refuses this drafter in some configurations (vLLM's V1 runner: mixed sliding/full "
              "DFlash, DFlash2)."),
@@ -182,13 +203,15 @@ RULES: dict[str, Rule] = {
              "vLLM and SGLang read an EAGLE-3 head's layer ids (top-level or in eagle_config) as different "
              "target layers."),
         Rule("DG120", "weights-unreadable", Severity.ERROR,
-             "A safetensors header is corrupt, truncated or too large, or the index names missing shards."),
+             "A safetensors header is corrupt, truncated or too large, or the index names missing shards.",
+             blocks_acceptance=True),
         Rule("DG121", "fc-shape-mismatch", Severity.ERROR,
-             "fc.weight's in-features are not len(target layer ids) x the target's hidden_size."),
+             "fc.weight's in-features are not len(target layer ids) x the target's hidden_size.",
+             blocks_acceptance=True),
         Rule("DG122", "layer-count-mismatch", Severity.ERROR,
-             "The weights hold a different number of decoder layers than num_hidden_layers."),
+             "The weights hold a different number of decoder layers than num_hidden_layers.", blocks_acceptance=True),
         Rule("DG123", "attention-shape-mismatch", Severity.ERROR,
-             "q/k/v projection shapes are not heads x head_dim (and hidden_size)."),
+             "q/k/v projection shapes are not heads x head_dim (and hidden_size).", blocks_acceptance=True),
         Rule("DG124", "weights-dtype", Severity.INFO,
              "The dtype of the weights, and whether config.json agrees."),
         Rule("DG125", "not-fetched", Severity.INFO,
@@ -197,10 +220,12 @@ RULES: dict[str, Rule] = {
              "A drafter's model_type has no transformers config class: the drafter rules ran on its keys, "
              "the config rules only where an engine maps it onto a transformers class."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
-             "The drafter and the target ship tokenizers with different vocabularies."),
+             "The drafter and the target ship tokenizers with different vocabularies.",
+             blocks_acceptance=False),
         Rule("DG131", "draft-vocab-mismatch", Severity.ERROR,
              "draft_vocab_size exceeds the target's vocab_size, or d2t, t2d, lm_head or embed_tokens "
-             "shapes disagree with it."),
+             "shapes disagree with it.",
+             blocks_acceptance=False),
         # What an engine serves (draftguard/check/engines/, asked with --engine).
         Rule("DG200", "engine-refuses", Severity.ERROR,
              "An engine version will not serve this config or pair; its own words are quoted."),

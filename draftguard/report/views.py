@@ -15,11 +15,8 @@ from draftguard.check.findings import RULES, Finding, Severity, show
 
 # Findings that say "nothing is lost": text and markdown show them as one line per config and rule,
 # so a clean modern config reads clean. The json view keeps every finding.
-GROUPED_RULES = ("DG007", "DG010")
-_GROUP_TEXT = {
-    "DG007": "{n} keys are renamed or folded into another key by the config class, with their values kept",
-    "DG010": "{n} generation settings are left to GenerationConfig, which rebuilds them from config.json with their values",
-}
+GROUPED_RULES = tuple(r.id for r in RULES.values() if r.group_text)
+_GROUP_TEXT = {r.id: r.group_text for r in RULES.values() if r.group_text}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from draftguard.check.findings import ABSENT, show as _show
+from draftguard.check.findings import ABSENT, RULES, show as _show
 from draftguard.check.light import check_snapshot
 from draftguard.errors import RawViewUnavailable
 from draftguard.runner.result import (CATASTROPHIC, CONFIG_REWRITE, DRAFTER, ENGINE, FAIL, INCONCLUSIVE, NONE, PASS,
@@ -75,7 +75,7 @@ class Rewrite:
 # The light check's rules that mean the config class hands the model code other values than the file
 # (draftguard.check.findings.RULES): overridden values and contradictory aliases. The others (renames,
 # intended changes, injected defaults) leave what the raw view sets back unchanged.
-REWRITE_RULES = ("DG001", "DG002")
+REWRITE_RULES = tuple(r.id for r in RULES.values() if r.rewrites_value)
 
 
 def _json_safe(value: Any) -> Any:
