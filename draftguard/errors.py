@@ -257,11 +257,12 @@ class FileTooLarge(DraftguardError):
 
     Attributes:
         path (`str`), size (`int`), limit (`int`): The file and its size against the limit, in bytes.
+        downloaded (`bool`): Whether it was downloaded first (the host did not give its size before).
     """
 
-    def __init__(self, path: str, size: int, limit: int):
+    def __init__(self, path: str, size: int, limit: int, downloaded: bool = False):
         super().__init__(f"{path}: not checked: {size / 1e6:.1f} MB, over the limit of {limit / 1e6:.0f} MB")
-        self.path, self.size, self.limit = path, size, limit
+        self.path, self.size, self.limit, self.downloaded = path, size, limit, downloaded
 
 
 class UnreadableFile(DraftguardError):
