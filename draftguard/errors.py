@@ -223,12 +223,22 @@ class HostRefused(JobFailed):
         host (`str`): "GitHub" or "Hub".
         repo (`str`): The repository the job is for.
         status (`int`): The HTTP status the host answered.
+
+    Example::
+
+        >>> HostRefused("Hub", "acme/private", 404).hint
+        "give the bot's Hub account (its HF_TOKEN) read access to the repository: a member of its organization, or a fine-grained token that names it"
     """
+
+    # The fix differs per host: a GitHub App is installed on a repository, a Hub token is given access.
+    HINTS = {"GitHub": "install the App on the repository, or give the token access",
+             "Hub": "give the bot's Hub account (its HF_TOKEN) read access to the repository: a member of its "
+                    "organization, or a fine-grained token that names it"}
 
     def __init__(self, host: str, repo: str, status: int, message: str = ""):
         said = f" ({message})" if message else ""
         super().__init__(f"{host} answered {status}{said} for {repo}: the bot's token cannot see this repository "
-                         "or pull request", hint="install the App on the repository, or give the token access")
+                         "or pull request", hint=self.HINTS.get(host, "give the bot's token access to the repository"))
         self.host, self.repo, self.status = host, repo, status
 
 
