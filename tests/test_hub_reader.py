@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from draftguard.audit.discussions import POST, sync_discussions
+from draftguard.audit.record import RepoRecord
 from draftguard.check.drafter.files import TOKENIZER_FILE, TokenizerFiles
 from draftguard.errors import FileTooLarge, HostRefused
 from draftguard.hosts.hub import hub_refusal
-from draftguard.hub_access import fetch_file, hub_problem, safetensors_metadata
+from draftguard.hub_access import fetch_file, hub_api, hub_problem, safetensors_metadata
 from draftguard.snapshot import load_snapshot
 from tests.fakes import fake_hub  # noqa: F401  (fake_hub is a fixture)
+from tests.fakes.fleet import install_routes
 from tests.fakes.hub import Fault
 
 PACKAGE = Path(__file__).resolve().parents[1] / "draftguard"
@@ -120,3 +123,26 @@ def test_a_host_refusal_says_that_hosts_fix(host, fix, not_said):
     assert text.startswith(f"{host} answered 404 (Not Found) for acme/x")
     hint = text.split(". Hint: ", 1)[1]
     assert fix in hint and not_said not in hint
+
+
+def test_a_hub_that_drops_the_connection_while_discussions_sync_is_said_per_repo(fake_hub):
+    """huggingface_hub's HTTP stack raises its own errors for a dropped connection, which are not
+    OSError: ``audit --open-discussions post`` ended in a traceback instead of saying the repo's
+    discussion was not written and going on to the next."""
+    for repo in ("acme/drop", "acme/fine"):
+        fake_hub.add(repo, {"config.json": CONFIG})
+
+    def drop(h, method, segs, query, raw, answer, error, authorized) -> bool:
+        if segs[:3] == ["models", "acme", "drop"]:
+            h.close_connection = True  # closed without a word, as a Hub behind a failing proxy
+            return True
+        return False
+
+    fake_hub.routes.append(drop)
+    install_routes(fake_hub)
+    records = [RepoRecord(repo=r, repo_id=r, revision=None, sha="a" * 40) for r in ("acme/drop", "acme/fine")]
+    said: list[str] = []
+    fake_hub.token = "hf_audit_token"
+    actions = sync_discussions(records, POST, say=said.append, api=hub_api("hf_audit_token", fake_hub.endpoint))
+    assert [a.repo for a in actions] == ["acme/fine"]  # the next repo was still synced
+    assert len(said) == 1 and said[0].startswith("acme/drop: discussion not written (the Hub cannot be reached"), said
