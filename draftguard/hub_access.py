@@ -17,8 +17,8 @@ bot's token reads only the repos it is meant for.
 In: an exception raised by huggingface_hub (or its HTTP stack, httpx2), names a user gave as Hub repo
 ids, huggingface_hub's endpoint (``HF_ENDPOINT``), and (repo, file, revision, token, byte limit) to read.
 Out: ``hub_problem(exc)`` -> a ``HubProblem`` (kind, one-line message, HTTP status, the wait a 429
-asked for) or None; ``hub_api(token)`` -> an ``HfApi``; ``fetch_file`` -> a cached file's path, or
-``FileTooLarge`` before a byte of it is downloaded; ``file_size``, ``safetensors_metadata``;
+asked for) or None; ``hub_api(token)`` -> an ``HfApi``; ``fetch_file`` -> a file's bytes and cached path,
+or ``FileTooLarge`` before a byte of it is downloaded; ``file_size``, ``safetensors_metadata``;
 ``check_repo_id(name)`` -> None or BadInput; ``require_hub(repos)`` -> None, offline mode, or BadInput
 (one line: the Hub is out of reach).
 """
@@ -92,7 +92,6 @@ def hub_problem(exc: BaseException | None, follow: bool = True) -> HubProblem | 
         ('offline', None)
     """
     import httpx2  # httpx2: huggingface_hub's HTTP stack; only a Hub failure reads it
-    from huggingface_hub import constants
     from huggingface_hub import errors as hf
 
     seen, current, local_miss = 0, exc, False
@@ -120,7 +119,7 @@ def hub_problem(exc: BaseException | None, follow: bool = True) -> HubProblem | 
         current = (current.__cause__ or current.__context__) if follow else None
         seen += 1
     if local_miss:  # not in the cache, and no answer read above: offline mode, or no network
-        if constants.is_offline_mode():
+        if is_offline():
             return HubProblem("offline", OFFLINE_MESSAGE)
         return HubProblem("unreachable", "the Hub cannot be reached, and the file is not in the local cache")
     return None
