@@ -223,12 +223,22 @@ class HostRefused(JobFailed):
         host (`str`): "GitHub" or "Hub".
         repo (`str`): The repository the job is for.
         status (`int`): The HTTP status the host answered.
+
+    Example::
+
+        >>> HostRefused("Hub", "acme/private", 404).hint
+        "give the bot's Hub account (its HF_TOKEN) read access to the repository: a member of its organization, or a fine-grained token that names it"
     """
+
+    # The fix differs per host: a GitHub App is installed on a repository, a Hub token is given access.
+    HINTS = {"GitHub": "install the App on the repository, or give the token access",
+             "Hub": "give the bot's Hub account (its HF_TOKEN) read access to the repository: a member of its "
+                    "organization, or a fine-grained token that names it"}
 
     def __init__(self, host: str, repo: str, status: int, message: str = ""):
         said = f" ({message})" if message else ""
         super().__init__(f"{host} answered {status}{said} for {repo}: the bot's token cannot see this repository "
-                         "or pull request", hint="install the App on the repository, or give the token access")
+                         "or pull request", hint=self.HINTS.get(host, "give the bot's token access to the repository"))
         self.host, self.repo, self.status = host, repo, status
 
 
@@ -257,11 +267,12 @@ class FileTooLarge(DraftguardError):
 
     Attributes:
         path (`str`), size (`int`), limit (`int`): The file and its size against the limit, in bytes.
+        downloaded (`bool`): Whether it was downloaded first (the host did not give its size before).
     """
 
-    def __init__(self, path: str, size: int, limit: int):
+    def __init__(self, path: str, size: int, limit: int, downloaded: bool = False):
         super().__init__(f"{path}: not checked: {size / 1e6:.1f} MB, over the limit of {limit / 1e6:.0f} MB")
-        self.path, self.size, self.limit = path, size, limit
+        self.path, self.size, self.limit, self.downloaded = path, size, limit, downloaded
 
 
 class UnreadableFile(DraftguardError):

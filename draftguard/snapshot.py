@@ -3,7 +3,7 @@
 A Snapshot holds bytes, never parsed objects, so every check sees exactly what was committed.
 
 In: a target (a folder, a config.json file, or a Hub repo id with an optional revision) and the file
-names to read; Hub files come through huggingface_hub's cache (``hf_hub_download``).
+names to read; Hub files come through the one Hub reader (``hub_access.fetch_file``), sized first.
 Out: ``load_snapshot`` -> a ``Snapshot`` (bytes per file, display paths, ``load_json``, ``line_of``),
 or ``BadInput`` naming the file (with line and column for invalid JSON).
 """
@@ -17,7 +17,8 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from draftguard.errors import BadInput
+from draftguard.errors import BadInput, FileTooLarge
+from draftguard.hub_access import HubProblem, fetch_file, hub_problem
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 # Real configs nest 4 or 5 levels (text_config.rope_parameters); the checks walk values recursively,
@@ -188,7 +189,7 @@ def load_snapshot(target: str, revision: str | None = None, names: tuple[str, ..
         raise BadInput(f"{target}: not a folder or a config.json file", file=target)
     looks_local = target.startswith((".", "/", "~")) or target.endswith(".json") or target.count("/") != 1
     if not looks_local and _REPO_ID.match(target):
-        return _hub(target, revision, names)
+        return hub_snapshot(target, revision, names)
     raise BadInput(
         f"{target}: no such file or folder, and not a Hub repo id (owner/name)", file=target
     )
@@ -224,45 +225,10 @@ def _local(target: str, folder: Path, names: tuple[str, ...], revision: str | No
     return Snapshot(source=target, revision=revision, files=files, display=display, local_dir=str(folder))
 
 
-def hub_read_options(token: bool | None) -> dict[str, Any]:
-    """huggingface_hub keyword arguments for a read with ``token`` (Snapshot.token). An anonymous
-    read also has its own cache: a file once fetched with the token is never served from the cache
-    to a read without it (a revision named by its sha is served from the cache without a request).
-
-    Example::
-
-        >>> hub_read_options(None)
-        {}
-        >>> sorted(hub_read_options(False))
-        ['cache_dir', 'token']
-    """
-    if token is not False:
-        return {}
-    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
-    return {"token": False, "cache_dir": str(Path(constants.HF_HUB_CACHE) / "draftguard-anonymous")}
-
-
-def hub_size(repo_id: str, name: str, revision: str | None, token: bool | None = None) -> int | None:
-    """The size of a Hub file asked before downloading it (a HEAD), or None when it cannot be asked
-    (offline, or an error the download itself will then report, or use the cache for)."""
-    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url  # ~0.18 s, only a Hub read pays it
-
-    if constants.HF_HUB_OFFLINE:
-        return None
-    try:
-        meta = get_hf_file_metadata(hf_hub_url(repo_id, name, revision=revision), token=token)
-    except Exception:  # sorted out by the download that follows
-        return None
-    return meta.size
-
-
-def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool | None = None) -> Snapshot:
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import hf_hub_download
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import errors as hf_errors
-
+def hub_snapshot(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool | None = None) -> Snapshot:
+    """A Hub repo's files at a revision, through the one Hub reader (``hub_access.fetch_file``): each
+    sized before it is downloaded, config.json required, the others optional. ``token`` False reads
+    without the environment's token (a repo someone else's file named). Raises BadInput in one line."""
     files: dict[str, bytes] = {}
     display: dict[str, str] = {}
     shown_rev = revision or "main"
@@ -270,61 +236,40 @@ def _hub(repo_id: str, revision: str | None, names: tuple[str, ...], token: bool
     for name in names:
         shown = f"{repo_id}@{shown_rev}/{name}"
         display[name] = shown
-        size = hub_size(repo_id, name, revision, token)
-        if size is not None and size > MAX_CONFIG_BYTES:  # asked first: nothing of it is downloaded
-            raise BadInput(f"{shown} is {size / 1e6:.1f} MB; config files over {MAX_CONFIG_BYTES // (1024 * 1024)} "
-                           "MB are refused, and it was not downloaded", file=shown)
         try:
-            path = Path(hf_hub_download(repo_id, name, revision=revision, **hub_read_options(token)))
-        except hf_errors.LocalEntryNotFoundError as exc:
-            # Raised when the Hub did not answer usefully and the cache has nothing; the HTTP
-            # failure behind it, if any, is chained.
-            status = _http_status(exc.__cause__ or exc.__context__)
-            if status is not None:
-                raise BadInput(f"{shown}: the Hub answered HTTP {status}{_status_hint(status)}, and this file "
-                               "is not in the local cache", file=shown) from None
-            raise BadInput(
-                f"{shown}: the Hub cannot be reached and this file is not in the local cache "
-                "(fetch it once while online, or check a local folder)",
-                file=shown,
-            ) from None
-        except hf_errors.EntryNotFoundError:
-            if name == CONFIG_NAME:
-                raise BadInput(f"{shown}: the repo has no config.json at this revision", file=shown) from None
-            continue
-        except hf_errors.GatedRepoError:
-            raise BadInput(
-                f"{repo_id}: gated repo; accept its terms on the Hub and set HF_TOKEN", file=shown
-            ) from None
-        except hf_errors.RepositoryNotFoundError:
-            raise BadInput(
-                f"{repo_id}: repo not found on the Hub, or private (set HF_TOKEN to read private repos)",
-                file=shown,
-            ) from None
-        except hf_errors.RevisionNotFoundError:
-            raise BadInput(f"{repo_id}: revision {shown_rev!r} not found", file=shown) from None
-        except hf_errors.HfHubHTTPError as exc:
-            status = _http_status(exc) or "?"
-            raise BadInput(f"{shown}: the Hub answered HTTP {status}{_status_hint(status)}", file=shown) from None
-        except OSError as exc:
-            raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
-        files[name] = _read_limited(path, shown)
+            files[name], path = fetch_file(repo_id, name, revision, limit=MAX_CONFIG_BYTES, token=token, shown=shown)
+        except FileTooLarge as exc:
+            said = " (is this a weights file?)" if exc.downloaded else ", and it was not downloaded"
+            raise BadInput(f"{shown} is {exc.size / 1e6:.1f} MB; config files over {MAX_CONFIG_BYTES // (1024 * 1024)} "
+                           f"MB are refused{said}", file=shown) from None
+        except Exception as exc:
+            problem = hub_problem(exc)
+            if problem is None and not isinstance(exc, OSError):
+                raise
+            if problem is not None and problem.kind == "entry-not-found" and name != CONFIG_NAME:
+                continue
+            raise BadInput(_hub_failure(problem, exc, repo_id, shown, shown_rev), file=shown) from None
         local_dir = str(path.parent)
     return Snapshot(source=repo_id, revision=revision, files=files, display=display, local_dir=local_dir, is_hub=True,
                     token=token)
 
 
-def _http_status(exc: BaseException | None) -> int | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None)
-
-
-def _status_hint(status: object) -> str:
-    if status == 429:
-        return " (rate limited, after retries; wait and retry, or set HF_TOKEN for a higher limit)"
-    if status in (401, 403):
-        return " (not allowed; set HF_TOKEN to a token that can read this repo)"
-    return ""
+def _hub_failure(problem: HubProblem | None, exc: BaseException, repo_id: str, shown: str, revision: str) -> str:
+    """The one line a failed Hub read of ``shown`` says, from the one reading of the error."""
+    if problem is None:
+        return f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}"
+    if problem.kind == "entry-not-found":
+        return f"{shown}: the repo has no config.json at this revision"
+    if problem.kind == "gated":
+        return f"{repo_id}: gated repo; accept its terms on the Hub and set HF_TOKEN"
+    if problem.kind == "not-found":
+        return f"{repo_id}: repo not found on the Hub, or private (set HF_TOKEN to read private repos)"
+    if problem.kind == "revision-not-found":
+        return f"{repo_id}: revision {revision!r} not found"
+    if problem.unread:
+        return (f"{shown}: the Hub cannot be reached and this file is not in the local cache "
+                "(fetch it once while online, or check a local folder)")
+    return f"{shown}: {problem.message}"
 
 
 # --- key positions -------------------------------------------------------------------------------

@@ -569,6 +569,7 @@ def test_a_hub_repo_the_token_cannot_see_fails_its_job_in_one_line(world):
     assert [(j.state, j.attempts) for j in jobs] == [(FAILED, 1)]
     assert jobs[0].result.startswith("Hub answered 404") and repo in jobs[0].result
     assert "Hint: " in jobs[0].result  # the error's hint, in the job's record (listed by /metrics)
+    assert "HF_TOKEN" in jobs[0].result.split("Hint: ")[1] and "App" not in jobs[0].result  # the Hub's own fix
     new_lines = world.log().splitlines()[before:]
     assert "Traceback" not in "\n".join(new_lines)
     assert len([line for line in new_lines if "failed" in line and repo in line]) == 1, new_lines

@@ -28,7 +28,7 @@ from draftguard.audit.run import AuditRun, run_audit, say, summary_line
 from draftguard.audit.versions import audit_versions
 from draftguard.check import resolver
 from draftguard.check.engines.specs import parse_engines
-from draftguard.hub_access import probe_hub, unreachable_error
+from draftguard.hub_access import is_offline, probe_hub, repo_id_problem, unreachable_error
 from draftguard.snapshot import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -158,9 +158,7 @@ UNREAD = TRANSIENT + ("gated", "not-found", "revision-not-found", "http-error", 
 def _reach_hub() -> None:
     """Ask the Hub once, without retries: out of reach is bad input in one line (exit 2). The audit
     reads every repo's current commit, which no cache holds: offline mode is refused too."""
-    from huggingface_hub import constants  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
-    if constants.is_offline_mode():
+    if is_offline():
         raise BadInput("the audit reads the Hub, and huggingface_hub is in offline mode (HF_HUB_OFFLINE=1 or "
                        "TRANSFORMERS_OFFLINE=1): unset it; nothing was checked")
     problem = probe_hub()
@@ -170,15 +168,9 @@ def _reach_hub() -> None:
 
 def _check_org(org: str) -> None:
     """An --org that cannot be a Hub user or organization name is refused before any request."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id  # huggingface_hub: ~0.18 s to import
-
-    try:
-        if "/" in org:
-            raise HFValidationError(org)
-        validate_repo_id(f"{org}/x")
-    except HFValidationError:
+    if "/" in org or repo_id_problem(f"{org}/x") is not None:
         raise BadInput(f"--org {org!r}: not a Hub user or organization name (letters, digits, '-', '_' and '.')",
-                       key="org") from None
+                       key="org")
 
 
 def _bad(message: str) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from draftguard.audit.record import CLEAN, FAILING, RepoRecord
+from draftguard.hub_access import hub_api, hub_problem
 from draftguard.report.comment import code, esc, esc_message
 
 MARKER = "<!-- draftguard:audit -->"
@@ -75,20 +76,21 @@ def sync_discussions(records: list[RepoRecord], mode: str, *, say: Callable[[str
                      api: Any | None = None) -> list[Action]:
     """Open, edit or close each repo's audit discussion (``mode`` post), or say what would be done
     (dry-run). Returns the actions; a repo whose discussion cannot be written is said and skipped."""
-    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub.errors import HfHubHTTPError
-
     actions = []
-    api = api or (HfApi() if mode == POST else None)
+    api = api or (hub_api() if mode == POST else None)
     me = api.whoami()["name"] if api is not None else None
     for record in records:
         if record.status not in (FAILING, CLEAN):
             continue
         try:
             action = _sync_one(record, mode, api, me)
-        except (HfHubHTTPError, OSError) as exc:
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            say(f"{record.repo}: discussion not written (Hub answered {status or type(exc).__name__})")
+        except Exception as exc:
+            problem = hub_problem(exc)  # the one reading of the Hub's errors
+            if problem is None and not isinstance(exc, OSError):
+                raise
+            why = (f"Hub answered {problem.status}" if problem is not None and problem.status else
+                   problem.message if problem is not None else f"Hub answered {type(exc).__name__}")
+            say(f"{record.repo}: discussion not written ({why})")
             continue
         if action.action != "none":
             verb = action.action if mode == POST else f"would {action.action}"

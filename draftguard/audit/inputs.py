@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from draftguard.hub_access import hub_problem
+from draftguard.hub_access import hub_api, hub_problem, repo_id_problem
 from draftguard.snapshot import BadInput
 
 # What the Hub accepts as a model repo id (owner/name), and a revision: a branch, tag, sha or refs/pr/N.
@@ -62,16 +62,12 @@ class RepoRef:
             >>> RepoRef.parse("z-lab/Qwen3-8B-DFlash@v1.0")
             RepoRef(repo='z-lab/Qwen3-8B-DFlash', revision='v1.0')
         """
-        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-
         repo, sep, revision = text.strip().partition("@")
         if not _REPO.match(repo):
             raise ValueError(f"{repo!r} is not a Hub repo id (owner/name)")
-        try:
-            validate_repo_id(repo)  # the Hub's own rules: no "--" or "..", no "-" or "." at the ends
-        except HFValidationError as exc:
-            raise ValueError(f"{repo!r} is not a Hub repo id ({str(exc).split(':')[0]})") from None
+        problem = repo_id_problem(repo)  # the Hub's own rules: no "--" or "..", no "-" or "." at the ends
+        if problem is not None:
+            raise ValueError(f"{repo!r} is not a Hub repo id ({problem})")
         if sep and (not revision or not _REVISION.match(revision) or ".." in revision):
             raise ValueError(f"{revision!r} is not a revision (a branch, tag or commit sha)")
         return cls(repo, revision or None)
@@ -116,13 +112,11 @@ def list_hub_repos(*, org: str | None = None, search: str | None = None, tag: st
 
     Raises BadInput when the Hub refuses the listing or cannot be reached (nothing to audit then).
     """
-    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
     what = ", ".join(f"{k} {v!r}" for k, v in (("author", org), ("search", search), ("filter", tag)) if v)
     try:
         # expand=["sha"]: the listing carries each repo's commit, so a rerun needs nothing more for a
         # repo whose commit is unchanged (the Hub's listing has no sha unless asked).
-        models = HfApi().list_models(author=org, search=search, filter=tag, limit=limit, expand=["sha"])
+        models = hub_api().list_models(author=org, search=search, filter=tag, limit=limit, expand=["sha"])
         listed = {m.id: m.sha for m in models}
     except Exception as exc:
         problem = hub_problem(exc)

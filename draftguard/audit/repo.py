@@ -38,10 +38,10 @@ from draftguard.check.engines import check_engines
 from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.weights import read_weights
-from draftguard.errors import RepoFailure
+from draftguard.errors import FileTooLarge, RepoFailure
 from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
-from draftguard.hub_access import hub_problem, probe_hub, unreachable_line
+from draftguard.hub_access import fetch_file, hub_api, hub_problem, probe_hub, unreachable_line
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -92,7 +92,7 @@ class Fetched:
 
 
 def classify(exc: BaseException) -> RepoFailure | None:
-    """The RepoFailure an exception from huggingface_hub (or the checks) means, following the cause
+    """The RepoFailure an exception raised by huggingface_hub (or the checks) means, following the cause
     chain (the Hub's errors are read by ``hub_access.hub_problem``, as every surface reads them); None
     when it is not one we know (a bug, re-raised by the caller).
 
@@ -160,29 +160,22 @@ def hub_gone(options: AuditOptions) -> bool:
 def fetch_repo(ref: RepoRef) -> Fetched:
     """The repo's info and config.json at its current commit. Raises RepoFailure (no config,
     oversized, LFS pointer) or huggingface_hub's errors (classified by the caller)."""
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import HfApi, hf_hub_download
-
-    info = HfApi().model_info(ref.repo, revision=ref.revision, files_metadata=True)
+    info = hub_api().model_info(ref.repo, revision=ref.revision, files_metadata=True)
     sha = info.sha or ref.revision or "main"
     sizes = {s.rfilename: s.size for s in (info.siblings or [])}
     if CONFIG_NAME not in sizes:
         raise RepoFailure("no-config", "the repo has no config.json at this revision", sha)
-    size = sizes[CONFIG_NAME]
-    if size is not None and size > MAX_CONFIG_BYTES:
-        raise RepoFailure("oversized", f"config.json is {size / 1e6:.1f} MB, over the "
-                                       f"{MAX_CONFIG_BYTES // 2**20} MB a config can be; not downloaded", sha)
-    try:
-        path = hf_hub_download(ref.repo, CONFIG_NAME, revision=sha)
+    try:  # the listing sized it: no HEAD, and nothing downloaded when it is over the limit
+        data, _ = fetch_file(ref.repo, CONFIG_NAME, sha, limit=MAX_CONFIG_BYTES, size=sizes[CONFIG_NAME])
+    except FileTooLarge as exc:
+        said = "" if exc.downloaded else f" {exc.size / 1e6:.1f} MB,"
+        raise RepoFailure("oversized", f"config.json is{said} over the {MAX_CONFIG_BYTES // 2**20} MB a config can be"
+                                       + ("" if exc.downloaded else "; not downloaded"), sha) from None
     except Exception as exc:  # a gated repo lists its commit but refuses its files: keep the commit
         failure = classify(exc)
         if failure is None:
             raise
         raise RepoFailure(failure.kind, failure.message, sha) from exc
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise RepoFailure("oversized", f"config.json is over {MAX_CONFIG_BYTES // 2**20} MB", sha)
     if data.startswith(LFS_POINTER):
         raise RepoFailure("lfs-pointer", "config.json is a Git LFS pointer, not the file: the file was committed "
                                          "without `git lfs` set up. Fix: push the real config.json", sha)
@@ -194,9 +187,7 @@ def fetch_repo(ref: RepoRef) -> Fetched:
 
 def current_sha(ref: RepoRef) -> str | None:
     """The commit the repo's revision points at now: one small request (``expand=["sha"]``)."""
-    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
-    return HfApi().model_info(ref.repo, revision=ref.revision, expand=["sha"]).sha
+    return hub_api().model_info(ref.repo, revision=ref.revision, expand=["sha"]).sha
 
 
 def _base_model(info: Any) -> str | None:

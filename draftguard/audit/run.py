@@ -30,6 +30,7 @@ from draftguard.audit.record import CLEAN, ERROR, FAILING, AuditResult, RepoReco
 from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.audit.report import write_reports
 from draftguard.audit.store import RecordStore
+from draftguard.hub_access import quiet_logs
 
 DEFAULT_OUT = "draftguard-audit"
 MULTI_VERSION_CHUNK = 64
@@ -72,11 +73,7 @@ def chunks(refs: list[RepoRef], size: int) -> Iterator[list[RepoRef]]:
 def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | None = None) -> AuditResult:
     """Audit every repo of ``run``, appending each record to ``out/audit.jsonl`` as it finishes,
     then write audit.md and audit.html. Raises BadInput (bad queue URL); repo failures are records."""
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub.utils import logging as hf_logging
-
-    # Its retries would print a warning line per 429 through the progress bar; the records say it.
-    hf_logging.set_verbosity_error()
+    quiet_logs()  # huggingface_hub's retries would print a line per 429; the records say it
     started = time.monotonic()
     store = RecordStore(run.out)
     previous = store.load()

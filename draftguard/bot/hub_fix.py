@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from draftguard.bot.suggestions import fix_file
+from draftguard.hub_access import file_operation
 from draftguard.report.fixes import describe, fenced
 from draftguard.pr_verdict import PullRequestReview
 
@@ -39,8 +40,6 @@ def open_fix_pull_request(client: Any, outcome: PullRequestReview, head: str) ->
             fixed[path] = result
     if not fixed:
         return None
-    from huggingface_hub import CommitOperationAdd  # the bot extra's huggingface_hub, as hosts.hub uses it
-
     digest = hashlib.sha1(b"".join(path.encode() + b"\0" + r.after.encode() for path, r in fixed.items())).hexdigest()[:12]
     title = TITLE.format(digest)
     api, repo = client.api, client.repo_name
@@ -54,7 +53,7 @@ def open_fix_pull_request(client: Any, outcome: PullRequestReview, head: str) ->
     for path, result in fixed.items():
         body += [f"**{path}**", *[f"- {describe(applied)}" for applied in result.fixes], fenced(result.diff(), "diff")]
     info = api.create_commit(
-        repo, operations=[CommitOperationAdd(path, r.after.encode("utf-8")) for path, r in fixed.items()],
+        repo, operations=[file_operation(path, r.after.encode("utf-8")) for path, r in fixed.items()],
         commit_message=title, commit_description="\n\n".join(body), create_pr=True, parent_commit=head)
     log.info("%s: fix pull request #%s opened (%d file(s))", repo, info.pr_num, len(fixed))
     return info.pr_num

@@ -3,8 +3,8 @@
 A safetensors file starts with an 8-byte little-endian header length, then that many bytes of JSON
 describing every tensor. Reading those two is enough to check shapes against config.json, so a
 drafter check never reads weight bytes: locally it reads the header (json + struct, no numpy, no
-torch); on the Hub it asks huggingface_hub's ``get_safetensors_metadata``, which fetches headers
-with HTTP range requests. Sharded checkpoints are read through ``model.safetensors.index.json``.
+torch); on the Hub it asks the Hub reader's ``safetensors_metadata`` (huggingface_hub's), which
+fetches headers with HTTP range requests. Sharded checkpoints are read through ``model.safetensors.index.json``.
 
 A header that cannot be read is not an exception here: it becomes a ``WeightsProblem``, which the
 drafter rules turn into a finding on that file.
@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from draftguard.errors import HeaderError
+from draftguard.hub_access import hub_problem, safetensors_metadata
 from draftguard.snapshot import BadInput, Snapshot, key_lines, parse_json_object
 
 SINGLE_FILE = "model.safetensors"
@@ -278,20 +279,12 @@ def _index_shards(index: Path, shown: str, weights: Weights) -> dict[str, int | 
 
 
 def _hub_weights(snapshot: Snapshot) -> Weights | None:
-    from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
-    # HfApi() here, not at import: the endpoint (HF_ENDPOINT) is read when the client is made.
-    api = HfApi(token=False) if snapshot.token is False else HfApi()  # the snapshot's token only
-    quiet = are_progress_bars_disabled()
-    disable_progress_bars()  # get_safetensors_metadata draws a bar per shard on stderr
-    try:
-        meta = api.get_safetensors_metadata(snapshot.source, revision=snapshot.revision)
+    try:  # the snapshot's token only: a repo someone else's file named is read without the host's
+        meta = safetensors_metadata(snapshot.source, snapshot.revision, snapshot.token)
     except Exception as exc:  # sorted by _hub_failure; anything unknown is re-raised there
         return _hub_failure(snapshot, exc)
-    finally:
-        if not quiet:
-            enable_progress_bars()
+    if meta is None:
+        return None  # no safetensors checkpoint in the repo
     weights = Weights(sharded=meta.sharded)
     if meta.sharded:
         weights.files.append(_shown(snapshot, INDEX_FILE))
@@ -304,31 +297,25 @@ def _hub_weights(snapshot: Snapshot) -> Weights | None:
 
 
 def _hub_failure(snapshot: Snapshot, exc: Exception) -> Weights | None:
-    """What a failed get_safetensors_metadata means for the check: no checkpoint (None), a problem
-    with the repo's files (a finding), no network (checked without weights), or bad input."""
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import errors as hf_errors
-
+    """What a failed read of the safetensors headers means for the check: a problem with the repo's
+    files (a finding), no network (checked without weights), or bad input."""
     single = _shown(snapshot, SINGLE_FILE)
-    if is_unreachable(exc):
-        # Offline, or the Hub does not answer: the config may still come from the cache, so the
-        # check goes on and says that the weights were not read.
-        return Weights.not_fetched(single, unreachable_reason(exc))
-    if isinstance(exc, hf_errors.NotASafetensorsRepoError):
-        return None
-    if isinstance(exc, hf_errors.SafetensorsParsingError):
+    if isinstance(exc, HeaderError):  # huggingface_hub could not parse a header
         shown = _shown(snapshot, _file_in_message(str(exc)) or SINGLE_FILE)
         return Weights(files=[shown], problems=[WeightsProblem(shown, _hub_parse_message(str(exc)))])
-    if isinstance(exc, hf_errors.EntryNotFoundError):
+    problem = hub_problem(exc)  # the one reading of the Hub's errors
+    if problem is not None and problem.unread:
+        # Offline, or the Hub does not answer: the config may still come from the cache, so the
+        # check goes on and says that the weights were not read.
+        return Weights.not_fetched(single, problem.why_unread)
+    if problem is not None and problem.kind == "entry-not-found":
         # file_exists found the index, so a missing file now is a shard the index names.
         index = _shown(snapshot, INDEX_FILE)
         return Weights(sharded=True, files=[index], problems=[WeightsProblem(
             index, f"the index names shard `{_missing_from_url(exc)}`, which is not in the repo at this revision"
         )])
-    if isinstance(exc, hf_errors.HfHubHTTPError):
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise BadInput(f"{single}: the Hub answered HTTP {status} while reading safetensors headers",
-                       file=single) from None
+    if problem is not None:
+        raise BadInput(f"{single}: {problem.message} (reading safetensors headers)", file=single) from None
     if isinstance(exc, (TypeError, ValueError, KeyError)):  # a header whose entries are not the format's
         return Weights(files=[single], problems=[
             WeightsProblem(single, f"unreadable safetensors header ({exc.__class__.__name__})")
@@ -337,21 +324,6 @@ def _hub_failure(snapshot: Snapshot, exc: Exception) -> Weights | None:
         raise BadInput(f"{single}: could not read safetensors headers from the Hub ({exc.__class__.__name__})",
                        file=single) from None
     raise exc
-
-
-def is_unreachable(exc: BaseException) -> bool:
-    """True for errors that mean "no network" (offline mode, refused connection, timeout), as
-    opposed to an answer from the Hub. Checked by class name: huggingface_hub's HTTP client has
-    changed between releases (requests, httpx, httpx2)."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectionError", "ConnectError",
-                         "TransportError", "TimeoutException", "Timeout", "ProxyError"})
-
-
-def unreachable_reason(exc: BaseException) -> str:
-    if type(exc).__name__ == "OfflineModeIsEnabled" or "offline" in str(exc).lower():
-        return "offline mode is on (HF_HUB_OFFLINE)"
-    return f"the Hub cannot be reached ({type(exc).__name__})"
 
 
 def _file_in_message(message: str) -> str | None:

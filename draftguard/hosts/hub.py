@@ -30,7 +30,7 @@ from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
-from draftguard.hub_access import hub_problem
+from draftguard.hub_access import hub_api, hub_problem
 from draftguard.markers import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
@@ -119,11 +119,10 @@ def hub_refusal(exc: BaseException) -> tuple[int, str] | None:
         >>> hub_refusal(ValueError("x")) is None
         True
     """
-    from huggingface_hub.errors import HfHubHTTPError  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
-    if isinstance(exc, HfHubHTTPError) and exc.response is not None and exc.response.status_code in (401, 403, 404):
-        return exc.response.status_code, str(exc.response.reason_phrase or "")[:200]
-    return None
+    problem = hub_problem(exc, follow=False)  # the Hub's own answer to this call, not an earlier one
+    if problem is None or not problem.refused or problem.status is None:
+        return None
+    return problem.status, problem.reason
 
 
 _WHOAMI: dict[tuple[str, str], str] = {}
@@ -145,13 +144,11 @@ class HubPullRequestClient:
     """
 
     def __init__(self, config: HubConfig, repo_id: str, number: int):
-        from huggingface_hub import HfApi  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-
         self.config = config
         self.repo_name = repo_id
         self.number = number
         self.ref = f"refs/pr/{number}" if number > 0 else "main"
-        self.api = HfApi(endpoint=config.endpoint, token=config.token or False)
+        self.api = hub_api(token=config.token or False, endpoint=config.endpoint)  # the one client factory
         self._details = None
 
     def _t(self, what: str) -> transient_errors:

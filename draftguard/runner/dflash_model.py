@@ -334,7 +334,7 @@ def _local_folder(name: str, what: str) -> Path:
         return path
     if path.exists():
         raise BadInput(f"{name}: the {what} must be a folder or a Hub repo id, not a file", file=name)
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+    # huggingface_hub: the weights download (~0.18 s to import); only a target named by repo id pays it
     from huggingface_hub import snapshot_download
 
     try:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.findings import is_int as _is_int
-from draftguard.check.weights import is_unreachable, unreachable_reason
-from draftguard.errors import HubUnreachable
-from draftguard.snapshot import BadInput, Snapshot, hub_read_options, hub_size
+from draftguard.errors import FileTooLarge, HubUnreachable
+from draftguard.hub_access import fetch_file, hub_problem
+from draftguard.snapshot import BadInput, Snapshot
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -41,32 +41,26 @@ def read_optional(snapshot: Snapshot, name: str, limit: int = MAX_TOKENIZER_BYTE
 
 
 def _hub_optional(snapshot: Snapshot, name: str, limit: int) -> bytes | None:
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import hf_hub_download
-    # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-    from huggingface_hub import errors as hf_errors
-
+    """An optional file of a Hub snapshot, with the snapshot's token, through the one Hub reader: None
+    when the repo has none or it is over ``limit`` (sized first, never downloaded then)."""
     shown = f"{snapshot.source}@{snapshot.revision or 'main'}/{name}"
-    size = hub_size(snapshot.source, name, snapshot.revision, snapshot.token)
-    if size is not None and size > limit:
-        return None  # over the caller's limit: asked first, never downloaded
     try:
-        path = Path(hf_hub_download(snapshot.source, name, revision=snapshot.revision,
-                                    **hub_read_options(snapshot.token)))
+        return fetch_file(snapshot.source, name, snapshot.revision, limit=limit, token=snapshot.token, shown=shown)[0]
+    except FileTooLarge:
+        return None
     except Exception as exc:
-        if is_unreachable(exc):  # before EntryNotFoundError: "not cached, offline" subclasses it
-            raise HubUnreachable(f"{shown} ({unreachable_reason(exc)})") from None
-        if isinstance(exc, hf_errors.EntryNotFoundError):
+        problem = hub_problem(exc)
+        if problem is not None and (problem.unread or problem.transient):
+            # offline with the file not cached, no network, or a Hub that asks to come back later: the
+            # rules that need the file say so (DG125), the others run
+            raise HubUnreachable(f"{shown} ({problem.why_unread})") from None
+        if problem is not None and problem.kind == "entry-not-found":
             return None
-        if isinstance(exc, hf_errors.HfHubHTTPError):
-            status = exc.response.status_code if exc.response is not None else "?"
-            raise BadInput(f"{shown}: the Hub answered HTTP {status}", file=shown) from None
+        if problem is not None:
+            raise BadInput(f"{shown}: {problem.message}", file=shown) from None
         if isinstance(exc, OSError):
             raise BadInput(f"{shown}: could not fetch from the Hub: {exc.__class__.__name__}", file=shown) from None
         raise
-    if path.stat().st_size > limit:
-        return None
-    return path.read_bytes()
 
 
 _JSON = json.JSONDecoder()

@@ -23,7 +23,7 @@ from draftguard.check import resolver
 from draftguard.check.drafter.detect import DrafterFormat
 from draftguard.check.drafter.files import GENERATION_CONFIG, HubUnreachable, TokenizerFiles, _is_int, read_optional
 from draftguard.settings import MAX_SETTINGS_BYTES, load_settings, parse_settings
-from draftguard.snapshot import CONFIG_NAME, SETTINGS_NAME, BadInput, Snapshot, _hub, load_snapshot
+from draftguard.snapshot import CONFIG_NAME, SETTINGS_NAME, BadInput, Snapshot, hub_snapshot, load_snapshot
 
 
 @dataclass
@@ -76,7 +76,7 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
         _require_hub_id(name, origin)
         repo, _, revision = name.partition("@")
         try:
-            snapshot = _hub(repo, revision or None, (CONFIG_NAME,), token=False if anonymous else None)
+            snapshot = hub_snapshot(repo, revision or None, (CONFIG_NAME,), token=False if anonymous else None)
         except BadInput as exc:
             why = (" (a target named in the pull request's files is read without the bot's token, so only a "
                    "public one; name a private target in `target:` of .draftguard.yml on the default branch)"
