@@ -25,9 +25,8 @@ from tests.fakes.hub import Fault
 PACKAGE = Path(__file__).resolve().parents[1] / "draftguard"
 CONFIG = b'{"model_type": "qwen3", "hidden_size": 64}'
 # Modules that may import huggingface_hub themselves: the reader; the runner's weights download; the
-# Hub host's discussion API; the Hub handler (the pull-request flow rewrite reads its errors through
-# hub_access too, after which it leaves this list).
-IMPORTERS = {"hub_access.py", "runner/dflash_model.py", "hosts/hub.py", "bot/hub_handler.py"}
+# Hub host's discussion API.
+IMPORTERS = {"hub_access.py", "runner/dflash_model.py", "hosts/hub.py"}
 
 
 def _safetensors() -> bytes:

@@ -22,6 +22,7 @@ from draftguard.bot.flow import AcceptanceRunner, PullRequestFlow
 from draftguard.bot.hub_fix import open_fix_pull_request
 from draftguard.bot.pr_check import check_pull_request
 from draftguard.hosts.base import CommandCall, Trust
+from draftguard.hub_access import hub_problem
 from draftguard.hosts.hub import OPEN_STATES, HubConfig, HubPullRequestClient, hub_refusal, hub_retry_delay
 from draftguard.jobs import Job, Queue
 from draftguard.payloads import HubCommand
@@ -90,8 +91,6 @@ class HubHandler(PullRequestFlow):
     def branch(self, job: Job, queue: Queue, client: None = None) -> str:
         """A push to main: check the watched files that changed; the result is the job's record
         (there is no pull request to comment on)."""
-        from huggingface_hub.errors import RevisionNotFoundError  # huggingface_hub: only a Hub job reads it
-
         client = HubPullRequestClient(self.config, job.repo, 0)
         now = client.revision_sha("main")
         head = job.head_sha or now
@@ -102,7 +101,9 @@ class HubHandler(PullRequestFlow):
             old = None
         try:
             changed = client.changed_files(old, head) if old else None
-        except RevisionNotFoundError:
+        except Exception as exc:
+            if getattr(hub_problem(exc, follow=False), "kind", None) != "revision-not-found":
+                raise
             changed = None  # a force push dropped the old head: check every watched file
         if changed is None:
             old = None

@@ -129,6 +129,18 @@ _WHOAMI: dict[tuple[str, str], str] = {}
 _WHOAMI_LOCK = threading.Lock()
 
 
+def _hf():
+    """huggingface_hub, for the few names this client uses beside its HfApi (``hub_access.hub_api``)."""
+    import huggingface_hub  # huggingface_hub: ~0.18 s to import; only a Hub read pays it
+
+    return huggingface_hub
+
+
+def _is_file(entry) -> bool:
+    """A file of a tree listing (``RepoFile``), not a folder."""
+    return isinstance(entry, _hf().hf_api.RepoFile)
+
+
 class HubPullRequestClient:
     """The operations on one Hub pull request (a discussion with ``refs/pr/N``) that a Job uses.
 
@@ -194,13 +206,10 @@ class HubPullRequestClient:
 
     def tree(self, revision: str) -> dict[str, str]:
         """``{path: blob id}`` of every file at a revision (no file content is fetched)."""
-        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-        from huggingface_hub.hf_api import RepoFile
-
         with self._t(f"list files at {revision[:12]}"):
             return {f.path: (f.lfs.sha256 if f.lfs else f.blob_id)
                     for f in self.api.list_repo_tree(self.repo_name, revision=revision, recursive=True)
-                    if isinstance(f, RepoFile)}
+                    if _is_file(f)}
 
     def changed_files(self, base: str, head: str) -> list[tuple[str, str]]:
         """(path, status) of every file that differs between two revisions."""
@@ -219,20 +228,19 @@ class HubPullRequestClient:
             UnreadableFile: The path could reach outside the repository.
             TransientHubError: A fault worth retrying (5xx, 429, timeout).
         """
-        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-        from huggingface_hub import errors as hf_errors
-        from huggingface_hub import hf_hub_url
-
         safe_repo_path(path)
         try:
             with self._t(f"read {path}"):
                 meta = self.api.get_hf_file_metadata(
-                    url=hf_hub_url(self.repo_name, path, revision=ref, endpoint=self.config.endpoint))
+                    url=_hf().hf_hub_url(self.repo_name, path, revision=ref, endpoint=self.config.endpoint))
                 if meta.size is not None and meta.size > max_bytes:
                     raise FileTooLarge(path, meta.size, max_bytes)
                 local = self.api.hf_hub_download(self.repo_name, path, revision=ref)
-        except (hf_errors.EntryNotFoundError, hf_errors.RevisionNotFoundError):
-            return None
+        except Exception as exc:
+            problem = hub_problem(exc, follow=False)
+            if problem is not None and problem.kind in ("entry-not-found", "revision-not-found"):
+                return None
+            raise
         size = os.path.getsize(local)
         if size > max_bytes:
             raise FileTooLarge(path, size, max_bytes)
@@ -243,12 +251,10 @@ class HubPullRequestClient:
         """Snapshot one folder of the repo at a revision (for the GPU test), through the cache. Its
         files are sized first (the tree listing): over ``max_drafter_bytes`` is FileTooLarge, with
         nothing downloaded (R8 of issue 25)."""
-        from huggingface_hub.hf_api import RepoFile  # huggingface_hub: ~0.18 s, only a Hub read pays it
-
         with self._t(f"list {folder or 'the repo'}"):
             total = sum(f.size or 0 for f in self.api.list_repo_tree(
                 self.repo_name, path_in_repo=folder or None, revision=revision, recursive=True)
-                if isinstance(f, RepoFile))
+                if _is_file(f))
         if total > max_drafter_bytes():
             raise FileTooLarge(folder or "/", total, max_drafter_bytes())
         with self._t(f"download {folder or 'the repo'}"):
@@ -259,9 +265,6 @@ class HubPullRequestClient:
         """Whether ``user`` owns the repo or is a member of the organization that owns it, and why.
 
         A namespace that is not an organization (a user's own repo) has only its owner."""
-        # huggingface_hub: ~0.18 s to import; only a Hub read pays it
-        from huggingface_hub.errors import HfHubHTTPError
-
         if "/" not in self.repo_name:
             # A legacy repo id without a namespace (gpt2): there is no owner or org to ask.
             return False, f"{self.repo_name} has no namespace, so no owner or organization to trust"
@@ -271,8 +274,11 @@ class HubPullRequestClient:
         try:
             with self._t(f"list members of {owner}"):
                 members = {u.username for u in self.api.list_organization_members(owner)}
-        except HfHubHTTPError as exc:
-            status = exc.response.status_code if exc.response is not None else None
+        except Exception as exc:
+            problem = hub_problem(exc, follow=False)
+            status = problem.status if problem is not None else None
+            if status not in (401, 403, 404):
+                raise
             if status == 404:
                 return False, f"@{user} is not {owner}, who owns the repo"
             if status in (401, 403):

@@ -343,6 +343,10 @@ class _Handler(BaseHTTPRequestHandler):
                                    extra={"Content-Range": f"bytes */{len(data)}"})
             status, body = 206, data[start : end + 1]
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        # Recorded before the answer is sent: a test that reads the record right after its client got
+        # the answer must find it there (recording after the write raced with the test).
+        self.fake.record(Request(self.command, repo, revision, file, rng, status, len(body) if send_body else 0,
+                                 self._authorized()))
         self.send_response(status)
         self.send_header("X-Repo-Commit", commit)
         self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
@@ -354,8 +358,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if send_body:
             self.wfile.write(body)
-        self.fake.record(Request(self.command, repo, revision, file, rng, status, len(body) if send_body else 0,
-                                 self._authorized()))
 
     def _authorized(self) -> bool:
         return self.fake.token is not None and self.headers.get("authorization") == f"Bearer {self.fake.token}"
@@ -363,6 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, code: str | None, message: str, repo: str | None, revision: str | None,
                file: str | None, rng: str | None, extra: dict[str, str] | None = None) -> None:
         body = ('{"error": "%s"}' % message).encode()
+        self.fake.record(Request(self.command, repo, revision, file, rng, status, 0, self._authorized()))
         self.send_response(status)
         if code:
             self.send_header("X-Error-Code", code)
@@ -374,7 +377,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.fake.record(Request(self.command, repo, revision, file, rng, status, 0, self._authorized()))
 
 
 def _parse_range(header: str, size: int) -> tuple[int | None, int]:
