@@ -17,7 +17,7 @@ import contextlib
 from typing import Iterator
 
 from draftguard.check.resolver import OVER_BUDGET, BudgetSpent, ResolveError, per_config, spend
-from draftguard.check.resolver.budget import BAD_BUDGET, over_budget_error
+from draftguard.check.resolver.budget import BAD_BUDGET, BadBudget, over_budget_message
 from draftguard.errors import CheckOverBudget
 
 __all__ = ["raise_if_over_budget", "spend", "within_budget"]
@@ -44,10 +44,8 @@ def within_budget(file: str) -> Iterator[None]:
         with per_config():
             yield
     except BudgetSpent as spent:
-        raise_if_over_budget(over_budget_error(spent), file)
-    except ResolveError as exc:  # DRAFTGUARD_CHECK_SECONDS is no number of seconds
-        if exc.kind != BAD_BUDGET:
-            raise
+        raise CheckOverBudget(f"{file}: {over_budget_message(spent)}", file=file) from None
+    except BadBudget as exc:  # DRAFTGUARD_CHECK_SECONDS is no number of seconds: said, not ignored
         raise CheckOverBudget(f"{file}: {exc}", file=file) from None
 
 

@@ -14,14 +14,14 @@ and a caller that checks a whole config may open one scope around all of it (``p
 scopes inside it keep the outer deadline. The check is cooperative: a single build is not
 interrupted, so a config overruns by at most one build (bounded by the 5 MB size cap).
 
-Standalone like the rest of the resolver: the standard library and ``classes`` only. What the process
+Standalone like the rest of the resolver, and below it: the standard library only. What the process
 pays once (importing transformers and a model's config module) is ``unmetered``: it is not the file's.
 
 In: ``DRAFTGUARD_CHECK_SECONDS`` (a number of seconds above 0), and the loops that call ``spend()``.
 Out: ``per_config()`` (a context: the deadline of the config being checked, unless one is set),
 ``spend()`` (raises ``BudgetSpent`` once the deadline has passed), ``unmetered()`` (a context whose
-time does not count: the process's one-time imports), ``budget_seconds()``,
-``over_budget_error(spent)`` (the ResolveError to raise for it).
+time does not count: the process's one-time imports), ``budget_seconds()`` (or ``BadBudget``),
+``over_budget_message(spent)`` (the text of the ResolveError ``resolve`` raises for it).
 """
 
 from __future__ import annotations
@@ -31,10 +31,7 @@ import math
 import os
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Iterator
-
-if TYPE_CHECKING:
-    from .classes import ResolveError
+from typing import Iterator
 
 ENV = "DRAFTGUARD_CHECK_SECONDS"
 DEFAULT_SECONDS = 20.0
@@ -44,6 +41,10 @@ BAD_BUDGET = "bad_budget"
 # [monotonic deadline, the budget in seconds, unmetered blocks open] of the config being checked in
 # this context (a list: ``unmetered`` moves the deadline).
 _DEADLINE: ContextVar[list | None] = ContextVar("draftguard_check_deadline", default=None)
+
+
+class BadBudget(ValueError):
+    """``DRAFTGUARD_CHECK_SECONDS`` is not a number of seconds above 0."""
 
 
 class BudgetSpent(BaseException):
@@ -56,8 +57,8 @@ class BudgetSpent(BaseException):
 
 
 def budget_seconds() -> float:
-    """The budget per config: ``DRAFTGUARD_CHECK_SECONDS``, else 20. Raises ResolveError for a value
-    that is not a number of seconds above 0 (said on the file, not ignored).
+    """The budget per config: ``DRAFTGUARD_CHECK_SECONDS``, else 20. Raises BadBudget for a value that
+    is not a number of seconds above 0 (``resolve`` says it on the file: never ignored).
 
     Example::
 
@@ -66,12 +67,10 @@ def budget_seconds() -> float:
         >>> os.environ[ENV] = "soon"; budget_seconds()
         Traceback (most recent call last):
         ...
-        draftguard.check.resolver.classes.ResolveError: DRAFTGUARD_CHECK_SECONDS='soon' is not a number of seconds above 0
+        draftguard.check.resolver.budget.BadBudget: DRAFTGUARD_CHECK_SECONDS='soon' is not a number of seconds above 0
         >>> del os.environ[ENV]; budget_seconds()
         20.0
     """
-    from .classes import ResolveError  # classes meters its imports with ``unmetered``: imported here
-
     text = os.environ.get(ENV, "").strip()
     if not text:
         return DEFAULT_SECONDS
@@ -80,7 +79,7 @@ def budget_seconds() -> float:
     except ValueError:
         seconds = math.nan
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise ResolveError(BAD_BUDGET, f"{ENV}={text!r} is not a number of seconds above 0")
+        raise BadBudget(f"{ENV}={text!r} is not a number of seconds above 0")
     return seconds
 
 
@@ -149,12 +148,7 @@ def unmetered() -> Iterator[None]:
             current[0] += time.monotonic() - started
 
 
-def over_budget_error(spent: BudgetSpent) -> ResolveError:
-    """What ``resolve`` raises when the budget ran out: an error on the file that says how to allow more."""
-    from .classes import ResolveError
-
-    return ResolveError(
-        OVER_BUDGET,
-        f"{spent} (transformers' config class is built again for each changed value it traces, and this "
-        f"file makes that slow); nothing of it was judged. Set {ENV} to allow more",
-    )
+def over_budget_message(spent: BudgetSpent) -> str:
+    """What ``resolve`` says when the budget ran out (ResolveError ``over_budget``): how to allow more."""
+    return (f"{spent} (transformers' config class is built again for each changed value it traces, and this "
+            f"file makes that slow); nothing of it was judged. Set {ENV} to allow more")

@@ -46,11 +46,13 @@ def resolve(
         >>> resolve({"model_type": "qwen3", "sliding_window": 2048})["values"]["sliding_window"] is None
         True
     """
-    with budget.per_config():
-        try:
+    try:
+        with budget.per_config():
             return _resolve(raw, trust_remote_code, pretrained, revision, trace)
-        except budget.BudgetSpent as spent:
-            raise budget.over_budget_error(spent) from None
+    except budget.BudgetSpent as spent:
+        raise ResolveError(budget.OVER_BUDGET, budget.over_budget_message(spent)) from None
+    except budget.BadBudget as exc:  # the setting, said on the file rather than ignored
+        raise ResolveError(budget.BAD_BUDGET, str(exc)) from None
 
 
 def _resolve(raw: dict[str, Any], trust_remote_code: bool, pretrained: str | None, revision: str | None,

@@ -91,7 +91,7 @@ def config_class(raw: dict[str, Any], trust_remote_code: bool):
         raise ResolveError(
             "remote_code_required",
             f"model_type {shown(model_type)} is not built into transformers {transformers_version()}; the "
-            f"repo ships its own config class ({shown(auto_map['AutoConfig'])}). Pass --trust-remote-code "
+            f"repo ships its own config class ({shown(auto_map['AutoConfig'], quote=False)}). Pass --trust-remote-code "
             "to run it, only if you trust this repo's code." + (f" {built_in}" if built_in else ""),
             key="model_type",
         )
@@ -124,15 +124,16 @@ def _edits(a: str, b: str) -> int:
 MAX_TYPO_CHARS = 100
 
 
-def shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters: a file's value quoted in a message stays one line.
+def shown(value: Any, limit: int = 80, quote: bool = True) -> str:
+    """``repr(value)`` (``str`` without ``quote``), cut to ``limit`` characters: a file's value quoted
+    in a message stays one line.
 
     Example::
 
-        >>> shown("q" * 1000)[:12], len(shown("q" * 1000))
-        ("'qqqqqqqqqqq", 80)
+        >>> shown("q" * 1000)[:12], len(shown("q" * 1000)), shown("a.B", quote=False)
+        ("'qqqqqqqqqqq", 80, 'a.B')
     """
-    text = repr(value)
+    text = repr(value) if quote else str(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
