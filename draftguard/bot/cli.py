@@ -25,7 +25,7 @@ from draftguard.bot.server import run_server
 from draftguard.check import resolver
 from draftguard.hosts.github import BotConfigError, GitHubConfig
 from draftguard.hosts.hub import HubConfig
-from draftguard.jobs import Handler, Queue, QueueConfigError, _parse_url
+from draftguard.jobs import Handler, Queue, QueueConfigError, parse_queue_url
 
 EXIT_BAD_INPUT = 2
 
@@ -39,7 +39,7 @@ def serve(args: argparse.Namespace) -> int:
     """Run the ASGI app under uvicorn; with SQLite the workers run in this process too. The caller
     (draftguard.cli) has said so in one line already when the `bot` extra is missing."""
     try:
-        backend, _ = _parse_url(args.queue)
+        backend, _ = parse_queue_url(args.queue)
         config = GitHubConfig.from_env()
         configure_logging(config.secrets + HubConfig.from_env().secrets)
         sqlite = backend == "sqlite"
