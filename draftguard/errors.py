@@ -115,6 +115,11 @@ class EditError(DraftguardError, ValueError):
     missing or not an object. The fixer reports the finding as having no safe fix."""
 
 
+class CheckOverBudget(BadInput):
+    """A config whose check ran past its time budget (``DRAFTGUARD_CHECK_SECONDS``, 20 s by default):
+    an error on the file, shown where every input error is, never a pass (check/budget.py)."""
+
+
 class MatrixError(DraftguardError):
     """A transformers version could not be prepared or run.
 

@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 from draftguard.errors import JobFailed, QueueConfigError, Retry
 from draftguard.secrets import scrub_known
 
-log = logging.getLogger("draftguard.bot")
+log = logging.getLogger("draftguard.jobs")
 
 DEFAULT_QUEUE_URL = "sqlite:///draftguard-queue.db"
 QUEUED, RUNNING, DONE, FAILED, SKIPPED = "queued", "running", "done", "failed", "skipped"
@@ -113,7 +113,19 @@ def _sqlite_storage(synchronous: int):
     return Storage
 
 
-def _parse_url(url: str) -> tuple[str, dict[str, Any]]:
+def parse_queue_url(url: str) -> tuple[str, dict[str, Any]]:
+    """The backend a queue URL names ("sqlite" or "redis") and huey's storage arguments for it.
+    Raises QueueConfigError for a URL no backend takes (a surface says it in one line, exit 2).
+
+    Example::
+
+        >>> parse_queue_url("redis://127.0.0.1:6379/0")
+        ('redis', {'url': 'redis://127.0.0.1:6379/0'})
+        >>> parse_queue_url("mysql://db/q")
+        Traceback (most recent call last):
+        ...
+        draftguard.errors.QueueConfigError: queue URL 'mysql://db/q': use sqlite:///FILE (one machine) or redis://HOST:PORT/DB (several machines)
+    """
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them.
@@ -143,7 +155,7 @@ class Queue:
         from huey import RedisHuey, SqliteHuey
 
         self.url = url
-        self.backend, kwargs = _parse_url(url)
+        self.backend, kwargs = parse_queue_url(url)
         cls = SqliteHuey if self.backend == "sqlite" else RedisHuey
         extra: dict[str, Any] = {"results": False}
         if self.backend == "sqlite":

@@ -93,3 +93,29 @@ def test_the_discussion_carries_the_proven_fix_as_a_diff(tmp_path):
         assert "```diff\n--- a/" in window and '+  "use_sliding_window": true,' in window
         # A repo whose errors have no safe fix (the shifted ids need the target's files) shows no diff.
         assert run.records["faults/shifted-layer-drafter"]["fix"] is None
+
+
+def test_a_discussion_that_only_quotes_the_marker_is_never_taken_for_the_audits(tmp_path):
+    """The audit finds its discussion again by the marker its first comment starts with
+    (draftguard.markers.AUDIT). A note by the same account, under the same title, that quotes the
+    marker is someone's text: before, any first comment containing it was taken, edited over and
+    later closed."""
+    with FakeHub() as hub:
+        hub.token = TOKEN
+        fleet = build_fleet(hub, copies=1, corpus=False)
+        repo = "faults/qwen3-window-drafter"
+        note = f"Why the audit's discussions start with `{MARKER}`: see the docs."
+        hub.discussions[(repo, 1)] = {
+            "num": 1, "title": TITLE, "author": hub.user, "status": "open", "base": "main", "pr": False,
+            "created": "2026-11-30T05:00:00.000Z",
+            "events": [hub._event("comment", hub.user, {"edited": False, "hidden": False, "numEdits": 0,
+                                                        "latest": {"raw": note, "html": ""}})]}
+        repo_list = tmp_path / "repos.txt"
+        repo_list.write_text(repo + "\n")
+        run = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--open-discussions", "post",
+                                HF_TOKEN=TOKEN)
+        assert run.rc == 1, run.stderr
+        assert f"{repo}: open discussion" in run.stdout
+        [hand, audit] = sorted(_audit_discussions(hub)[repo], key=lambda d: d["num"])
+        assert hand["events"][0]["data"]["latest"]["raw"] == note and hand["events"][0]["data"]["numEdits"] == 0
+        assert audit["events"][0]["data"]["latest"]["raw"].startswith(MARKER)

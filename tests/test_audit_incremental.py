@@ -145,7 +145,12 @@ def test_an_audit_that_could_check_nothing_exits_2_in_one_line(tmp_path):
 
 def test_a_hub_that_goes_away_mid_run_stops_the_audit_in_one_line(tmp_path):
     """Without the stop every repo left is retried on its own (backoff, then huggingface_hub's 23 s of
-    retries for a file), and the run ends green with a column of "unreachable" errors."""
+    retries for a file), and the run ends green with a column of "unreachable" errors.
+
+    The Hub goes away at the 8th repo asked, whatever the threads' timing: the count is taken under a
+    lock (two requests counted at once once skipped 8, and the Hub never went away), and the fake
+    refuses every request from then on itself (a server stopped from another thread still answered
+    for up to half a second, and on a connection accepted just before the stop)."""
     import threading
     import time
 
@@ -153,12 +158,14 @@ def test_a_hub_that_goes_away_mid_run_stops_the_audit_in_one_line(tmp_path):
         fleet = build_fleet(hub, copies=2, corpus=False)
         repo_list = fleet.list_file(tmp_path / "repos.txt")
         asked = []
+        lock = threading.Lock()
 
         def goes_away(h, method, segs, query, raw, answer, error, authorized) -> bool:
             if segs[:1] == ["models"] and len(segs) >= 3:
-                asked.append(segs)
-                if len(asked) == 8:
-                    threading.Thread(target=hub.stop, daemon=True).start()
+                with lock:
+                    asked.append(segs)
+                    if len(asked) == 8:
+                        hub.refuse()  # this one is answered; every request after it is not
             return False  # answered as usual
 
         hub.routes.insert(0, goes_away)

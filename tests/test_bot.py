@@ -545,13 +545,14 @@ def test_a_job_of_an_unknown_kind_fails_in_one_line_naming_the_kind(tmp_path, ca
     assert set(GitHubHandler.HANDLERS) == {"pull_request", "comment", "acceptance"}
     for source in ("github", "hub"):
         queue.submit(Job(id=f"{source}-odd", source=source, kind="rebase", repo=REPO, number=1))
-        with caplog.at_level(logging.INFO, logger="draftguard.bot"):
+        with caplog.at_level(logging.INFO, logger="draftguard.jobs"):  # the queue's own logger: it is below bot/
             assert queue.run(f"{source}-odd") is None  # no retry
         job = queue.get(f"{source}-odd")
         assert (job.state, job.attempts) == (FAILED, 1)
         assert f"no {source} handler for job kind 'rebase'" in job.result and "comment" in job.result
     records = [r for r in caplog.records if "rebase" in r.getMessage()]
     assert len(records) == 2 and all(r.exc_info is None and r.levelno == logging.WARNING for r in records)
+    assert {r.name for r in records} == {"draftguard.jobs"}
 
 
 def test_both_host_clients_are_pull_request_sources():

@@ -5,6 +5,7 @@ docs/security.md's table is a test here."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import json
@@ -92,9 +93,9 @@ class World:
         return Path(self.serve.log.name).read_text()
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hardening")
+@contextlib.contextmanager
+def open_world(tmp: Path, **extra_env: str):
+    """`draftguard serve` against fresh fakes, with ``extra_env`` on top of the bot's environment."""
     api = fake_api()
     api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": SETTINGS})
     hub = FakeHub().start()
@@ -105,7 +106,7 @@ def world(tmp_path_factory):
     env = bot_env(api.url)
     env.update(hub.env(str(tmp / "hf-cache")))
     env.update({"HF_TOKEN": HF_TOKEN, "DRAFTGUARD_HUB_WEBHOOK_SECRET": HUB_SECRET,
-                "DRAFTGUARD_HEADER_TIMEOUT": "1", "DRAFTGUARD_BODY_TIMEOUT": "2"})
+                "DRAFTGUARD_HEADER_TIMEOUT": "1", "DRAFTGUARD_BODY_TIMEOUT": "2", **extra_env})
     url = f"sqlite:///{tmp}/queue.db"
     # No GPU worker: GPU jobs stay queued, where the tests count them.
     serve = ServeProcess(tmp, env, url, args=("--gpu-workers", "0"))
@@ -118,6 +119,12 @@ def world(tmp_path_factory):
         hub.stop()
     log = Path(serve.log.name).read_text()
     assert TOKEN not in log and SECRET not in log and HF_TOKEN not in log and HUB_SECRET not in log
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    with open_world(tmp_path_factory.mktemp("hardening")) as opened:
+        yield opened
 
 
 def add_pr(world: World, number: int, head_files: dict, *, author: str = "alice", fork: bool = False,

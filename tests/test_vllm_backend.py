@@ -111,7 +111,7 @@ class FakeLLM:
                     for i in range(a):
                         rec["per_pos"][i] += 1
                 tokens.extend(range(a + 1))
-            self.requests.append(truth)
+            self.requests.append({**truth, "prompt_tokens": len(p["prompt_token_ids"])})
             outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=tokens[: sampling_params.max_tokens])]))
         return outputs
 
@@ -386,6 +386,33 @@ def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, 
     rows = diff["per_position"]
     assert [r["vllm"] for r in rows] == out["per_position_acceptance"]
     assert [r["reference"] for r in rows] == out["run"]["reference"]["per_position_acceptance"]
+
+
+@pytest.mark.parametrize("window", [10**9, 1])
+def test_accept_sizes_the_long_context_prompt_within_bounds_whatever_window_the_drafter_states(
+        fake_vllm, tmp_path, capsys, window):
+    """R6 of issue 25: the long-context prompt is twice the drafter's sliding_window, and the window
+    comes from the pull request's config.json. A forged 10**9 asked the GPU job to build and send a
+    prompt of 2 * 10**9 tokens (16 GB of ids, before any engine would refuse it); it is capped at
+    MAX_LONG_CONTEXT_TOKENS. A window of 1 gets a prompt of 2 tokens: still a prompt, past the window."""
+    import shutil
+
+    from draftguard.cli import main
+
+    drafter = tmp_path / "drafter"
+    shutil.copytree(MODELS / "drafter", drafter)
+    raw = json.loads((drafter / "config.json").read_text())
+    raw["sliding_window"] = window
+    (drafter / "config.json").write_text(json.dumps(raw, indent=2))
+    code = main(["accept", "--target", str(MODELS / "target"), "--drafter", str(drafter),
+                 "--prompts", str(MODELS / "prompts.jsonl"), "--num-prompts", "3", "--max-new-tokens", "8",
+                 "--backend", "vllm", "--format", "json", "--quiet", "--settings", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err[-2000:]  # with the cap reverted: MemoryError, exit 3
+    out = json.loads(captured.out)
+    assert out["per_prompt"][-1]["label"] == "long-context"
+    sent = FakeLLM.instances[-1].requests[-1]["prompt_tokens"]
+    assert sent == min(2 * window, eo.MAX_LONG_CONTEXT_TOKENS), sent
 
 
 # ---- the bugs running the real engine found (the tests marked vllm show them on vLLM's CPU build) --

@@ -25,9 +25,10 @@ from typing import Any, Callable
 
 from draftguard.audit.record import CLEAN, FAILING, RepoRecord
 from draftguard.hub_access import hub_api, hub_problem
+from draftguard.markers import AUDIT as MARKER
+from draftguard.markers import is_audit
 from draftguard.report.comment import code, esc, esc_message
 
-MARKER = "<!-- draftguard:audit -->"
 TITLE = "draftguard audit: config or drafter problems found"
 DRY_RUN, POST = "dry-run", "post"
 
@@ -105,7 +106,7 @@ def _find(api: Any, repo: str, me: str) -> Any | None:
         if discussion.title == TITLE:
             details = api.get_discussion_details(repo, discussion.num)
             first = next((e for e in details.events if e.type == "comment"), None)
-            if first is not None and first.author == me and MARKER in (first.content or ""):
+            if first is not None and first.author == me and is_audit(first.content):
                 return details
     return None
 

@@ -23,7 +23,7 @@ from draftguard.bot.platforms import NO_CREDENTIALS, PLATFORMS, configs_from_env
 from draftguard.bot.server import run_server
 from draftguard.check import resolver
 from draftguard.hosts.github import BotConfigError
-from draftguard.jobs import Handler, Queue, QueueConfigError, _parse_url
+from draftguard.jobs import Handler, Queue, QueueConfigError, parse_queue_url
 
 EXIT_BAD_INPUT = 2
 
@@ -37,7 +37,7 @@ def serve(args: argparse.Namespace) -> int:
     """Run the ASGI app under uvicorn; with SQLite the workers run in this process too. The caller
     (draftguard.cli) has said so in one line already when the `bot` extra is missing."""
     try:
-        backend, _ = _parse_url(args.queue)
+        backend, _ = parse_queue_url(args.queue)
         configure_logging([s for c in configs_from_env().values() for s in c.secrets])
         sqlite = backend == "sqlite"
         workers = args.workers if args.workers is not None else (2 if sqlite else 0)

@@ -14,13 +14,15 @@ The judges of one changed value, and their ``Context``, are ``check/judges.py``.
 In: ``judge_config(raw, resolved, version=, file=, line_of=)``: config.json as parsed, its resolver
 node (values, class name, evidence), the transformers version, the file's name and a key -> line lookup.
 Out: ``(findings, attention)``: a list of ``Finding`` and a list of ``LayerAttention`` (empty when the
-model has no per-layer attention types). Pure: no I/O.
+model has no per-layer attention types). Pure: no I/O. CheckOverBudget (a BadInput naming the file)
+when the config's time budget runs out.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from draftguard.check.budget import spend, within_budget
 from draftguard.check.drafter.engines import WINDOW_LOST_ENGINES
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, is_int as _is_int, show
 from draftguard.check.judges import (  # noqa: F401 (Context, same: importable from here as before)
@@ -67,6 +69,7 @@ def judge_config(
         nonlocal top_attention
         ctx = Context(raw_node, node, prefix, node["__config__"], version, file, line_of, evidence=evidence, root=raw)
         for key, raw_value in raw_node.items():
+            spend()
             if key in BOOKKEEPING_KEYS:
                 continue
             resolved_value = ctx.values.get(key, ABSENT)
@@ -95,7 +98,8 @@ def judge_config(
         if not prefix:
             top_attention = layers
 
-    walk(raw, resolved, "")
+    with within_budget(file):  # the config's time budget (check/budget.py), looked at per key
+        walk(raw, resolved, "")
     return _one_verdict_per_cause(findings), top_attention
 
 

@@ -88,6 +88,8 @@ class FakeHub:
         self.gated: set[str] = set()
         # Private repos: as the Hub, 401 RepoNotFound to a request without the token (files and API).
         self.private: set[str] = set()
+        # Set by ``refuse()``: from then on every request is dropped unanswered (the Hub gone away).
+        self.refusing = False
         for repo, revisions in (repos or {}).items():
             for revision, files in revisions.items():
                 self.add(repo, files, revision)
@@ -160,6 +162,14 @@ class FakeHub:
                 connection.close()
             except OSError:
                 pass
+
+    def refuse(self) -> None:
+        """From now on drop every request unanswered, on open keep-alive connections and new ones
+        alike: the client sees the server disconnect, as when the Hub goes away. Unlike ``stop()``
+        from another thread, nothing is answered after this returns, however the threads run (the
+        server's shutdown waits up to half a second for its loop, and a connection accepted just
+        before it is not yet among those it closes)."""
+        self.refusing = True
 
     def __enter__(self) -> "FakeHub":
         return self.start()
@@ -286,16 +296,32 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the socket was closed by stop()
             pass
 
+    def _refused(self) -> bool:
+        """Whether the fake refuses requests (``FakeHub.refuse``): then the connection is closed
+        without an answer."""
+        if not self.fake.refusing:
+            return False
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
+
     def do_HEAD(self) -> None:
-        self._resolve(send_body=False)
+        if not self._refused():
+            self._resolve(send_body=False)
 
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if urlsplit(self.path).path.startswith("/api/"):
             return _api(self, "GET")
         self._resolve(send_body=True)
 
     def do_POST(self) -> None:
-        _api(self, "POST")
+        if not self._refused():
+            _api(self, "POST")
 
     def _resolve(self, send_body: bool) -> None:
         path = urlsplit(self.path).path

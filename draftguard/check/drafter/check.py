@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from draftguard.check import resolver
+from draftguard.check.budget import raise_if_over_budget
 from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, layer_config
 from draftguard.check.drafter.dflash import DFlashCheck
 from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MedusaCheck, MtpCheck
@@ -79,7 +80,8 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
             values = resolver.resolve(layers_raw, trust_remote_code=trust_remote_code,
                                       pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
                                       revision=snapshot.revision)["values"]
-        except resolver.ResolveError:
+        except resolver.ResolveError as exc:
+            raise_if_over_budget(exc, shown)  # a spent time budget is an error on the file, not "no values"
             values = {}
     weights = read_weights(snapshot)
     return CHECKS[fmt.family](snapshot, raw, fmt, result, target_model, weights, values).run()

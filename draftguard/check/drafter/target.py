@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check import resolver
+from draftguard.check.budget import raise_if_over_budget
 from draftguard.check.drafter.detect import DrafterFormat
 from draftguard.check.drafter.files import GENERATION_CONFIG, HubUnreachable, TokenizerFiles, _is_int, read_optional
 from draftguard.settings import MAX_SETTINGS_BYTES, load_settings, parse_settings
@@ -120,7 +121,8 @@ def _resolved_target(name: str, origin: str, snapshot: Snapshot, trust_remote_co
                                 pretrained=snapshot.local_dir if not snapshot.is_hub else snapshot.source,
                                 revision=snapshot.revision)
         values = _text_values(node)
-    except resolver.ResolveError:
+    except resolver.ResolveError as exc:
+        raise_if_over_budget(exc, f"target {name} ({origin})")  # never judged against raw values quietly
         # A target that transformers cannot resolve can still be compared by its raw values.
         text = raw.get("text_config")
         values = text if "num_hidden_layers" not in raw and isinstance(text, dict) else raw

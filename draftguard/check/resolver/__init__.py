@@ -21,7 +21,7 @@ Script protocol (one JSON document each way)::
     stdout: {"transformers_version": "5.24.0", "results": [<node> | {"error": {...}}, ...]}
 
 The modules, in the order they build on each other: ``classes`` (which class, ResolveError),
-``nodes`` (the node, tree helpers), ``tracing`` (where values land), ``probes`` (flags, deciders,
+``budget`` (the time budget of one config: ``DRAFTGUARD_CHECK_SECONDS``), ``nodes`` (the node, tree helpers), ``tracing`` (where values land), ``probes`` (flags, deciders,
 translations), ``aliases`` (unread aliases), ``evidence`` (all of it as one dict), ``build``
 (``resolve`` and the script's ``main``).
 """
@@ -29,6 +29,7 @@ translations), ``aliases`` (unread aliases), ``evidence`` (all of it as one dict
 from __future__ import annotations
 
 from .aliases import alias_vocabulary
+from .budget import OVER_BUDGET, BudgetSpent, per_config, spend
 from .build import main, resolve
 from .classes import BOOKKEEPING_KEYS, ResolveError, built_in_reader, config_class_name, hide_torch, plausible_typos, transformers_version
 from .evidence import gather_evidence
@@ -36,7 +37,8 @@ from .nodes import DEFAULTED_KEYS, MAX_LAYERS, config_node, node_values
 from .tracing import FLAG_CACHE, TRACE_CACHE, class_voice
 
 __all__ = [
-    "BOOKKEEPING_KEYS", "DEFAULTED_KEYS", "FLAG_CACHE", "MAX_LAYERS", "TRACE_CACHE", "ResolveError",
+    "BOOKKEEPING_KEYS", "BudgetSpent", "DEFAULTED_KEYS", "FLAG_CACHE", "MAX_LAYERS", "OVER_BUDGET", "TRACE_CACHE",
+    "ResolveError", "per_config", "spend",
     "alias_vocabulary", "built_in_reader", "class_voice", "config_class_name", "config_node",
     "gather_evidence", "hide_torch", "main", "node_values", "plausible_typos", "resolve",
     "transformers_version",

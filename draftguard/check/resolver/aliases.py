@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .nodes import MISSING, copy_tree, plain, same
+from .budget import spend, unmetered
 from .tracing import FLAG_CACHE, build_quietly, class_voice, file_shape, storage
 
 
@@ -59,30 +60,35 @@ def alias_vocabulary() -> dict[str, set[str]]:
     <-> num_hidden_layers), read from their source text: importing every class would take seconds."""
     global _ALIAS_PAIRS
     if _ALIAS_PAIRS is None:
-        _ALIAS_PAIRS = _read_vocabulary_cache()
-    if _ALIAS_PAIRS is None:
-        import transformers.models  # transformers: after hide_torch(), else it imports torch
-
-        pairs: dict[str, set[str]] = {}
-        block = re.compile(r"attribute_map(?:\s*:\s*[^=]+)?\s*=\s*\{([^}]*)\}")
-        pair = re.compile(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']\s*:\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
-        for folder in transformers.models.__path__:
-            for path in Path(folder).glob("*/configuration_*.py"):
-                try:
-                    data = path.read_bytes()
-                except OSError:
-                    continue
-                start = data.find(b"attribute_map")
-                if start < 0:
-                    continue
-                text = data[start:].decode("utf-8", errors="replace")
-                for match in block.finditer(text):
-                    for a, b in pair.findall(match.group(1)):
-                        pairs.setdefault(a, set()).add(b)
-                        pairs.setdefault(b, set()).add(a)
-        _ALIAS_PAIRS = pairs
-        _write_vocabulary_cache(pairs)
+        with unmetered():  # once per process, whatever the file: not the file's time budget
+            cached = _read_vocabulary_cache()
+            _ALIAS_PAIRS = cached if cached is not None else _scan_vocabulary()
     return _ALIAS_PAIRS
+
+
+def _scan_vocabulary() -> dict[str, set[str]]:
+    """Read the attribute_map pairs from transformers' configuration sources, and keep them on disk."""
+    import transformers.models  # transformers: after hide_torch(), else it imports torch
+
+    pairs: dict[str, set[str]] = {}
+    block = re.compile(r"attribute_map(?:\s*:\s*[^=]+)?\s*=\s*\{([^}]*)\}")
+    pair = re.compile(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']\s*:\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+    for folder in transformers.models.__path__:
+        for path in Path(folder).glob("*/configuration_*.py"):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            start = data.find(b"attribute_map")
+            if start < 0:
+                continue
+            text = data[start:].decode("utf-8", errors="replace")
+            for match in block.finditer(text):
+                for a, b in pair.findall(match.group(1)):
+                    pairs.setdefault(a, set()).add(b)
+                    pairs.setdefault(b, set()).add(a)
+    _write_vocabulary_cache(pairs)
+    return pairs
 
 
 def _vocabulary_cache_file() -> Any:
@@ -130,6 +136,7 @@ def unread_aliases(cls: type, raw: dict[str, Any], config: Any) -> dict[str, str
     vocabulary = alias_vocabulary()
     out = {}
     for key in unread:
+        spend()
         for field_name in sorted(vocabulary.get(key, ())):
             if field_name in declared and field_name not in getattr(cls, "attribute_map", {}) and hasattr(config, field_name):
                 out[key] = field_name

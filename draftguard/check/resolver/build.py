@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from . import budget
 from .classes import ResolveError, config_class, hide_torch, transformers_version
 from .evidence import gather_evidence
 from .tracing import class_voice
@@ -37,11 +38,25 @@ def resolve(
     ``pretrained`` (a folder or Hub repo id) is used only with ``trust_remote_code``, to load the
     repo's own config class.
 
+    The check of one config has a time budget (``budget``: ``DRAFTGUARD_CHECK_SECONDS``, 20 s by
+    default); past it, ResolveError ``over_budget``, never a partial node.
+
     Example::
 
         >>> resolve({"model_type": "qwen3", "sliding_window": 2048})["values"]["sliding_window"] is None
         True
     """
+    try:
+        with budget.per_config():
+            return _resolve(raw, trust_remote_code, pretrained, revision, trace)
+    except budget.BudgetSpent as spent:
+        raise ResolveError(budget.OVER_BUDGET, budget.over_budget_message(spent)) from None
+    except budget.BadBudget as exc:  # the setting, said on the file rather than ignored
+        raise ResolveError(budget.BAD_BUDGET, str(exc)) from None
+
+
+def _resolve(raw: dict[str, Any], trust_remote_code: bool, pretrained: str | None, revision: str | None,
+             trace: bool) -> dict[str, Any]:
     refuse_implausible(raw)
     remote = trust_remote_code and isinstance(raw.get("auto_map"), dict) and "AutoConfig" in raw["auto_map"]
     cls = None
@@ -77,6 +92,7 @@ def resolve(
         try:
             node["evidence"] = gather_evidence(cls, raw, config, node, messages)
         except Exception as exc:  # evidence is extra: a class that breaks under tracing is still judged
+            # (BudgetSpent is no Exception: a spent budget is an error on the file, not missing evidence)
             node["evidence"] = {"messages": messages[:20], "failed": f"{type(exc).__name__}: {exc}"[:300]}
     return node
 
@@ -95,11 +111,17 @@ def _nested_model_type(raw: dict[str, Any], name: Any, prefix: str = "") -> str 
 
 def _rejected(exc: Exception, raw: dict[str, Any], cls: Any) -> ResolveError:
     """The class's own refusal, as a ResolveError that names the file's key where the message does."""
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[1:2])
+    text = str(exc).strip()
+    lines = text.splitlines()[:2] if text else [type(exc).__name__]
+    # A class that quotes the file's value quotes all of it: one line each, cut (a 1 MB value is no message).
+    first_line, detail = (_cut(line.strip()) for line in (lines + [""])[:2])
     message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
     aliases = getattr(cls, "attribute_map", None)
-    return ResolveError("class_rejected", message, key=key_in_message(str(exc), raw, aliases))
+    return ResolveError("class_rejected", message, key=key_in_message(text, raw, aliases))
+
+
+def _cut(line: str, limit: int = 1000) -> str:
+    return line if len(line) <= limit else line[:limit] + " [...]"
 
 
 def main() -> int:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .budget import unmetered
+
 # Keys every PretrainedConfig carries for bookkeeping. They say nothing about the model.
 BOOKKEEPING_KEYS = frozenset(
     {"transformers_version", "_name_or_path", "_commit_hash", "_attn_implementation_autoset"}
@@ -60,8 +62,9 @@ def config_class_name(raw: dict[str, Any]) -> str:
 
 
 def config_class(raw: dict[str, Any], trust_remote_code: bool):
-    # transformers: after hide_torch(), else it imports torch
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    with unmetered():  # importing transformers and the model's config module: the process's time, once
+        # transformers: after hide_torch(), else it imports torch
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type = raw.get("model_type")
     if model_type is None or model_type == "":
@@ -74,11 +77,12 @@ def config_class(raw: dict[str, Any], trust_remote_code: bool):
     if not isinstance(model_type, str):
         raise ResolveError(
             "class_rejected",
-            f"`model_type` must be a string, got {type(model_type).__name__} {model_type!r}.",
+            f"`model_type` must be a string, got {type(model_type).__name__} {shown(model_type)}.",
             key="model_type",
         )
     try:
-        return CONFIG_MAPPING[model_type]
+        with unmetered():
+            return CONFIG_MAPPING[model_type]
     except KeyError:
         pass
     auto_map = raw.get("auto_map")
@@ -86,8 +90,8 @@ def config_class(raw: dict[str, Any], trust_remote_code: bool):
         built_in = built_in_reader(raw)
         raise ResolveError(
             "remote_code_required",
-            f"model_type {model_type!r} is not built into transformers {transformers_version()}; the "
-            f"repo ships its own config class ({auto_map['AutoConfig']}). Pass --trust-remote-code "
+            f"model_type {shown(model_type)} is not built into transformers {transformers_version()}; the "
+            f"repo ships its own config class ({shown(auto_map['AutoConfig'], quote=False)}). Pass --trust-remote-code "
             "to run it, only if you trust this repo's code." + (f" {built_in}" if built_in else ""),
             key="model_type",
         )
@@ -98,7 +102,7 @@ def config_class(raw: dict[str, Any], trust_remote_code: bool):
         hint += " " + built_in
     raise ResolveError(
         "model_type_unknown",
-        f"model_type {model_type!r} is unknown to transformers {transformers_version()}.{hint}",
+        f"model_type {shown(model_type)} is unknown to transformers {transformers_version()}.{hint}",
         key="model_type",
     )
 
@@ -114,6 +118,23 @@ def _edits(a: str, b: str) -> int:
                 row[j] = min(row[j], rows[-2][j - 2] + 1)
         rows.append(row)
     return rows[-1][-1]
+
+
+# A name longer than this is no typo of a model type (the longest transformers ships is about 30).
+MAX_TYPO_CHARS = 100
+
+
+def shown(value: Any, limit: int = 80, quote: bool = True) -> str:
+    """``repr(value)`` (``str`` without ``quote``), cut to ``limit`` characters: a file's value quoted
+    in a message stays one line.
+
+    Example::
+
+        >>> shown("q" * 1000)[:12], len(shown("q" * 1000)), shown("a.B", quote=False)
+        ("'qqqqqqqqqqq", 80, 'a.B')
+    """
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def plausible_typos(name: str, known: list[str]) -> list[str]:
@@ -137,18 +158,20 @@ def plausible_typos(name: str, known: list[str]) -> list[str]:
     def undoubled(text: str) -> str:
         return re.sub(r"(.)\1+", r"\1", bare(text))
 
-    digits = re.findall(r"\d+", name)
+    if len(name) > MAX_TYPO_CHARS:
+        return []  # no model type is this long; comparing it with each would cost time in its square
+    digits, name_bare, name_undoubled, lower = re.findall(r"\d+", name), bare(name), undoubled(name), name.lower()
     found = []
     for k in known:
-        if undoubled(k) == undoubled(name):  # separators, case or a doubled key: qwen3moe, Qwen3-MoE, qwen33
+        if undoubled(k) == name_undoubled:  # separators, case or a doubled key: qwen3moe, Qwen3-MoE, qwen33
             found.append((0, k))
             continue
         if re.findall(r"\d+", k) != digits:
             continue
-        if bare(k) == bare(name):
+        if bare(k) == name_bare:
             found.append((0, k))
-        elif len(name) >= 5 and (d := _edits(name.lower(), k.lower())) <= 1:  # one slip: lamma, qwne3
-            found.append((d, k))
+        elif len(name) >= 5 and abs(len(name) - len(k)) <= 1 and (d := _edits(lower, k.lower())) <= 1:
+            found.append((d, k))  # one slip: lamma, qwne3 (lengths further apart are more than one edit)
     return [k for _, k in sorted(found)[:3]]
 
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .aliases import unread_aliases
+from .budget import unmetered
 from .nodes import MISSING, copy_tree, get_path, node_values, plain, same
 from .probes import deciders, flag_switches, translations
 from .tracing import FLAG_CACHE, MAX_TRACED, TRACE_CACHE, LazyStorage, changed_leaves, class_voice, file_shape, trace_leaves
@@ -25,11 +26,12 @@ def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
     """The dropped keys that are generation parameters: GenerationConfig, built from the dict that
     holds them (config.json itself, or a nested config), carries them with the same value. This is
     what transformers does with config.json when a repo has no generation_config.json."""
-    from transformers import GenerationConfig  # transformers: after hide_torch(), else it imports torch
+    with unmetered():  # importing it is the process's time, once
+        from transformers import GenerationConfig  # transformers: after hide_torch(), else it imports torch
 
     global _GENERATION_NAMES
     if _GENERATION_NAMES is None:
-        with class_voice(None):
+        with class_voice(None), unmetered():
             _GENERATION_NAMES = frozenset(k for k in vars(GenerationConfig()) if not k.startswith("_"))
     out: dict[str, Any] = {}
     built: dict[str, Any] = {}

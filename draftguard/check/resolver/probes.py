@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .nodes import MISSING, config_node, copy_tree, get_path, node_values, plain, same, set_path
+from .budget import spend
 from .tracing import FLAG_CACHE, build_quietly, file_shape, sentinel_for, storage
 
 
@@ -164,7 +165,8 @@ def deciders(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[str
         holder = get_path(raw, holder_path) if holder_path else raw
         containers = [(f"{holder_path}.{k}" if holder_path else k) for k in holder if isinstance(k, str)]
         containers += [k for k in raw if isinstance(k, str) and k != top and k not in containers]
-        for container in containers:
+        for container in containers:  # every key of the file, for each leaf: look at the budget
+            spend()
             if container == leaf or builds >= 12 or leaf in found or _is_sub_config(node, container):
                 continue  # a whole nested config is no rival of one value: taking it out changes everything
             value = get_path(raw, container)
