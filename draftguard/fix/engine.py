@@ -207,11 +207,12 @@ def config_checker(path: str, *, source: str | None = None, revision: str | None
 
 
 def _findings(report: Report) -> list[Finding]:
-    """A recheck's findings; its first InputError raised as the BadInput it was (the edit broke the file)."""
+    """A recheck's findings (the matrix's sorted, one version's in the order the rules found them); its
+    first InputError raised as the BadInput it was (the edit broke the file)."""
     if report.errors:
         error = report.errors[0]
         raise BadInput(error.message, file=error.file, line=error.line, key=error.key)
-    return report.findings
+    return report.findings if report.matrix is not None else [f for t in report.targets for f in t.findings]
 
 
 def fix_targets(targets: list[str], *, versions: list[str] | None = None,
