@@ -80,17 +80,21 @@ def check(
         name = source.source if isinstance(source, Snapshot) else source
         try:
             snapshot = _load(source, revision, confine)
-            result = _guarded(snapshot, lambda: check_snapshot(snapshot, trust_remote_code=trust_remote_code,
-                                                               version=report.transformers_version))
-            if drafter_rules:
-                result.findings.extend(step(snapshot, result))
-            if engines:
-                found, views = check_engines(snapshot, result, engines, target=drafter_target,
-                                             trust_remote_code=trust_remote_code, cache=fetched, real=real_engines,
-                                             **step.target_of(snapshot))
-                result.findings.extend(found)
-                result.engine_views = views
-            report.targets.append(result)
+
+            def one() -> TargetResult:
+                result = check_snapshot(snapshot, trust_remote_code=trust_remote_code,
+                                        version=report.transformers_version)
+                if drafter_rules:
+                    result.findings.extend(step(snapshot, result))
+                if engines:
+                    found, views = check_engines(snapshot, result, engines, target=drafter_target,
+                                                 trust_remote_code=trust_remote_code, cache=fetched,
+                                                 real=real_engines, **step.target_of(snapshot))
+                    result.findings.extend(found)
+                    result.engine_views = views
+                return result
+
+            report.targets.append(_guarded(snapshot, one))
         except BadInput as exc:
             report.errors.append(InputError.of(name, exc))
     return report
