@@ -3,7 +3,8 @@
 In: a pull-request client (``repo_name``, ``read_file(path, ref)``, ``default_branch()``: the GitHub one
 or the Hub one from ``draftguard.hosts``), the head and base revisions and the changed model files.
 Out: a ``PullRequestReview`` (the report, the findings new against the base, the settings read from
-the default branch, notes, drafters), the sticky comment's sections and the check's title; and
+the default branch, notes, drafters), the sticky comment's sections (light check; matrix, then what
+the settings' ``engines:`` serve) and the check's title, each config checked by ``check.run.check``; and
 ``run_job``, the one place where both handlers' faults become a retry or a failure.
 """
 
