@@ -108,6 +108,29 @@ def test_a_private_verifier_named_by_a_pull_request_is_never_read_with_the_bots_
     assert reads and not any(r.authorized for r in reads)
 
 
+def test_the_matrix_section_never_reads_a_private_verifier_with_the_bots_token_either(world):
+    """With ``transformers:`` set, the matrix section re-checked the head's configs from temp folders
+    with the drafter rules on, and those looked the verifier up with the bot's token (the findings were
+    dropped, the authorized read was made). The matrix section now runs the config rules alone."""
+    from draftguard.check import resolver
+    from tests.test_bot import _speculators_drafter
+
+    _private_verifier(world)
+    repo = "acme/matrix-no-target"
+    world.api.add_repo(repo)
+    world.api.set_files(repo, "main", {".draftguard.yml": f"transformers: ['{resolver.transformers_version()}']\n"})
+    world.api.set_files(repo, BASE, {"README.md": "hi"})
+    head = add_pr(world, 206, {"drafter/config.json": _speculators_drafter(SECRET_REPO)}, repo=repo,
+                  author="eve", fork=True)
+    assert world.post("pull_request", pr_payload(repo, 206, head, BASE, author="eve",
+                                                 head_repo="eve/fork")).status_code == 202
+    world.settle()
+    sections = parse_sticky(world.sticky(206, repo=repo)["body"])
+    assert sections["matrix"].startswith("### transformers matrix") and _leaks(str(sections)) == []
+    reads = [r for r in world.hub.requests if r.repo == SECRET_REPO]
+    assert reads and not any(r.authorized for r in reads)
+
+
 def test_a_private_verifier_named_by_a_hub_pull_request_is_never_read_with_the_bots_token(world):
     from tests.test_bot import _speculators_drafter
     from tests.test_bot_hardening import HUB_BOT, HUB_REPO

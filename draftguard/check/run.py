@@ -132,7 +132,8 @@ def _matrix(sources: list, versions: list[str], revision: str | None, confine: P
         except BadInput as exc:
             errors.append(InputError.of(source.source if isinstance(source, Snapshot) else source, exc))
     report = check_matrix([], versions, snapshots=snapshots, trust_remote_code=trust_remote_code,
-                          progress=progress, drafter=step, host_in_process=host_in_process)
+                          progress=progress, drafter_rules=step is not None, drafter=step,
+                          host_in_process=host_in_process)
     report.errors[:0] = errors
     return report
 
