@@ -155,7 +155,7 @@ def main() -> None:
 
 def in_process(paths: dict[str, Path], runs: int) -> dict[str, float]:
     """Median time of the drafter rules alone: check_targets with them minus the plain light check."""
-    from draftguard.check.light import check_targets
+    from draftguard.check.run import check as check_targets
 
     def median_of(fn) -> float:
         fn()

@@ -28,8 +28,8 @@ from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
-from draftguard.check.light import check_targets
 from draftguard.check.resolver import hide_torch
+from draftguard.check.run import check
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.report.annotations import render_annotations
 from draftguard.report.json import render_json
@@ -194,17 +194,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                     local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers)
         engines, real = _engines(args.engine)
-        report = matrix.check_matrix(
-            args.targets, versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-            progress=matrix.stderr_progress, drafter_target=args.target,
-        ) if versions else None
+        report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                       drafter_target=args.target, engines=engines, real_engines=real,
+                       progress=matrix.stderr_progress)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if report is None:
-        report = check_targets(args.targets, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                               drafter_target=args.target, engines=engines, real_engines=real)
-    elif engines:
+    if versions and engines:
         print("draftguard: --engine is not combined with a --transformers matrix yet; the engine views were "
               "not computed", file=sys.stderr)
     if real is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from draftguard.check.findings import RULES
-from draftguard.check.light import check_targets
+from draftguard.check.run import check as check_targets
 from tests.audit_helpers import REPO_ROOT, audit_command, audit_env, run_audit_process, warning_rules
 from tests.fakes.fleet import PAIR, build_fleet, inject_transient_faults
 from tests.fakes.hub import FakeHub

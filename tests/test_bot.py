@@ -7,6 +7,7 @@ import json
 import logging
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -422,6 +423,39 @@ def test_the_transformers_matrix_section_appears_when_configured(tmp_path):
         assert sections["matrix"].startswith("### transformers matrix")
         assert f"no resolved value differs between transformers {installed}" in sections["matrix"]
         assert list(sections) == ["light", "matrix"]
+
+
+def test_the_settings_engines_add_what_the_engines_serve_to_the_sticky_comment(tmp_path):
+    """The bot reads ``engines:`` from the default branch's .draftguard.yml, as the CLI and the Action
+    do: the engine findings join the light section, and the engine table follows the matrix, as the
+    Action's summary shows it (before, the bot ignored the key and said nothing about the engines)."""
+    mistral = (Path(__file__).resolve().parent / "data" / "healthy" / "mistral-7b-v0.1.json").read_text()
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"README.md": "hi", ".draftguard.yml": "engines: [vllm==0.32.0, sglang==0.5.23]\n"})
+        bot.api.set_files(REPO, HEAD, {"README.md": "hi", "mistral/config.json": mistral})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="e1")
+        bot.settle()
+        assert bot.queue.get("e1").state == DONE, bot.queue.get("e1").result
+        sections = parse_sticky(bot.sticky()["body"])
+        assert "DG201" in sections["light"]  # SGLang serves Mistral's sliding window as full attention
+        engines = sections["matrix"]
+        assert engines.startswith("### What the engines serve") and "<code>mistral/config.json</code>" in engines
+        [sglang] = [line for line in engines.splitlines() if line.startswith("| SGLang 0.5.23 (light tier)")]
+        assert "full at layers 0-31" in sglang
+        assert any(line.startswith("| vLLM 0.32.0") and "sliding(4096) at layers 0-31" in line
+                   for line in engines.splitlines())
+
+
+def test_unreadable_settings_engines_are_a_note_not_a_failure(tmp_path):
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "engines: [vllm==0.1]\n"})
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="e2")
+        bot.settle()
+        assert bot.queue.get("e2").state == DONE, bot.queue.get("e2").result
+        sections = parse_sticky(bot.sticky()["body"])
+        assert ".draftguard.yml on the default branch" in sections["light"] and "vLLM 0.1 is not one" in sections["light"]
+        assert list(sections) == ["light"]
 
 
 def test_a_target_that_cannot_be_fetched_is_a_note_not_a_failure(tmp_path, fake_hub):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 
 import pytest
 
@@ -499,3 +500,17 @@ def test_the_transformers_matrix_section_appears_when_configured(monkeypatch, tm
         # The drafter's window is kept by 4.52.4 and dropped by the installed version's Qwen3Config gate.
         row = next(line for line in matrix.splitlines() if line.startswith("| sliding_window |"))
         assert row.split("|")[3:5] == [" <code>2048</code> ", " <code>null</code> "], matrix
+
+
+def test_the_settings_engines_add_what_the_engines_serve_to_the_hub_comment(monkeypatch, tmp_path):
+    """The Hub bot reads ``engines:`` from the default branch as the GitHub bot does (one check entry)."""
+    mistral = (Path(__file__).resolve().parent / "data" / "healthy" / "mistral-7b-v0.1.json").read_bytes()
+    with Bot(monkeypatch, tmp_path, settings=b"engines: [sglang==0.5.23]\n") as bot:
+        bot.hub.open_pr(REPO, 4, {"README.md": b"hi", "mistral/config.json": mistral}, author="eve")
+        bot.post(discussion_payload(4))
+        bot.settle()
+        sections = bot.sections(4)
+        assert "DG201" in sections["light"]  # SGLang serves Mistral's sliding window as full attention
+        assert sections["matrix"].startswith("### What the engines serve")
+        [row] = [line for line in sections["matrix"].splitlines() if line.startswith("| SGLang 0.5.23")]
+        assert "full at layers 0-31" in row

@@ -87,23 +87,44 @@ def _leaks(text: str) -> list[str]:
     return [v for v in ("7777", "333333", "31111") if v in text]
 
 
-def test_a_private_verifier_named_by_a_pull_request_is_never_read_with_the_bots_token(world):
+def _fork_pr_naming_the_private_verifier(world: World, repo: str, number: int, settings: str) -> str:
+    """A pull request from eve's fork whose drafter names the private repo as its verifier, in a repo
+    whose default branch's settings (``settings``) name no target; settled. Returns its head."""
     from tests.test_bot import _speculators_drafter
 
     _private_verifier(world)
-    repo = "acme/no-target"  # its default branch's settings name no target
     world.api.add_repo(repo)
-    world.api.set_files(repo, "main", {".draftguard.yml": "fail_on: error\n"})
+    world.api.set_files(repo, "main", {".draftguard.yml": settings})
     world.api.set_files(repo, BASE, {"README.md": "hi"})
-    head = add_pr(world, 204, {"drafter/config.json": _speculators_drafter(SECRET_REPO)}, repo=repo,
+    head = add_pr(world, number, {"drafter/config.json": _speculators_drafter(SECRET_REPO)}, repo=repo,
                   author="eve", fork=True)
-    assert world.post("pull_request", pr_payload(repo, 204, head, BASE, author="eve",
+    assert world.post("pull_request", pr_payload(repo, number, head, BASE, author="eve",
                                                  head_repo="eve/fork")).status_code == 202
     world.settle()
+    return head
+
+
+def test_a_private_verifier_named_by_a_pull_request_is_never_read_with_the_bots_token(world):
+    repo = "acme/no-target"  # its default branch's settings name no target
+    head = _fork_pr_naming_the_private_verifier(world, repo, 204, "fail_on: error\n")
     said = world.sticky(204, repo=repo)["body"]
     run = world.api.runs_for(repo, head, "draftguard/config")[0]
     assert _leaks(said) == [] and _leaks(json.dumps(run.get("output"))) == [], said
     assert "read without the bot's token" in said
+    reads = [r for r in world.hub.requests if r.repo == SECRET_REPO]
+    assert reads and not any(r.authorized for r in reads)
+
+
+def test_the_matrix_section_never_reads_a_private_verifier_with_the_bots_token_either(world):
+    """With ``transformers:`` set, the matrix section re-checked the head's configs from temp folders
+    with the drafter rules on, and those looked the verifier up with the bot's token (the findings were
+    dropped, the authorized read was made). The matrix section now runs the config rules alone."""
+    from draftguard.check import resolver
+
+    repo = "acme/matrix-no-target"
+    _fork_pr_naming_the_private_verifier(world, repo, 206, f"transformers: ['{resolver.transformers_version()}']\n")
+    sections = parse_sticky(world.sticky(206, repo=repo)["body"])
+    assert sections["matrix"].startswith("### transformers matrix") and _leaks(str(sections)) == []
     reads = [r for r in world.hub.requests if r.repo == SECRET_REPO]
     assert reads and not any(r.authorized for r in reads)
 

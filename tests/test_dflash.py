@@ -20,7 +20,7 @@ from safetensors.numpy import save_file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.fakes` under plain `pytest` too
 
 from draftguard.check.drafter import TokenizerFiles, detect_drafter, layer_config  # noqa: E402
-from draftguard.check.light import check_targets  # noqa: E402
+from draftguard.check.run import check as check_targets  # noqa: E402
 from draftguard.cli import main  # noqa: E402
 from tests.fakes import FakeHub, fake_hub  # noqa: E402,F401  (fake_hub is a fixture)
 
@@ -812,7 +812,7 @@ def test_importing_the_light_check_loads_no_costly_package():
     """The drafter rules are imported at the top like every draftguard module (tests/test_shape.py);
     what costs the cold check time loads at first use: transformers when a config resolves (after
     hide_torch), huggingface_hub at a Hub read, torch never."""
-    code = ("import sys; from draftguard.check.light import check_targets; "
+    code = ("import sys; from draftguard.check.run import check as check_targets; "
             "print(sorted(m for m in ('transformers', 'huggingface_hub', 'torch', 'numpy', 'yaml', 'rich') "
             "if m in sys.modules), 'draftguard.check.drafter.check' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout

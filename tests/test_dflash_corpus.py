@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftguard.check.drafter import detect_drafter  # noqa: E402
-from draftguard.check.light import check_targets  # noqa: E402
+from draftguard.check.run import check as check_targets  # noqa: E402
 from draftguard.cli import main  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "data" / "real-drafters"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from draftguard.check.findings import RULES
-from draftguard.check.light import check_targets
+from draftguard.check.run import check as check_targets
 from tests.test_dflash import make_pair
 
 SIZES = st.integers(min_value=-2, max_value=70) | st.none() | st.text(max_size=3) | st.floats(allow_nan=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from draftguard.check.engines import parse_engines
-from draftguard.check.light import check_targets
+from draftguard.check.run import check as check_targets
 from draftguard.cli import main
 from draftguard.snapshot import BadInput
 

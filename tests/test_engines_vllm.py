@@ -19,7 +19,7 @@ import pytest
 
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import PYTHON_ENV, RealEngines
-from draftguard.check.light import check_targets
+from draftguard.check.run import check as check_targets
 
 pytestmark = pytest.mark.vllm
 

@@ -16,7 +16,8 @@ import pytest
 
 from draftguard.check import matrix
 from draftguard.check.fidelity import judge_config
-from draftguard.check.light import check_snapshot, check_targets
+from draftguard.check.light import check_snapshot
+from draftguard.check.run import check as check_targets
 from draftguard.check.resolver import resolve
 from draftguard.report.comment import render_light_section
 from draftguard.report.terminal import render_text

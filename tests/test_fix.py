@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from draftguard.check.findings import Finding, Severity
-from draftguard.check.light import check_targets
+from draftguard.check.run import check as check_targets
 from draftguard.cli import main
 from draftguard.fix import fix_text, snapshot_checker
 from draftguard.fix.proposals import propose

@@ -20,8 +20,7 @@ from draftguard.audit.html import render_html
 from draftguard.audit.record import AuditResult, RepoRecord
 from draftguard.audit.report import render_markdown as render_audit_markdown
 from draftguard.audit.repo import _recorded
-from draftguard.check.findings import Report
-from draftguard.check.light import _input_error
+from draftguard.check.findings import InputError, Report
 from draftguard.errors import BadInput, RepoFailure
 from draftguard.report.annotations import render_annotations
 from draftguard.report.comment import render_light_section
@@ -41,7 +40,7 @@ def _report() -> Report:
     """A Report holding one input error with a hint, made by the check's own conversion."""
     report = Report(transformers_version="5.24.0")
     error = BadInput("acme/d/config.json: the target cannot be found", file="config.json", hint=HINT)
-    report.errors.append(_input_error("acme/d", error))
+    report.errors.append(InputError.of("acme/d", error))
     return report
 
 

@@ -132,7 +132,7 @@ def test_without_engines_no_engine_attention_block(capsys):
 
 def test_the_sticky_comment_puts_the_cause_first_and_no_value_column_on_drafter_rules():
     # The markdown the bots and the Action post reads in the same order as the text view (issue 26).
-    from draftguard.check.light import check_targets
+    from draftguard.check.run import check as check_targets
     from draftguard.report.comment import render_light_section
 
     examples = Path(__file__).resolve().parent.parent / "examples"

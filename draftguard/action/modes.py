@@ -26,7 +26,7 @@ from draftguard.check import matrix
 from draftguard.check.drafter import detect_drafter
 from draftguard.check.engines import parse_engines
 from draftguard.check.findings import Finding, Report
-from draftguard.check.light import check_targets
+from draftguard.check.run import check
 from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
@@ -79,11 +79,9 @@ def run_check(targets: list[str], versions: list[str] | None, drafter_target: st
               engines: list | None = None) -> Report:
     """One Report for targets relative to the current folder (so findings name repo paths); ``engines``
     (``check.engines.EngineSpec``) adds the engine views' findings, light tier (not with a matrix)."""
-    if versions:
-        return matrix.check_matrix(targets, versions, progress=matrix.stderr_progress, drafter_target=drafter_target)
-
     # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
-    return check_targets(targets, drafter_target=drafter_target, confine=Path.cwd(), engines=engines or None)
+    return check(targets, versions=versions, drafter_target=drafter_target, confine=Path.cwd(),
+                 engines=None if versions else engines or None, progress=matrix.stderr_progress)
 
 
 def matrix_markdown(report: Report) -> str | None:

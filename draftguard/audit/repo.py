@@ -31,13 +31,11 @@ from typing import Any, Callable, TypeVar
 
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
-from draftguard.check import matrix, resolver
-from draftguard.check.drafter import detect_drafter, find_target, layer_config, load_target
-from draftguard.check.drafter.check import CHECKS
+from draftguard.check import matrix
+from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
 from draftguard.check.engines import check_engines
 from draftguard.check.findings import Finding, TargetResult
-from draftguard.check.light import check_snapshot
-from draftguard.check.weights import read_weights
+from draftguard.check.run import check
 from draftguard.errors import FileTooLarge, RepoFailure
 from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
@@ -228,14 +226,8 @@ def drafter_findings(fetched: Fetched, result: TargetResult, record: RepoRecord,
             # so a private repo's facts never reach audit.md or a discussion (B1 of issue 25).
             target = load_target(name, origin, allow_local=False, anonymous=True)
             cache[name] = target
-    values = result.values
-    if values is None:  # resolved in another interpreter (the version matrix): resolve the layers here
-        try:
-            values = resolver.resolve(layer_config(raw)[0], pretrained=snapshot.source,
-                                      revision=snapshot.revision)["values"]
-        except resolver.ResolveError:
-            values = {}
-    return CHECKS[fmt.family](snapshot, raw, fmt, result, target, read_weights(snapshot), values).run()
+    # A result from the version matrix has no values: check_drafter resolves the layers here.
+    return check_drafter(snapshot, result, target_model=target)
 
 
 def engine_findings(fetched: Fetched, result: TargetResult, record: RepoRecord, cache: dict[str, Any],
@@ -379,11 +371,13 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
         out: list[Judged] = []
         for snapshot in snapshots:
             try:
-                out.append((check_snapshot(snapshot, version=options.host_version), [], []))
-            except BadInput as exc:
-                out.append((None, [_config_error(exc)], []))
+                # The drafter and engine rules come after, per repo, retried as Hub reads are.
+                report = check([snapshot], version=options.host_version, drafter_rules=False)
             except Exception as exc:  # a bug on this config: recorded, and the audit goes on
                 out.append((None, [_recorded(_failure_of(exc))], []))
+                continue
+            out.append((report.targets[0] if report.targets else None,
+                        [_config_error(e.message) for e in report.errors], []))
         return out
     return _judge_versions(snapshots, options)
 
@@ -398,8 +392,7 @@ AUDIT_REMOTE_CODE = ("The audit never runs a repo's own code; if you trust this 
                      "`draftguard check --trust-remote-code` on it runs its config class.")
 
 
-def _config_error(exc: BadInput) -> RepoError:
-    text = str(exc)
+def _config_error(text: str) -> RepoError:
     if "invalid JSON" in text or "not UTF-8" in text or "top level must be" in text:
         return RepoError("invalid-config", text)
     if any(sign in text for sign in _UNSUPPORTED):
@@ -408,8 +401,7 @@ def _config_error(exc: BadInput) -> RepoError:
 
 
 def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
-    report = matrix.check_matrix([], options.versions, snapshots=snapshots, drafter_rules=False,
-                                 host_in_process=True)
+    report = check(snapshots, versions=options.versions, drafter_rules=False, host_in_process=True)
     ok = [c.version for c in report.matrix.columns if c.status == matrix.OK]
     for column in report.matrix.columns:
         if column.status != matrix.OK:
@@ -421,7 +413,7 @@ def _judge_versions(snapshots: list[Snapshot], options: AuditOptions) -> list[Ju
     out: list[Judged] = []
     for snapshot in snapshots:
         result = by_source.get(snapshot.source)
-        repo_errors = [_config_error(BadInput(m)) for m in errors.get(snapshot.source, [])]
+        repo_errors = [_config_error(m) for m in errors.get(snapshot.source, [])]
         regressions = []
         if result is not None:
             for finding in result.findings:

@@ -3,31 +3,32 @@
 In: a pull-request client (``repo_name``, ``read_file(path, ref)``, ``default_branch()``: the GitHub one
 or the Hub one from ``draftguard.hosts``), the head and base revisions and the changed model files.
 Out: a ``PullRequestReview`` (the report, the findings new against the base, the settings read from
-the default branch, notes, drafters), the sticky comment's sections and the check's title; and
+the default branch, notes, drafters), the sticky comment's sections (light check; matrix, then what
+the settings' ``engines:`` serve) and the check's title, each config checked by ``check.run.check``; and
 ``run_job``, the one place where both handlers' faults become a retry or a failure.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import posixpath
-import tempfile
+from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from draftguard.jobs import Job, Queue, Retry
 from draftguard.check import resolver
-from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
-from draftguard.check.findings import Finding, InputError, Report, TargetResult
-from draftguard.check.light import check_snapshot
-from draftguard.check.matrix import check_matrix
+from draftguard.check.drafter import DrafterFormat, TargetModel, detect_drafter, find_target, load_target
+from draftguard.check.engines import EngineSpec, parse_engines
+from draftguard.check.findings import Finding, InputError, Report
+from draftguard.check.run import TargetLookup, check
 from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
 from draftguard.hosts.files import MAX_FILE_BYTES
 from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
 from draftguard.report.comment import render_matrix_section
+from draftguard.report.engines import render_engines_section
 from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
@@ -110,7 +111,8 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
     """The light check of a pull request's changed configs at ``head``, with findings new against
     ``base``. ``client`` is any pull-request client with ``repo_name``, ``read_file(path, ref)`` and
     ``default_branch()``: the GitHub one or the Hub one (``draftguard.hosts.hub``), so both bots
-    judge and render alike.
+    judge and render alike. Each config is checked by ``check.run.check``, as every surface checks,
+    with the engines the default branch's settings name.
 
     Example::
 
@@ -134,10 +136,12 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         report.errors.append(InputError(source=skipped[0], file=skipped[0], message=(
             f"{len(skipped)} more config.json not checked ({skipped[0]} and after): a pull request is checked "
             f"for at most {MAX_CONFIGS_PER_PR} configs; split it")))
+    fetched: dict[str, Any] = {}  # target models, fetched once per job
+    run = partial(check, target_lookup=_target_lookup(settings, fetched), cache=fetched,
+                  engines=_engines(settings, notes), version=report.transformers_version)
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
-    fetched: dict[str, Any] = {}  # target models, fetched once per job
     files: dict[str, bytes] = {}
     spent = 0
     for path in configs:
@@ -155,56 +159,38 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         if head_bytes is None:
             continue
         spent += len(head_bytes)
-        snap = Snapshot(source=f"{client.repo_name}@{head[:12]}", revision=head,
-                        files={"config.json": head_bytes}, display={"config.json": path})
         files[path] = head_bytes
-        try:
-            result = check_snapshot(snap, trust_remote_code=False, version=report.transformers_version)
-            report.targets.append(result)
-            raw = json.loads(head_bytes)
-            fmt = detect_drafter(raw)
-            if fmt is not None and fmt.acceptance_testable:  # the Action asks the same
-                drafters.append(path)
-            result.findings.extend(_drafter_findings(snap, result, raw, settings, fetched, notes))
-        except BadInput as exc:
-            report.errors.append(InputError(source=path, message=str(exc), file=exc.file or path, line=exc.line,
-                                            column=exc.column, key=exc.key))
+        snap = _snapshot(client, head, path, head_bytes)
+        checked = run([snap], drafter_failed=lambda s, exc: notes.append(
+            f":warning: drafter rules for `{s.path_of('config.json')}` skipped: {exc}"))
+        report.errors.extend(replace(e, source=path, file=e.file or path) for e in checked.errors)
+        if checked.errors:
             continue
-        except (RecursionError, MemoryError) as exc:
-            # A check that cannot finish within bounds is an error finding, never a failed job that
-            # leaves an earlier "passes" standing (B4 of issue 25).
-            report.errors.append(InputError(source=path, file=path, message=(
-                f"{path}: not checked: the check ran out of {'depth' if isinstance(exc, RecursionError) else 'memory'}"
-                " (is this a real model config?)")))
-            continue
+        report.targets.extend(checked.targets)
+        fmt = detect_drafter(snap.load_json())
+        if fmt is not None and fmt.acceptance_testable:  # the Action asks the same
+            drafters.append(path)
         try:
             base_bytes = client.read_file(path, base, max_bytes=max(0, min(MAX_FILE_BYTES, MAX_BYTES_PER_PR - spent)))
             spent += len(base_bytes or b"")
         except (FileTooLarge, UnreadableFile):
             have_base = True  # the base could not be read: everything found now is new
             continue
-        if base_bytes is None:
-            have_base = True  # a new file: everything in it is new
-            continue
-        try:
-            base_snap = Snapshot(source=f"{client.repo_name}@{base[:12]}", revision=base,
-                                 files={"config.json": base_bytes}, display={"config.json": path})
-            base_result = check_snapshot(base_snap, version=report.transformers_version)
-            base_findings += base_result.findings
-            base_findings += _drafter_findings(base_snap, base_result, json.loads(base_bytes), settings, fetched, [])
-            have_base = True
-        except BadInput:
-            have_base = True  # the base could not be checked: everything found now is new
+        have_base = True  # a new file, or a base that cannot be checked: everything found now is new
+        if base_bytes is not None:
+            base_findings += run([_snapshot(client, base, path, base_bytes)], drafter_failed=lambda s, exc: None).findings
     return PullRequestReview.against_base(report, base_findings if have_base else None, settings, notes,
                                           drafters, files)
 
 
 def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[str, str | None, bool]:
     """The light-check and matrix sections for a checked PR head (GitHub or Hub), and whether the
-    repo's settings ask for a GPU acceptance test of its drafters."""
+    repo's settings ask for a GPU acceptance test of its drafters. What the engines serve (settings
+    ``engines:``) follows the matrix in the second section, as the Action's summary shows it."""
     settings = outcome.settings
     light = outcome.light_section(head, base)
     matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
+    matrix = "\n\n".join(part for part in (matrix, render_engines_section(outcome.report)) if part) or None
     wants_gpu = bool(outcome.drafters) and bool(settings.target and (settings.min_acceptance_length or settings.baseline))
     return light, matrix, wants_gpu
 
@@ -214,49 +200,54 @@ def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | Non
 
     Each version other than the one installed runs in its own cached environment; the first use of a
     version installs it (``draftguard check --transformers`` shares the cache), and a version that
-    cannot be installed says so in its column instead of failing the job."""
+    cannot be installed says so in its column instead of failing the job. The table shows the
+    configs' repo paths: the snapshots carry them, so nothing is written to disk."""
 
     if not files:
         return None
-    with tempfile.TemporaryDirectory(prefix="draftguard-matrix-") as tmp:
-        folders: dict[str, str] = {}
-        for i, (path, data) in enumerate(sorted(files.items())):
-            folder = os.path.join(tmp, str(i))
-            os.makedirs(folder)
-            with open(os.path.join(folder, "config.json"), "wb") as fh:
-                fh.write(data)
-            folders[folder] = path
-        try:
-            report = check_matrix(list(folders), versions, trust_remote_code=False)
-        except BadInput as exc:
-            return render_matrix_section([], [], note=f"not run: {exc}")
-    shown = {os.path.join(folder, "config.json"): path for folder, path in folders.items()}
-    shown.update(folders)
-    return matrix_markdown(report.matrix, shown)
-
-
-def _drafter_findings(snap: Snapshot, result: TargetResult, raw: Any, settings: Settings,
-                      fetched: dict[str, Any], notes: list[str]) -> list[Finding]:
-    """The drafter rules (issue 4) against the target that the default branch's settings name. The
-    files come from the API, so only config rules apply (no weights or tokenizer on disk). A target
-    that cannot be fetched is a note in the comment, not a failed check."""
-
-    fmt = detect_drafter(raw) if isinstance(raw, dict) else None
-    if fmt is None:
-        return []
+    snapshots = [Snapshot(source=path, revision=None, files={"config.json": data}, display={"config.json": path})
+                 for path, data in sorted(files.items())]
     try:
-        # The target's name comes from the repository (a PR head's verifier, even): fetch it from the
-        # Hub only, never from this host's disk, into the cache that check_drafter then reads it from.
-        # The bot's token reads only the target the default branch's settings name; a verifier the
-        # pull request names is read anonymously (B1 of issue 25: a private repo's facts in public).
+        # The table alone is shown: the drafter rules (and the targets they would read) are the light check's.
+        report = check(snapshots, versions=versions, drafter_rules=False)
+    except BadInput as exc:
+        return render_matrix_section([], [], note=f"not run: {exc}")
+    return matrix_markdown(report.matrix)
+
+
+def _snapshot(client: PullRequestSource, ref: str, path: str, data: bytes) -> Snapshot:
+    """One config.json of the pull request at ``ref``, read over the API, shown by its repo path."""
+    return Snapshot(source=f"{client.repo_name}@{ref[:12]}", revision=ref, files={"config.json": data},
+                    display={"config.json": path})
+
+
+def _target_lookup(settings: Settings, fetched: dict[str, Any]) -> TargetLookup:
+    """The bots' way to read a drafter's target (``check.run.TargetLookup``): the one the default
+    branch's settings name, else the drafter's verifier, from the Hub only (never this host's disk).
+    The bot's token reads only the target the settings name; a verifier the pull request names is
+    read anonymously (B1 of issue 25: a private repo's facts in public). The files come from the
+    API, so only config rules apply (no weights or tokenizer on disk)."""
+
+    def lookup(snap: Snapshot, fmt: DrafterFormat) -> TargetModel | None:
         where = find_target(snap, fmt, settings.target or None, allow_local=False)
-        if where is not None and where[0] not in fetched:
+        if where is None:
+            return None
+        if where[0] not in fetched:
             fetched[where[0]] = load_target(where[0], where[1], trust_remote_code=False, allow_local=False,
                                             anonymous=not settings.target)
-        return check_drafter(snap, result, target=settings.target or None, trust_remote_code=False, cache=fetched)
+        return fetched[where[0]]
+
+    return lookup
+
+
+def _engines(settings: Settings, notes: list[str]) -> list[EngineSpec] | None:
+    """The engines the default branch's settings name (``engines:``), light tier: the bot never runs
+    an engine. Ones it cannot read are a note in the comment, as invalid settings are."""
+    try:
+        return parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None
     except BadInput as exc:
-        notes.append(f":warning: drafter rules for `{snap.path_of('config.json')}` skipped: {exc}")
-        return []
+        notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (no engine views)")
+        return None
 
 
 def read_settings(client: PullRequestSource, notes: list[str] | None = None) -> Settings:

@@ -1,6 +1,6 @@
 """Findings, the rules they come from, and the Report that every view renders.
 
-In: nothing of draftguard's: plain data the checks fill (``Finding``, ``LayerAttention``,
+In: nothing of draftguard's but ``errors.BadInput`` (``InputError.of``): plain data the checks fill (``Finding``, ``LayerAttention``,
 ``InputError``, ``TargetResult``) and the rule table ``RULES`` (DG0xx config, DG1xx drafters).
 Out: those dataclasses and ``Report``, with ``to_json()``, ``summary()`` and ``fails(fail_on)``;
 the helpers ``show`` (a value in one short line) and ``attention_runs`` (layers grouped for views).
@@ -12,6 +12,8 @@ import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from draftguard.errors import BadInput
 
 
 class Severity(str, enum.Enum):
@@ -328,6 +330,13 @@ class InputError:
     line: int | None = None
     column: int | None = None
     key: str | None = None
+
+    @classmethod
+    def of(cls, source: str, exc: BadInput, file: str | None = None) -> "InputError":
+        """The InputError a ``BadInput`` raised while checking ``source`` means (``file``: where, when
+        the exception does not say)."""
+        return cls(source=source, message=str(exc), file=exc.file or file, line=exc.line, column=exc.column,
+                   key=exc.key)
 
     def location(self) -> str:
         parts = [self.file or self.source]

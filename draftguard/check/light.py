@@ -1,25 +1,19 @@
-"""The light check: snapshots in, one Report out. CPU only, no torch, no network but the Hub fetch.
+"""The light check of one snapshot under the installed transformers. CPU only, no torch, no network
+but the Hub fetch. ``check.run.check`` runs it for every surface, with the drafter and engine rules.
 
-In: target names for ``check_targets`` (a folder, a config.json file or a Hub repo id, with an
-optional revision and drafter target), or one ``Snapshot`` for ``check_snapshot``.
-Out: a ``Report`` (one ``TargetResult`` per target; a target that cannot be read becomes an
-``InputError`` in it), or from ``check_snapshot`` one ``TargetResult``, raising ``BadInput``.
+In: one ``Snapshot`` for ``check_snapshot``.
+Out: one ``TargetResult``, raising ``BadInput`` for input that cannot be checked.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterable
-
 from draftguard.check import resolver
-from draftguard.check.drafter.check import check_drafter
 from draftguard.check.drafter.classless import classless_finding, engine_alias, is_readable_drafter
-from draftguard.check.drafter.detect import detect_drafter, layer_config
-from draftguard.check.engines import check_engines
+from draftguard.check.drafter.detect import layer_config
 from draftguard.check.fidelity import judge_config
-from draftguard.check.findings import ABSENT, RULES, Finding, InputError, Report, TargetResult
+from draftguard.check.findings import ABSENT, RULES, Finding, TargetResult
 from draftguard.check.weights import read_weights
-from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+from draftguard.snapshot import BadInput, Snapshot
 
 
 def check_snapshot(
@@ -131,53 +125,3 @@ def _head_dim_against_weights(
         ),
     ))
     return rest
-
-
-def check_targets(
-    targets: Iterable[str], *, revision: str | None = None, trust_remote_code: bool = False,
-    drafter_target: str | None = None, confine: Path | None = None, engines: list | None = None,
-    real_engines=None,
-) -> Report:
-    """Check every target into one Report. A target that cannot be checked becomes an InputError in
-    the Report; the others are still checked. Drafters are also checked against their target model:
-    ``drafter_target``, else their .draftguard.yml ``target:``, else the speculators verifier.
-
-    ``confine`` (the Action: a checkout on a runner): a target, and a local target model named by
-    the files, must resolve (symlinks followed) inside that folder, else it is an InputError.
-    ``engines`` (``check.engines.EngineSpec`` list) adds the engine findings (DG200-DG205), from
-    ``real_engines`` where it serves a version, else from the light tier."""
-    report = Report(transformers_version=resolver.transformers_version())
-    fetched: dict = {}  # target models fetched once per run, however many drafters name them
-    for target in targets:
-        try:
-            if confine is not None:
-                _inside(target, confine)
-            snapshot = load_snapshot(target, revision)
-            result = check_snapshot(snapshot, trust_remote_code=trust_remote_code, version=report.transformers_version)
-            if drafter_target or detect_drafter(snapshot.load_json()) is not None:
-                # The drafter rules run only for a drafter, or a pair the user named.
-                result.findings.extend(check_drafter(
-                    snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched,
-                    confine=confine))
-            if engines:
-                found, views = check_engines(snapshot, result, engines, target=drafter_target,
-                                             trust_remote_code=trust_remote_code, cache=fetched, real=real_engines)
-                result.findings.extend(found)
-                result.engine_views = views
-            report.targets.append(result)
-        except BadInput as exc:
-            report.errors.append(_input_error(target, exc))
-    return report
-
-
-def _inside(target: str, confine: Path) -> None:
-    """Raise BadInput when ``target`` (a folder or a config file, and its config.json) resolves
-    outside ``confine``: a symlink in a checkout must not read the runner's files (R5 of issue 25)."""
-    path = Path(target)
-    for candidate in (path, path / "config.json") if path.is_dir() else (path,):
-        if candidate.exists() and not candidate.resolve().is_relative_to(Path(confine).resolve()):
-            raise BadInput(f"{target}: a symlink out of the repository, not read", file=target)
-
-
-def _input_error(target: str, exc: BadInput) -> InputError:
-    return InputError(source=target, message=str(exc), file=exc.file, line=exc.line, column=exc.column, key=exc.key)

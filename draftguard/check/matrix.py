@@ -157,6 +157,7 @@ def check_matrix(
     snapshots: Iterable[Snapshot] = (),
     drafter_rules: bool = True,
     host_in_process: bool = False,
+    drafter: Callable[[Snapshot, TargetResult], list[Finding]] | None = None,
 ) -> Report:
     """Check every target under every transformers version into one Report with a ``matrix``.
     Raises BadInput, before any work, for malformed versions or time limits.
@@ -167,10 +168,11 @@ def check_matrix(
     A version that cannot be installed or whose resolver fails becomes an InputError naming it (exit 2)
     and a column that says why; the other versions' results are still in the Report. Drafters are also
     checked against their target model, once (those rules do not depend on the version), as in
-    ``light.check_targets``.
+    ``check.run.check``.
 
-    ``snapshots`` are checked after ``targets``: snapshots the caller already fetched (the audit).
-    ``drafter_rules=False`` leaves the drafter rules to the caller. ``host_in_process`` resolves
+    ``snapshots`` are checked after ``targets``: snapshots the caller already fetched.
+    ``drafter_rules=False`` leaves the drafter rules to the caller; ``drafter`` (``check.run``'s drafter
+    step: the surface's way to read a target) runs them in place of ``check_drafter``. ``host_in_process`` resolves
     under draftguard's own transformers in this process instead of a resolver process (the audit,
     which resolves many small batches and has transformers imported already).
 
@@ -195,7 +197,7 @@ def check_matrix(
             # A speculators-format drafter keeps its decoder config in transformer_layer_config.
             loaded.append((snapshot, *layer_config(snapshot.load_json())))
         except BadInput as exc:
-            report.errors.append(_input_error(target.source if isinstance(target, Snapshot) else target, exc))
+            report.errors.append(InputError.of(target.source if isinstance(target, Snapshot) else target, exc))
     configs = [
         {
             "raw": raw,
@@ -240,6 +242,8 @@ def check_matrix(
                 key="transformers",
             ))
     fetched: dict = {}  # target models fetched once per run, however many drafters name them
+    drafter = drafter or (lambda snapshot, result: check_drafter(
+        snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched))
     for index, (snapshot, raw, prefix) in enumerate(loaded):
         per_version = {v: outcomes[v][index] for v in versions if outcomes[v] is not None}
         result = _judge_target(snapshot, raw, prefix, per_version, matrix, report)
@@ -249,11 +253,9 @@ def check_matrix(
         if not drafter_rules:
             continue
         try:
-            result.findings.extend(check_drafter(
-                snapshot, result, target=drafter_target, trust_remote_code=trust_remote_code, cache=fetched
-            ))
+            result.findings.extend(drafter(snapshot, result))
         except BadInput as exc:
-            report.errors.append(_input_error(snapshot.source, exc))
+            report.errors.append(InputError.of(snapshot.source, exc))
     return report
 
 
@@ -265,10 +267,6 @@ def _resolve_here(config: dict[str, Any]) -> dict[str, Any]:
     except resolver.ResolveError as exc:
         return {"error": exc.to_json()}
     return json.loads(json.dumps(node, default=str))
-
-
-def _input_error(target: str, exc: BadInput) -> InputError:
-    return InputError(source=target, message=str(exc), file=exc.file, line=exc.line, column=exc.column, key=exc.key)
 
 
 def _judge_target(

@@ -16,10 +16,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
-from draftguard.check.drafter import check_drafter, detect_drafter
-from draftguard.check.findings import Finding, Severity
-from draftguard.check.light import check_snapshot
-from draftguard.check.matrix import check_matrix
+from draftguard.check.findings import Finding, Report, Severity
+from draftguard.check.run import check as check_sources
 from draftguard.fix.proposals import propose
 from draftguard.fix.text import Edit, EditError, apply_edits
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
@@ -178,20 +176,9 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
     fetched: dict = {}  # the drafter's target, fetched once for every recheck
 
     def check(text: str) -> list[Finding]:
-        data = text.encode("utf-8")
-        snap = replace(snapshot, files={**snapshot.files, "config.json": data}, _lines={})
-        if versions:
-            report = check_matrix([], versions, snapshots=[snap], drafter_target=target,
-                                  trust_remote_code=trust_remote_code)
-            if report.errors:
-                error = report.errors[0]
-                raise BadInput(error.message, file=error.file, line=error.line, key=error.key)
-            return report.findings
-        result = check_snapshot(snap, trust_remote_code=trust_remote_code)
-        if target or detect_drafter(snap.load_json()) is not None:
-            result.findings.extend(check_drafter(snap, result, target=target, trust_remote_code=trust_remote_code,
-                                                 cache=fetched))
-        return result.findings
+        snap = replace(snapshot, files={**snapshot.files, "config.json": text.encode("utf-8")}, _lines={})
+        return _findings(check_sources([snap], versions=versions, drafter_target=target,
+                                       trust_remote_code=trust_remote_code, cache=fetched))
 
     def masks() -> dict[int, str]:
         """Mask tokens the drafter's target reserves: special added tokens named like a mask."""
@@ -214,9 +201,18 @@ def config_checker(path: str, *, source: str | None = None, revision: str | None
     def check(text: str) -> list[Finding]:
         snap = Snapshot(source=source or path, revision=revision, files={"config.json": text.encode("utf-8")},
                         display={"config.json": path})
-        return check_snapshot(snap, version=version).findings
+        return _findings(check_sources([snap], version=version, drafter_rules=False))
 
     return check
+
+
+def _findings(report: Report) -> list[Finding]:
+    """A recheck's findings (the matrix's sorted, one version's in the order the rules found them); its
+    first InputError raised as the BadInput it was (the edit broke the file)."""
+    if report.errors:
+        error = report.errors[0]
+        raise BadInput(error.message, file=error.file, line=error.line, key=error.key)
+    return report.findings if report.matrix is not None else [f for t in report.targets for f in t.findings]
 
 
 def fix_targets(targets: list[str], *, versions: list[str] | None = None,

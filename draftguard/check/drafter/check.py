@@ -10,6 +10,7 @@ Out: the drafter findings (a list of ``Finding``; [] for a config that is not a 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from draftguard.check import resolver
 from draftguard.check.budget import raise_if_over_budget
@@ -20,7 +21,9 @@ from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import TargetModel, find_target, load_target
 from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.weights import read_weights
-from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot
+from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
+
+_FETCH = object()  # check_drafter's default: find and read the target itself
 
 # One rules class per format family: a new format is a new module and one line here.
 CHECKS: dict[str, type[DrafterCheck]] = {
@@ -34,13 +37,15 @@ CHECKS: dict[str, type[DrafterCheck]] = {
 
 def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | None = None,
                   trust_remote_code: bool = False, cache: dict[str, TargetModel] | None = None,
-                  confine: Path | None = None) -> list[Finding]:
+                  confine: Path | None = None, target_model: Any = _FETCH) -> list[Finding]:
     """The drafter rules for one checked snapshot, against its target when one is known.
 
     Returns [] for a config that is not a drafter, unless ``target`` was given explicitly, which is
     bad input (BadInput): a drafter check asked for and silently skipped would pass a broken pair.
     Raises BadInput when the target cannot be fetched. ``cache`` keeps fetched targets for one run
     of several drafters. ``confine``: local targets named by the files must resolve inside it.
+    ``target_model``: the target the caller already read its own way (a ``TargetModel``, or None
+    for none; the bots and the audit), which is then not looked for.
 
     Raises:
         BadInput: ``target`` names no readable model, or names one for a config that is not a drafter.
@@ -60,8 +65,9 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         if not target:
             return []
         # EAGLE 1/2 heads are plain one-layer decoders: only the target's width tells them apart.
-        target_model = _cached_target(snapshot, (target, "--target", None), cache, trust_remote_code, confine)
-        width = target_model.value("hidden_size")
+        if target_model is _FETCH:
+            target_model = _cached_target(snapshot, (target, "--target", None), cache, trust_remote_code, confine)
+        width = target_model.value("hidden_size") if target_model is not None else None
         fmt = detect_drafter(raw, target_hidden_size=width if isinstance(width, int) else None)
         if fmt is None:
             raise BadInput(
@@ -70,7 +76,7 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
                 "check the target on its own, without --target.",
                 file=shown,
             )
-    else:
+    elif target_model is _FETCH:
         where = find_target(snapshot, fmt, target)
         target_model = _cached_target(snapshot, where, cache, trust_remote_code, confine) if where is not None else None
     values = result.values

@@ -99,7 +99,7 @@ class WeightRules:
             return  # the config check's DG123 already said it, from the same q_proj
         key = self.layer_key("head_dim") if "head_dim" in (self.layer_raw or {}) else self.layer_key("num_attention_heads")
         derived = ("" if "head_dim" in (self.layer_raw or {}) else
-                   f" (not in config.json: derived by the config class, from hidden_size / num_attention_heads "
+                   " (not in config.json: derived by the config class, from hidden_size / num_attention_heads "
                    "or its default)")
         self.finding("DG123", key, bad[0], None,
                      f"Attention weights do not match the config: {bad[0]}"
