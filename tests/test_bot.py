@@ -427,8 +427,9 @@ def test_the_transformers_matrix_section_appears_when_configured(tmp_path):
 
 def test_the_settings_engines_add_what_the_engines_serve_to_the_sticky_comment(tmp_path):
     """The bot reads ``engines:`` from the default branch's .draftguard.yml, as the CLI and the Action
-    do: the engine findings join the light section, and the engine table follows the matrix, as the
-    Action's summary shows it (before, the bot ignored the key and said nothing about the engines)."""
+    do: the engine findings join the light section, and the engine table is its own section, after
+    the matrix, as in the Action's summary (before, the bot ignored the key and said nothing about
+    the engines)."""
     mistral = (Path(__file__).resolve().parent / "data" / "healthy" / "mistral-7b-v0.1.json").read_text()
     with Bot(tmp_path) as bot:
         bot.api.set_files(REPO, "main", {"README.md": "hi", ".draftguard.yml": "engines: [vllm==0.32.0, sglang==0.5.23]\n"})
@@ -439,8 +440,8 @@ def test_the_settings_engines_add_what_the_engines_serve_to_the_sticky_comment(t
         assert bot.queue.get("e1").state == DONE, bot.queue.get("e1").result
         sections = parse_sticky(bot.sticky()["body"])
         assert "DG201" in sections["light"]  # SGLang serves Mistral's sliding window as full attention
-        engines = sections["matrix"]
-        assert engines.startswith("### What the engines serve") and "<code>mistral/config.json</code>" in engines
+        engines = sections["engines"]
+        assert "matrix" not in sections and engines.startswith("### What the engines serve") and "<code>mistral/config.json</code>" in engines
         [sglang] = [line for line in engines.splitlines() if line.startswith("| SGLang 0.5.23 (light tier)")]
         assert "full at layers 0-31" in sglang
         assert any(line.startswith("| vLLM 0.32.0") and "sliding(4096) at layers 0-31" in line

@@ -511,6 +511,6 @@ def test_the_settings_engines_add_what_the_engines_serve_to_the_hub_comment(monk
         bot.settle()
         sections = bot.sections(4)
         assert "DG201" in sections["light"]  # SGLang serves Mistral's sliding window as full attention
-        assert sections["matrix"].startswith("### What the engines serve")
-        [row] = [line for line in sections["matrix"].splitlines() if line.startswith("| SGLang 0.5.23")]
+        assert sections["engines"].startswith("### What the engines serve")
+        [row] = [line for line in sections["engines"].splitlines() if line.startswith("| SGLang 0.5.23")]
         assert "full at layers 0-31" in row

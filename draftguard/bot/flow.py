@@ -150,8 +150,8 @@ class PullRequestFlow:
         if call is not None and not hasattr(host, "react"):
             # Without reactions, the comment itself shows that the command ran, and on what.
             outcome.notes.append(f"Rechecked at `{head[:12]}` for @{call.by}.")
-        light, matrix, wants_gpu = check_sections(outcome, head, base)
-        sections: dict[str, str | None] = {"light": light, "matrix": matrix}
+        sections, wants_gpu = check_sections(outcome, head, base)
+        light = sections["light"] or ""
         gpu_job = None
         if wants_gpu:
             ok, why, forced_by = self._gpu_trust(job, queue, host, head, call, trust, approval)

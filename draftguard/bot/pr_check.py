@@ -183,16 +183,19 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
                                           drafters, files)
 
 
-def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[str, str | None, bool]:
-    """The light-check and matrix sections for a checked PR head (GitHub or Hub), and whether the
-    repo's settings ask for a GPU acceptance test of its drafters. What the engines serve (settings
-    ``engines:``) follows the matrix in the second section, as the Action's summary shows it."""
+def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[dict[str, str | None], bool]:
+    """The sticky comment's sections for a checked PR head (GitHub or Hub): the light check, the
+    transformers matrix and what the engines serve (settings ``transformers:`` and ``engines:``; None
+    removes a section the settings no longer ask for), and whether the repo's settings ask for a GPU
+    acceptance test of its drafters."""
     settings = outcome.settings
-    light = outcome.light_section(head, base)
-    matrix = matrix_section(outcome.files, settings.transformers) if settings.transformers else None
-    matrix = "\n\n".join(part for part in (matrix, render_engines_section(outcome.report)) if part) or None
+    sections = {
+        "light": outcome.light_section(head, base),
+        "matrix": matrix_section(outcome.files, settings.transformers) if settings.transformers else None,
+        "engines": render_engines_section(outcome.report),
+    }
     wants_gpu = bool(outcome.drafters) and bool(settings.target and (settings.min_acceptance_length or settings.baseline))
-    return light, matrix, wants_gpu
+    return sections, wants_gpu
 
 
 def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | None:

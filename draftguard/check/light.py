@@ -13,7 +13,7 @@ from draftguard.check.drafter.detect import layer_config
 from draftguard.check.fidelity import judge_config
 from draftguard.check.findings import ABSENT, RULES, Finding, TargetResult
 from draftguard.check.weights import read_weights
-from draftguard.snapshot import BadInput, Snapshot
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot  # noqa: F401  (the doctest uses it)
 
 
 def check_snapshot(

@@ -21,7 +21,7 @@ from draftguard.check.drafter.rules import DrafterCheck
 from draftguard.check.drafter.target import TargetModel, find_target, load_target
 from draftguard.check.findings import Finding, TargetResult
 from draftguard.check.weights import read_weights
-from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
+from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot  # noqa: F401  (the doctest uses it)
 
 _FETCH = object()  # check_drafter's default: find and read the target itself
 

@@ -34,6 +34,12 @@ def hide_torch() -> bool:
         return False
     for name in _HIDDEN_PACKAGES:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    # transformers imported before this (to read its version, say) may have asked already and cached
+    # "torch is there": its config modules would then import torch and fail ("import of torch
+    # halted"). Its next answer must see the hidden torch.
+    probe = getattr(sys.modules.get("transformers.utils.import_utils"), "is_torch_available", None)
+    if probe is not None and hasattr(probe, "cache_clear"):
+        probe.cache_clear()
     return True
 
 
