@@ -334,6 +334,24 @@ def test_reopening_or_replaying_queues_one_gpu_job_per_head(world):
     assert len(gpu_jobs(world, 37)) == 1
 
 
+def test_a_fork_author_reopening_after_ok_to_test_queues_no_second_gpu_job(world):
+    # docs/security.md: a fork author may not "queue a second GPU run for a head by reopening". The
+    # maintainer's /ok-to-test ran the head's first GPU job under a forced id (":asked:<comment>"), so
+    # the reopened pull request's job, trusted by the /ok-to-test mark on the same head, found no job
+    # under the head's plain id and queued a second run.
+    head = add_pr(world, 71, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    assert gpu_jobs(world, 71) == []  # a fork: untrusted
+    ok_to_test(world, 71)
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 71)] == [head]
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, action="closed", author="eve", head_repo="eve/fork"))
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, action="reopened", author="eve", head_repo="eve/fork"))
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 71)] == [head]
+
+
 # --- 6. no untrusted input is expanded without a bound -------------------------------------------
 
 def test_a_yaml_alias_bomb_in_settings_is_refused_in_milliseconds(world):

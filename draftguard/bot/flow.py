@@ -155,6 +155,10 @@ class PullRequestFlow:
         gpu_job = None
         if wants_gpu:
             ok, why, forced_by = self._gpu_trust(job, queue, host, head, call, trust, approval)
+            if forced_by is not None and queue.get(gpu_job_id(job.source, job, head, None)) is None:
+                # A head's first GPU run takes the head's own id, whoever asked: a later reopen, replay
+                # or stranger's /recheck trusted by the /ok-to-test mark or the author then finds it.
+                forced_by = None
             if ok:
                 asked = call.asked if call is not None else None
                 gpu_job = Job(id=gpu_job_id(job.source, job, head, forced_by, asked), source=job.source, kind="acceptance",
