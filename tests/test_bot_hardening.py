@@ -334,6 +334,45 @@ def test_reopening_or_replaying_queues_one_gpu_job_per_head(world):
     assert len(gpu_jobs(world, 37)) == 1
 
 
+def test_a_fork_author_reopening_after_ok_to_test_queues_no_second_gpu_job(world):
+    # docs/security.md: a fork author may not "queue a second GPU run for a head by reopening". The
+    # maintainer's /ok-to-test ran the head's first GPU job under a forced id (":asked:<comment>"), so
+    # the reopened pull request's job, trusted by the /ok-to-test mark on the same head, found no job
+    # under the head's plain id and queued a second run.
+    head = add_pr(world, 71, {"drafter/config.json": HEAD_CONFIG}, author="eve", fork=True)
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, author="eve", head_repo="eve/fork"))
+    world.settle()
+    assert gpu_jobs(world, 71) == []  # a fork: untrusted
+    ok_to_test(world, 71)
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 71)] == [head]
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, action="closed", author="eve", head_repo="eve/fork"))
+    world.post("pull_request", pr_payload(REPO, 71, head, BASE, action="reopened", author="eve", head_repo="eve/fork"))
+    world.settle()
+    assert [j.head_sha for j in gpu_jobs(world, 71)] == [head]
+
+
+def test_a_push_landing_while_the_light_check_waits_for_the_pull_requests_lock_supersedes_it(world):
+    # The light check runs under the pull request's lock; the head it checks is read once the lock is
+    # held, never the one read before waiting (a stale head overwrote the newer head's comment and
+    # queued a GPU job for a commit that was no longer the head).
+    head = add_pr(world, 72, {"drafter/config.json": HEAD_CONFIG}, author="alice")  # alice can write
+    with world.queue.lock(f"pr:github:{REPO}#72", ttl=60.0, wait=5.0):
+        world.post("pull_request", pr_payload(REPO, 72, head, BASE))
+        deadline = time.time() + 30
+        while not any(j.kind == "pull_request" and j.number == 72 and j.state == "running" for j in world.queue.jobs()):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # the job has read the pull request and waits for the lock
+        pushed = "7" * 40  # its webhook is still on the way
+        world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "   "})
+        world.api.repos[REPO].pulls[72]["head"] = pushed
+    world.settle()
+    [job] = [j for j in world.queue.jobs() if j.kind == "pull_request" and j.number == 72]
+    assert job.result.startswith("skipped: superseded by 777777777777"), job.result
+    assert gpu_jobs(world, 72) == []
+
+
 # --- 6. no untrusted input is expanded without a bound -------------------------------------------
 
 def test_a_yaml_alias_bomb_in_settings_is_refused_in_milliseconds(world):

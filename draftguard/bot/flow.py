@@ -120,10 +120,11 @@ class PullRequestFlow:
         """The light check of the pull request's head now, and the head it checked (None when
         skipped). One check per pull request at a time: jobs for the same one (a push and a command,
         the Hub's two webhooks per push) take turns, and each then sees the newest head."""
-        state = host.closed()
-        if state is not None:
-            return f"skipped: pull request {state}", None
         with queue.lock(_key("pr", job), ttl=120.0, wait=60.0):
+            # Both read once the lock is held: a head read before waiting for it may be gone by now.
+            state = host.closed()
+            if state is not None:
+                return f"skipped: pull request {state}", None
             head = host.head()
             if call is None and job.head_sha and head != job.head_sha:
                 return f"skipped: superseded by {head[:12]}", None
@@ -155,6 +156,10 @@ class PullRequestFlow:
         gpu_job = None
         if wants_gpu:
             ok, why, forced_by = self._gpu_trust(job, queue, host, head, call, trust, approval)
+            if forced_by is not None and queue.get(gpu_job_id(job.source, job, head, None)) is None:
+                # A head's first GPU run takes the head's own id, whoever asked: a later reopen, replay
+                # or stranger's /recheck trusted by the /ok-to-test mark or the author then finds it.
+                forced_by = None
             if ok:
                 asked = call.asked if call is not None else None
                 gpu_job = Job(id=gpu_job_id(job.source, job, head, forced_by, asked), source=job.source, kind="acceptance",
