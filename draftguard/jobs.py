@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from draftguard.errors import JobFailed, QueueConfigError, Retry
+from draftguard.locks import StoreLock
 from draftguard.secrets import scrub_known
 
 log = logging.getLogger("draftguard.jobs")
@@ -360,14 +361,14 @@ class Queue:
     def _release(self, job: Job) -> None:
         self.store.delete_data(f"claim:{job.id}")
 
-    def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> "_Lock":
+    def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> StoreLock:
         """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
         killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry.
 
         Raises:
             Retry: (on entering) The lock stayed busy for ``wait`` seconds; the job runs again later.
         """
-        return _Lock(self, name, ttl, wait)
+        return StoreLock(self, name, ttl, wait)
 
     def _task(self, job_id: str) -> None:
         # huey: the bot extra; the base install loads this module too (audit)
@@ -458,30 +459,3 @@ class Queue:
                 return True
             time.sleep(0.05)
         return False
-
-
-class _Lock:
-    def __init__(self, queue: Queue, name: str, ttl: float, wait: float):
-        self.queue, self.key, self.ttl, self.wait = queue, f"lock:{name}", ttl, wait
-
-    def __enter__(self) -> "_Lock":
-        # huey: the bot extra; the base install loads this module too (audit)
-        from huey.constants import EmptyData
-
-        store = self.queue.store
-        deadline = time.monotonic() + self.wait
-        pause = 0.01
-        while True:
-            if store.put_if_empty(self.key, str(time.time() + self.ttl).encode()):
-                return self
-            held = store.peek_data(self.key)
-            if held is not EmptyData and float(bytes(held)) < time.time():
-                store.delete_data(self.key)  # its holder died; the ttl is the proof
-                continue
-            if time.monotonic() > deadline:
-                raise Retry(f"{self.key} is busy", delay=5.0)
-            time.sleep(pause)
-            pause = min(0.25, pause * 2)
-
-    def __exit__(self, *exc: Any) -> None:
-        self.queue.store.delete_data(self.key)

@@ -20,7 +20,7 @@ pytest.importorskip("huey")
 
 from draftguard.bot.flow import PullRequestFlow  # noqa: E402
 from draftguard.hosts.base import CommandCall, PullRequestHost, Trust  # noqa: E402
-from draftguard.jobs import Job, Queue  # noqa: E402
+from draftguard.jobs import Job, Queue, Retry  # noqa: E402
 from draftguard.report.comment import parse_sticky  # noqa: E402
 from draftguard.markers import is_sticky  # noqa: E402
 from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
@@ -166,5 +166,71 @@ def test_a_third_host_in_sixty_lines_gets_the_whole_flow(monkeypatch, tmp_path):
         assert "passes" in sections["light"] and "c2" in sections["light"]
         assert "skipped" in sections["acceptance"] and "@&#8203;eve opened it" in sections["acceptance"]
         assert [j.head_sha for j in queue.jobs() if j.kind == "acceptance"] == ["c1"]
+    finally:
+        hub.stop()
+
+
+def _forge_queue(tmp_path, monkeypatch, forge, runner, host_class=ForgePullRequest):
+    hub = FakeHub().start()
+    use_fake_hub(monkeypatch, hub, str(tmp_path / "hf-cache"))
+    queue = Queue(f"sqlite:///{tmp_path}/queue.db")
+    handler = ForgeHandler(forge, runner)
+    handler.host_for = lambda job: host_class(forge, job)
+    queue.handlers["forge"] = handler
+
+    def deliver(kind: str, **data) -> Job:
+        job = Job(id=f"d{time.time()!r}", source="forge", kind=kind, repo="acme/drafter", number=7,
+                  head_sha=forge.pr_head if kind == "pull_request" else None, data=data)
+        queue.submit(job)
+        queue.run(job.id)
+        return queue.get(job.id)
+    return hub, queue, deliver
+
+
+def test_a_refusal_later_never_hides_the_result_of_the_heads_gpu_run(monkeypatch, tmp_path):
+    # Review of issue 25's flow (F5): a replayed delivery (or a reopen) of a stranger's pull request,
+    # whose head a maintainer had approved and whose GPU run passed, wrote "skipped" over the result.
+    forge, ran = Forge(), []
+    hub, queue, deliver = _forge_queue(tmp_path, monkeypatch, forge, lambda job, host, s: ran.append(1) or _result())
+    try:
+        forge.push("c1", {"drafter/config.json": BROKEN})
+        deliver("pull_request")
+        time.sleep(0.01)
+        deliver("comment", user="mona", commands=["recheck"], id=2)
+        [gpu] = [j for j in queue.jobs() if j.kind == "acceptance"]
+        queue.run(gpu.id)
+        assert "**pass**" in parse_sticky(forge.comments[0]["body"])["acceptance"]
+        assert deliver("pull_request").state == "done"  # the same head, delivered again
+        assert "**pass**" in parse_sticky(forge.comments[0]["body"])["acceptance"] and ran == [1]
+    finally:
+        hub.stop()
+
+
+class FlakyForgePullRequest(ForgePullRequest):
+    """Its first write of a finished acceptance section fails as a busy lock or a 5xx would."""
+
+    failed: list = []
+
+    def upsert_sticky(self, render):
+        body = render(None)
+        if "**pass**" in body and not self.failed:
+            self.failed.append(1)
+            raise Retry("the host answered 502", delay=0.01)
+        return super().upsert_sticky(render)
+
+
+def test_a_gpu_runs_result_that_could_not_be_written_is_written_on_retry_not_run_again(monkeypatch, tmp_path):
+    # Review of issue 25's flow (F3): a retry after the run ran the whole GPU test again.
+    forge, ran = Forge(), []
+    hub, queue, deliver = _forge_queue(tmp_path, monkeypatch, forge, lambda job, host, s: ran.append(1) or _result(),
+                                       host_class=FlakyForgePullRequest)
+    try:
+        forge.maintainers.add("eve")  # eve's own pull request is trusted: its check queues the GPU job
+        forge.push("c1", {"drafter/config.json": BROKEN})
+        deliver("pull_request")
+        [gpu] = [j for j in queue.jobs() if j.kind == "acceptance"]
+        assert queue.run(gpu.id) is not None and FlakyForgePullRequest.failed == [1]  # a retry, after the run
+        assert queue.run(gpu.id) is None and queue.get(gpu.id).state == "done"
+        assert ran == [1] and "**pass**" in parse_sticky(forge.comments[0]["body"])["acceptance"]
     finally:
         hub.stop()

@@ -23,6 +23,7 @@ result ("done: ...", "skipped: ..."), or ``errors.Retry`` for a transient fault.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -169,6 +170,9 @@ class PullRequestFlow:
                     "queued", detail=f"waiting for a GPU worker ({why})")
             else:
                 sections["acceptance"] = render_acceptance_section("skipped", detail=f"{why}. {host.trust_hint}")
+                ran = queue.get(gpu_job_id(job.source, job, head, None))
+                if ran is not None and ran.state != "queued":
+                    del sections["acceptance"]  # this head's run stands: a refusal now does not hide it
             if gpu_job is not None and (queue.get(gpu_job.id) or gpu_job).state != "queued":
                 # This head's GPU job ran already (a retry, a reopened PR, a replayed delivery): one
                 # GPU run per head, and that run's section stays as it is.
@@ -217,31 +221,40 @@ class PullRequestFlow:
         head = host.head()
         if head != job.head_sha:
             return f"skipped: superseded by {head[:12]}"
-        settings = read_settings(host)
         publish = getattr(host, "publish_status", None)
-        with queue.lock(_key("pr", job)):
-            host.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
-        if publish is not None:
-            with queue.lock(f"sha:{job.source}:{job.repo}@{head}"):
-                publish(ACCEPTANCE_CHECK, head, status="in_progress", title="running")
-        try:
-            result = self.acceptance_runner(job, host, settings)
-            section = render_acceptance_section("done", result)
-            status = (result.get("verdict") or {}).get("status", "inconclusive")
-            conclusion = {"pass": "success", "fail": "failure"}.get(status, "neutral")
-            title = f"τ = {result.get('mean_acceptance_length')}: {status}"
-        except Retry:
-            raise
-        except Exception as exc:
-            if self.retry_delay(exc, job.attempts) is not None:
+        # A run's outcome is kept before it is written: a retry (the comment's lock stayed busy, the
+        # host answered 5xx) writes it again instead of running the GPU test again.
+        saved = queue.peek(f"accepted:{job.id}")
+        if saved is not None:
+            section, conclusion, title, status = json.loads(saved)
+        else:
+            settings = read_settings(host)
+            with queue.lock(_key("pr", job)):
+                host.upsert_sticky(lambda old: update_sticky(old, acceptance=render_acceptance_section("running")))
+            if publish is not None:
+                with queue.lock(f"sha:{job.source}:{job.repo}@{head}"):
+                    publish(ACCEPTANCE_CHECK, head, status="in_progress", title="running")
+            try:
+                result = self.acceptance_runner(job, host, settings)
+                section = render_acceptance_section("done", result)
+                status = (result.get("verdict") or {}).get("status", "inconclusive")
+                conclusion = {"pass": "success", "fail": "failure"}.get(status, "neutral")
+                title = f"τ = {result.get('mean_acceptance_length')}: {status}"
+            except Retry:
                 raise
-            message = scrub(f"{type(exc).__name__}: {exc}", self.config.secrets)
-            section, conclusion, title, status = render_acceptance_section("error", detail=message), "neutral", "error", "error"
+            except Exception as exc:
+                if self.retry_delay(exc, job.attempts) is not None:
+                    raise
+                message = scrub(f"{type(exc).__name__}: {exc}", self.config.secrets)
+                section, conclusion, title, status = (render_acceptance_section("error", detail=message), "neutral",
+                                                      "error", "error")
+            queue.put(f"accepted:{job.id}", json.dumps([section, conclusion, title, status]).encode())
         with queue.lock(_key("pr", job)):
             host.upsert_sticky(lambda old: update_sticky(old, acceptance=section))
         if publish is not None:
             with queue.lock(f"sha:{job.source}:{job.repo}@{head}"):
                 publish(ACCEPTANCE_CHECK, head, status="completed", conclusion=conclusion, title=title, summary=section)
+        queue.forget(f"accepted:{job.id}")
         return f"done: acceptance {status}"
 
 

@@ -74,7 +74,8 @@ class GitHubPullRequest(PullRequestClient):
         return Trust(False, f"@{call.by} has {permission or 'no'} access")
 
     def author_trust(self) -> Trust:
-        author = PullRequest.from_data(self.job.data).author
+        # A command's job carries no author: the pull request itself says who opened it.
+        author = PullRequest.from_data(self.job.data).author or getattr(getattr(self.pull(), "user", None), "login", None)
         if not author:
             return Trust(False, "the author has no write access")
         # A writer's pull request is trusted only from a branch of this repo or of the writer's own
