@@ -23,6 +23,7 @@ from draftguard.hosts.github import GitHubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from draftguard.snapshot import key_lines  # noqa: E402
 from tests.fakes import fake_hub  # noqa: E402,F401  (a fixture: drafter targets come from a fake Hub)
+from tests.fakes import acceptance_result as _result  # noqa: E402
 from tests.fakes.github import (  # noqa: E402
     BotServer,
     FakeGitHub,
@@ -335,15 +336,6 @@ SETTINGS = "target: Qwen/Qwen3-27B\nmin_acceptance_length: 3.0\nfail_on: error\n
 TARGET = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 64,
           "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 25600,
           "vocab_size": 248320, "max_position_embeddings": 262144}
-
-
-def _result(tau_counts=(10, 8, 6)):
-    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
-
-    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=sum(tau_counts),
-                                 accepted_per_position=list(tau_counts), new_tokens=34)
-    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
-                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
 
 
 def test_fork_prs_wait_for_ok_to_test_and_settings_come_from_the_default_branch(tmp_path, fake_hub):

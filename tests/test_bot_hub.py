@@ -25,6 +25,7 @@ from draftguard.hosts.hub import HubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from tests.fakes.github import BotServer, ServeProcess  # noqa: E402
 from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
+from tests.fakes import acceptance_result as _result  # noqa: E402
 
 TOKEN = "hf_SECRETtoken0123456789abcdefXYZ"
 SECRET = "hub-webhook-secret-value-42"
@@ -258,15 +259,6 @@ def test_a_burst_of_pushes_coalesces_to_one_check_of_the_newest_head(monkeypatch
         assert heads[-1][:12] in bot.sections()["light"]
         assert bot.hub.api_count("POST", r"/comment$") == 1
         assert bot.hub.api_count("POST", r"/comment/[0-9a-f]+/edit$") == 0
-
-
-def _result():
-    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
-
-    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=24,
-                                 accepted_per_position=[10, 8, 6], new_tokens=34)
-    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
-                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
 
 
 def test_recheck_runs_the_gpu_test_only_for_owner_or_org_members(monkeypatch, tmp_path):

@@ -24,6 +24,7 @@ from draftguard.jobs import Job, Queue, Retry  # noqa: E402
 from draftguard.report.comment import parse_sticky  # noqa: E402
 from draftguard.markers import is_sticky  # noqa: E402
 from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
+from tests.fakes import acceptance_result as _result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAFTER = json.loads((ROOT / "examples/qwen3-swa-drafter/config.json").read_text())
@@ -107,15 +108,6 @@ class ForgeHandler(PullRequestFlow):
 
     def host_for(self, job):
         return ForgePullRequest(self.forge, job)
-
-
-def _result():
-    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
-
-    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=24,
-                                 accepted_per_position=[10, 8, 6], new_tokens=34)
-    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
-                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
 
 
 def test_a_third_host_in_sixty_lines_gets_the_whole_flow(monkeypatch, tmp_path):

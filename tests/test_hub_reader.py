@@ -21,6 +21,7 @@ from draftguard.snapshot import load_snapshot
 from tests.fakes import fake_hub  # noqa: F401  (fake_hub is a fixture)
 from tests.fakes.fleet import install_routes
 from tests.fakes.hub import Fault
+from tests.fakes import raised as _raised
 
 PACKAGE = Path(__file__).resolve().parents[1] / "draftguard"
 CONFIG = b'{"model_type": "qwen3", "hidden_size": 64}'
@@ -32,14 +33,6 @@ IMPORTERS = {"hub_access.py", "runner/dflash_model.py", "hosts/hub.py"}
 def _safetensors() -> bytes:
     header = json.dumps({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}).encode()
     return struct.pack("<Q", len(header)) + header + b"\0" * 4
-
-
-def _raised(call) -> BaseException:
-    try:
-        call()
-    except Exception as exc:  # what huggingface_hub raised, read as the surfaces read it
-        return exc
-    raise AssertionError("no error")
 
 
 def test_only_the_reader_imports_huggingface_hub():

@@ -145,14 +145,7 @@ def test_a_name_that_cannot_be_a_repo_id_is_refused_before_any_request(tmp_path,
 
 from tests.fakes import fake_hub  # noqa: E402,F401  (a fixture)
 from tests.fakes.hub import Fault  # noqa: E402
-
-
-def _raised(call) -> BaseException:
-    try:
-        call()
-    except Exception as exc:  # what huggingface_hub raised, read as the surfaces read it
-        return exc
-    raise AssertionError("the call did not fail")
+from tests.fakes import raised as _raised  # noqa: E402
 
 
 def test_hub_problem_reads_each_failure_the_hub_gives(fake_hub):

@@ -99,13 +99,6 @@ def run_job(
         raise
 
 
-def check_title(outcome: PullRequestReview) -> str:
-    """The check run's title: findings, and files that could not be checked."""
-    return outcome.title()
-
-
-
-
 def check_pull_request(client: PullRequestSource, head: str, base: str, relevant: list[tuple[str, str]],
                        forced: bool = False) -> PullRequestReview:
     """The light check of a pull request's changed configs at ``head``, with findings new against

@@ -21,7 +21,27 @@ try:
 except ImportError:  # the README's audit demo serves the fleet (tests.fakes.fleet) from the base install
     pytest = None
 
-__all__ = ["FakeHub", "Request", "fake_hub", "use_fake_hub"]
+__all__ = ["FakeHub", "Request", "acceptance_result", "fake_hub", "raised", "use_fake_hub"]
+
+
+def acceptance_result(tau_counts=(10, 8, 6)) -> dict:
+    """An AcceptanceResult's JSON, as a GPU worker's ``draftguard accept`` gives it: a pass at
+    τ 3.40 by default, with the tokens accepted at each draft position given."""
+    from draftguard.runner.result import AcceptanceResult, PromptResult, Thresholds, Verdict
+
+    p = PromptResult.from_counts(0, drafts=10, draft_tokens=30, accepted_tokens=sum(tau_counts),
+                                 accepted_per_position=list(tau_counts), new_tokens=34)
+    return AcceptanceResult.from_prompts([p], wall_seconds=1.0, verdict=Verdict("pass", "τ 3.40 ≥ bar 3.00"),
+                                         thresholds=Thresholds(min_acceptance_length=3.0, bar=3.0)).to_dict()
+
+
+def raised(call) -> BaseException:
+    """What ``call()`` raised (as a surface meets it); AssertionError when it did not fail."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("the call did not fail")
 
 
 if pytest is not None:
