@@ -307,3 +307,26 @@ def test_vllm_gets_the_raw_view_as_a_folder_whose_config_keeps_the_window(monkey
     assert set(out["views"]) == {"raw", "resolved"} and out["run"]["backend"] == "vllm"
     pair = out["diagnosis"]["intervals"][0]
     assert (pair["a"], pair["b"]) == ("raw/vllm", "resolved/vllm")  # no reference ran: views compared in vLLM
+
+
+def _cell(accepted: list[int], first: list[int]) -> AcceptanceResult:
+    from draftguard.runner.result import PromptResult
+
+    prompts = [PromptResult.from_counts(i, drafts=10, draft_tokens=30, accepted_tokens=a,
+                                        accepted_per_position=[f, 0, 0], new_tokens=20)
+               for i, (a, f) in enumerate(zip(accepted, first))]
+    return AcceptanceResult.from_prompts(prompts, wall_seconds=1.0)
+
+
+def test_the_served_cell_below_its_bar_with_no_single_cause_is_a_failure_not_a_crash():
+    """A served cell below the bar that no rewrite, engine gap or second cell explains (one vLLM run
+    with --min-acceptance-length, as the GPU job and the CPU example run it) reached a branch that
+    raised TypeError (``**base`` on a string), and `accept` exited 3."""
+
+    from draftguard.runner.result import Thresholds
+
+    low = _cell([10, 12, 9, 11, 10, 12], [6, 7, 5, 6, 6, 7])  # τ about 1.9, well under a bar of 3
+    d = dia.diagnose({("resolved", "vllm"): low}, Thresholds(bar=3.0), config_class="Qwen3Config")
+    assert (d.cause, d.status) == (None, dia.FAIL)
+    assert "below the bar" in d.reason and "vllm" in d.reason
+    assert d.config_class == "Qwen3Config" and d.cells  # the shared fields are kept, as every other branch keeps them

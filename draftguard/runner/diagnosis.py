@@ -265,7 +265,7 @@ def diagnose(
         return Diagnosis(CATASTROPHIC, FAIL, f"{cell_name(*served)}: {floor[1]}", **common)
     if served in cells and states[served][0] == LOW:
         return Diagnosis(None, FAIL, f"{cell_name(*served)} is below the bar, but no single cause shows ({taus})",
-                         **base)
+                         **common)
     return Diagnosis(None, INCONCLUSIVE, f"no cause decided ({taus}); run more prompts or longer outputs, or set "
                      "--min-acceptance-length / --baseline", **common)
 
