@@ -114,3 +114,32 @@ def test_engine_that_dies_after_start_up_is_the_engines_failure_with_its_cause()
     assert "engine failed while generating" in last and "internal error" not in last
     assert "EngineDeadError" in last and "the engine process logged" in last
     assert "head" in last.lower()  # the cause as the engine logged it: the head size
+
+
+def _documented_cpu_example() -> str:
+    """The `draftguard accept` command of docs/gpu-runner.md's CPU section, continuation lines joined."""
+    text = (ROOT / "docs" / "gpu-runner.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(".venv-vllm/bin/draftguard accept"))
+    command = []
+    for line in lines[start:]:
+        command.append(line.rstrip("\\").strip())
+        if not line.endswith("\\"):
+            break
+    return " ".join(command)
+
+
+def test_the_documented_cpu_example_runs_as_written_and_the_healthy_pair_passes():
+    """docs/gpu-runner.md's command, run by the shell from the repository root as a reader would: it
+    exited 3 (a TypeError in the diagnosis), and at the default length the healthy pair fell under
+    its own bar."""
+    command = _documented_cpu_example()
+    assert "--backend both" in command and "--min-acceptance-length 3" in command
+    if not (ROOT / ".venv-vllm" / "bin" / "draftguard").exists():
+        pytest.skip("no .venv-vllm in this checkout (scripts/test.sh makes it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAFTGUARD_", "VLLM_"))}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE="1")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.startswith("acceptance test: pass")
+    assert "cause: none" in done.stdout
