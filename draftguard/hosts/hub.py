@@ -189,8 +189,14 @@ class HubPullRequestClient:
         return self._details
 
     def default_branch(self) -> str:
-        """The branch the pull request targets (settings are read from it, never from the PR);
-        main for a client of no pull request (number 0, a push to main)."""
+        """The repo's default branch, where settings and prompt files are read: ``main`` (the Hub has no
+        other default). Never the branch a pull request targets: anyone may open one against any
+        branch, and an old branch's .draftguard.yml (``fail_on: never``) would judge it (issue 32)."""
+        return "main"
+
+    def target_branch(self) -> str:
+        """The branch the pull request targets (its base: findings are new against it); main for a
+        client of no pull request (number 0, a push to main)."""
         if self.number <= 0:
             return "main"
         target = self.details().target_branch or "main"
