@@ -327,6 +327,24 @@ class HubPullRequestClient:
         with self._t("post comment"):
             self.api.comment_discussion(self.repo_name, self.number, f"{marker}\n{body}")
 
+    def my_pull_requests(self) -> list:
+        """The bot's own pull requests on the repo, whatever their status (the listing: num, title,
+        status; no events)."""
+        me = self.me()
+        with self._t("list pull requests"):
+            return [d for d in self.api.get_repo_discussions(self.repo_name, author=me, discussion_type="pull_request")
+                    if d.is_pull_request and d.author == me]
+
+    def discussion(self, num: int):
+        """Another discussion of the repo, with its events (the bot's fix pull requests)."""
+        with self._t("read discussion"):
+            return self.api.get_discussion_details(self.repo_name, num)
+
+    def close(self, num: int, comment: str) -> None:
+        """Close discussion ``num`` with a comment (a fix pull request the bot opened)."""
+        with self._t("close pull request"):
+            self.api.change_discussion_status(self.repo_name, num, "closed", comment=comment)
+
     def comment(self, comment_id: str) -> DiscussionComment | None:
         """A comment event of this discussion by id (author name, content), or None."""
         for event in self.details().events:
