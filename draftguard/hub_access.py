@@ -20,12 +20,15 @@ Out: ``hub_problem(exc)`` -> a ``HubProblem`` (kind, one-line message, HTTP stat
 asked for) or None; ``hub_api(token)`` -> an ``HfApi``; ``fetch_file`` -> a file's bytes and cached path,
 or ``FileTooLarge`` before a byte of it is downloaded; ``file_size``, ``safetensors_metadata``;
 ``check_repo_id(name)`` -> None or BadInput; ``require_hub(repos)`` -> None, offline mode, or BadInput
-(one line: the Hub is out of reach).
+(one line: the Hub is out of reach); ``honour_retry_after(cap)``: every later Hub request of the process
+waits what an earlier answer's ``Retry-After`` asked; ``retry_after_seconds`` reads that header.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -155,10 +158,10 @@ def _http_problem(response) -> HubProblem:
 
 
 def _asked_wait(headers) -> float | None:
-    """Seconds a 429 asks to wait: ``Retry-After`` (seconds), else the ``RateLimit`` header's reset."""
-    after = (headers.get("retry-after") or "").strip()
-    if after.isascii() and after.isdigit():
-        return float(after)
+    """Seconds a 429 asks to wait: ``Retry-After`` (seconds or a date), else the ``RateLimit`` header's reset."""
+    after = retry_after_seconds(headers.get("retry-after"))
+    if after is not None:
+        return after
     from huggingface_hub.utils import parse_ratelimit_headers  # huggingface_hub: only a 429 reads it
 
     info = parse_ratelimit_headers(headers)
@@ -307,6 +310,7 @@ def require_hub(repos: Iterable[tuple[str, str | None]], *, need_all: bool = Tru
     repos = list(repos)
     if not repos:
         return
+    honour_retry_after()
     problem = probe_hub()
     if problem is None:
         return
@@ -418,3 +422,78 @@ def file_operation(path: str, data: bytes) -> Any:
     from huggingface_hub import CommitOperationAdd  # with the client that commits it
 
     return CommitOperationAdd(path, data)
+
+
+# --- Retry-After, on every request ----------------------------------------------------------------
+# huggingface_hub honours Retry-After only inside its own retry loops, and its file HEADs do not
+# retry: a HEAD answered 429 went straight to the download's own HEAD, six requests in a second on
+# one file (issue 32). A hook on its shared client remembers the wait and holds every later request.
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delay-seconds or an HTTP date; None otherwise.
+
+    Example::
+
+        >>> retry_after_seconds(" 7 "), retry_after_seconds("Thu, 01 Jan 1970 00:00:30 GMT", now=10.0)
+        (7.0, 20.0)
+        >>> retry_after_seconds("soon"), retry_after_seconds("\u00b2")
+        (None, None)
+    """
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime  # email: only a dated Retry-After reads it
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+class _Gate:
+    """Per host: the monotonic time before which no request goes out."""
+
+    def __init__(self, cap: float):
+        self.cap, self.until, self.lock = cap, {}, threading.Lock()
+
+    def hold(self, request: Any) -> None:
+        with self.lock:
+            wait = self.until.get(request.url.host, 0.0) - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+    def note(self, response: Any) -> None:
+        if response.status_code not in (429, 503):
+            return
+        wait = retry_after_seconds(response.headers.get("retry-after"))
+        if wait is not None:
+            with self.lock:
+                host = response.request.url.host
+                self.until[host] = max(self.until.get(host, 0.0), time.monotonic() + min(wait, self.cap))
+
+
+_GATE: list[_Gate] = []
+
+
+def honour_retry_after(cap: float = 120.0) -> None:
+    """From now on in this process, every request of huggingface_hub's shared client (API calls, file
+    HEADs, downloads, range reads) to a host that answered 429 or 503 with ``Retry-After`` waits until
+    that time (at most ``cap`` seconds), in every thread. For the CLI and the audit, which wait in
+    place; the bot's workers do not wait: a Hub fault reschedules the job with the asked delay."""
+    if _GATE:
+        _GATE[0].cap = cap
+        return
+    from huggingface_hub import set_client_factory  # huggingface_hub: its one client, made by a factory
+    from huggingface_hub.utils._http import default_client_factory  # its defaults (offline mode, ids)
+
+    gate = _Gate(cap)
+    _GATE.append(gate)
+    def factory() -> Any:
+        client = default_client_factory()
+        hooks = client.event_hooks
+        client.event_hooks = {"request": [*hooks.get("request", []), gate.hold],
+                              "response": [*hooks.get("response", []), gate.note]}
+        return client
+
+    set_client_factory(factory)

@@ -89,6 +89,12 @@ def _no_alias_loader() -> type:
     return NoAliasLoader
 
 
+def _line(text: str, mark: Any) -> int:
+    """The line of a YAML mark as GitHub counts it (only \\n ends a line): YAML also breaks lines at
+    U+0085, U+2028 and U+2029, so its own line number can point below the key (B1 of issue 32)."""
+    return text.count("\n", 0, mark.index) + 1
+
+
 def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     """Parse the text of a .draftguard.yml. Raises BadInput naming the file, line and key.
 
@@ -109,7 +115,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
         data = yaml.load(text, Loader=_no_alias_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
+        line = _line(text, mark) if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         where = f"{source}:{line}" if line else source
         raise BadInput(f"{where}: invalid YAML: {problem}", file=source, line=line) from None
@@ -120,7 +126,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     lines = {}
     if isinstance(root, yaml.MappingNode):
         for key_node, _ in root.value:
-            lines[str(key_node.value)] = key_node.start_mark.line + 1
+            lines[str(key_node.value)] = _line(text, key_node.start_mark)
     values: dict[str, Any] = {}
     known = {f.name for f in fields(Settings)} - {"source"}
     for key, value in data.items():

@@ -321,3 +321,24 @@ def test_engine_flag_adds_what_the_engines_serve_and_a_change_of_engines_checks_
         assert bad.rc == 2 and "not one whose code draftguard has read" in bad.stderr
         matrix = run_audit_process(hub, tmp_path, str(repo_list), "--engine", "vllm", "--transformers", "4.52.4,5.24.0")
         assert matrix.rc == 2 and "not with --queue or --transformers yet" in matrix.stderr
+
+
+def test_a_head_answered_429_waits_its_retry_after_before_any_request_for_the_file(tmp_path):
+    # Issue 32: the size-first HEAD of a file, answered 429 with Retry-After: 2, was followed at once by
+    # the download's own HEAD (huggingface_hub's HEADs do not retry, so nothing there waited): the
+    # Hub's wait was not honoured. Now every request of the process waits what the 429 asked.
+    from tests.fakes.fleet import install_routes
+    from tests.fakes.hub import Fault
+
+    config = (REPO_ROOT / "tests" / "data" / "healthy" / "qwen3-8b.json").read_bytes()
+    with FakeHub({"acme/m": {"main": {"config.json": config}}}) as hub:
+        install_routes(hub)
+        hub.file_faults.append(Fault("HEAD", r"^/acme/m/resolve/.*/config\.json$", 429, 2, retry_after=2))
+        (tmp_path / "repos.txt").write_text("acme/m\n")
+        run = run_audit_process(hub, tmp_path, str(tmp_path / "repos.txt"), "--max-wait", "10")
+    assert run.records["acme/m"]["errors"] == [], run.stderr
+    asks = [r for r in hub.requests if r.repo == "acme/m" and r.path == "config.json"]
+    assert [r.status for r in asks][:2] == [429, 429] and asks[-1].status == 200
+    for limited, after in zip(asks, asks[1:]):
+        if limited.status == 429:
+            assert after.at - limited.at >= 1.9, [(r.method, r.status, round(r.at - asks[0].at, 3)) for r in asks]

@@ -598,3 +598,22 @@ def test_both_host_clients_are_pull_request_sources():
         assert isinstance(client, PullRequestSource) and client.repo_name == REPO
         assert list(inspect.signature(client.read_file).parameters) == ["path", "ref", "max_bytes"]
     assert not isinstance(object(), PullRequestSource)
+
+
+def test_a_pull_request_of_many_configs_gets_at_most_50_annotations_and_a_count_of_the_rest(bot):
+    # Issue 32: a pull request touching 100 configs put 301 annotations on one check run (GitHub
+    # takes 50 a request and its page shows few); the cap keeps the errors, the text counts the rest.
+    new = "9" * 40
+    files = {f"m{i:02d}/config.json": HEAD_CONFIG for i in range(30)}
+    bot.api.set_files(REPO, new, {**bot.api.repos[REPO].commits[BASE], **files})
+    bot.api.add_pull(REPO, 9, head=new, base=BASE)
+    assert bot.post("pull_request", pr_payload(REPO, 9, new, BASE)).status_code == 202
+    bot.settle()
+    [run] = bot.api.runs_for(REPO, new, CONFIG_CHECK)
+    total = 30 * len(light_findings(HEAD_CONFIG))
+    assert total > 50
+    assert len(run["annotations"]) == 50
+    errors = sum(1 for f in light_findings(HEAD_CONFIG) if f.severity.value == "error") * 30
+    assert [a["annotation_level"] for a in run["annotations"]] == ["failure"] * min(50, errors) + \
+        [a["annotation_level"] for a in run["annotations"]][min(50, errors):]
+    assert f"and {total - 50} more in the sticky comment" in run["output"]["text"]

@@ -506,3 +506,18 @@ def test_the_settings_engines_add_what_the_engines_serve_to_the_hub_comment(monk
         assert sections["engines"].startswith("### What the engines serve")
         [row] = [line for line in sections["engines"].splitlines() if line.startswith("| SGLang 0.5.23")]
         assert "full at layers 0-31" in row
+
+
+def test_settings_come_from_main_even_when_the_pr_targets_another_branch(monkeypatch, tmp_path):
+    # Issue 32: a Hub pull request may target any branch; the bot read .draftguard.yml from that
+    # branch, so a PR against an old branch whose settings say `fail_on: never` passed its own breakage.
+    with Bot(monkeypatch, tmp_path, settings=SETTINGS) as bot:
+        bot.hub.push(REPO, {"README.md": b"hi", "drafter/config.json": BASE_CONFIG,
+                            ".draftguard.yml": b"fail_on: never\n"}, "lax")
+        bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="eve", base="lax")
+        assert bot.post(discussion_payload(3)).status_code == 202
+        bot.settle()
+        light = bot.sections()["light"]
+        assert ":x: fails" in light, light
+        # The findings are new against the branch the PR targets (its base), not against main.
+        assert bot.hub.head_of(REPO, "lax")[:12] in light

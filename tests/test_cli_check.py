@@ -258,3 +258,19 @@ def test_repo_config_class_runs_only_with_trust_remote_code(tmp_path):
     assert out["targets"][0]["config_class"] == "AcmeConfig"
     [finding] = [f for f in out["findings"] if f["key"] == "window"]
     assert (finding["rule"], finding["raw"], finding["resolved"], finding["line"]) == ("DG001", 512, None, 7)
+
+
+def test_lines_are_githubs_even_past_a_unicode_line_separator(tmp_path):
+    # B1 of issue 32: GitHub ends a line at \n only; YAML and str.splitlines() also at U+2028,
+    # U+2029 and U+0085. A .draftguard.yml comment holding one put the error a line low (:3).
+    (tmp_path / "config.json").write_text(EXAMPLE.joinpath("config.json").read_text())
+    (tmp_path / ".draftguard.yml").write_text("# note\u2028# more\nbogus: 1\n", encoding="utf-8")
+    proc = run("check", str(tmp_path))
+    assert proc.returncode == 2 and f"{tmp_path / '.draftguard.yml'}:2: unknown key `bogus`" in proc.stderr
+    # A config's annotations are on GitHub's line of the key too (`sliding_window` is line 38 here).
+    (tmp_path / ".draftguard.yml").unlink()
+    text = EXAMPLE.joinpath("config.json").read_text().replace('"qwen3",', '"qwen3",\n  "_name_or_path": "a\u2028b",')
+    (tmp_path / "config.json").write_text(text, encoding="utf-8")
+    proc = run("check", "--format", "github", str(tmp_path))
+    line = text.split("\n").index('  "sliding_window": 2048,') + 1
+    assert f"file={tmp_path / 'config.json'},line={line},title=DG001" in proc.stdout, proc.stdout

@@ -95,3 +95,33 @@ def test_a_token_that_may_not_review_leaves_the_sticky_comment_and_the_check(bot
     assert "sliding_window" in bot.sticky(8)["body"]
     [job] = [j for j in bot.queue.jobs() if j.number == 8]
     assert job.state == "done" and job.result.startswith("done:")
+
+
+def _commit_suggestion(text: str, comment: dict) -> str:
+    """The file after a maintainer commits ``comment``'s suggestion, as GitHub applies it: its lines
+    are the text split at ``\\n`` (and nothing else), lines start_line..line replaced by the block."""
+    block = comment["body"].split("```suggestion\n", 1)[1].split("\n```", 1)[0]
+    lines = text.split("\n")
+    start = comment["start_line"] or comment["line"]
+    return "\n".join(lines[:start - 1] + block.split("\n") + lines[comment["line"]:])
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085"])
+def test_a_line_separator_inside_a_json_string_does_not_shift_the_suggestion(tmp_path, sep):
+    # B1 of issue 32: U+2028 inside a string is valid JSON (json.dumps(ensure_ascii=False) writes it
+    # raw), one line for GitHub (only \n ends a line), two for str.splitlines(). The suggestion went
+    # one line low: committing it replaced `vocab_size` with `use_cache`, and the file lost it. (\x0b,
+    # \x0c and \x1c-\x1e split lines for splitlines() too, but JSON allows them raw nowhere.)
+    text = EXAMPLE.replace('  "model_type": "qwen3",\n',
+                           '  "model_type": "qwen3",\n  "_name_or_path": "org/drafter' + sep + 'v2",\n')
+    assert json.loads(text)["_name_or_path"] == f"org/drafter{sep}v2"
+    with Bot(tmp_path) as b:
+        b.api.set_files(REPO, NEW, {"README.md": "hi", "swa/config.json": text})
+        b.api.add_pull(REPO, 8, head=NEW, base=BASE, author="alice")
+        b.post("pull_request", pr_payload(REPO, 8, NEW, BASE))
+        b.settle()
+        [comment] = _suggestions(b, 8)
+    assert comment["line"] == text.split("\n").index('  "use_cache": true,') + 1
+    fixed = json.loads(_commit_suggestion(text, comment))
+    assert fixed["vocab_size"] == 248320 and fixed["use_sliding_window"] is True
+    assert fixed["_name_or_path"] == f"org/drafter{sep}v2"

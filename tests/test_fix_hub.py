@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_a_push_to_main_with_a_fixable_config_gets_one_fix_pull_request(hub_bot)
     [pr] = _fix_prs(bot)
     assert pr["title"].startswith("draftguard fix: make config.json mean what the model reads")
     body = pr["events"][0]["data"]["latest"]["raw"]
-    assert '+  "use_sliding_window": true,' in body and "DG001 on `sliding_window`" in body
+    assert '+  "use_sliding_window": true,' in body and "DG001 on <code>sliding_window</code>" in body
     fixed = bot.hub._files_at(REPO, f"refs/pr/{pr['num']}")[1]["drafter/config.json"].decode()
     # The one line a maintainer would write, in its sorted place; every other line as it was.
     lines = BROKEN_CONFIG.decode().splitlines()
@@ -104,3 +105,93 @@ def test_the_setting_is_a_boolean_and_other_keys_still_refuse_one():
     for text, key in [("fix_pull_request: 'yes'\n", "fix_pull_request"), ("fail_on: true\n", "fail_on")]:
         with pytest.raises(BadInput, match=f"`{key}` must be"):
             parse_settings(text)
+
+
+# --- B4 of issue 32: one pull request per fix, superseded ones closed, a maintainer's "no" kept -----
+
+SETTINGS_ON = b"fix_pull_request: true\n"
+
+
+def _push_main(bot, files, old):
+    new = bot.hub.push(REPO, {".draftguard.yml": SETTINGS_ON, **files}, "main")
+    assert bot.post(content_payload("refs/heads/main", new, old=old)).status_code == 202
+    bot.settle()
+    return new
+
+
+def _variant(**changes) -> bytes:
+    """BROKEN_CONFIG (its fix: add use_sliding_window) with other values changed: the same fix."""
+    return json.dumps(dict(json.loads(BROKEN_CONFIG), **changes), indent=2).encode()
+
+
+def _close_as_maintainer(bot, num, who="alice"):
+    d = bot.hub.discussions[(REPO, num)]
+    d["status"] = "closed"
+    d["events"].append(bot.hub._event("status-change", who, {"status": "closed"}))
+
+
+def _status(bot, num):
+    return bot.hub.discussions[(REPO, num)]["status"]
+
+
+def test_the_same_fix_after_other_changes_opens_no_second_pull_request(hub_bot):
+    # Before: the title named a digest of the whole fixed file, so any other change to the file (or
+    # any push touching it) opened another pull request holding the same one-line fix.
+    bot = hub_bot
+    first = _push_main(bot, {"README.md": b"hi", "drafter/config.json": BROKEN_CONFIG}, bot.main)
+    second = _push_main(bot, {"README.md": b"hello", "drafter/config.json": _variant(vocab_size=151936)}, first)
+    _push_main(bot, {"README.md": b"hello", "drafter/config.json": _variant(vocab_size=151936, rms_norm_eps=1e-05)},
+               second)
+    [pr] = _fix_prs(bot)
+    assert pr["status"] == "open"
+
+
+def test_a_new_fix_closes_the_fix_pull_request_it_supersedes(hub_bot):
+    bot = hub_bot
+    first = _push_main(bot, {"drafter/config.json": BROKEN_CONFIG}, bot.main)
+    [old] = _fix_prs(bot)
+    # main now breaks a second config too: one fix of both files replaces the first.
+    second = _push_main(bot, {"drafter/config.json": _variant(vocab_size=151936), "other/config.json": BROKEN_CONFIG},
+                        first)
+    prs = {pr["num"]: pr for pr in _fix_prs(bot)}
+    assert len(prs) == 2
+    new = max(prs)
+    assert _status(bot, old["num"]) == "closed" and _status(bot, new) == "open"
+    notes = [e["data"]["latest"]["raw"] for e in bot.hub.comments_on(REPO, old["num"], author=BOT)]
+    assert any(f"Superseded by #{new}" in n for n in notes), notes
+    fixed = bot.hub._files_at(REPO, f"refs/pr/{new}")[1]
+    assert all(b'"use_sliding_window": true' in fixed[p] for p in ("drafter/config.json", "other/config.json"))
+    # A maintainer fixes both by hand: the open fix pull request is closed, nothing new opened.
+    fine = json.dumps(dict(json.loads(BROKEN_CONFIG), use_sliding_window=True), indent=2).encode()
+    _push_main(bot, {"drafter/config.json": fine, "other/config.json": fine}, second)
+    assert len(_fix_prs(bot)) == 2 and _status(bot, new) == "closed"
+    assert any("needs no fix" in e["data"]["latest"]["raw"] for e in bot.hub.comments_on(REPO, new, author=BOT))
+
+
+def test_a_fix_pull_request_maintainers_closed_is_never_opened_again(hub_bot):
+    bot = hub_bot
+    first = _push_main(bot, {"drafter/config.json": BROKEN_CONFIG}, bot.main)
+    [pr] = _fix_prs(bot)
+    _close_as_maintainer(bot, pr["num"])
+    second = _push_main(bot, {"README.md": b"x", "drafter/config.json": _variant(vocab_size=151936)}, first)
+    forced = bot.hub.push(REPO, {".draftguard.yml": SETTINGS_ON, "drafter/config.json": BROKEN_CONFIG}, "main")
+    assert bot.post(content_payload("refs/heads/main", forced, old="d" * 40)).status_code == 202
+    bot.settle()
+    assert second and [p["num"] for p in _fix_prs(bot)] == [pr["num"]] and _status(bot, pr["num"]) == "closed"
+    # A different fix is a new question: it gets its pull request.
+    _push_main(bot, {"drafter/config.json": BROKEN_CONFIG, "other/config.json": BROKEN_CONFIG}, forced)
+    assert len(_fix_prs(bot)) == 2
+
+
+def test_the_fix_pull_request_text_escapes_what_the_file_chose(hub_bot):
+    # Issue 32: paths, keys and values went into the description as they were: a folder named
+    # "<img src=x onerror=alert(1)>@mona" put HTML and a mention in the bot's pull request.
+    bot = hub_bot
+    path = "<img src=x onerror=alert(1)>@mona [link](javascript:alert(1))/config.json"
+    _push_main(bot, {path: BROKEN_CONFIG}, bot.main)
+    [pr] = _fix_prs(bot)
+    body = pr["events"][0]["data"]["latest"]["raw"]
+    outside = re.sub(r"(`{3,})diff\n.*?\n\1", "", body, flags=re.S)  # a fenced diff renders as text
+    assert "<img" not in outside and "@mona" not in outside and "](" not in outside, outside
+    assert "&lt;img src=x onerror=alert(1)&gt;@&#8203;mona" in outside
+    assert "```diff\n--- a/<img" in body  # the diff keeps the path exactly, inside its fence

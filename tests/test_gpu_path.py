@@ -267,27 +267,50 @@ def test_hub_pr_runs_the_acceptance_test_on_a_gpu_worker(monkeypatch, tmp_path, 
     assert HF_TOKEN not in log
 
 
-def test_the_acceptance_child_never_gets_the_bots_secrets(tmp_path):
+def test_the_acceptance_child_never_gets_a_token_or_the_bots_secrets(monkeypatch, tmp_path):
     # R7 of issue 25: the child that loads the pull request's files got the App key, the tokens and
-    # the webhook secrets. A stand-in python writes down the environment it was given.
+    # the webhook secrets. Issue 32: it still got HF_TOKEN, to download the target itself. Now the
+    # parent downloads the target (a private repo here: only the token reads it) and the child gets
+    # its folder. A stand-in python writes down the environment and arguments it was given.
     from draftguard.errors import AcceptanceJobError
     from draftguard.runner.gpu_job import run_acceptance_job
     from draftguard.settings import Settings
 
-    seen = tmp_path / "env.txt"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!/bin/sh\nenv > {seen}\necho 'stand-in: no engine here' >&2\nexit 2\n")
-    stub.chmod(0o755)
-    env = {"PATH": os.environ["PATH"], "HF_TOKEN": "hf_target_reader", "GITHUB_TOKEN": "ghs_x",
-           "DRAFTGUARD_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": "w",
-           "DRAFTGUARD_HUB_WEBHOOK_SECRET": "h", "DRAFTGUARD_QUEUE": "redis://:pw@redis:6379/0"}
-    with pytest.raises(AcceptanceJobError, match="stand-in"):
-        run_acceptance_job("Qwen/Qwen3-8B", str(tmp_path), Settings(min_acceptance_length=2.0), env=env,
-                           python=str(stub), timeout=30)
-    names = {line.split("=", 1)[0] for line in seen.read_text().splitlines() if "=" in line}
-    assert "HF_TOKEN" in names
-    assert not names & {"GITHUB_TOKEN", "DRAFTGUARD_GITHUB_PRIVATE_KEY", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET",
-                        "DRAFTGUARD_HUB_WEBHOOK_SECRET", "DRAFTGUARD_QUEUE"}
+    hub = FakeHub().start()
+    try:
+        use_fake_hub(monkeypatch, hub, str(tmp_path / "hf-cache"))
+        hub.token = HF_TOKEN
+        hub.push("acme/target", {name: (MODELS / "target" / name).read_bytes()
+                                 for name in ("config.json", "generation_config.json", "model.safetensors")}, "main")
+        hub.private.add("acme/target")
+        seen, args = tmp_path / "env.txt", tmp_path / "args.txt"
+        stub = tmp_path / "python"
+        stub.write_text(f"#!/bin/sh\nenv > {seen}\necho \"$@\" > {args}\n"
+                        "echo 'stand-in: no engine here' >&2\nexit 2\n")
+        stub.chmod(0o755)
+        env = {"PATH": os.environ["PATH"], "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": HF_TOKEN,
+               "HUGGING_FACE_HUB_TOKEN": HF_TOKEN, "GITHUB_TOKEN": "ghs_x", "GH_TOKEN": "gho_y",
+               "DRAFTGUARD_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": "w",
+               "DRAFTGUARD_HUB_WEBHOOK_SECRET": "h", "DRAFTGUARD_QUEUE": "redis://:pw@redis:6379/0",
+               "TOKENIZERS_PARALLELISM": "false"}
+        with pytest.raises(AcceptanceJobError, match="stand-in"):
+            run_acceptance_job("acme/target", str(tmp_path), Settings(min_acceptance_length=2.0), env=env,
+                               python=str(stub), timeout=30)
+    finally:
+        hub.stop()
+    child = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert not set(child) & {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
+                             "DRAFTGUARD_GITHUB_PRIVATE_KEY", "DRAFTGUARD_GITHUB_WEBHOOK_SECRET",
+                             "DRAFTGUARD_HUB_WEBHOOK_SECRET", "DRAFTGUARD_QUEUE"}, sorted(child)
+    assert HF_TOKEN not in seen.read_text() and "gho_y" not in seen.read_text()
+    assert child["HF_HUB_OFFLINE"] == "1" and not os.path.exists(child["HF_TOKEN_PATH"])
+    assert child["TOKENIZERS_PARALLELISM"] == "false"
+    # The target arrives as a folder the parent downloaded with the token.
+    argv = args.read_text().split()
+    target = Path(argv[argv.index("--target") + 1])
+    assert target.is_dir() and (target / "config.json").read_bytes() == (MODELS / "target" / "config.json").read_bytes()
+    assert (target / "model.safetensors").exists()
+    assert [r for r in hub.requests if r.repo == "acme/target" and r.path == "model.safetensors" and r.authorized]
 
 
 def test_a_drafter_folder_over_the_gpu_download_limit_is_refused_before_any_download(tmp_path, monkeypatch):

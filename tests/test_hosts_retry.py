@@ -44,3 +44,15 @@ def test_a_retry_after_of_digits_that_are_not_ascii_waits_the_default_instead_of
     limited = GithubException(403, {"message": "API rate limit exceeded"},
                               {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "\u00b9\u00b2"})
     assert retry_delay(limited, attempt=2) == 120.0
+
+
+def test_a_retry_after_given_as_an_http_date_is_honoured_by_both_hosts():
+    # Issue 32: only delay-seconds were read; a date (RFC 9110 allows both) waited a minute per
+    # attempt instead, or (inside huggingface_hub) not at all.
+    from email.utils import formatdate
+    import time
+
+    when = formatdate(time.time() + 30, usegmt=True)
+    assert 28.0 <= hub_retry_delay(_hub_error(429, {"Retry-After": when})) <= 31.0
+    assert 28.0 <= retry_delay(GithubException(429, {}, {"Retry-After": when})) <= 31.0
+    assert hub_retry_delay(_hub_error(429, {"Retry-After": formatdate(time.time() - 60, usegmt=True)})) == 0.5

@@ -39,7 +39,7 @@ from draftguard.check.run import check
 from draftguard.errors import FileTooLarge, RepoFailure
 from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
-from draftguard.hub_access import fetch_file, hub_api, hub_problem, probe_hub, unreachable_line
+from draftguard.hub_access import fetch_file, honour_retry_after, hub_api, hub_problem, probe_hub, unreachable_line
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
 
 T = TypeVar("T")
@@ -123,6 +123,7 @@ _AUDIT_KIND = {"denied": "gated", "offline": "unreachable", "entry-not-found": "
 def with_retries(step: Callable[[], T], options: AuditOptions, attempts: list[int]) -> T:
     """Run ``step``, retrying transient Hub failures (honouring Retry-After up to ``max_wait``).
     Raises RepoFailure when it still fails, or for a permanent failure; ``attempts[0]`` counts tries."""
+    honour_retry_after(options.max_wait)  # every request of the process, HEADs included, waits what a 429 asked
     attempt = 0
     while True:
         attempt += 1

@@ -189,9 +189,12 @@ class PullRequestFlow:
             # Statuses belong to the commit, which several pull requests can share.
             pr_id = f"{job.repo}#{job.number}"
             with queue.lock(f"sha:{job.source}:{job.repo}@{head}"):
+                notes = annotations(outcome.report)
+                more = len(notes) - MAX_ANNOTATIONS
                 publish(CONFIG_CHECK, head, status="completed", conclusion="failure" if outcome.fails() else "success",
-                        title=outcome.title(), summary=light, annotations=annotations(outcome.report),
-                        external_id=pr_id)
+                        title=outcome.title(), summary=light, annotations=notes[:MAX_ANNOTATIONS],
+                        text=(f"{MAX_ANNOTATIONS} annotations shown (errors first), and {more} more in the sticky "
+                              "comment." if more > 0 else None), external_id=pr_id)
                 if gpu_job is not None:
                     publish(ACCEPTANCE_CHECK, head, status="queued", title="queued",
                             summary="Waiting for a GPU worker.", external_id=pr_id)
@@ -269,10 +272,14 @@ def _peek(queue: Queue, key: str) -> str | None:
 
 
 _LEVEL = {"error": "failure", "warning": "warning", "info": "notice"}
+# Annotations on one check run: GitHub takes 50 a request and its page shows a few; a pull request of
+# 100 configs put 301 on one run (issue 32). The first ones (errors first) go on, the text counts the rest.
+MAX_ANNOTATIONS = 50
 
 
 def annotations(report: Report) -> list[dict[str, Any]]:
-    """Status annotations (GitHub's check runs), one per finding, on the key's line of its config.json."""
+    """Status annotations (GitHub's check runs), one per finding, on the key's line of its config.json;
+    failures first, then warnings, then notices (each in the report's order)."""
     out = []
     for f in report.findings:
         line = f.line or 1
@@ -285,7 +292,8 @@ def annotations(report: Report) -> list[dict[str, Any]]:
         line = e.line or 1
         out.append({"path": e.file or e.source, "start_line": line, "end_line": line, "annotation_level": "failure",
                     "title": "draftguard could not check this", "message": e.message[:64000]})
-    return out
+    order = {"failure": 0, "warning": 1, "notice": 2}
+    return sorted(out, key=lambda a: order[a["annotation_level"]])
 
 
 def run_acceptance_subprocess(job: Job, host: PullRequestHost, settings: Settings) -> dict[str, Any]:

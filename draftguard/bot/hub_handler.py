@@ -47,7 +47,7 @@ class HubPullRequest(HubPullRequestClient):
         return None if details.is_pull_request and details.status in OPEN_STATES else str(details.status)
 
     def base(self) -> str:
-        return self.revision_sha(self.default_branch())
+        return self.revision_sha(self.target_branch())  # settings stay main's (default_branch)
 
     def download_folder(self, folder: str, ref: str, dest: str) -> str:  # type: ignore[override]
         # Through huggingface_hub's cache, not into ``dest``: the folder's files sit under the snapshot.

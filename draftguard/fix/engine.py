@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from draftguard.check.findings import Finding, Report, Severity
 from draftguard.check.run import check as check_sources
 from draftguard.fix.proposals import propose
-from draftguard.fix.text import Edit, EditError, apply_edits
+from draftguard.fix.text import Edit, EditError, apply_edits, lines
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 Checker = Callable[[str], "list[Finding]"]
@@ -75,16 +75,16 @@ class FixOutcome:
     def diff(self) -> str:
         """The unified diff of the file, as ``git diff`` shows it (``a/`` and ``b/`` paths)."""
         name = self.file.lstrip("/")
-        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                     f"a/{name}", f"b/{name}")
+        out = difflib.unified_diff(lines(self.before, keepends=True), lines(self.after, keepends=True),
+                                   f"a/{name}", f"b/{name}")
         # A last line without a newline is marked as diff and patch expect, so the diff applies.
-        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 
     def hunks(self) -> list[Hunk]:
         """The changed line ranges of the original file with their new lines (no line endings). An
         insertion is attached to the line above it, so every hunk replaces at least one line: the
         form a review suggestion takes."""
-        old, new = self.before.splitlines(), self.after.splitlines()
+        old, new = lines(self.before), lines(self.after)  # GitHub's lines: only \n ends one
         out = []
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
             if tag == "equal":

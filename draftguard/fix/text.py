@@ -9,7 +9,8 @@ member with the separators that its object already uses.
 In: the file's text (``str``, as decoded from UTF-8, a BOM kept) and ``Edit`` objects: set a dotted
 key to a value (added when missing), or remove a key.
 Out: ``apply_edits(text, edits)`` -> the edited text; ``EditError`` when a key's parent is missing or
-is not an object (the caller turns that into "no safe fix").
+is not an object (the caller turns that into "no safe fix"); ``lines(text)``: the file's lines as git
+and GitHub count them.
 """
 
 from __future__ import annotations
@@ -105,6 +106,27 @@ def _item(text: str, pos: int, node: Node) -> int:
     node.items.append(value)
     return pos
 
+
+
+def lines(text: str, *, keepends: bool = False) -> list[str]:
+    """The lines of ``text`` as git and GitHub count them: only ``\\n`` ends a line (a ``\\r`` before it
+    is part of the ending). Not ``str.splitlines()``, which also ends a line at U+2028, U+2029, U+0085
+    and \\x0b-\\x0c, \\x1c-\\x1e: a config may hold those raw inside a string, and a suggestion placed by
+    that count lands on the wrong line of the file GitHub shows (B1 of issue 32).
+
+    Example::
+
+        >>> lines('{"a": "x\\u2028y",\\r\\n "b": 1}\\n')
+        ['{"a": "x\\u2028y",', ' "b": 1}']
+        >>> lines('a\\r\\nb', keepends=True)
+        ['a\\r\\n', 'b']
+    """
+    out = text.split("\n")
+    if keepends:
+        out = [line + "\n" for line in out[:-1]] + [out[-1]]
+    else:
+        out = [line[:-1] if line.endswith("\r") else line for line in out]
+    return out[:-1] if out[-1] == "" else out
 
 
 def _find(root: Node, path: list[str]) -> Node | None:

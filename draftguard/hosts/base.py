@@ -84,7 +84,8 @@ class PullRequestHost(Protocol):
         """A file's bytes at a ref (None when absent), its size asked before any byte is read."""
 
     def default_branch(self) -> str:
-        """The branch the pull request targets: settings are read there, never from its head."""
+        """The repo's default branch: settings are read there, never from the pull request's head nor
+        from the branch it targets (which its author chooses)."""
 
     def download_folder(self, folder: str, ref: str, dest: str) -> str:
         """The folder's files at ``ref``, sized first, on disk; returns the local folder holding them

@@ -189,8 +189,14 @@ class HubPullRequestClient:
         return self._details
 
     def default_branch(self) -> str:
-        """The branch the pull request targets (settings are read from it, never from the PR);
-        main for a client of no pull request (number 0, a push to main)."""
+        """The repo's default branch, where settings and prompt files are read: ``main`` (the Hub has no
+        other default). Never the branch a pull request targets: anyone may open one against any
+        branch, and an old branch's .draftguard.yml (``fail_on: never``) would judge it (issue 32)."""
+        return "main"
+
+    def target_branch(self) -> str:
+        """The branch the pull request targets (its base: findings are new against it); main for a
+        client of no pull request (number 0, a push to main)."""
         if self.number <= 0:
             return "main"
         target = self.details().target_branch or "main"
@@ -320,6 +326,24 @@ class HubPullRequestClient:
                 return
         with self._t("post comment"):
             self.api.comment_discussion(self.repo_name, self.number, f"{marker}\n{body}")
+
+    def my_pull_requests(self) -> list:
+        """The bot's own pull requests on the repo, whatever their status (the listing: num, title,
+        status; no events)."""
+        me = self.me()
+        with self._t("list pull requests"):
+            return [d for d in self.api.get_repo_discussions(self.repo_name, author=me, discussion_type="pull_request")
+                    if d.is_pull_request and d.author == me]
+
+    def discussion(self, num: int):
+        """Another discussion of the repo, with its events (the bot's fix pull requests)."""
+        with self._t("read discussion"):
+            return self.api.get_discussion_details(self.repo_name, num)
+
+    def close(self, num: int, comment: str) -> None:
+        """Close discussion ``num`` with a comment (a fix pull request the bot opened)."""
+        with self._t("close pull request"):
+            self.api.change_discussion_status(self.repo_name, num, "closed", comment=comment)
 
     def comment(self, comment_id: str) -> DiscussionComment | None:
         """A comment event of this discussion by id (author name, content), or None."""

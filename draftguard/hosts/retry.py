@@ -18,6 +18,7 @@ import time
 from typing import Callable, Protocol, TypeVar
 
 from draftguard.errors import TransientError
+from draftguard.hub_access import retry_after_seconds
 
 T = TypeVar("T")
 
@@ -42,8 +43,8 @@ def backoff(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
 
 def rate_limit_wait(attempt: int, cap: float, retry_after: str | None = None, reset_at: str | None = None,
                     now: float | None = None) -> float:
-    """Seconds a rate-limited host asked us to wait, capped at ``cap``: its ``Retry-After`` (plus half
-    a second, to land after the window), else its reset time (epoch seconds, GitHub's
+    """Seconds a rate-limited host asked us to wait, capped at ``cap``: its ``Retry-After`` (seconds or
+    an HTTP date; plus half a second, to land after the window), else its reset time (epoch seconds, GitHub's
     ``x-ratelimit-reset``), else a minute per attempt.
 
     Example::
@@ -53,10 +54,10 @@ def rate_limit_wait(attempt: int, cap: float, retry_after: str | None = None, re
         >>> rate_limit_wait(3, 900.0, "soon"), rate_limit_wait(1, 5.0, "7")
         (180.0, 5.0)
     """
-    after, reset = (retry_after or "").strip(), (reset_at or "").strip()
+    after, reset = retry_after_seconds(retry_after, now), (reset_at or "").strip()  # seconds or an HTTP date
+    if after is not None:
+        return min(cap, after + 0.5)
     # isascii too: isdigit() holds for "²", which float() refuses.
-    if after.isascii() and after.isdigit():
-        return min(cap, float(after) + 0.5)
     if reset.isascii() and reset.isdigit():
         now = time.time() if now is None else now
         return min(cap, max(1.0, float(reset) - now + 1.0))

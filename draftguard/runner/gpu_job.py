@@ -6,7 +6,10 @@ AcceptanceResult as a dict (the JSON contract of ``result.py``), pass or fail al
 
 Why a child process: vLLM keeps its metrics in a process-wide registry and does not hand GPU memory
 back when an engine is dropped, and the reference backend holds its models on the GPU too. A worker
-that ran jobs in process would leak memory and mix counters from one job into the next.
+that ran jobs in process would leak memory and mix counters from one job into the next. The child
+loads a pull request's config and weights, so it gets no token and no secret (``child_env``): this
+parent downloads the target with the runner's token (``fetch_target``) and hands the child its folder,
+with huggingface_hub offline.
 
 The runner picks what the repo does not say, through its environment (``runner/draftguard-runner.env``):
 
@@ -20,7 +23,8 @@ The runner picks what the repo does not say, through its environment (``runner/d
 
 In: the target, the drafter's local folder, the repo's ``Settings``, the runner's environment, and a
 prompt file fetched from the default branch (``fetch_prompts``).
-Out: ``accept_command`` -> the ``draftguard accept`` argv; ``run_acceptance_job`` -> the
+Out: ``accept_command`` -> the ``draftguard accept`` argv; ``fetch_target`` -> the target's local folder;
+``child_env`` -> the child's environment; ``run_acceptance_job`` -> the
 AcceptanceResult dict, or ``AcceptanceJobError`` with the child's last stderr line (bad input, timeout).
 
 Example::
@@ -41,7 +45,8 @@ import sys
 import tempfile
 from typing import Any, Mapping
 
-from draftguard.errors import AcceptanceJobError
+from draftguard.errors import AcceptanceJobError, TransientHubError
+from draftguard.hub_access import hub_api, hub_problem, hub_repos
 from draftguard.runner.result import AcceptanceResult
 from draftguard.snapshot import BadInput
 
@@ -138,28 +143,74 @@ def fetch_prompts(client: Any, settings: Any, folder: str) -> str | None:
     return local
 
 
-# What the child that loads a pull request's files never gets (R7 of issue 25): the App's key, the
-# webhook secrets, GitHub tokens, the queue's URL (it may hold a password), and anything named like a
-# secret. HF_TOKEN stays: the child downloads the target that the default branch's settings name.
-_KEPT_SECRETS = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
-_DROPPED = frozenset({"DRAFTGUARD_QUEUE", "DRAFTGUARD_GITHUB_APP_ID", "DRAFTGUARD_GITHUB_PRIVATE_KEY_FILE"})
+# What the child that loads a pull request's files never gets (R7 of issue 25, and issue 32): any
+# token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, GITHUB_TOKEN, GH_TOKEN, ...), the App's key, the webhook
+# secrets, the queue's URL (it may hold a password), a token file's path, and anything named like a
+# secret. The parent downloads the target with the runner's token; the child gets local paths only.
+_DROPPED = frozenset({"DRAFTGUARD_QUEUE", "DRAFTGUARD_GITHUB_APP_ID", "DRAFTGUARD_GITHUB_PRIVATE_KEY_FILE",
+                      "HF_TOKEN_PATH", "GIT_ASKPASS", "SSH_AUTH_SOCK"})
+# Hub files the acceptance test never reads: other formats of the weights and the original checkpoints.
+_NOT_READ = ["original/*", "*.gguf", "*.onnx", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.mlmodel", "*.pth",
+             "*.ckpt"]
 
 
-def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment of the acceptance test's child process: ``env`` without secrets.
+def _secret(name: str) -> bool:
+    upper = name.upper()
+    return (upper in _DROPPED or upper.endswith(("_TOKEN", "_KEY", "PASSWORD", "_PAT")) or upper == "TOKEN"
+            or any(w in upper for w in ("SECRET", "PRIVATE_KEY", "CREDENTIAL")))
+
+
+def child_env(env: Mapping[str, str], home: str | None = None) -> dict[str, str]:
+    """The environment of the acceptance test's child process: ``env`` without a token or a secret,
+    huggingface_hub offline, and (with ``home``) its token file moved to an empty folder, so nothing
+    in the child can read the runner's Hub token.
 
     Example::
 
-        >>> sorted(child_env({"PATH": "/bin", "HF_TOKEN": "h", "GITHUB_TOKEN": "g", "DRAFTGUARD_GITHUB_PRIVATE_KEY": "k",
-        ...                   "DRAFTGUARD_HUB_WEBHOOK_SECRET": "s", "DRAFTGUARD_QUEUE": "redis://:pw@h"}))
-        ['HF_TOKEN', 'PATH']
+        >>> sorted(child_env({"PATH": "/bin", "HF_TOKEN": "h", "GITHUB_TOKEN": "g", "GH_TOKEN": "g",
+        ...                   "HUGGING_FACE_HUB_TOKEN": "h", "DRAFTGUARD_GITHUB_PRIVATE_KEY": "k",
+        ...                   "DRAFTGUARD_HUB_WEBHOOK_SECRET": "s", "DRAFTGUARD_QUEUE": "redis://:pw@h",
+        ...                   "TOKENIZERS_PARALLELISM": "false"}))
+        ['HF_HUB_DISABLE_IMPLICIT_TOKEN', 'HF_HUB_OFFLINE', 'PATH', 'TOKENIZERS_PARALLELISM']
     """
-    def secret(name: str) -> bool:
-        upper = name.upper()
-        return name not in _KEPT_SECRETS and (upper in _DROPPED or upper.endswith(("_TOKEN", "_KEY", "PASSWORD"))
-                                              or any(w in upper for w in ("SECRET", "PRIVATE_KEY", "CREDENTIAL")))
+    out = {k: v for k, v in env.items() if not _secret(k)}
+    out.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_IMPLICIT_TOKEN="1")
+    if home is not None:
+        out["HF_TOKEN_PATH"] = os.path.join(home, "no-token")  # never written: huggingface_hub finds no token
+    return out
 
-    return {k: v for k, v in env.items() if not secret(k)}
+
+def fetch_target(target: str, env: Mapping[str, str] | None = None) -> str:
+    """The target as a local folder, for a child that gets no token: a folder as it is; a Hub repo id
+    (``owner/name[@revision]``) downloaded here, in the parent, with the runner's token (``HF_TOKEN``
+    in ``env``), through huggingface_hub's cache (the safetensors weights when there are any, their
+    config and tokenizer files).
+
+    Raises:
+        AcceptanceJobError: The Hub refused or has no such repo, or the name is not a repo id.
+        TransientHubError: A fault worth retrying (5xx, 429 with its wait, timeout).
+    """
+    if os.path.isdir(target):
+        return target
+    env = os.environ if env is None else env
+    try:
+        [(repo, revision)] = hub_repos([target], what="target", strict=True)
+    except BadInput as exc:
+        raise AcceptanceJobError(f"target {target}: {exc}") from None
+    api = hub_api(token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
+                  endpoint=env.get("HF_ENDPOINT") or None)
+    try:
+        files = api.list_repo_files(repo, revision=revision)
+        skip = _NOT_READ + (["*.bin", "*.pt"] if any(f.endswith(".safetensors") for f in files) else [])
+        return api.snapshot_download(repo, revision=revision, ignore_patterns=skip)
+    except Exception as exc:
+        problem = hub_problem(exc)
+        if problem is None:
+            raise
+        if problem.transient:
+            raise TransientHubError(f"Hub download the target: {problem.status or problem.kind}",
+                                    problem.wait or 30.0, exc) from None
+        raise AcceptanceJobError(f"target {target}: {problem.message}") from None
 
 
 def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeout: float | None = None,
@@ -179,7 +230,7 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
         result = run_acceptance_job("Qwen/Qwen3-8B", "/tmp/pr-42/drafter", settings)
         result["verdict"]["status"]  # "pass", "fail" or "inconclusive"
     """
-    env = child_env(os.environ if env is None else env)
+    env = os.environ if env is None else env
     name = _setting(settings, "prompts")
     if name and name != "builtin" and not prompts:
         raise AcceptanceJobError(f".draftguard.yml names the prompt file {name!r}, and it was not fetched "
@@ -189,9 +240,11 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
         # The repo's settings arrive as arguments; an empty --settings folder keeps a .draftguard.yml
         # in the worker's working directory from adding to them.
         with tempfile.TemporaryDirectory(prefix="draftguard-settings-") as no_settings:
-            cmd = accept_command(target, drafter, settings, python=python, env=env, prompts=prompts,
+            local = fetch_target(target, env)  # here, with the token: the child gets the folder
+            clean = child_env(env, home=no_settings)
+            cmd = accept_command(local, drafter, settings, python=python, env=clean, prompts=prompts,
                                  settings_dir=no_settings)
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=clean)
     except subprocess.TimeoutExpired:
         raise AcceptanceJobError(f"draftguard accept ran past {limit:.0f}s and was stopped; lower num_prompts "
                                  "or max_new_tokens in .draftguard.yml, or raise DRAFTGUARD_ACCEPT_TIMEOUT") from None
@@ -201,7 +254,10 @@ def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeo
         what = "rejected its input" if done.returncode == 2 else f"exited {done.returncode}"
         raise AcceptanceJobError(f"draftguard accept {what}: {reason}")
     try:
-        return AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
+        result = AcceptanceResult.from_json(done.stdout, "draftguard accept").to_dict()
     except BadInput as exc:
         raise AcceptanceJobError(f"draftguard accept exited {done.returncode} without a result ({exc}); "
                                  f"stderr: {reason}") from None
+    if isinstance(result.get("run"), dict) and result["run"].get("target") == local:
+        result["run"]["target"] = target  # the repo id, not this runner's cache folder
+    return result

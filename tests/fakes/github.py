@@ -290,9 +290,8 @@ def file_patch(old: Any, new: Any) -> str:
     def text(data: Any) -> list[str]:
         if isinstance(data, Symlink):
             return [data.target]  # git diffs a symlink as the path it holds
-        if isinstance(data, str):
-            return data.splitlines()
-        return (data or b"").decode("utf-8", "replace").splitlines()
+        text = data if isinstance(data, str) else (data or b"").decode("utf-8", "replace")
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []  # git: only \n ends a line
 
     a, b = text(old), text(new)
     return "\n".join(list(difflib.unified_diff(a, b, lineterm="", n=3))[2:])

@@ -30,7 +30,8 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 from urllib.parse import unquote, urlsplit
@@ -50,6 +51,7 @@ class Request:
     status: int
     sent: int  # body bytes sent
     authorized: bool = False  # it carried the fake's token
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it was answered
 
 
 class FakeHub:

@@ -332,4 +332,5 @@ def _yaml_key_line(path: str, key: str) -> int | None:
 
 
 def _yaml_line_in(text: str, key: str) -> int | None:
-    return next((i for i, line in enumerate(text.splitlines(), 1) if re.match(rf"{re.escape(key)}\s*:", line)), None)
+    # GitHub's lines (only \n ends one), not splitlines(): a U+2028 would move the annotation down.
+    return next((i for i, line in enumerate(text.split("\n"), 1) if re.match(rf"{re.escape(key)}\s*:", line)), None)
