@@ -1,0 +1,106 @@
+"""How often the light tier says what vLLM itself says, config by config (docs/engines.md's figures).
+
+Run in an environment with vLLM (the real tier's worker runs under this interpreter):
+
+    PYTHONPATH=$PWD .venv-vllm/bin/python scripts/measure_engine_tiers.py [--out FILE] [FOLDER...]
+
+Per target config (default: every folder of tests/data/real-configs) it compares the light tier's view
+with vLLM's own answer (``check.engines.vllm_probe``): whether vLLM serves it at all, then the served
+max_model_len, dtype, head size, KV heads and per-layer windows (where the model builds on meta). A
+config vLLM cannot configure for a reason of this CPU machine (quantization kernels, remote code) is
+counted apart ("not comparable"); one it refuses for a reason any machine shares (an architecture it
+does not have) is a refusal both tiers should state.
+
+In: config folders. Out: one JSON line per config (``--out``) and a summary on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from draftguard.check.engines import parse_engines  # noqa: E402
+from draftguard.check.engines.real import PYTHON_ENV, _Worker  # noqa: E402
+from draftguard.check.run import check as check_targets  # noqa: E402
+
+# vLLM's words when this machine, not the model, is the reason it cannot configure.
+MACHINE = ("quantization", "Quantization", "remote code", "trust_remote_code", "CUDA", "cuda", "Triton",
+           "not supported on CPU", "fp8", "FP8", "mxfp4", "nvfp4", "NVFP4", "compressed-tensors", "GPU")
+
+
+def classify(error: str) -> str:
+    return "machine" if any(word in error for word in MACHINE) else "refusal"
+
+
+def compare(light, real) -> dict:
+    """The fields where the two views differ (light value, real value)."""
+    diff = {}
+    for field in ("max_model_len", "dtype", "head_size", "num_kv_heads"):
+        mine, theirs = getattr(light, field), real.get(field)
+        if theirs is not None and mine != theirs:
+            diff[field] = (mine, theirs)
+    if real.get("windows") is not None:
+        mine = [w for w in (light.windows or []) if w is not None]
+        theirs = [w for w in real["windows"] if w is not None]
+        if mine != theirs:
+            diff["windows"] = (mine[:3], theirs[:3])
+    return diff
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="*")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    folders = [Path(f) for f in args.folders] or sorted(p.parent for p in (ROOT / "tests/data/real-configs").glob("*/config.json"))
+    vllm = parse_engines("vllm==0.32.0")
+    os.environ.pop(PYTHON_ENV, None)
+    worker = _Worker(sys.executable)
+    counts: dict[str, int] = {}
+    out = open(args.out, "w") if args.out else None
+    started = time.monotonic()
+    try:
+        for folder in folders:
+            report = check_targets([str(folder)], engines=vllm)
+            if report.errors or not report.targets or not report.targets[0].engine_views:
+                row = {"config": folder.name, "outcome": "light-cannot-resolve"}
+            elif report.targets[0].engine_views[0].runner:
+                row = {"config": folder.name, "outcome": "drafter"}
+            else:
+                light = report.targets[0].engine_views[0]
+                answer = worker.ask({"model": str(folder)})
+                if isinstance(answer, dict):
+                    kind = classify(answer["error"])
+                    if kind == "machine":
+                        row = {"config": folder.name, "outcome": "not-comparable", "error": answer["error"]}
+                    else:
+                        agree = light.refusal is not None
+                        row = {"config": folder.name, "outcome": "agree" if agree else "disagree",
+                               "real_refusal": answer["error"], "light_refusal": light.refusal}
+                elif light.refusal is not None:
+                    row = {"config": folder.name, "outcome": "disagree", "light_refusal": light.refusal}
+                else:
+                    diff = compare(light, answer[0])
+                    row = {"config": folder.name, "outcome": "disagree" if diff else "agree", "diff": diff}
+            counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+            if out:
+                out.write(json.dumps(row, default=str) + "\n")
+                out.flush()
+    finally:
+        worker.close()
+        if out:
+            out.close()
+    compared = counts.get("agree", 0) + counts.get("disagree", 0)
+    print(json.dumps({"configs": len(folders), **counts, "compared": compared,
+                      "seconds": round(time.monotonic() - started)}))
+
+
+if __name__ == "__main__":
+    main()
