@@ -6,7 +6,9 @@ Run in an environment with vLLM (the real tier's worker runs under this interpre
 
 Per target config (default: every folder of tests/data/real-configs) it compares the light tier's view
 with vLLM's own answer (``check.engines.vllm_probe``): whether vLLM serves it at all, then the served
-max_model_len, dtype, head size, KV heads and per-layer windows (where the model builds on meta). A
+max_model_len, dtype, head size, KV heads and per-layer windows (where the model builds on meta): a config agrees when vLLM serves it and every field
+the light tier states equals vLLM's, or when both tiers refuse it. ("agree-but-silent-on-a-field" counts
+the agreeing configs where the light tier states nothing for a field vLLM serves.) A
 config vLLM cannot configure for a reason of this CPU machine (quantization kernels, remote code) is
 counted apart ("not comparable"); one it refuses for a reason any machine shares (an architecture it
 does not have) is a refusal both tiers should state.
@@ -39,19 +41,20 @@ def classify(error: str) -> str:
     return "machine" if any(word in error for word in MACHINE) else "refusal"
 
 
-def compare(light, real) -> dict:
-    """The fields where the two views differ (light value, real value)."""
-    diff = {}
+def compare(light, real) -> tuple[dict, dict]:
+    """(claims, silent): the fields where the light tier states a value vLLM does not serve (light value,
+    real value), and those where it states nothing and vLLM serves a value."""
+    claims, silent = {}, {}
     for field in ("max_model_len", "dtype", "head_size", "num_kv_heads"):
         mine, theirs = getattr(light, field), real.get(field)
         if theirs is not None and mine != theirs:
-            diff[field] = (mine, theirs)
+            (silent if mine is None else claims)[field] = (mine, theirs)
     if real.get("windows") is not None:
         mine = [w for w in (light.windows or []) if w is not None]
         theirs = [w for w in real["windows"] if w is not None]
         if mine != theirs:
-            diff["windows"] = (mine[:3], theirs[:3])
-    return diff
+            claims["windows"] = (mine[:3], theirs[:3])
+    return claims, silent
 
 
 def main() -> None:
@@ -87,8 +90,11 @@ def main() -> None:
                 elif light.refusal is not None:
                     row = {"config": folder.name, "outcome": "disagree", "light_refusal": light.refusal}
                 else:
-                    diff = compare(light, answer[0])
-                    row = {"config": folder.name, "outcome": "disagree" if diff else "agree", "diff": diff}
+                    claims, silent = compare(light, answer[0])
+                    row = {"config": folder.name, "outcome": "disagree" if claims else "agree", "diff": claims,
+                           "silent": silent}
+                    if silent and not claims:
+                        counts["agree-but-silent-on-a-field"] = counts.get("agree-but-silent-on-a-field", 0) + 1
             counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
             if out:
                 out.write(json.dumps(row, default=str) + "\n")

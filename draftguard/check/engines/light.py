@@ -304,10 +304,16 @@ def drafter_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any],
     draft_layers = values.get("num_hidden_layers")
     arch = (_archs(raw) or [None])[0]
     views: list[EngineView] = []
+    # A DSpark drafter is served with method "dspark" (its own rename rules): only its model type is judged.
+    refused = registry.unserved_draft(spec, raw, family)
+    if refused is not None and "DSpark" in str(arch) and not refused[0].startswith("The checkpoint"):
+        refused = None
     runners = ("V1", "V2") if spec.name == "vllm" else ("",)
     for runner in runners:
         view = EngineView(spec.shown, spec.transformers, LIGHT, runner=runner, architecture=arch)
-        if family == "dflash":
+        if refused is not None:  # refused at configuration: nothing after it runs
+            view.refusal, view.refusal_where = refused
+        elif family == "dflash":
             _dflash_view(view, spec, raw, values, n, target, target_arch, draft_layers)
         elif family == "eagle3" and n is not None:
             _eagle3_view(view, spec, raw, n, runner)

@@ -117,3 +117,45 @@ def _sglang(spec: EngineSpec, archs: list[str], facts: dict[str, Any]) -> tuple[
                 f"TransformersForCausalLM fallback refuses transformers {facts.get('transformers')}'s {first} "
                 "(models/transformers.py), at model load")
     return None
+
+
+def draft_architecture(arch: str, method: str) -> str:
+    """vLLM's ``EAGLEConfig`` renames a draft's architecture for its method
+    (vllm/transformers_utils/configs/eagle.py).
+
+    Example::
+
+        >>> draft_architecture("LlamaForCausalLM", "eagle3"), draft_architecture("DFlashDraftModel", "dflash")
+        ('Eagle3LlamaForCausalLM', 'DFlashDraftModel')
+    """
+    if method == "eagle3":
+        return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+    if method == "dflash":
+        return arch if arch.startswith("DFlash") or arch.endswith("DFlash") or arch == "LiLiCorrDraftModel" \
+            else f"DFlash{arch}"
+    return arch if arch.startswith("Eagle") else f"Eagle{arch}"
+
+
+def unserved_draft(spec: EngineSpec, raw: dict[str, Any], method: str) -> tuple[str, str] | None:
+    """vLLM's refusal of a drafter under ``method`` ("dflash", "eagle3") at configuration: a model type its
+    transformers cannot parse, or an architecture that, renamed for the method, is not in its registry.
+    None for SGLang (not modelled) or where it serves it."""
+    facts = data(spec.name, spec.version)
+    archs = _archs(raw)
+    if facts is None or spec.name != "vllm" or not archs:
+        return None
+    model_type = raw.get("model_type")
+    if (isinstance(model_type, str) and model_type not in facts["config_model_types"]
+            and model_type not in facts["transformers_model_types"] and not _remote(raw, "AutoConfig")):
+        return (f"The checkpoint you are trying to load has model type `{model_type}` but Transformers does not "
+                "recognize this architecture.",
+                f"vllm/transformers_utils/config.py get_config on the draft: neither transformers "
+                f"{facts.get('transformers')} nor vLLM's _CONFIG_REGISTRY has a config class for it, at configuration")
+    if raw.get("speculators_model_type") or model_type in facts["config_model_types"]:
+        return None  # vLLM's own config class (speculators, eagle) names the architecture itself
+    renamed = [draft_architecture(a, method) for a in archs]
+    if any(a in facts["architectures"] for a in renamed):
+        return None
+    return (f"Model architectures {renamed} are not supported for now.",
+            f"vllm/transformers_utils/configs/eagle.py renames the draft's {archs} for method '{method}', and "
+            f"vLLM {spec.version}'s registry (model_executor/models/registry.py) has none of them, at configuration")
