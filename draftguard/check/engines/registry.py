@@ -19,6 +19,8 @@ from typing import Any
 from draftguard.check.engines.specs import EngineSpec
 
 DATA = Path(__file__).resolve().parent / "data"
+# vLLM's default launch does not run a config's own code; the refusal holds unless it is trusted.
+REMOTE = " (the config's auto_map names its own code: only `--trust-remote-code` lets vLLM try it)"
 
 
 @lru_cache(maxsize=None)
@@ -77,11 +79,12 @@ def _vllm(spec: EngineSpec, raw: dict[str, Any], archs: list[str], facts: dict[s
     model_type = raw.get("model_type")
     tf = facts.get("transformers")
     if (isinstance(model_type, str) and model_type not in facts["config_model_types"]
-            and model_type not in facts["transformers_model_types"] and not _remote(raw, "AutoConfig")):
+            and model_type not in facts["transformers_model_types"]):
         return (f"The checkpoint you are trying to load has model type `{model_type}` but Transformers does not "
                 "recognize this architecture.",
                 f"vllm/transformers_utils/config.py get_config: neither transformers {tf} (which vLLM "
-                f"{spec.version} installs) nor vLLM's _CONFIG_REGISTRY has a config class for it, at configuration")
+                f"{spec.version} installs) nor vLLM's _CONFIG_REGISTRY has a config class for it, at configuration"
+                + (REMOTE if _remote(raw, "AutoConfig") else ""))
     if any(a in facts["architectures"] or _normalized(a, facts) for a in archs):
         return None
     first = archs[0]
@@ -92,16 +95,16 @@ def _vllm(spec: EngineSpec, raw: dict[str, Any], archs: list[str], facts: dict[s
                     f"{where}, and transformers {tf}'s {first} cannot run under its Transformers backend "
                     "(_supports_attention_backend is False and its attention is not settable), at configuration")
         return None  # the Transformers backend builds it
-    if _remote(raw, "AutoModel"):
-        return None  # the config names its own code: vLLM builds it with --trust-remote-code
+    remote = REMOTE if _remote(raw, "AutoModel") else ""
     if first in facts["previously_supported"]:
         return (f"Model architecture {first} was supported in vLLM until v{facts['previously_supported'][first]}, "
-                "and is not supported anymore.", where + ", at configuration")
+                "and is not supported anymore.", where + ", at configuration" + remote)
     if first in facts["out_of_tree"]:
         return (f"Model architecture {first} is not supported in-tree anymore. Please install the plugin at "
-                f"{facts['out_of_tree'][first]} if you want to use this model architecture.", where + ", at configuration")
+                f"{facts['out_of_tree'][first]} if you want to use this model architecture.", where + ", at configuration" + remote)
     return (f"Model architectures {archs} are not supported for now.",
-            f"{where}, nor a transformers {tf} model class its Transformers backend could build, at configuration")
+            f"{where}, nor a transformers {tf} model class its Transformers backend could build, at configuration"
+            + remote)
 
 
 def _sglang(spec: EngineSpec, archs: list[str], facts: dict[str, Any]) -> tuple[str, str] | None:
@@ -145,12 +148,10 @@ def unserved_draft(spec: EngineSpec, raw: dict[str, Any], method: str) -> tuple[
     if facts is None or spec.name != "vllm" or not archs:
         return None
     model_type = raw.get("model_type")
-    if (isinstance(model_type, str) and model_type not in facts["config_model_types"]
-            and model_type not in facts["transformers_model_types"] and not _remote(raw, "AutoConfig")):
-        return (f"The checkpoint you are trying to load has model type `{model_type}` but Transformers does not "
-                "recognize this architecture.",
-                f"vllm/transformers_utils/config.py get_config on the draft: neither transformers "
-                f"{facts.get('transformers')} nor vLLM's _CONFIG_REGISTRY has a config class for it, at configuration")
+    # The draft's own ModelConfig comes first (vllm/config/speculative.py): its architectures as they are.
+    first = _vllm(spec, raw, archs, facts)
+    if first is not None:
+        return first[0], first[1].replace("inspect_model_cls", "inspect_model_cls on the draft's own ModelConfig")
     if raw.get("speculators_model_type") or model_type in facts["config_model_types"]:
         return None  # vLLM's own config class (speculators, eagle) names the architecture itself
     renamed = [draft_architecture(a, method) for a in archs]
