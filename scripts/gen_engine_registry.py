@@ -9,8 +9,9 @@ These lists are generated, never written by hand:
     # SGLang: its models folder is read as source (its model modules need GPU kernels to import);
     # the transformers facts come from the interpreter running this (SGLang 0.5.23 runs transformers 5.x)
     PYTHONPATH=$PWD .venv-vllm/bin/python scripts/gen_engine_registry.py sglang .venv-sglang/site
-    # vLLM from a wheel's source alone (a release with no CPU build): registry only
-    python scripts/gen_engine_registry.py vllm-source /tmp/vllm-0.33.0 0.33.0
+    # vLLM from a wheel's source alone (a release with no CPU build), the transformers it installs on the
+    # path (vLLM 0.33.0 pins transformers<5.21.0: 5.20.2, installed --no-deps --target a folder):
+    PYTHONPATH=/tmp/tf-5.20.2:$PWD .venv-vllm/bin/python scripts/gen_engine_registry.py vllm-source /tmp/vllm-0.33.0 0.33.0
 
 Each file records the engine version, the transformers version the Transformers-backend facts were read
 with, and the source paths. ``tests/test_engines_vllm.py`` checks the shipped files equal what the
@@ -108,6 +109,11 @@ def _dict_keys(tree: ast.Module, name: str) -> list[str]:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
             return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Call):
+            # LazyConfigDict(model_type="Class", ..., **{"name-with-dash": "Class"})
+            return [k.arg for k in node.value.keywords if k.arg] + [
+                key.value for k in node.value.keywords if k.arg is None and isinstance(k.value, ast.Dict)
+                for key in k.value.keys if isinstance(key, ast.Constant)]
     return []
 
 
@@ -124,13 +130,24 @@ def vllm_from_source(site: Path, version: str) -> dict:
     model_tree = ast.parse((site / "vllm/config/model.py").read_text())
     float16 = {k: v.value for k, v in _dict_items(model_tree, "_FLOAT16_NOT_SUPPORTED_MODELS")}
     return {"engine": "vllm", "version": version,
-            "source": f"{site}/vllm/model_executor/models/registry.py read as source (no CPU build of this "
-                      "release); vllm/transformers_utils/config.py _CONFIG_REGISTRY; vllm/config/model.py "
-                      "_FLOAT16_NOT_SUPPORTED_MODELS",
+            "source": f"the vllm=={version} wheel's vllm/model_executor/models/registry.py, read as source (no "
+                      "CPU build of this release); vllm/transformers_utils/config.py _CONFIG_REGISTRY; "
+                      "vllm/config/model.py _SUFFIX_TO_DEFAULTS, _FLOAT16_NOT_SUPPORTED_MODELS",
             "architectures": archs, "transformers_backend_models": sorted(_dict_keys(tree, "_TRANSFORMERS_BACKEND_MODELS")),
             "previously_supported": dict(sorted(previous.items())), "out_of_tree": dict(sorted(oot.items())),
+            "suffixes": _suffixes_from_source(model_tree),
             "config_model_types": sorted(_dict_keys(config_tree, "_CONFIG_REGISTRY")),
-            "float16_not_supported": dict(sorted(float16.items()))}
+            "float16_not_supported": dict(sorted(float16.items())),
+            **_config_types(), **transformers_classes()}
+
+
+def _suffixes_from_source(tree: ast.Module) -> list[str]:
+    """``_SUFFIX_TO_DEFAULTS``' suffixes, in order (vllm/config/model.py)."""
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "_SUFFIX_TO_DEFAULTS" and isinstance(node.value, ast.List):
+            return [e.elts[0].value for e in node.value.elts if isinstance(e, ast.Tuple)]
+    return []
 
 
 def _dict_items(tree: ast.Module, name: str) -> list:
