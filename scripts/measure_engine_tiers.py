@@ -34,7 +34,9 @@ from draftguard.check.run import check as check_targets  # noqa: E402
 
 # vLLM's words when this machine, not the model, is the reason it cannot configure.
 MACHINE = ("quantization", "Quantization", "remote code", "trust_remote_code", "CUDA", "cuda", "Triton",
-           "not supported on CPU", "fp8", "FP8", "mxfp4", "nvfp4", "NVFP4", "compressed-tensors", "GPU")
+           "not supported on CPU", "fp8", "FP8", "mxfp4", "nvfp4", "NVFP4", "compressed-tensors", "GPU",
+           # offline here, with config.json alone: a deployment has the processor files
+           "Can't load image processor")
 
 
 def classify(error: str) -> str:

@@ -208,6 +208,13 @@ def _vllm_dtype(spec: EngineSpec, raw: dict[str, Any], stated: str | None,
     return found, source
 
 
+def _nested_length(raw: dict[str, Any], depth: int = 0) -> bool:
+    """Whether a nested ``*_config`` (an omni model's thinker_config.text_config) states a length key."""
+    return any(isinstance(v, dict) and k.endswith("config") and depth < 3
+               and (any(is_int(v.get(key)) for key in VLLM_LEN_KEYS) or _nested_length(v, depth + 1))
+               for k, v in raw.items())
+
+
 def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], windows: list[int | None],
                  weights_dtype: str | None = None) -> list[EngineView]:
     """One view of a model (target or plain config) by one engine version; ``windows`` are
@@ -224,6 +231,9 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
         global_head = values.get("global_head_dim") or _get(raw, "text_config", "global_head_dim") or raw.get("global_head_dim")
         view.head_size, view.num_kv_heads = vllm_shapes({**values, "global_head_dim": global_head})
         view.max_model_len, view.max_len_why = vllm_max_len(values)
+        if view.max_len_why.startswith("no length key") and _nested_length(raw):
+            view.max_model_len, view.max_len_why = None, ("no length key at the top level; vLLM reads the one a "
+                                                          "nested config states (not modelled)")
         view.windows, view.windows_why = list(windows), "the model code passes transformers' per-layer windows"
     else:
         view.max_model_len, view.max_len_why = sglang_max_len(values)
