@@ -105,7 +105,9 @@ def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSp
     weights_dtype = _weights_dtype(snapshot) if family is None and light.declared_dtype(raw) is None else None
     views: list[EngineView] = []
     for spec in specs:
-        got = real.views(spec, folder, family, target_folder) if real is not None else None
+        # vLLM serves a DSpark drafter with its own method ("dspark"), not as a DFlash one
+        method = "dspark" if fmt is not None and fmt.label == "DSpark" and family == "dflash" else family
+        got = real.views(spec, folder, method, target_folder) if real is not None else None
         if got is None:
             got = views_for(spec, raw, result, family, target_values, weights_dtype)
             failed = [w for s, f, w in (getattr(real, "fallbacks", None) or []) if s == spec and f == folder]

@@ -323,6 +323,9 @@ def drafter_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any],
         view = EngineView(spec.shown, spec.transformers, LIGHT, runner=runner, architecture=arch)
         if refused is not None:  # refused at configuration: nothing after it runs
             view.refusal, view.refusal_where = refused
+        elif runner == "V1" and "DSpark" in str(arch):  # served with method "dspark", which V1 lacks
+            view.refusal = "Model Runner V1 does not support: dspark speculative decoding"
+            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features, at configuration"
         elif family == "dflash":
             _dflash_view(view, spec, raw, values, n, target, target_arch, draft_layers)
         elif family == "eagle3" and n is not None:

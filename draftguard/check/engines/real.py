@@ -6,7 +6,8 @@ Where the environment is: ``$DRAFTGUARD_VLLM_PYTHON`` (an interpreter with vLLM)
 ``<cache>/envs/vllm-<version>/bin/python`` (``check.environments.cache_dir``). draftguard does not
 install vLLM itself (several GB); without one the light tier answers and stderr says so.
 
-In: ``EngineSpec`` list (``RealEngines.find``); per config its folder, family and target folder.
+In: ``EngineSpec`` list (``RealEngines.find``); per config its folder, its speculative method (dflash,
+eagle3 or dspark; None for a target) and target folder.
 Out: ``EngineView`` lists (tier "engine"), or None where no real engine serves that spec; notes for
 stderr (``notes``), and the configs it could not take (``fallbacks``, answered by the light tier).
 """
