@@ -3,6 +3,7 @@
 Run in an environment with vLLM (the real tier's worker runs under this interpreter):
 
     PYTHONPATH=$PWD .venv-vllm/bin/python scripts/measure_engine_tiers.py [--out FILE] [FOLDER...]
+    PYTHONPATH=$PWD .venv-vllm/bin/python scripts/measure_engine_tiers.py --drafters [--out FILE]
 
 Per target config (default: every folder of tests/data/real-configs) it compares the light tier's view
 with vLLM's own answer (``check.engines.vllm_probe``): whether vLLM serves it at all, then the served
@@ -59,11 +60,67 @@ def compare(light, real) -> tuple[dict, dict]:
     return claims, silent
 
 
+def _target_for(name: str, targets: Path) -> Path:
+    """The corpus target a drafter folder names (qwen3-8b, llama3...), else Qwen3-8B."""
+    squash = name.replace("-", "").replace(".", "")
+    for target in sorted((p.name for p in targets.iterdir() if p.is_dir()), key=len, reverse=True):
+        if target.replace("-", "").replace(".", "") in squash:
+            return targets / target
+    for marker, target in (("llama3", "llama-3.1-8b"), ("gpt-oss", "gpt-oss-20b"), ("qwen2.5", "qwen2.5-7b")):
+        if marker in name:
+            return targets / target
+    return targets / "qwen3-8b"
+
+
+def drafters(out) -> dict:
+    """Per real DFlash/EAGLE-3 drafter (tests/data/real-drafters, with its target or Qwen3-8B): whether
+    each vLLM runner serves it, light tier against vLLM itself (the check's own path, ``RealEngines``)."""
+    from draftguard.check.engines.real import RealEngines
+
+    corpus = ROOT / "tests/data/real-drafters"
+    folders = sorted(p.parent for p in corpus.glob("*/config.json")) + sorted(p.parent for p in corpus.glob("broken/*/config.json"))
+    vllm = parse_engines("vllm==0.32.0")
+    os.environ[PYTHON_ENV] = sys.executable
+    real = RealEngines.find(vllm)
+    counts: dict[str, int] = {}
+    try:
+        for folder in folders:
+            target = _target_for(folder.name, corpus / "targets")
+            light = check_targets([str(folder)], drafter_target=str(target), engines=vllm)
+            views = light.targets[0].engine_views if light.targets else []
+            if not views or not any(v.runner for v in views):
+                continue  # not a DFlash or EAGLE-3 drafter (Medusa, MTP): no drafter view
+            served = check_targets([str(folder)], drafter_target=str(target), engines=vllm, real_engines=real)
+            theirs = served.targets[0].engine_views
+            if any(v.tier != "engine" for v in theirs):
+                fell = getattr(real, "fallbacks", None)  # (absent before the real tier recorded them)
+                row = {"drafter": folder.name, "outcome": "not-comparable",
+                       "why": fell[-1][2][:200] if fell else "no engine view"}
+            else:
+                mine = {r: v for v in views for r in v.runner.split(" and ")}
+                said = {r: v for v in theirs for r in v.runner.split(" and ")}
+                differ = {r: ((mine[r].refusal or "")[:80], (v.refusal or "")[:80]) for r, v in said.items()
+                          if r in mine and (mine[r].refusal is None) != (v.refusal is None)}
+                row = {"drafter": folder.name, "target": target.name,
+                       "outcome": "disagree" if differ else "agree", "diff": differ}
+            counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+            if out:
+                out.write(json.dumps(row) + "\n")
+    finally:
+        real.close()
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="*")
     parser.add_argument("--out")
+    parser.add_argument("--drafters", action="store_true", help="the real drafters, per vLLM runner: served or refused")
     args = parser.parse_args()
+    if args.drafters:
+        with open(args.out or os.devnull, "w") as out:
+            print(json.dumps(drafters(out)))
+        return
     folders = [Path(f) for f in args.folders] or sorted(p.parent for p in (ROOT / "tests/data/real-configs").glob("*/config.json"))
     vllm = parse_engines("vllm==0.32.0")
     os.environ.pop(PYTHON_ENV, None)

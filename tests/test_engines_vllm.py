@@ -233,22 +233,28 @@ def test_light_tier_says_vllm_will_not_serve_what_vllm_refuses(name):
     assert light.refusal is not None and light.refusal.split(" Supported")[0] in words, (light.refusal, words)
 
 
-# Drafters vLLM 0.32.0 refuses at configuration (method as the probe asks: the drafter's family).
+# Drafters vLLM 0.32.0 will not serve (asked with the method it serves each with: DSpark's own, else the
+# drafter's family): refused at configuration, or (SpecForge's DSpark: `markov_rank` under `dflash_config`,
+# read at the top level) at model build.
 REFUSED_DRAFTERS = ["specforge-qwen3-8b-domino", "deepspec-qwen3-8b-eagle3", "angelslim-qwen3-dflash",
-                    "torchspec-dflash-draft", "specforge-qwen3-8b-peagle"]
+                    "torchspec-dflash-draft", "specforge-qwen3-8b-peagle", "specforge-qwen3-8b-dspark",
+                    "torchspec-qwen3.8-27b-dspark"]
 
 
 @pytest.mark.parametrize("name", REFUSED_DRAFTERS)
 def test_light_tier_says_vllm_refuses_these_real_drafters(name):
-    from draftguard.check.drafter import detect_drafter
     import json
 
+    from draftguard.check.drafter import detect_drafter
+
     fmt = detect_drafter(json.loads((DRAFTERS / name / "config.json").read_text()))
-    got = engines().views(VLLM[0], str(DRAFTERS / name), fmt.family, str(TARGETS / "qwen3-8b"))
+    method = "dspark" if fmt.label == "DSpark" else fmt.family
+    got = engines().views(VLLM[0], str(DRAFTERS / name), method, str(TARGETS / "qwen3-8b"))
     assert got is not None and all(v.refusal for v in got), engines().failed
-    light = _light(DRAFTERS / name, TARGETS / "qwen3-8b").engine_views
-    assert light and all(v.refusal for v in light if v.engine.startswith("vLLM"))
-    assert light[0].refusal.split(" Supported")[0] in got[0].refusal
+    light = {r: v for v in _light(DRAFTERS / name, TARGETS / "qwen3-8b").engine_views for r in v.runner.split(" and ")}
+    for view in got:
+        mine = light[view.runner].refusal
+        assert mine is not None and mine.split(" Supported")[0] in view.refusal, (view.runner, mine, view.refusal)
 
 
 def test_a_config_vllm_cannot_take_says_so_and_claims_no_authority(capsys):

@@ -326,6 +326,12 @@ def drafter_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any],
         elif runner == "V1" and "DSpark" in str(arch):  # served with method "dspark", which V1 lacks
             view.refusal = "Model Runner V1 does not support: dspark speculative decoding"
             view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features, at configuration"
+        elif "DSpark" in str(arch) and raw.get("model_type") == "qwen3" and not is_int(raw.get("markov_rank")):
+            # vLLM rewrites it to Qwen3DSparkModel, whose Markov head reads config.markov_rank at the top level
+            view.refusal = "'Qwen3Config' object has no attribute 'markov_rank'"
+            view.refusal_where = ("vllm/model_executor/models/qwen3_dspark.py reads `markov_rank` at the top level"
+                                  + (" (this drafter states it under `dflash_config`)"
+                                     if is_int(_get(raw, "dflash_config", "markov_rank")) else "") + ", at model build")
         elif family == "dflash":
             _dflash_view(view, spec, raw, values, n, target, target_arch, draft_layers)
         elif family == "eagle3" and n is not None:
