@@ -297,3 +297,17 @@ def test_the_readmes_engine_example_asks_vllm_itself():
     assert "V1 runner (engine tier)" in done.stdout or "V1 and V2 runners (engine tier)" in done.stdout, done.stdout[-3000:]
     assert "light tier" not in " ".join(l for l in done.stdout.splitlines() if "vLLM" in l)
     assert "could not take" not in done.stderr
+
+
+def test_vllm_itself_runs_a_float16_gemma_2_in_bfloat16_as_the_light_tier_says(tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "gemma-2-2b-it-fp16"  # the published config, its dtype changed to float16
+    shutil.copytree(REAL / "google--gemma-2-2b-it", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["torch_dtype"] = "float16"
+    (folder / "config.json").write_text(json.dumps(config))
+    [served] = engines().views(VLLM[0], str(folder), None, None)
+    assert served.dtype == "bfloat16"
+    assert _light(folder).engine_views[0].dtype == "bfloat16"
