@@ -186,6 +186,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return worker(args, {AUDIT_SOURCE: AuditJobHandler()})
 
 
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:200]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
@@ -208,6 +212,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         for spec, why in real.failed.items():
             print(f"draftguard: {spec.shown}: the real engine could not answer ({why}); its light tier did",
                   file=sys.stderr)
+        for spec, folder, why in real.fallbacks:
+            print(f"draftguard: {spec.shown} could not take {folder} here ({_first_line(why)}); its light tier's "
+                  "view is shown for it", file=sys.stderr)
     out = sys.stdout
     if args.format == "json":
         out.write(render_json(report))

@@ -31,3 +31,27 @@ def test_latest_without_an_index_is_bad_input_that_says_what_to_do(monkeypatch):
 def test_a_malformed_version_is_refused_before_anything_runs():
     with pytest.raises(BadInput, match="is not a transformers version"):
         audit_versions("5.24.0,newest", "5.24.0")
+
+
+def test_audit_compares_two_releases_of_one_engine_as_it_compares_transformers(tmp_path):
+    """`audit --engine vllm==0.32.0,vllm==0.33.0`: Kolibri 1, which vLLM 0.33.0 added, is refused by 0.32.0's
+    light tier (its registry and transformers 5.19.0 have neither the architecture nor the model type)
+    and served by 0.33.0's: a regression between the engine's releases, recorded and listed."""
+    from tests.audit_helpers import REPO_ROOT, run_audit_process
+    from tests.fakes.fleet import build_fleet
+    from tests.fakes.hub import FakeHub
+
+    config = REPO_ROOT / "tests" / "data" / "engine-releases" / "kolibri1" / "config.json"
+    with FakeHub() as hub:
+        build_fleet(hub, copies=1, corpus=False)  # its routes answer model_info without a revision
+        hub.add("aleph/kolibri", {"config.json": config.read_bytes()})
+        repos = tmp_path / "repos.txt"
+        repos.write_text("aleph/kolibri\n")
+        run = run_audit_process(hub, tmp_path, str(repos), "--no-progress", "--engine", "vllm==0.32.0,vllm==0.33.0")
+    record = run.records["aleph/kolibri"]
+    assert record["engines"] == ["vllm==0.32.0", "vllm==0.33.0"]
+    [regression] = [r for r in record["regressions"] if r["rule"] == "DG200"]
+    assert regression["present"] == ["vLLM 0.32.0"] and regression["absent"] == ["vLLM 0.33.0"]
+    [refusal] = [f for f in record["findings"] if f["rule"] == "DG200"]
+    assert "vLLM 0.32.0" in refusal["message"] and "kolibri1" in refusal["message"]
+    assert "| aleph/kolibri | DG200 |" in (run.out / "audit.md").read_text()

@@ -213,4 +213,5 @@ def test_a_real_engine_that_cannot_start_leaves_the_light_tier_and_says_so(tmp_p
     out, err = capsys.readouterr()
     [view] = json.loads(out)["targets"][0]["engines"]
     assert view["tier"] == "light" and view["max_model_len"] == 4096
-    assert "the real engine runs" in err and "could not answer" in err and "its light tier did" in err
+    assert "the real engine answers" in err and "could not answer" in err and "its light tier did" in err
+    assert "authority" not in err

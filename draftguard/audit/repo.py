@@ -31,6 +31,7 @@ from typing import Any, Callable, TypeVar
 
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
+from draftguard.audit.versions import engine_regressions
 from draftguard.check import matrix
 from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
 from draftguard.check.engines import check_engines
@@ -239,6 +240,9 @@ def engine_findings(fetched: Fetched, result: TargetResult, record: RepoRecord, 
         return []
     target = cache.get(record.target["name"]) if record.drafter and record.target else None
     found, _ = check_engines(fetched.snapshot, result, options.engines, target_model=target)
+    if len({spec.name for spec in options.engines}) < len(options.engines):  # two releases of one engine: compared
+        record.regressions.extend(engine_regressions(
+            {spec: check_engines(fetched.snapshot, result, [spec], target_model=target)[0] for spec in options.engines}))
     return found
 
 

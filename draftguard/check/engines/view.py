@@ -40,12 +40,15 @@ class EngineView:
     refusal: str | None = None  # the engine's own words when it will not serve this
     refusal_where: str = ""  # where in the engine's code, or how it fails when it says nothing
     notes: list[str] = field(default_factory=list)
+    # A light view standing in for a real engine that ran and failed on this config: what it said.
+    fallback: str = ""
 
     @property
     def who(self) -> str:
         """"vLLM 0.32.0 (V2 runner, light tier, transformers 5.19.0)"."""
         runner = f"{self.runner} runner{'s' if ' and ' in self.runner else ''}, " if self.runner else ""
-        return f"{self.engine} ({runner}{self.tier} tier, transformers {self.transformers})"
+        instead = f"; {self.fallback}" if self.fallback else ""
+        return f"{self.engine} ({runner}{self.tier} tier, transformers {self.transformers}{instead})"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
