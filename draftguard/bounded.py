@@ -135,8 +135,8 @@ def limit_self(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft one, SIGKILL a second on
 
 
-def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None) -> Any:
-    """Parse one answer: at most ``MAX_ANSWER`` bytes and ``MAX_DEPTH`` levels. Raises ValueError.
+def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, limit: int = MAX_ANSWER) -> Any:
+    """Parse one answer: at most ``limit`` bytes and ``MAX_DEPTH`` levels. Raises ValueError.
 
     Example::
 
@@ -147,8 +147,8 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None) -> 
         ...
         ValueError: nested deeper than 64 levels
     """
-    if len(data) > MAX_ANSWER:
-        raise ValueError(f"over {size_text(MAX_ANSWER)}")
+    if len(data) > limit:
+        raise ValueError(f"over {size_text(limit)}")
     depth = 0
     for match in re.finditer(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', data):  # strings skipped: brackets in them are text
         token = match.group()

@@ -5,7 +5,8 @@ every file of every surface through ``check_file``.
 
 In: one ``Snapshot``, ``Options`` (how to check it), the caller's ``DrafterStep`` and real engines.
 Out: ``check_file(...)`` -> a ``TargetResult`` read back from capped JSON, or BadInput (``Stopped``
-naming the bound when a bound stopped the child); ``check_one`` (the same in this process: the
+naming the bound when a bound stopped the child); ``drafter_file`` (the drafter rules alone, for
+the matrix, whose resolving runs in bounded resolver processes); ``check_one`` (the same in this process: the
 benchmark's baseline, and what the child runs); ``DrafterStep``.
 """
 
@@ -53,20 +54,34 @@ def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: 
                limits: bounded.Limits) -> TargetResult:
     """``check_one`` in a bounded child. Raises BadInput: the file's own, or ``Stopped`` when a
     bound stopped the child (naming the bound)."""
+    return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, limits))
+
+
+def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",
+                 limits: bounded.Limits) -> list[Finding]:
+    """The drafter rules of one checked file (``step``) in a bounded child: the matrix's drafter step."""
+    if options.drafter_target is None and detect_drafter(snapshot.load_json()) is None:
+        return []  # not a drafter, and no pair named: no rule to run, no child to start
+    found = _bounded(_drafter_in_child, snapshot, (snapshot, result, options, step.fetched), step, None, options, limits)
+    return [_finding(f) for f in found]
+
+
+def _bounded(function: Callable[..., Any], snapshot: Snapshot, args: tuple, step: "DrafterStep", real: Any,
+             options: Options, limits: bounded.Limits) -> Any:
     shown = snapshot.path_of("config.json")
     handlers = {
         "lookup": lambda: step.lookup(snapshot, detect_drafter(snapshot.load_json())),
         "real": lambda index, *where: real.views(options.engines[index], *where),
     }
     try:
-        answer = bounded.run(_in_child, snapshot, options, step.fetched, limits=limits, handlers=handlers,
-                             object_hook=_decode_absent, where={"file": shown})
+        answer = bounded.run(function, *args, limits=limits, handlers=handlers, object_hook=_decode_absent,
+                             where={"file": shown})
     except bounded.Stopped as exc:
         raise bounded.Stopped(f"{shown}: not checked: {exc}; nothing of it was judged (is this a real model "
                               f"config?)", exc.bound, file=shown) from None
     for fields in answer["failed"]:
         step.failed(snapshot, BadInput(**fields))
-    return _result(answer["result"])
+    return answer["answer"]
 
 
 def check_one(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any) -> TargetResult:
@@ -103,6 +118,19 @@ def _guarded(snapshot: Snapshot, run: Callable[[], TargetResult]) -> TargetResul
 
 def _in_child(snapshot: Snapshot, options: Options, fetched: dict) -> dict[str, Any]:
     """What the child runs: ``check_one`` with the caller's lookup and real engines asked over the pipe."""
+    step, failures = _child_step(options, fetched)
+    result = check_one(snapshot, options, step, _AskedReal(options.engines) if options.real else None)
+    return _answer(_plain(result), failures)
+
+
+def _drafter_in_child(snapshot: Snapshot, result: TargetResult, options: Options, fetched: dict) -> dict[str, Any]:
+    step, failures = _child_step(options, fetched)
+    found = _guarded(snapshot, lambda: step(snapshot, result))
+    return _answer([_plain_finding(f) for f in found], failures)
+
+
+def _child_step(options: Options, fetched: dict) -> tuple["DrafterStep", list[dict[str, Any]]]:
+    """The drafter step of a child: the caller's lookup asked over the pipe, failures kept for it."""
     failures: list[dict[str, Any]] = []
 
     def failed(_snapshot: Snapshot, exc: BadInput) -> None:
@@ -110,9 +138,11 @@ def _in_child(snapshot: Snapshot, options: Options, fetched: dict) -> dict[str, 
 
     step = DrafterStep(options.drafter_target, (lambda _s, _f: bounded.call("lookup")) if options.lookup else None,
                        options.trust_remote_code, options.confine, fetched, failed if options.failed else None)
-    result = check_one(snapshot, options, step, _AskedReal(options.engines) if options.real else None)
-    data = {"result": _plain(result), "failed": failures}
-    return json.loads(json.dumps(data, default=_encode))
+    return step, failures
+
+
+def _answer(answer: Any, failures: list[dict[str, Any]]) -> dict[str, Any]:
+    return json.loads(json.dumps({"answer": answer, "failed": failures}, default=_encode))
 
 
 class _AskedReal:
@@ -127,11 +157,18 @@ class _AskedReal:
 
 def _plain(result: TargetResult) -> dict[str, Any]:
     data = {k: getattr(result, k) for k in ("source", "file", "revision", "model_type", "config_class", "values")}
-    data["findings"] = [{**asdict(f), "severity": f.severity.value, "raw": f.raw, "resolved": f.resolved}
-                        for f in result.findings]
+    data["findings"] = [_plain_finding(f) for f in result.findings]
     data["attention"] = [asdict(a) for a in result.attention]
     data["engine_views"] = [v.to_json() for v in result.engine_views]
     return data
+
+
+def _plain_finding(finding: Finding) -> dict[str, Any]:
+    return {**asdict(finding), "severity": finding.severity.value, "raw": finding.raw, "resolved": finding.resolved}
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    return Finding(**{**data, "severity": Severity(data["severity"])})
 
 
 def _encode(value: Any) -> Any:
@@ -143,7 +180,7 @@ def _decode_absent(data: dict) -> Any:
 
 
 def _result(data: dict[str, Any]) -> TargetResult:
-    findings = [Finding(**{**f, "severity": Severity(f["severity"])}) for f in data["findings"]]
+    findings = [_finding(f) for f in data["findings"]]
     return TargetResult(source=data["source"], file=data["file"], revision=data["revision"],
                         model_type=data["model_type"], config_class=data["config_class"], findings=findings,
                         attention=[LayerAttention(**a) for a in data["attention"]], values=data["values"],

@@ -20,7 +20,8 @@ from draftguard import bounded
 from draftguard.check import resolver
 from draftguard.check.environments import parse_versions
 from draftguard.check.findings import InputError, Report
-from draftguard.check.isolated import DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one
+from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
+                                       drafter_file)
 from draftguard.check.matrix import check_matrix
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
@@ -69,15 +70,18 @@ def check(
     versions = parse_versions(versions) if versions else None
     fetched: dict = {} if cache is None else cache  # target models fetched once per run
     step = DrafterStep(drafter_target, target_lookup, trust_remote_code, confine, fetched, drafter_failed)
-    if versions:
-        return _matrix(list(sources), versions, revision, confine, step if drafter_rules else None,
-                       trust_remote_code, progress, host_in_process)
     limits = bounded.Limits.from_env()  # a setting that is no limit: BadInput before any work
-    report = Report(transformers_version=version or resolver.transformers_version())
-    options = Options(trust_remote_code=trust_remote_code, version=report.transformers_version,
-                      drafter_rules=drafter_rules, drafter_target=drafter_target, confine=confine,
-                      engines=list(engines or []), lookup=target_lookup is not None,
+    options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
+                      confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
                       failed=drafter_failed is not None, real=real_engines is not None)
+    if versions:
+        drafter = None
+        if drafter_rules:
+            drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options, step, limits))
+        return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
+                       host_in_process)
+    report = Report(transformers_version=version or resolver.transformers_version())
+    options.version = report.transformers_version
     for source in sources:
         name = source.source if isinstance(source, Snapshot) else source
         try:
@@ -100,7 +104,7 @@ def _load(source: str | Snapshot, revision: str | None, confine: Path | None) ->
 
 
 def _matrix(sources: list, versions: list[str], revision: str | None, confine: Path | None,
-            step: "DrafterStep | None", trust_remote_code: bool, progress: Callable[[str], None] | None,
+            drafter: Callable[..., Any] | None, trust_remote_code: bool, progress: Callable[[str], None] | None,
             host_in_process: bool) -> Report:
     """The matrix of the sources that load; those that do not are its first InputErrors."""
     snapshots, errors = [], []
@@ -110,7 +114,7 @@ def _matrix(sources: list, versions: list[str], revision: str | None, confine: P
         except BadInput as exc:
             errors.append(InputError.of(source.source if isinstance(source, Snapshot) else source, exc))
     report = check_matrix([], versions, snapshots=snapshots, trust_remote_code=trust_remote_code,
-                          progress=progress, drafter_rules=step is not None, drafter=step,
+                          progress=progress, drafter_rules=drafter is not None, drafter=drafter,
                           host_in_process=host_in_process)
     report.errors[:0] = errors
     return report
