@@ -19,9 +19,11 @@ check first and says why; the wall time stops what it cannot interrupt). The tim
 spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
-Out: ``run(...)`` -> the function's JSON answer; ``Stopped`` (a ``BadInput``) when a bound stopped
+Out: ``run(...)`` -> the function's JSON answer (a child of its own); ``Child`` (one child that
+runs many calls in turn, started afresh after a call that stopped it: one per check, so a check of
+many files pays one fork); ``Stopped`` (a ``BadInput``) when a bound stopped
 it; ``BadInput`` re-raised with its fields when the function raised one; ``call`` (in a child);
-``limit_self`` (a process that limits itself: the matrix's resolver); ``read_json`` (the cap).
+``limit_self`` (a process that limits its own memory); ``read_json`` (the caps).
 """
 
 from __future__ import annotations
@@ -126,13 +128,19 @@ def _number(env: str, default: float, size: bool = False) -> float:
 
 
 def limit_self(limits: Limits) -> None:
-    """Set ``limits``' address space and CPU seconds on this process, soft and hard (what it runs,
-    remote code included, cannot raise them again), and no core files."""
+    """Set ``limits``' address space on this process, soft and hard (what it runs, remote code
+    included, cannot raise it again), and no core files."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+
+
+def _limit_cpu(seconds: float) -> None:
+    """SIGXCPU (which ends the process) once it has used ``seconds`` more CPU seconds. The hard limit
+    stays open so that the next call can move it; the caller's wall time stops a process that
+    moves it itself."""
     used = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = math.ceil(used.ru_utime + used.ru_stime + limits.cpu)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft one, SIGKILL a second on
+    soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, limit: int = MAX_ANSWER) -> Any:
@@ -201,50 +209,94 @@ class _Process(multiprocessing.context.ForkServerProcess):
 
 def run(function: Callable[..., Any], *args: Any, limits: Limits, handlers: dict[str, Callable[..., Any]] | None = None,
         object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
-    """``function(*args)`` in a child under ``limits``: its answer (JSON data, read with ``read_json``).
-
-    ``function`` must be a module-level function returning JSON-able data; it may raise BadInput
-    (raised here again with its message and place). ``handlers`` answer the child's ``call(name,
-    ...)`` here (their result goes back pickled: the caller's data is trusted, the child's is not).
-    ``where`` (file, line, key) places a ``Stopped``.
+    """``function(*args)`` in a child of its own under ``limits`` (``Child.run``, then the child ends).
 
     Raises:
         Stopped: A bound stopped the child, it died, or its answer was over the caps.
         BadInput: ``function`` raised one.
     """
-    ctx = _context()
-    ours, theirs = ctx.Pipe()
-    proc = _Process(target=_child, args=(theirs, function, args, limits, dict(os.environ)), daemon=True)
-    proc.start()
-    theirs.close()
-    deadline = time.monotonic() + limits.wall
-    try:
+    with Child(limits) as child:
+        return child.run(function, *args, handlers=handlers, object_hook=object_hook, where=where)
+
+
+class Child:
+    """One bounded child that runs many calls in turn (one check's files): each call under the wall
+    time and CPU seconds of ``limits``, the child's whole life under its memory bound. A call that
+    stops it (any bound) ends it; the next call starts a fresh one. Not shared between threads: each
+    ``check`` has its own."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.proc: Any = None
+        self.conn: Any = None
+
+    def __enter__(self) -> "Child":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        ctx = _context()
+        self.conn, theirs = ctx.Pipe()
+        self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ)), daemon=True)
+        self.proc.start()
+        theirs.close()
+
+    def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
+            object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
+        """``function(*args)`` in the child: its answer (JSON data, read with ``read_json``).
+
+        ``function`` must be a module-level function returning JSON-able data; it may raise
+        BadInput (raised here again with its message and place). ``handlers`` answer the child's
+        ``call(name, ...)`` here (their result goes back pickled: the caller's data is trusted, the
+        child's is not). ``where`` (file, line, key) places a ``Stopped``.
+
+        Raises:
+            Stopped: A bound stopped the child, it died, or its answer was over the caps.
+            BadInput: ``function`` raised one.
+        """
+        if self.proc is None:
+            self._start()
+        try:
+            self.conn.send((function, args, dict(os.environ)))
+            return self._wait(handlers or {}, object_hook, where or {})
+        except BaseException:
+            self.close()  # whatever stopped this call ends the child: the next call starts afresh
+            raise
+
+    def _wait(self, handlers: dict[str, Callable[..., Any]], object_hook: Any, where: dict[str, Any]) -> Any:
+        deadline = time.monotonic() + self.limits.wall
         while True:
-            if not ours.poll(max(0.0, deadline - time.monotonic())):
-                raise Stopped(limits.words("wall"), "wall", **(where or {}))
+            if not self.conn.poll(max(0.0, deadline - time.monotonic())):
+                raise Stopped(self.limits.words("wall"), "wall", **where)
             try:
-                data = ours.recv_bytes(MAX_ANSWER)
+                data = self.conn.recv_bytes(MAX_ANSWER)
             except EOFError:
-                raise _died(proc, limits, where) from None
+                raise _died(self.proc, self.limits, where) from None
             except OSError:  # longer than MAX_ANSWER
-                raise Stopped(f"stopped: its answer was over {size_text(MAX_ANSWER)}", "answer", **(where or {})) from None
+                raise Stopped(f"stopped: its answer was over {size_text(MAX_ANSWER)}", "answer", **where) from None
             try:
                 message = read_json(data, object_hook)
             except ValueError as exc:
-                raise Stopped(f"stopped: its answer was unreadable ({exc})", "answer", **(where or {})) from None
+                raise Stopped(f"stopped: its answer was unreadable ({exc})", "answer", **where) from None
             if "call" in message:
                 started = time.monotonic()
-                ours.send(_answer(handlers or {}, message))
+                self.conn.send(_answer(handlers, message))
                 deadline += time.monotonic() - started  # the caller's time is not the child's
                 continue
             if "bad_input" in message:
                 raise BadInput(**message["bad_input"])
             return message["ok"]
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-        ours.close()
+
+    def close(self) -> None:
+        """End the child (it is killed: nothing of it is waited for)."""
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join()
+            self.conn.close()
+        self.proc = self.conn = None
 
 
 def _answer(handlers: dict[str, Callable[..., Any]], message: dict) -> tuple[str, Any]:
@@ -266,7 +318,7 @@ def _died(proc: Any, limits: Limits, where: dict[str, Any] | None) -> Stopped:
     code = proc.exitcode
     if code == MEMORY_EXIT:
         return Stopped(limits.words("memory"), "memory", **(where or {}))
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):  # the CPU bound: SIGXCPU, then SIGKILL a second on
+    if code == -signal.SIGXCPU:  # the CPU bound
         return Stopped(limits.words("cpu"), "cpu", **(where or {}))
     shown = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
     return Stopped(f"stopped: the check's process died ({shown}; the memory bound is "
@@ -289,16 +341,23 @@ def current() -> Limits | None:
     return _CHILD.get("limits")
 
 
-def _child(conn: Any, function: Callable[..., Any], args: tuple, limits: Limits, environ: dict[str, str]) -> None:
-    os.environ.clear()
-    os.environ.update(environ)  # the caller's settings now, not the forkserver's at its start
+def _serve(conn: Any, limits: Limits, environ: dict[str, str]) -> None:
+    """The child: under ``limits``' memory bound for life, each call under its CPU seconds."""
     _CHILD.update(conn=conn, limits=limits)
     try:
         limit_self(limits)
-        try:
-            answer: Any = {"ok": function(*args)}
-        except BadInput as exc:
-            answer = {"bad_input": _fields(exc)}
-        conn.send_bytes(json.dumps(answer, default=str).encode())
+        while True:
+            try:
+                function, args, environ = conn.recv()
+            except EOFError:  # the caller closed: done
+                return
+            os.environ.clear()
+            os.environ.update(environ)  # the caller's settings now, not the forkserver's at its start
+            _limit_cpu(limits.cpu)
+            try:
+                answer: Any = {"ok": function(*args)}
+            except BadInput as exc:
+                answer = {"bad_input": _fields(exc)}
+            conn.send_bytes(json.dumps(answer, default=str).encode())
     except MemoryError:
         os._exit(MEMORY_EXIT)  # allocates nothing: the caller names the bound from the status

@@ -5,7 +5,7 @@ every file of every surface through ``check_file``.
 
 In: one ``Snapshot``, ``Options`` (how to check it), the caller's ``DrafterStep`` and real engines.
 Out: ``check_file(...)`` -> a ``TargetResult`` read back from capped JSON, or BadInput (``Stopped``
-naming the bound when a bound stopped the child); ``drafter_file`` (the drafter rules alone, for
+naming the bound when a bound stopped the child); ``target_masks`` (fix's mask tokens); ``drafter_file`` (the drafter rules alone, for
 the matrix, whose resolving runs in bounded resolver processes); ``check_one`` (the same in this process: the
 benchmark's baseline, and what the child runs); ``DrafterStep``.
 """
@@ -20,7 +20,8 @@ from typing import Any, Callable
 from draftguard import bounded
 from draftguard.check.drafter import check_drafter, detect_drafter
 from draftguard.check.drafter.detect import DrafterFormat
-from draftguard.check.drafter.target import TargetModel
+from draftguard.check.drafter.check import _cached_target
+from draftguard.check.drafter.target import TargetModel, find_target
 from draftguard.check.engines import check_engines
 from draftguard.check.engines.view import EngineView
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, Severity, TargetResult
@@ -51,31 +52,48 @@ class Options:
 
 
 def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any,
-               limits: bounded.Limits) -> TargetResult:
-    """``check_one`` in a bounded child. Raises BadInput: the file's own, or ``Stopped`` when a
-    bound stopped the child (naming the bound)."""
-    return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, limits))
+               child: bounded.Child) -> TargetResult:
+    """``check_one`` in a bounded child (``child``: one per check, for all its files). Raises
+    BadInput: the file's own, or ``Stopped`` when a bound stopped the child (naming the bound)."""
+    return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, child))
 
 
 def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",
-                 limits: bounded.Limits) -> list[Finding]:
+                 child: bounded.Child) -> list[Finding]:
     """The drafter rules of one checked file (``step``) in a bounded child: the matrix's drafter step."""
     if options.drafter_target is None and detect_drafter(snapshot.load_json()) is None:
         return []  # not a drafter, and no pair named: no rule to run, no child to start
-    found = _bounded(_drafter_in_child, snapshot, (snapshot, result, options, step.fetched), step, None, options, limits)
+    found = _bounded(_drafter_in_child, snapshot, (snapshot, result, options, step.fetched), step, None, options, child)
     return [_finding(f) for f in found]
 
 
+def target_masks(snapshot: Snapshot, target: str | None, trust_remote_code: bool, limits: bounded.Limits) -> dict[int, str]:
+    """The mask tokens a drafter's target reserves (special added tokens named like a mask), read
+    in a bounded child: ``fix``'s mask-token proposals. {} where there is no target or none."""
+    with bounded.Child(limits) as child:
+        found = _bounded(_masks_in_child, snapshot, (snapshot, target, trust_remote_code), DrafterStep(
+            None, None, trust_remote_code, None, {}, None), None, Options(), child)
+    return {int(i): token for i, token in found.items()}
+
+
+def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: bool) -> dict[str, Any]:
+    fmt = detect_drafter(snapshot.load_json())
+    where = (target, "--target", None) if fmt is None and target else find_target(snapshot, fmt, target) if fmt else None
+    model = _cached_target(snapshot, where, {}, trust_remote_code) if where is not None else None
+    found = {} if model is None or model.tokenizer is None else {
+        str(i): token for i, (token, special) in model.tokenizer.added().items() if special and "mask" in token.lower()}
+    return _answer(found, [])
+
+
 def _bounded(function: Callable[..., Any], snapshot: Snapshot, args: tuple, step: "DrafterStep", real: Any,
-             options: Options, limits: bounded.Limits) -> Any:
+             options: Options, child: bounded.Child) -> Any:
     shown = snapshot.path_of("config.json")
     handlers = {
         "lookup": lambda: step.lookup(snapshot, detect_drafter(snapshot.load_json())),
         "real": lambda index, *where: real.views(options.engines[index], *where),
     }
     try:
-        answer = bounded.run(function, *args, limits=limits, handlers=handlers, object_hook=_decode_absent,
-                             where={"file": shown})
+        answer = child.run(function, *args, handlers=handlers, object_hook=_decode_absent, where={"file": shown})
     except bounded.Stopped as exc:
         raise bounded.Stopped(f"{shown}: not checked: {exc}; nothing of it was judged (is this a real model "
                               f"config?)", exc.bound, file=shown) from None

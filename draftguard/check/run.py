@@ -22,10 +22,17 @@ from draftguard.check.environments import parse_versions
 from draftguard.check.findings import InputError, Report
 from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
                                        drafter_file)
+from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
-__all__ = ["DrafterFailed", "TargetLookup", "check"]
+__all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
+
+
+def target_masks(snapshot: Snapshot, *, target: str | None = None, trust_remote_code: bool = False) -> dict[int, str]:
+    """The mask tokens a drafter's target reserves ({id: token}), read in a bounded child (fix's
+    mask-token rules). Raises BadInput: the target cannot be read, or a bound stopped the child."""
+    return _target_masks(snapshot, target, trust_remote_code, bounded.Limits.from_env())
 
 
 def check(
@@ -74,25 +81,27 @@ def check(
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
                       failed=drafter_failed is not None, real=real_engines is not None)
-    if versions:
-        drafter = None
-        if drafter_rules:
-            drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options, step, limits))
-        return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
-                       host_in_process)
-    report = Report(transformers_version=version or resolver.transformers_version())
-    options.version = report.transformers_version
-    for source in sources:
-        name = source.source if isinstance(source, Snapshot) else source
-        try:
-            snapshot = _load(source, revision, confine)
-            if in_process:
-                report.targets.append(check_one(snapshot, options, step, real_engines))
-            else:
-                report.targets.append(check_file(snapshot, options, step, real_engines, limits))
-        except BadInput as exc:
-            report.errors.append(InputError.of(name, exc))
-    return report
+    with bounded.Child(limits) as child:  # one bounded child for all the files, started afresh after a stop
+        if versions:
+            drafter = None
+            if drafter_rules:
+                drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
+                                                                                         step, child))
+            return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
+                           host_in_process)
+        report = Report(transformers_version=version or resolver.transformers_version())
+        options.version = report.transformers_version
+        for source in sources:
+            name = source.source if isinstance(source, Snapshot) else source
+            try:
+                snapshot = _load(source, revision, confine)
+                if in_process:
+                    report.targets.append(check_one(snapshot, options, step, real_engines))
+                else:
+                    report.targets.append(check_file(snapshot, options, step, real_engines, child))
+            except BadInput as exc:
+                report.errors.append(InputError.of(name, exc))
+        return report
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:
