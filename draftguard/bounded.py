@@ -19,7 +19,7 @@ check first and says why; the wall time stops what it cannot interrupt). The tim
 spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
-Out: ``run(...)`` -> the function's JSON answer (a child of its own); ``Child`` (one child that
+Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of its own); ``Child`` (one child that
 runs many calls in turn, started afresh after a call that stopped it: one per check, so a check of
 many files pays one fork); ``Stopped`` (a ``BadInput``) when a bound stopped
 it; ``BadInput`` re-raised with its fields when the function raised one; ``call`` (in a child);
@@ -175,6 +175,13 @@ def _context() -> Any:
         _CONTEXT = multiprocessing.get_context("forkserver")
         _CONTEXT.set_forkserver_preload(PRELOAD)
     return _CONTEXT
+
+
+def start() -> None:
+    """Start the forkserver now, in the background (it imports ``PRELOAD`` while the caller goes on
+    reading its files); the first child then waits less. Does nothing once it runs."""
+    _context()
+    forkserver.ensure_running()
 
 
 class _Popen(popen_forkserver.Popen):

@@ -78,6 +78,8 @@ def check(
     fetched: dict = {} if cache is None else cache  # target models fetched once per run
     step = DrafterStep(drafter_target, target_lookup, trust_remote_code, confine, fetched, drafter_failed)
     limits = bounded.Limits.from_env()  # a setting that is no limit: BadInput before any work
+    if not in_process:
+        bounded.start()  # transformers is imported there while the files are read here
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
                       failed=drafter_failed is not None, real=real_engines is not None)

@@ -1,0 +1,89 @@
+"""Benchmark of the OS bound (issue 32): what checking each file in a bounded child process costs
+against today's in-process path, measured in the same run, runs interleaved (A, B, A, B...), medians.
+
+Run:  python bench/bench_bound.py [--runs 7] [--warm-runs 15]
+
+Files: the shipped example (examples/qwen3-swa-drafter) and five real configs from
+tests/data/real-configs (Llama, Gemma 2, Phi-4, SmolLM2, LLaVA).
+
+1. Cold, a normal check: a fresh process that imports draftguard and checks the six files, as the
+   CLI and the Action do: ``check(files)`` (bounded: the forkserver starts and imports transformers,
+   one child checks every file) against ``check(files, in_process=True)`` (today's path). Goal: a
+   ratio of at most 1.10.
+2. Warm: one process (a bot worker) checks the six files again and again: the bounded check (one
+   fork per ``check`` call from a warm forkserver, every file through the child's pipe) against the
+   in-process check. The difference per call is the bound's fixed cost once transformers is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+REAL = ROOT / "tests" / "data" / "real-configs"
+FILES = [str(ROOT / "examples" / "qwen3-swa-drafter")] + [str(REAL / name) for name in (
+    "codellama--codellama-7b-hf", "google--gemma-2-2b-it", "microsoft--phi-4",
+    "huggingfacetb--smollm2-135m-instruct", "llava-hf--llava-1.5-7b-hf")]
+COLD = ("import sys; from draftguard.check.run import check; "
+        "r = check(sys.argv[2:], in_process=sys.argv[1] == 'in'); "
+        "assert not r.errors, r.errors; print(len(r.findings))")
+
+
+def cold(mode: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", COLD, mode, *FILES], capture_output=True, text=True, cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"the cold check failed ({mode}): {done.stderr[-2000:]}")
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--warm-runs", type=int, default=15)
+    args = parser.parse_args()
+
+    times: dict[str, list[float]] = {"in": [], "bounded": []}
+    for _ in range(args.runs):
+        for mode in ("in", "bounded"):
+            times[mode].append(cold(mode))
+    cold_in, cold_bounded = statistics.median(times["in"]), statistics.median(times["bounded"])
+
+    from draftguard.check.run import check
+
+    same = [sorted((f.rule, f.key) for f in check(FILES, in_process=flag).findings) for flag in (True, False)]
+    assert same[0] == same[1], "the bounded check must find what the in-process check finds"
+    warm: dict[str, list[float]] = {"in": [], "bounded": []}
+    for _ in range(args.warm_runs):
+        for mode in ("in", "bounded"):
+            start = time.perf_counter()
+            check(FILES, in_process=mode == "in")
+            warm[mode].append(time.perf_counter() - start)
+    warm_in, warm_bounded = statistics.median(warm["in"]), statistics.median(warm["bounded"])
+    out = {
+        "files": len(FILES),
+        "cold_in_process_s": round(cold_in, 3), "cold_bounded_s": round(cold_bounded, 3),
+        "cold_ratio": round(cold_bounded / cold_in, 3),
+        "warm_in_process_ms": round(warm_in * 1000, 1), "warm_bounded_ms": round(warm_bounded * 1000, 1),
+        "warm_ratio": round(warm_bounded / warm_in, 2),
+        "warm_extra_ms_per_check": round((warm_bounded - warm_in) * 1000, 1),
+        "runs": args.runs, "warm_runs": args.warm_runs,
+    }
+    print(json.dumps(out, indent=2))
+    print(f"cold (a normal check of {len(FILES)} files, fresh process): bounded {cold_bounded:.2f} s vs in-process "
+          f"{cold_in:.2f} s = {cold_bounded / cold_in:.3f}x (goal <= 1.10)")
+    print(f"warm (same process, again): bounded {warm_bounded * 1000:.0f} ms vs in-process {warm_in * 1000:.0f} ms "
+          f"(+{(warm_bounded - warm_in) * 1000:.0f} ms a check call)")
+
+
+if __name__ == "__main__":
+    main()
