@@ -28,6 +28,7 @@ it; ``BadInput`` re-raised with its fields when the function raised one; ``call`
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -37,9 +38,11 @@ import os
 import re
 import resource
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import process as mp_process
 from typing import Any, Callable
 
 from draftguard.errors import BadInput
@@ -169,6 +172,23 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, lim
     return json.loads(data, object_hook=object_hook)
 
 
+def _forget_forkserver() -> None:
+    """In a child forked from a caller (a queue's process worker): the caller's forkserver is not its
+    child, so this process starts its own (multiprocessing would wait on a process it cannot)."""
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        with contextlib.suppress(OSError):
+            os.close(server._forkserver_alive_fd)
+    for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_forkserver_authkey",
+                 "_inherited_fds"):
+        if hasattr(server, name):
+            setattr(server, name, None)
+    server._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_forkserver)
+
+
 def _context() -> Any:
     global _CONTEXT
     if _CONTEXT is None:
@@ -212,6 +232,18 @@ class _Process(multiprocessing.context.ForkServerProcess):
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
         return _Popen(process_obj)
+
+    def start(self) -> None:
+        """``BaseProcess.start`` less its refusal in a daemonic process: a queue's process worker
+        (huey's are daemonic) checks files too. The child ends by itself when its caller's pipe
+        closes, so no child outlives its caller."""
+        self._check_closed()
+        assert self._popen is None and self._parent_pid == os.getpid()
+        mp_process._cleanup()  # type: ignore[attr-defined]
+        self._popen = self._Popen(self)
+        self._sentinel = self._popen.sentinel
+        del self._target, self._args, self._kwargs
+        mp_process._children.add(self)  # type: ignore[attr-defined]
 
 
 def run(function: Callable[..., Any], *args: Any, limits: Limits, handlers: dict[str, Callable[..., Any]] | None = None,
@@ -299,9 +331,10 @@ class Child:
     def close(self) -> None:
         """End the child (it is killed: nothing of it is waited for)."""
         if self.proc is not None:
-            if self.proc.is_alive():
-                self.proc.kill()
-            self.proc.join()
+            if self.proc._popen is not None:  # it started
+                if self.proc.is_alive():
+                    self.proc.kill()
+                self.proc.join()
             self.conn.close()
         self.proc = self.conn = None
 

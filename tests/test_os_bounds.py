@@ -99,3 +99,22 @@ def test_a_child_past_its_wall_time_is_stopped_and_the_caller_goes_on():
     assert stopped.value.bound == "wall"
     assert time.monotonic() - started < 10
     assert bounded.run(_sleep, 0, limits=bounded.Limits()) == "woke"
+
+
+def _in_a_daemonic_worker(out) -> None:
+    try:
+        out.put(bounded.run(_sleep, 0, limits=bounded.Limits()))
+    except BaseException as exc:  # the test reads it
+        out.put(repr(exc))
+
+
+def test_a_daemonic_queue_worker_can_check_files():
+    """huey's process workers are daemonic, and multiprocessing refuses children there by default."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    worker = ctx.Process(target=_in_a_daemonic_worker, args=(out,), daemon=True)
+    worker.start()
+    assert out.get(timeout=120) == "woke"
+    worker.join(30)
