@@ -19,9 +19,9 @@ check first and says why; the wall time stops what it cannot interrupt). The tim
 spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
-Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of its own); ``Child`` (one child that
-runs many calls in turn, started afresh after a call that stopped it: one per check, so a check of
-many files pays one fork); ``Stopped`` (a ``BadInput``) when a bound stopped
+Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
+its own); ``Child`` (one child that runs many calls in turn, started afresh after a call that
+stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a ``BadInput``) when a bound stopped
 it; ``BadInput`` re-raised with its fields when the function raised one; ``call`` (in a child);
 ``limit_self`` (a process that limits its own memory); ``read_json`` (the caps).
 """
@@ -57,7 +57,9 @@ PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (tran
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
+RECYCLE = 500  # calls a thread's warm child answers before a fresh one takes over
 _CONTEXT: Any = None  # the forkserver context, made once
+_THREAD = threading.local()  # each thread's warm child (Child.of_thread)
 _CHILD: dict[str, Any] = {}  # in a child: its pipe to the caller and its limits
 
 
@@ -184,6 +186,7 @@ def _forget_forkserver() -> None:
         if hasattr(server, name):
             setattr(server, name, None)
     server._lock = threading.Lock()
+    _THREAD.__dict__.pop("child", None)  # the forking thread's warm child is its parent's (close() leaves it)
 
 
 os.register_at_fork(after_in_child=_forget_forkserver)
@@ -268,6 +271,23 @@ class Child:
         self.limits = limits
         self.proc: Any = None
         self.conn: Any = None
+        self.calls = 0  # calls the running child has answered
+
+    @classmethod
+    def of_thread(cls, limits: Limits) -> "Child":
+        """This thread's warm child (a bot worker's, the CLI's): kept between checks, so the config
+        modules and caches a check warms stay warm; a fresh one for other limits, and after
+        ``RECYCLE`` calls (what a long-lived child keeps never grows past its bound unnoticed)."""
+        child = getattr(_THREAD, "child", None)
+        if child is None or child.limits != limits or child.calls >= RECYCLE:
+            if child is not None:
+                child.close()
+            child = _THREAD.child = cls(limits)
+        return child
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     def __enter__(self) -> "Child":
         return self
@@ -280,6 +300,7 @@ class Child:
         self.conn, theirs = ctx.Pipe()
         self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ)), daemon=True)
         self.proc.start()
+        self.owner = os.getpid()
         theirs.close()
 
     def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
@@ -297,6 +318,8 @@ class Child:
         """
         if self.proc is None:
             self._start()
+            self.calls = 0
+        self.calls += 1
         try:
             self.conn.send((function, args, dict(os.environ)))
             return self._wait(handlers or {}, object_hook, where or {})
@@ -329,13 +352,17 @@ class Child:
             return message["ok"]
 
     def close(self) -> None:
-        """End the child (it is killed: nothing of it is waited for)."""
-        if self.proc is not None:
+        """End the child (it is killed: nothing of it is waited for). In a process forked from its
+        owner, only forget it: the child is the owner's."""
+        if self.proc is not None and getattr(self, "owner", None) == os.getpid():
             if self.proc._popen is not None:  # it started
                 if self.proc.is_alive():
                     self.proc.kill()
                 self.proc.join()
             self.conn.close()
+        elif self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()  # this process's copy of the pipe; the owner's stays open
         self.proc = self.conn = None
 
 

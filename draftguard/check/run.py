@@ -83,27 +83,28 @@ def check(
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
                       failed=drafter_failed is not None, real=real_engines is not None)
-    with bounded.Child(limits) as child:  # one bounded child for all the files, started afresh after a stop
-        if versions:
-            drafter = None
-            if drafter_rules:
-                drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
-                                                                                         step, child))
-            return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
-                           host_in_process)
-        report = Report(transformers_version=version or resolver.transformers_version())
-        options.version = report.transformers_version
-        for source in sources:
-            name = source.source if isinstance(source, Snapshot) else source
-            try:
-                snapshot = _load(source, revision, confine)
-                if in_process:
-                    report.targets.append(check_one(snapshot, options, step, real_engines))
-                else:
-                    report.targets.append(check_file(snapshot, options, step, real_engines, child))
-            except BadInput as exc:
-                report.errors.append(InputError.of(name, exc))
-        return report
+    # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it)
+    child = bounded.Child.of_thread(limits)
+    if versions:
+        drafter = None
+        if drafter_rules:
+            drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
+                                                                                     step, child))
+        return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
+                       host_in_process)
+    report = Report(transformers_version=version or resolver.transformers_version())
+    options.version = report.transformers_version
+    for source in sources:
+        name = source.source if isinstance(source, Snapshot) else source
+        try:
+            snapshot = _load(source, revision, confine)
+            if in_process:
+                report.targets.append(check_one(snapshot, options, step, real_engines))
+            else:
+                report.targets.append(check_file(snapshot, options, step, real_engines, child))
+        except BadInput as exc:
+            report.errors.append(InputError.of(name, exc))
+    return report
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:
