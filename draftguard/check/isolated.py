@@ -26,6 +26,7 @@ from draftguard.check.engines import check_engines
 from draftguard.check.engines.view import EngineView
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, Severity, TargetResult
 from draftguard.check.light import check_snapshot
+from draftguard.hub_access import hub_constants, use_hub_constants
 from draftguard.snapshot import BadInput, Snapshot
 
 # A surface's way to read a drafter's target: (the drafter's snapshot, its format) -> the target, or
@@ -49,6 +50,7 @@ class Options:
     lookup: bool = False  # the caller has a target lookup (asked with bounded.call)
     failed: bool = False  # the caller takes drafters whose target could not be read
     real: bool = False  # the caller has real engines (asked with bounded.call)
+    hub: dict = field(default_factory=dict)  # the caller's view of the Hub (hub_access.hub_constants)
 
 
 def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any,
@@ -71,12 +73,13 @@ def target_masks(snapshot: Snapshot, target: str | None, trust_remote_code: bool
     """The mask tokens a drafter's target reserves (special added tokens named like a mask), read
     in a bounded child: ``fix``'s mask-token proposals. {} where there is no target or none."""
     with bounded.Child(limits) as child:
-        found = _bounded(_masks_in_child, snapshot, (snapshot, target, trust_remote_code), DrafterStep(
+        found = _bounded(_masks_in_child, snapshot, (snapshot, target, trust_remote_code, hub_constants()), DrafterStep(
             None, None, trust_remote_code, None, {}, None), None, Options(), child)
     return {int(i): token for i, token in found.items()}
 
 
-def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: bool) -> dict[str, Any]:
+def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: bool, hub: dict) -> dict[str, Any]:
+    use_hub_constants(hub)
     fmt = detect_drafter(snapshot.load_json())
     where = (target, "--target", None) if fmt is None and target else find_target(snapshot, fmt, target) if fmt else None
     model = _cached_target(snapshot, where, {}, trust_remote_code) if where is not None else None
@@ -136,12 +139,14 @@ def _guarded(snapshot: Snapshot, run: Callable[[], TargetResult]) -> TargetResul
 
 def _in_child(snapshot: Snapshot, options: Options, fetched: dict) -> dict[str, Any]:
     """What the child runs: ``check_one`` with the caller's lookup and real engines asked over the pipe."""
+    use_hub_constants(options.hub)
     step, failures = _child_step(options, fetched)
     result = check_one(snapshot, options, step, _AskedReal(options.engines) if options.real else None)
     return _answer(_plain(result), failures)
 
 
 def _drafter_in_child(snapshot: Snapshot, result: TargetResult, options: Options, fetched: dict) -> dict[str, Any]:
+    use_hub_constants(options.hub)
     step, failures = _child_step(options, fetched)
     found = _guarded(snapshot, lambda: step(snapshot, result))
     return _answer([_plain_finding(f) for f in found], failures)

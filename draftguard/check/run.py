@@ -24,6 +24,7 @@ from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, Targ
                                        drafter_file)
 from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
+from draftguard.hub_access import hub_constants
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 __all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
@@ -82,7 +83,7 @@ def check(
         bounded.start()  # transformers is imported there while the files are read here
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
-                      failed=drafter_failed is not None, real=real_engines is not None)
+                      failed=drafter_failed is not None, real=real_engines is not None, hub=hub_constants())
     # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it)
     child = bounded.Child.of_thread(limits)
     if versions:
