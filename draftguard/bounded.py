@@ -7,9 +7,10 @@ the drafter rules, the engine tiers, and so ``fix``'s proofs and the bots' check
 resolver processes set the same limits on themselves), so a file that makes a config class build
 slow or huge costs one child, never the caller: the caller and the other files go on.
 
-The children fork from a ``forkserver`` that imported transformers once (``PRELOAD``), so a child
-costs a fork, not a cold import, and never inherits the caller's threads or locks (the bot calls
-from several worker threads at once). A child can ask the caller for what only the caller holds (a
+In a process with threads (the bot calls from several worker threads at once) the children fork
+from a ``forkserver`` that imported transformers once (``PRELOAD``), so a child costs a fork, not a
+cold import, and never inherits a lock another thread held. A process of one thread (the CLI, the
+Action) forks the child from itself: nothing to inherit, and nothing imported twice. A child can ask the caller for what only the caller holds (a
 bot's target lookup, the vLLM worker) with ``call``; the caller answers with ``handlers``.
 
 The limits (``Limits.from_env``): ``DRAFTGUARD_CHECK_MEMORY`` (address space, "2GB" by default),
@@ -202,9 +203,11 @@ def _context() -> Any:
 
 def start() -> None:
     """Start the forkserver now, in the background (it imports ``PRELOAD`` while the caller goes on
-    reading its files); the first child then waits less. Does nothing once it runs."""
-    _context()
-    forkserver.ensure_running()
+    reading its files), where children will come from it: in a process with threads. Does nothing
+    once it runs, or in a process of one thread (its children fork from it)."""
+    if threading.active_count() > 1:
+        _context()
+        forkserver.ensure_running()
 
 
 class _Popen(popen_forkserver.Popen):
@@ -247,6 +250,10 @@ class _Process(multiprocessing.context.ForkServerProcess):
         self._sentinel = self._popen.sentinel
         del self._target, self._args, self._kwargs
         mp_process._children.add(self)  # type: ignore[attr-defined]
+
+
+class _ForkProcess(multiprocessing.context.ForkProcess):
+    start = _Process.start
 
 
 def run(function: Callable[..., Any], *args: Any, limits: Limits, handlers: dict[str, Callable[..., Any]] | None = None,
@@ -296,9 +303,14 @@ class Child:
         self.close()
 
     def _start(self) -> None:
-        ctx = _context()
-        self.conn, theirs = ctx.Pipe()
-        self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ)), daemon=True)
+        if threading.active_count() == 1:
+            # One thread (the CLI, the Action): no other thread can hold a lock the child inherits,
+            # so fork this process itself; the child shares what it imported and imports the rest.
+            self.conn, theirs = multiprocessing.get_context("fork").Pipe()
+            self.proc = _ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn), daemon=True)
+        else:  # threads (a bot's workers): a child from the forkserver, which has none
+            self.conn, theirs = _context().Pipe()
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ), None), daemon=True)
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
@@ -408,8 +420,12 @@ def current() -> Limits | None:
     return _CHILD.get("limits")
 
 
-def _serve(conn: Any, limits: Limits, environ: dict[str, str]) -> None:
-    """The child: under ``limits``' memory bound for life, each call under its CPU seconds."""
+def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any) -> None:
+    """The child: under ``limits``' memory bound for life, each call under its CPU seconds.
+    ``callers_end`` (forked from the caller): the caller's end of the pipe, closed here so that the
+    caller's exit is this child's end of input."""
+    if callers_end is not None:
+        callers_end.close()
     _CHILD.update(conn=conn, limits=limits)
     try:
         limit_self(limits)

@@ -118,3 +118,28 @@ def test_a_daemonic_queue_worker_can_check_files():
     worker.start()
     assert out.get(timeout=120) == "woke"
     worker.join(30)
+
+
+def _allocate(count: int) -> int:
+    return len([0] * count)
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["forked-from-the-caller", "from-the-forkserver"])
+def test_a_child_past_its_memory_bound_is_stopped_naming_it_and_the_next_call_gets_a_fresh_child(threads):
+    """A caller of one thread forks its children itself; a caller with threads (a bot) gets them
+    from the forkserver. Both are bounded alike."""
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    if threads:
+        other.start()
+    try:
+        assert (threading.active_count() > 1) == threads
+        child = bounded.Child(bounded.Limits(memory=10**9))
+        with pytest.raises(bounded.Stopped, match=r"stopped at 1 GB of memory \(DRAFTGUARD_CHECK_MEMORY\)"):
+            child.run(_allocate, 400_000_000)  # 3.2 GB of list
+        assert child.run(_allocate, 1000) == 1000  # a fresh child answers the next call
+        child.close()
+    finally:
+        stop.set()

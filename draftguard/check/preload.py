@@ -9,8 +9,11 @@ are imported in the process that imports this.
 
 from __future__ import annotations
 
+import os
+
 from draftguard.check import isolated, resolver  # noqa: F401 (imported for the children that fork from here)
 
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # as the CLI sets it: no import-time notices
 resolver.hide_torch()
 import transformers  # noqa: E402  transformers: after hide_torch(), else it imports torch
 from transformers import AutoConfig  # noqa: E402,F401  the config registry every check reads
