@@ -143,3 +143,13 @@ def test_a_child_past_its_memory_bound_is_stopped_naming_it_and_the_next_call_ge
         child.close()
     finally:
         stop.set()
+
+
+def test_the_bench_that_measures_the_bound_runs_as_the_docs_show_it():
+    """docs/performance.md's figure comes from `python bench/bench_bound.py`; one short run of it."""
+    done = subprocess.run([sys.executable, "bench/bench_bound.py", "--runs", "1", "--warm-runs", "1"],
+                          capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout[:done.stdout.rindex("}") + 1])
+    assert figures["files"] == 6 and figures["cold_cpu_ratio"] > 0 and figures["warm_bounded_ms"] > 0
