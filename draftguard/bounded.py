@@ -10,8 +10,9 @@ slow or huge costs one child, never the caller: the caller and the other files g
 In a process with threads (the bot calls from several worker threads at once) the children fork
 from a ``forkserver`` that imported transformers once (``PRELOAD``), so a child costs a fork, not a
 cold import, and never inherits a lock another thread held. A process of one thread (the CLI, the
-Action) forks the child from itself: nothing to inherit, and nothing imported twice. A child can ask the caller for what only the caller holds (a
-bot's target lookup, the vLLM worker) with ``call``; the caller answers with ``handlers``.
+Action) forks the child from itself: nothing to inherit, and nothing imported twice. A child can
+ask the caller for what only the caller holds (a bot's target lookup, the vLLM worker) with
+``call``; the caller answers with ``handlers``.
 
 The limits (``Limits.from_env``): ``DRAFTGUARD_CHECK_MEMORY`` (address space, "2GB" by default),
 ``DRAFTGUARD_CHECK_CPU_SECONDS`` (30 by default) and a wall time of twice ``DRAFTGUARD_CHECK_SECONDS``
@@ -22,9 +23,10 @@ spends answering a ``call`` is not the child's.
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
 Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
 its own); ``Child`` (one child that runs many calls in turn, started afresh after a call that
-stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a ``BadInput``) when a bound stopped
-it; ``BadInput`` re-raised with its fields when the function raised one; ``call`` (in a child);
-``limit_self`` (a process that limits its own memory); ``read_json`` (the caps).
+stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
+``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
+raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
+``read_json`` (the caps).
 """
 
 from __future__ import annotations
