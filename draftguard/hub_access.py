@@ -256,6 +256,28 @@ def endpoint() -> str:
     return _hf().ENDPOINT.rstrip("/")
 
 
+_CARRIED = ("ENDPOINT", "HUGGINGFACE_CO_URL_TEMPLATE", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_TELEMETRY")
+
+
+def hub_constants() -> dict[str, Any]:
+    """This process's view of the Hub (huggingface_hub's constants, which it reads from the
+    environment once, at import), for a bounded child to take over (``use_hub_constants``): the
+    child's huggingface_hub was imported by a forkserver, maybe under another environment. {} when
+    this process has not imported huggingface_hub (the child's import then read the same environment)."""
+    import sys  # stdlib: a question about what this process imported
+
+    constants = sys.modules.get("huggingface_hub.constants")
+    return {name: getattr(constants, name) for name in _CARRIED} if constants is not None else {}
+
+
+def use_hub_constants(values: dict[str, Any]) -> None:
+    """Take over a caller's view of the Hub (``hub_constants``)."""
+    if values:
+        constants = _hf()
+        for name, value in values.items():
+            setattr(constants, name, value)
+
+
 def is_offline() -> bool:
     """Whether huggingface_hub is in offline mode (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1)."""
     return _hf().is_offline_mode()

@@ -448,7 +448,7 @@ LAYERS = [
     ("draftguard.fix",),
     ("draftguard.check",),
     ("draftguard.settings",),
-    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers"),
+    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers", "draftguard.bounded"),
     ("draftguard.errors",),
 ]
 

@@ -9,6 +9,7 @@ config; a version that cannot be prepared or run raises ``MatrixError`` with its
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from draftguard import bounded
 from draftguard.check import resolver
 from draftguard.errors import MatrixError
 from draftguard.snapshot import BadInput
@@ -32,6 +34,20 @@ DEFAULT_RESOLVE_TIMEOUT = 60.0
 DEFAULT_INSTALL_TIMEOUT = 900.0
 READY_MARKER = "draftguard-env.json"
 RESOLVER_PACKAGE = Path(resolver.__file__).resolve().parent
+RESOLVER_IMPORT_CPU = 60  # CPU seconds a resolver process may spend importing its transformers
+# The resolver's LOADER, run under the check's bounds (``bounded.Limits``, passed in the environment):
+# set on the process itself, soft and hard, before any config is read; an allocation that fails at
+# the memory bound exits with ``bounded.MEMORY_EXIT``. Standalone: the other venvs lack draftguard.
+BOUNDED_LOADER = (
+    "import os, resource\n"
+    "memory, cpu = int(os.environ['DRAFTGUARD_LIMIT_MEMORY']), int(os.environ['DRAFTGUARD_LIMIT_CPU'])\n"
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (memory, memory))\n"
+    "resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))\n"
+    "try:\n"
+    + "".join(f"    {line}\n" for line in resolver.LOADER.splitlines())
+    + f"except MemoryError:\n    os._exit({bounded.MEMORY_EXIT})\n"
+)
 
 # A PEP 440 release, optionally a pre, post or dev release. Nothing else reaches the pip command line:
 # no specifiers, no URLs, no local versions, no option-looking text.
@@ -259,9 +275,15 @@ def _timeout(name: str, default: float) -> float:
 # --- resolving -------------------------------------------------------------------------------------
 
 
-def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
+def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float,
+                 limits: bounded.Limits | None = None) -> list[dict[str, Any]]:
     """Run the resolver package under ``python`` with the script protocol; one result per config (a node or
-    ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout`` or answers junk.
+    ``{"error": ...}``). Raises MatrixError when it crashes, hangs past ``timeout``, stops at a bound
+    or answers junk.
+
+    The process sets the check's bounds on itself before it reads a config (``limits``, else
+    ``bounded.Limits.from_env()``): its address space, and CPU seconds for each config it resolves
+    plus a minute for its imports; its answer is read under ``bounded.read_json``'s caps.
 
     Raises:
         MatrixError: The resolver crashed, ran past ``timeout`` or answered something else.
@@ -275,9 +297,12 @@ def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) 
     # The package is loaded under a private name by resolver.LOADER, not run from its folder: the
     # folder must not land on sys.path, where a module of ours could shadow one that transformers
     # imports. -I keeps out PYTHONPATH, user site-packages and the working directory likewise.
-    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
+    limits = limits or bounded.Limits.from_env()
+    cpu = math.ceil(limits.cpu * max(1, len(configs)) + RESOLVER_IMPORT_CPU)
+    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
+               DRAFTGUARD_LIMIT_MEMORY=str(limits.memory), DRAFTGUARD_LIMIT_CPU=str(cpu))
     proc = subprocess.Popen(
-        [python, "-I", "-c", resolver.LOADER, str(RESOLVER_PACKAGE)],
+        [python, "-I", "-c", BOUNDED_LOADER, str(RESOLVER_PACKAGE)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,  # so a hung resolver's children die with it
     )
@@ -287,15 +312,47 @@ def run_resolver(python: str, configs: list[dict[str, Any]], *, timeout: float) 
         _kill(proc)
         proc.communicate()
         raise MatrixError(TIMED_OUT, f"the resolver did not answer within {timeout:g} s and was stopped") from None
+    if proc.returncode == bounded.MEMORY_EXIT:
+        raise MatrixError(CRASHED, f"the resolver {limits.words('memory')}")
+    if proc.returncode == -signal.SIGXCPU:
+        raise MatrixError(CRASHED, f"the resolver stopped after {cpu} s of CPU ({limits.cpu:g} s a config, "
+                                   f"{bounded.CPU_ENV})")
     if proc.returncode != 0:
         raise MatrixError(CRASHED, f"the resolver crashed ({_exit_text(proc.returncode)}): {_last_line(err)}")
     try:
-        results = json.loads(out)["results"]
+        results = bounded.read_json(out.encode(), limit=bounded.MAX_ANSWER * max(1, len(configs)))["results"]
         if not isinstance(results, list) or len(results) != len(configs):
             raise ValueError("wrong number of results")
     except (ValueError, KeyError, TypeError) as exc:
         raise MatrixError(CRASHED, f"the resolver's answer was unreadable ({exc}): {_last_line(err)}") from None
     return results
+
+
+def resolve_here(configs: list[dict[str, Any]], limits: bounded.Limits | None = None) -> list[dict[str, Any]]:
+    """Each config resolved under draftguard's own transformers (the audit's way: no resolver
+    process per batch), in one bounded child (``bounded.run``: the check's limits, times the number
+    of configs for CPU and wall). Raises MatrixError naming the bound that stopped it."""
+    limits = limits or bounded.Limits.from_env()
+    times = max(1, len(configs))
+    try:
+        return bounded.run(_resolve_all, configs, limits=bounded.Limits(limits.memory, limits.cpu * times,
+                                                                         limits.wall * times))
+    except bounded.Stopped as exc:
+        raise MatrixError(CRASHED, f"the resolver {exc}") from None
+
+
+def _resolve_all(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In a bounded child: each config resolved, in the resolver script's answer shape (JSON values)."""
+    out = []
+    for config in configs:
+        try:
+            node = resolver.resolve(config["raw"], trust_remote_code=bool(config.get("trust_remote_code")),
+                                    pretrained=config.get("pretrained"), revision=config.get("revision"))
+        except resolver.ResolveError as exc:
+            out.append({"error": exc.to_json()})
+            continue
+        out.append(json.loads(json.dumps(node, default=str)))
+    return out
 
 
 def _kill(proc: subprocess.Popen) -> None:

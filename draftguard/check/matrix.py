@@ -24,7 +24,6 @@ key); a version that cannot run is an ``InputError`` in it; malformed versions r
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -33,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.drafter.classless import classless_finding
 from draftguard.check.environments import (
@@ -43,6 +41,7 @@ from draftguard.check.environments import (
     INSTALL_TIMEOUT_ENV,
     OK,
     RESOLVE_TIMEOUT_ENV,
+    resolve_here,
     _timeout,
     ensure_env,
     parse_versions,
@@ -218,7 +217,7 @@ def check_matrix(
                 return []
             started = time.monotonic()
             if host_in_process and python == sys.executable:
-                results = [_resolve_here(config) for config in configs]
+                results = resolve_here(configs)
             else:
                 results = run_resolver(python, configs, timeout=timeout)
             column.resolve_seconds = time.monotonic() - started
@@ -257,16 +256,6 @@ def check_matrix(
         except BadInput as exc:
             report.errors.append(InputError.of(snapshot.source, exc))
     return report
-
-
-def _resolve_here(config: dict[str, Any]) -> dict[str, Any]:
-    """One config resolved in this process, in the resolver script's answer shape (JSON values)."""
-    try:
-        node = resolver.resolve(config["raw"], trust_remote_code=bool(config.get("trust_remote_code")),
-                                pretrained=config.get("pretrained"), revision=config.get("revision"))
-    except resolver.ResolveError as exc:
-        return {"error": exc.to_json()}
-    return json.loads(json.dumps(node, default=str))
 
 
 def _judge_target(

@@ -16,23 +16,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from draftguard import bounded
 from draftguard.check import resolver
-from draftguard.check.drafter import check_drafter, detect_drafter
-from draftguard.check.drafter.detect import DrafterFormat
-from draftguard.check.drafter.target import TargetModel
-from draftguard.check.engines import check_engines
 from draftguard.check.environments import parse_versions
-from draftguard.check.findings import Finding, InputError, Report, TargetResult
-from draftguard.check.light import check_snapshot
+from draftguard.check.findings import InputError, Report
+from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
+                                       drafter_file)
+from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
+from draftguard.hub_access import hub_constants
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
-# A surface's way to read a drafter's target: (the drafter's snapshot, its format) -> the target, or
-# None when it has none. Raises BadInput when the named target cannot be read.
-TargetLookup = Callable[[Snapshot, DrafterFormat], "TargetModel | None"]
-# What a surface does with a drafter whose rules could not run (its target unreadable); without one,
-# that is an InputError in the Report.
-DrafterFailed = Callable[[Snapshot, BadInput], None]
+__all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
+
+
+def target_masks(snapshot: Snapshot, *, target: str | None = None, trust_remote_code: bool = False) -> dict[int, str]:
+    """The mask tokens a drafter's target reserves ({id: token}), read in a bounded child (fix's
+    mask-token rules). Raises BadInput: the target cannot be read, or a bound stopped the child."""
+    return _target_masks(snapshot, target, trust_remote_code, bounded.Limits.from_env())
 
 
 def check(
@@ -41,7 +42,7 @@ def check(
     trust_remote_code: bool = False, engines: list | None = None, real_engines: Any = None,
     confine: Path | None = None, drafter_rules: bool = True, drafter_failed: DrafterFailed | None = None,
     cache: dict | None = None, version: str | None = None, progress: Callable[[str], None] | None = None,
-    host_in_process: bool = False,
+    host_in_process: bool = False, in_process: bool = False,
 ) -> Report:
     """Check every source into one Report: under each of ``versions`` through the version matrix
     (``check.matrix``), else under the installed transformers in this process (``check.light``).
@@ -60,8 +61,13 @@ def check(
     transformers in the Report (the audit passes it once). ``progress`` and ``host_in_process``
     are the matrix's (first installs; resolving in this process).
 
+    Each file is checked in a child process under hard limits (``draftguard.bounded``: memory, CPU
+    seconds, wall time, from the environment): a file past one is an InputError naming the bound,
+    and the other files go on. ``in_process=True`` checks in this process instead, unbounded: the
+    benchmark's baseline, never for untrusted files.
+
     Raises:
-        BadInput: A version is malformed (nothing has run yet).
+        BadInput: A version or a limit's setting is malformed (nothing has run yet).
 
     Example::
 
@@ -71,30 +77,32 @@ def check(
     """
     versions = parse_versions(versions) if versions else None
     fetched: dict = {} if cache is None else cache  # target models fetched once per run
-    step = _DrafterStep(drafter_target, target_lookup, trust_remote_code, confine, fetched, drafter_failed)
+    step = DrafterStep(drafter_target, target_lookup, trust_remote_code, confine, fetched, drafter_failed)
+    limits = bounded.Limits.from_env()  # a setting that is no limit: BadInput before any work
+    if not in_process:
+        bounded.start()  # transformers is imported there while the files are read here
+    options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
+                      confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
+                      failed=drafter_failed is not None, real=real_engines is not None, hub=hub_constants())
+    # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it)
+    child = bounded.Child.of_thread(limits)
     if versions:
-        return _matrix(list(sources), versions, revision, confine, step if drafter_rules else None,
-                       trust_remote_code, progress, host_in_process)
+        drafter = None
+        if drafter_rules:
+            drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
+                                                                                     step, child))
+        return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
+                       host_in_process)
     report = Report(transformers_version=version or resolver.transformers_version())
+    options.version = report.transformers_version
     for source in sources:
         name = source.source if isinstance(source, Snapshot) else source
         try:
             snapshot = _load(source, revision, confine)
-
-            def one() -> TargetResult:
-                result = check_snapshot(snapshot, trust_remote_code=trust_remote_code,
-                                        version=report.transformers_version)
-                if drafter_rules:
-                    result.findings.extend(step(snapshot, result))
-                if engines:
-                    found, views = check_engines(snapshot, result, engines, target=drafter_target,
-                                                 trust_remote_code=trust_remote_code, cache=fetched,
-                                                 real=real_engines, **step.target_of(snapshot))
-                    result.findings.extend(found)
-                    result.engine_views = views
-                return result
-
-            report.targets.append(_guarded(snapshot, one))
+            if in_process:
+                report.targets.append(check_one(snapshot, options, step, real_engines))
+            else:
+                report.targets.append(check_file(snapshot, options, step, real_engines, child))
         except BadInput as exc:
             report.errors.append(InputError.of(name, exc))
     return report
@@ -108,21 +116,8 @@ def _load(source: str | Snapshot, revision: str | None, confine: Path | None) ->
     return load_snapshot(source, revision)
 
 
-def _guarded(snapshot: Snapshot, run: Callable[[], TargetResult]) -> TargetResult:
-    """``run()``, with a check that cannot finish within bounds (a config nested past Python's depth,
-    or one too large for memory) made BadInput: an error the reader sees, never a crash or a failed
-    job that leaves an earlier "passes" standing (B4 of issue 25)."""
-    try:
-        return run()
-    except (RecursionError, MemoryError) as exc:
-        shown = snapshot.path_of("config.json")
-        raise BadInput(f"{shown}: not checked: the check ran out of "
-                       f"{'depth' if isinstance(exc, RecursionError) else 'memory'} (is this a real model config?)",
-                       file=shown) from None
-
-
 def _matrix(sources: list, versions: list[str], revision: str | None, confine: Path | None,
-            step: "_DrafterStep | None", trust_remote_code: bool, progress: Callable[[str], None] | None,
+            drafter: Callable[..., Any] | None, trust_remote_code: bool, progress: Callable[[str], None] | None,
             host_in_process: bool) -> Report:
     """The matrix of the sources that load; those that do not are its first InputErrors."""
     snapshots, errors = [], []
@@ -132,7 +127,7 @@ def _matrix(sources: list, versions: list[str], revision: str | None, confine: P
         except BadInput as exc:
             errors.append(InputError.of(source.source if isinstance(source, Snapshot) else source, exc))
     report = check_matrix([], versions, snapshots=snapshots, trust_remote_code=trust_remote_code,
-                          progress=progress, drafter_rules=step is not None, drafter=step,
+                          progress=progress, drafter_rules=drafter is not None, drafter=drafter,
                           host_in_process=host_in_process)
     report.errors[:0] = errors
     return report
@@ -145,40 +140,3 @@ def _inside(target: str, confine: Path) -> None:
     for candidate in (path, path / "config.json") if path.is_dir() else (path,):
         if candidate.exists() and not candidate.resolve().is_relative_to(Path(confine).resolve()):
             raise BadInput(f"{target}: a symlink out of the repository, not read", file=target)
-
-
-class _DrafterStep:
-    """The drafter rules of one checked snapshot, with the target read the surface's way, once per run."""
-
-    def __init__(self, explicit: str | None, lookup: TargetLookup | None, trust_remote_code: bool,
-                 confine: Path | None, fetched: dict, failed: DrafterFailed | None):
-        self.explicit, self.lookup, self.trust_remote_code = explicit, lookup, trust_remote_code
-        self.confine, self.fetched, self.failed = confine, fetched, failed
-        self.looked: dict[int, TargetModel | None] = {}  # id(snapshot) -> the target lookup read
-
-    def __call__(self, snapshot: Snapshot, result: TargetResult) -> list[Finding]:
-        """The drafter findings ([] when they could not run and ``failed`` was told). Raises
-        BadInput (the target cannot be read) when there is no ``failed``."""
-        try:
-            if self.lookup is None:
-                if not (self.explicit or detect_drafter(snapshot.load_json()) is not None):
-                    return []  # the drafter rules run only for a drafter, or a pair the user named
-                return check_drafter(snapshot, result, target=self.explicit, trust_remote_code=self.trust_remote_code,
-                                     cache=self.fetched, confine=self.confine)
-            fmt = detect_drafter(snapshot.load_json())
-            if fmt is None:
-                return []
-            model = self.looked[id(snapshot)] = self.lookup(snapshot, fmt)
-            return check_drafter(snapshot, result, trust_remote_code=self.trust_remote_code, target_model=model)
-        except BadInput as exc:
-            if self.failed is None:
-                raise
-            self.failed(snapshot, exc)
-            return []
-
-    def target_of(self, snapshot: Snapshot) -> dict[str, Any]:
-        """``check_engines``' ``target_model``: the one the lookup read (None when it failed or there
-        is none), so the engine rules never read a target another way."""
-        if self.lookup is None:
-            return {}
-        return {"target_model": self.looked.get(id(snapshot))}

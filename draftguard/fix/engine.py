@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 
 from draftguard.check.findings import Finding, Report, Severity
 from draftguard.check.run import check as check_sources
+from draftguard.check.run import target_masks
 from draftguard.fix.proposals import propose
 from draftguard.fix.text import Edit, EditError, apply_edits, lines
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
@@ -174,6 +175,7 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
     place of the snapshot's own, beside the snapshot's other files (weights, tokenizer, settings):
     in this process, or under each of ``versions`` through the version matrix."""
     fetched: dict = {}  # the drafter's target, fetched once for every recheck
+    reserved: list[dict[int, str]] = []  # the target's mask tokens, read once
 
     def check(text: str) -> list[Finding]:
         snap = replace(snapshot, files={**snapshot.files, "config.json": text.encode("utf-8")}, _lines={})
@@ -181,13 +183,14 @@ def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, t
                                        trust_remote_code=trust_remote_code, cache=fetched))
 
     def masks() -> dict[int, str]:
-        """Mask tokens the drafter's target reserves: special added tokens named like a mask."""
-        found: dict[int, str] = {}
-        for model in fetched.values():
-            if model.tokenizer is not None:
-                found.update({i: token for i, (token, special) in model.tokenizer.added().items()
-                              if special and "mask" in token.lower()})
-        return found
+        """Mask tokens the drafter's target reserves: special added tokens named like a mask (read in
+        a bounded child, as the checks are; none where the target cannot be read)."""
+        if not reserved:
+            try:
+                reserved.append(target_masks(snapshot, target=target, trust_remote_code=trust_remote_code))
+            except BadInput:
+                reserved.append({})
+        return reserved[0]
 
     check.masks = masks  # type: ignore[attr-defined]  (read by fix_text for the mask-token rules)
     return check

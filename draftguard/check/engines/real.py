@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from draftguard import bounded
 from draftguard.check.engines.specs import EngineSpec
 from draftguard.check.engines.view import ENGINE, EngineView
 from draftguard.check.environments import _kill, _last_line, cache_dir, env_python
@@ -28,7 +32,8 @@ from draftguard.check.environments import _kill, _last_line, cache_dir, env_pyth
 PYTHON_ENV = "DRAFTGUARD_VLLM_PYTHON"
 PROBE = Path(__file__).resolve().parent / "vllm_probe.py"
 SGLANG_PROBE = Path(__file__).resolve().parent / "sglang_probe.py"
-START_TIMEOUT, REQUEST_TIMEOUT = 300.0, 180.0
+START_TIMEOUT = 300.0  # importing vLLM and torch: the worker's own cost, before any file is read
+MEMORY_EXIT = 86  # the worker's exit status when an allocation failed at its bound (vllm_probe.py)
 
 
 def vllm_python(version: str) -> str | None:
@@ -40,35 +45,61 @@ def vllm_python(version: str) -> str | None:
 
 
 class _Worker:
-    """One vLLM worker process: started once, asked one config per line."""
+    """One engine worker process: started once, asked one config per line, each request under the
+    check's bounds (``bounded.Limits``: its wall time here; its CPU seconds and its memory, past
+    what importing the engine took, set by the worker on itself). Its temp and cache folders are a
+    scratch folder that ``close`` deletes."""
 
-    def __init__(self, python: str, probe: Path = PROBE, *args: str):
+    def __init__(self, python: str, probe: Path = PROBE, *args: str, limits: bounded.Limits | None = None):
+        self.limits = limits or bounded.Limits.from_env()
+        self.scratch = tempfile.mkdtemp(prefix="draftguard-engine-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false",
+                   **_scratch_env(self.scratch), DRAFTGUARD_PROBE_MEMORY=str(self.limits.memory),
+                   DRAFTGUARD_PROBE_CPU_SECONDS=f"{self.limits.cpu:g}")
         self.started, self.asked = time.monotonic(), 0
         self.proc = subprocess.Popen([python, "-I", str(probe), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
-        self.ready = self._read(START_TIMEOUT)
+        try:
+            self.ready = self._read(START_TIMEOUT, starting=True)
+        except BaseException:
+            self.close()
+            raise
         self.start_seconds = time.monotonic() - self.started
 
-    def _read(self, timeout: float) -> Any:
+    def _read(self, timeout: float, starting: bool = False) -> Any:
         import selectors  # stdlib, used only when a real engine runs
 
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             if not sel.select(timeout):
                 self.close()
-                raise RuntimeError(f"vLLM did not answer within {timeout:g} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"vLLM's worker exited ({self.proc.poll()})")
-        return json.loads(line)
+                if starting:
+                    raise RuntimeError(f"the engine did not start within {timeout:g} s")
+                raise bounded.Stopped(f"the engine's worker {self.limits.words('wall')}", "wall")
+        line = self.proc.stdout.readline(bounded.MAX_ANSWER)
+        if not line.endswith("\n"):  # the worker died, or an answer over the cap
+            raise self._died(starting)
+        return bounded.read_json(line.encode())
+
+    def _died(self, starting: bool) -> Exception:
+        self.close()
+        code = self.proc.returncode
+        if starting:
+            return RuntimeError(f"the engine's worker exited ({code})")
+        if code == MEMORY_EXIT:
+            return bounded.Stopped(f"the engine's worker stopped at {bounded.size_text(self.limits.memory)} of memory "
+                                   f"past its imports ({bounded.MEMORY_ENV})", "memory")
+        if code in (-signal.SIGXCPU, -signal.SIGKILL):
+            return bounded.Stopped(f"the engine's worker {self.limits.words('cpu')}", "cpu")
+        return bounded.Stopped(f"the engine's worker died (exit status {code}) or answered over "
+                               f"{bounded.size_text(bounded.MAX_ANSWER)}", "crash")
 
     def ask(self, request: dict[str, Any]) -> Any:
         self.asked += 1
         self.proc.stdin.write(json.dumps({**request, "id": self.asked}) + "\n")
         self.proc.stdin.flush()
-        reply = self._read(REQUEST_TIMEOUT)
+        reply = self._read(self.limits.wall)
         if not isinstance(reply, dict) or reply.get("id") != self.asked:
             self.close()
             raise RuntimeError("vLLM's worker answered out of turn")
@@ -77,9 +108,21 @@ class _Worker:
     def close(self) -> None:
         if self.proc.poll() is None:
             _kill(self.proc)
-            self.proc.wait()
+        self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _scratch_env(scratch: str) -> dict[str, str]:
+    """Where the engine writes its temp and cache files: all under ``scratch``, which the caller
+    deletes (vLLM left files in /tmp and ~/.cache/vllm before). One thread for torch's CPU pools
+    and two malloc arenas: the views are built on the meta device, and each idle thread reserves
+    address space that the memory bound (RLIMIT_AS) counts."""
+    return {"TMPDIR": scratch, "VLLM_CACHE_ROOT": os.path.join(scratch, "vllm"),
+            "XDG_CACHE_HOME": os.path.join(scratch, "cache"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(scratch, "triton"), "VLLM_RPC_BASE_PATH": scratch,
+            "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
 
 
 def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]:
@@ -138,8 +181,8 @@ class RealEngines:
             self.fallbacks.append((spec, folder, "its target is not a local folder (give --target a folder with "
                                                  "the target's config.json)"))
             return None
+        worker = self.workers.get(spec)
         try:
-            worker = self.workers.get(spec)
             if worker is None:
                 worker = self.workers[spec] = _Worker(self.pythons[spec])
                 if worker.ready.get("vllm") != spec.version:
@@ -148,9 +191,13 @@ class RealEngines:
             request = ({"model": target_folder, "draft": folder, "method": family} if family
                        else {"model": folder})
             answer = worker.ask(request)
+        except bounded.Stopped as exc:  # this file stopped the worker: an error on the file; the next one starts afresh
+            self.workers.pop(spec, None)
+            raise bounded.Stopped(f"{folder}: not checked: {spec.shown}: {exc}", exc.bound) from None
         except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
             self.failed[spec] = _last_line(str(exc))
-            self.workers.pop(spec, None)
+            if self.workers.pop(spec, None) is not None:
+                worker.close()
             return None
         if isinstance(answer, dict):  # vLLM could not take this config here: the light tier answers, and says so
             self.fallbacks.append((spec, folder, answer.get("error", "no answer")))
@@ -163,3 +210,4 @@ class RealEngines:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.close()
+        self.workers.clear()

@@ -221,6 +221,35 @@ def _words(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
+MEMORY_EXIT = 86  # an allocation failed at the memory bound (check/engines/real.py reads it)
+
+
+def _limit_memory() -> None:
+    """The caller's memory bound (``DRAFTGUARD_PROBE_MEMORY`` bytes) on top of the address space that
+    importing vLLM and torch took: set once, soft and hard, before any config is read."""
+    extra = int(os.environ.get("DRAFTGUARD_PROBE_MEMORY") or 0)
+    if extra > 0:
+        import resource  # stdlib; only a bounded worker needs it
+
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + extra, mapped + extra))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _limit_cpu() -> None:
+    """The caller's CPU bound for the next request (``DRAFTGUARD_PROBE_CPU_SECONDS``): SIGXCPU once the
+    worker has used that many more seconds."""
+    seconds = float(os.environ.get("DRAFTGUARD_PROBE_CPU_SECONDS") or 0)
+    if seconds > 0:
+        import math  # stdlib; only a bounded worker needs it
+        import resource  # stdlib; only a bounded worker needs it
+
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = math.ceil(used.ru_utime + used.ru_stime + seconds)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+
+
 def main() -> None:
     # The protocol keeps the real stdout; anything vLLM or transformers print goes to stderr, so a
     # stray line can never be read as an answer.
@@ -232,17 +261,21 @@ def main() -> None:
     from importlib.metadata import version as dist_version  # stdlib; only the ready line needs it
 
     transformers = dist_version("transformers")
+    _limit_memory()
     print(json.dumps({"ready": True, "vllm": version, "transformers": transformers}), file=proto, flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
+        _limit_cpu()
         try:
             if request.get("draft"):
                 views = drafter_views(request["model"], request["draft"], request.get("method") or "dflash")
             else:
                 views = target_view(request["model"])
             answer: Any = views
+        except MemoryError:
+            os._exit(MEMORY_EXIT)  # allocates nothing; the caller names the bound from the status
         except Exception as exc:
             answer = {"error": _words(exc), "trace": traceback.format_exc()[-1500:]}
         print(json.dumps({"id": request.get("id"), "answer": answer}, default=str), file=proto, flush=True)

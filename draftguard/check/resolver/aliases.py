@@ -46,6 +46,8 @@ def _declared(cls: type) -> frozenset[str]:
 
             with class_voice(None):
                 names.update(vars(PretrainedConfig()))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             pass
         _DECLARED_CACHE[cls] = frozenset(names)
@@ -160,6 +162,8 @@ def _unread_for_certain(cls: type, raw: dict[str, Any], config: Any, out: dict[s
         trial.update(sentinels)
         try:
             before, after = storage(config), storage(build_quietly(cls, trial))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             return {}
         # A key whose sentinel does not reach its own stored copy is computed by the class (Swin's
@@ -173,6 +177,8 @@ def _unread_for_certain(cls: type, raw: dict[str, Any], config: Any, out: dict[s
             without = {k: v for k, v in raw.items() if k not in out}
             try:
                 own = storage(build_quietly(cls, without))
+            except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+                raise
             except Exception:
                 own = {}
             out = {key: f for key, f in out.items() if not same(plain(own.get(key, MISSING), None), raw[key])}

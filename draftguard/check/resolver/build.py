@@ -85,12 +85,16 @@ def _resolve(raw: dict[str, Any], trust_remote_code: bool, pretrained: str | Non
             "nested config names a model type this version does not ship.",
             key=nested,
         ) from None
+    except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+        raise
     except Exception as exc:  # the class's own validation: any exception type is possible
         raise _rejected(exc, raw, cls) from None
     node = config_node(config, raw)
     if trace and cls is not None:
         try:
             node["evidence"] = gather_evidence(cls, raw, config, node, messages)
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception as exc:  # evidence is extra: a class that breaks under tracing is still judged
             # (BudgetSpent is no Exception: a spent budget is an error on the file, not missing evidence)
             node["evidence"] = {"messages": messages[:20], "failed": f"{type(exc).__name__}: {exc}"[:300]}

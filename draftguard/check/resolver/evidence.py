@@ -48,6 +48,8 @@ def _generation_kept(raw: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
                 try:
                     with class_voice(None):
                         _GENERATION_CACHE[content] = GenerationConfig.from_model_config(copy_tree(holder))
+                except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+                    raise
                 except Exception:
                     _GENERATION_CACHE[content] = None
             built[holder_path] = _GENERATION_CACHE[content]
@@ -67,6 +69,8 @@ def _serialised(config: Any, raw: dict[str, Any], leaves: list[str]) -> dict[str
     try:
         with class_voice(None):
             saved = config.to_dict()
+    except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+        raise
     except Exception:
         return {}
     return {leaf: raw[leaf] for leaf in top if leaf in saved and same(raw[leaf], plain(saved[leaf], None))}

@@ -116,6 +116,8 @@ def config_node(config: Any, raw: dict[str, Any]) -> dict[str, Any]:
         else:
             try:
                 value = getattr(config, key)
+            except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+                raise
             except Exception:  # a dropped key: AttributeError, or a property that raises
                 continue
         values[key] = plain(value, raw.get(key))

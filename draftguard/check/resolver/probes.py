@@ -36,6 +36,8 @@ def translations(cls: type, raw: dict[str, Any], leaves: list[str], node: dict[s
             set_path(trial, leaf, list(new))
             try:
                 again = get_path(node_values(config_node(build_quietly(cls, trial), trial)), leaf)
+            except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+                raise
             except Exception:
                 again = MISSING
             FLAG_CACHE[memo] = same(again, new)
@@ -86,6 +88,8 @@ def flag_switches(cls: type, raw: dict[str, Any], leaves: list[str], landed: dic
             set_path(trial, flag, True)
         try:
             after = storage(build_quietly(cls, trial))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             return None
         out = set()
@@ -154,6 +158,8 @@ def deciders(cls: type, raw: dict[str, Any], leaves: list[str], stored: dict[str
         builds += 1
         try:
             return storage(build_quietly(cls, trial))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             return None
 

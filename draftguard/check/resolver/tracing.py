@@ -54,6 +54,8 @@ class _Collect:
         if self.into is not None:
             try:
                 self.into.append(record.getMessage())
+            except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+                raise
             except Exception:  # a malformed log call in the class must not stop the check
                 pass
 
@@ -280,6 +282,8 @@ def trace_leaves(cls: type, raw: dict[str, Any], leaves: list[str], original: di
             set_path(trial, leaf, value)
         try:
             traced = storage(build_quietly(cls, trial))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             return False
         owner = {_comparable(s): leaf for leaf, s in batch.items()}
@@ -331,6 +335,8 @@ def trace_leaves(cls: type, raw: dict[str, Any], leaves: list[str], original: di
         holder.pop(parts[-1], None)
         try:
             traced = storage(build_quietly(cls, trial))
+        except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+            raise
         except Exception:
             continue
         want = get_path(raw, leaf)
@@ -355,6 +361,8 @@ def _flip(cls: type, raw: dict[str, Any], leaf: str, original: dict[str, Any], l
     set_path(trial, leaf, not want)
     try:
         traced = storage(build_quietly(cls, trial))
+    except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
+        raise
     except Exception:
         return False
     found = []

@@ -1,0 +1,448 @@
+"""One bound, enforced by the operating system: run a function on untrusted input in a child process
+with hard limits on its address space (``RLIMIT_AS``), its CPU seconds (``RLIMIT_CPU``) and its wall
+time, and get back its answer as size-capped, depth-capped JSON, or ``Stopped`` naming the bound.
+
+Every check of untrusted files runs here (``check.isolated``: the light check with its tracing builds,
+the drafter rules, the engine tiers, and so ``fix``'s proofs and the bots' checks; the matrix's
+resolver processes set the same limits on themselves), so a file that makes a config class build
+slow or huge costs one child, never the caller: the caller and the other files go on.
+
+In a process with threads (the bot calls from several worker threads at once) the children fork
+from a ``forkserver`` that imported transformers once (``PRELOAD``), so a child costs a fork, not a
+cold import, and never inherits a lock another thread held. A process of one thread (the CLI, the
+Action) forks the child from itself: nothing to inherit, and nothing imported twice. A child can
+ask the caller for what only the caller holds (a bot's target lookup, the vLLM worker) with
+``call``; the caller answers with ``handlers``.
+
+The limits (``Limits.from_env``): ``DRAFTGUARD_CHECK_MEMORY`` (address space, "2GB" by default),
+``DRAFTGUARD_CHECK_CPU_SECONDS`` (30 by default) and a wall time of twice ``DRAFTGUARD_CHECK_SECONDS``
+plus 5 s (45 s by default; that variable is the cooperative budget, 20 s by default: it stops a slow
+check first and says why; the wall time stops what it cannot interrupt). The time the caller
+spends answering a ``call`` is not the child's.
+
+In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
+Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
+its own); ``Child`` (one child that runs many calls in turn, started afresh after a call that
+stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
+``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
+raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
+``read_json`` (the caps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import multiprocessing
+import multiprocessing.context as context
+import os
+import re
+import resource
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import process as mp_process
+from typing import Any, Callable
+
+from draftguard.errors import BadInput
+
+MEMORY_ENV, CPU_ENV, BUDGET_ENV = "DRAFTGUARD_CHECK_MEMORY", "DRAFTGUARD_CHECK_CPU_SECONDS", "DRAFTGUARD_CHECK_SECONDS"
+DEFAULT_MEMORY, DEFAULT_CPU, DEFAULT_BUDGET = 2 * 10**9, 30.0, 20.0
+WALL_GRACE = 5.0  # seconds past twice the budget: the cooperative budget speaks first where it can
+MAX_ANSWER = 16 * 2**20  # bytes of one answer the caller reads, at most
+MAX_DEPTH = 64  # nesting of one answer, at most
+MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its address-space bound
+PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (transformers)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+RECYCLE = 500  # calls a thread's warm child answers before a fresh one takes over
+_CONTEXT: Any = None  # the forkserver context, made once
+_THREAD = threading.local()  # each thread's warm child (Child.of_thread)
+_CHILD: dict[str, Any] = {}  # in a child: its pipe to the caller and its limits
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one child: address space in bytes, CPU seconds, wall seconds."""
+
+    memory: int = DEFAULT_MEMORY
+    cpu: float = DEFAULT_CPU
+    wall: float = 2 * DEFAULT_BUDGET + 5.0
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        """The limits the environment sets. Raises BadInput naming a setting that is no limit.
+
+        Example::
+
+            >>> os.environ[MEMORY_ENV] = "1.5GB"; Limits.from_env().memory
+            1500000000
+            >>> os.environ[MEMORY_ENV] = "lots"; Limits.from_env()
+            Traceback (most recent call last):
+            ...
+            draftguard.errors.BadInput: DRAFTGUARD_CHECK_MEMORY='lots' is not an amount of memory (e.g. 2GB, 1500MB, 4GiB)
+            >>> del os.environ[MEMORY_ENV]; Limits.from_env()
+            Limits(memory=2000000000, cpu=30.0, wall=45.0)
+        """
+        return cls(memory=int(_number(MEMORY_ENV, DEFAULT_MEMORY, size=True)), cpu=_number(CPU_ENV, DEFAULT_CPU),
+                   wall=2 * _number(BUDGET_ENV, DEFAULT_BUDGET) + WALL_GRACE)
+
+    def words(self, bound: str) -> str:
+        """How a message names a bound: "stopped at 2 GB of memory (DRAFTGUARD_CHECK_MEMORY)"."""
+        if bound == "memory":
+            return f"stopped at {size_text(self.memory)} of memory ({MEMORY_ENV})"
+        if bound == "cpu":
+            return f"stopped after {self.cpu:g} s of CPU ({CPU_ENV})"
+        return f"stopped after {self.wall:g} s of wall time (twice {BUDGET_ENV}, plus {WALL_GRACE:g} s)"
+
+
+class Stopped(BadInput):
+    """A child stopped at a bound (``bound``: "memory", "cpu", "wall", "answer" or "crash"): its
+    input gets an error that names the bound, never a pass."""
+
+    def __init__(self, message: str, bound: str, **where: Any):
+        super().__init__(message, **where)
+        self.bound = bound
+
+
+def size_text(amount: int) -> str:
+    """1500000000 -> "1.5 GB"."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if amount >= scale:
+            return f"{amount / scale:.3g} {unit}"
+    return f"{amount} bytes"
+
+
+def _number(env: str, default: float, size: bool = False) -> float:
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)", text.lower()) if size else None
+    try:
+        value = float(match.group(1)) * _UNITS[match.group(2)] if size and match else float(text)
+    except (ValueError, KeyError):
+        value = math.nan
+    if size and (match is None or match.group(2) not in _UNITS):
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        what = "an amount of memory (e.g. 2GB, 1500MB, 4GiB)" if size else "a number of seconds above 0"
+        raise BadInput(f"{env}={text!r} is not {what}", key=env)
+    return value
+
+
+def limit_self(limits: Limits) -> None:
+    """Set ``limits``' address space on this process, soft and hard (what it runs, remote code
+    included, cannot raise it again), and no core files."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+
+
+def _limit_cpu(seconds: float) -> None:
+    """SIGXCPU (which ends the process) once it has used ``seconds`` more CPU seconds. The hard limit
+    stays open so that the next call can move it; the caller's wall time stops a process that
+    moves it itself."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, limit: int = MAX_ANSWER) -> Any:
+    """Parse one answer: at most ``limit`` bytes and ``MAX_DEPTH`` levels. Raises ValueError.
+
+    Example::
+
+        >>> read_json(b'{"a": [1, 2]}')
+        {'a': [1, 2]}
+        >>> read_json(b"[" * 70 + b"]" * 70)
+        Traceback (most recent call last):
+        ...
+        ValueError: nested deeper than 64 levels
+    """
+    if len(data) > limit:
+        raise ValueError(f"over {size_text(limit)}")
+    depth = 0
+    for match in re.finditer(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', data):  # strings skipped: brackets in them are text
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return json.loads(data, object_hook=object_hook)
+
+
+def _forget_forkserver() -> None:
+    """In a child forked from a caller (a queue's process worker): the caller's forkserver is not its
+    child, so this process starts its own (multiprocessing would wait on a process it cannot)."""
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        with contextlib.suppress(OSError):
+            os.close(server._forkserver_alive_fd)
+    for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_forkserver_authkey",
+                 "_inherited_fds"):
+        if hasattr(server, name):
+            setattr(server, name, None)
+    server._lock = threading.Lock()
+    _THREAD.__dict__.pop("child", None)  # the forking thread's warm child is its parent's (close() leaves it)
+
+
+os.register_at_fork(after_in_child=_forget_forkserver)
+
+
+def _context() -> Any:
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(PRELOAD)
+    return _CONTEXT
+
+
+def start() -> None:
+    """Start the forkserver now, in the background (it imports ``PRELOAD`` while the caller goes on
+    reading its files), where children will come from it: in a process with threads. Does nothing
+    once it runs, or in a process of one thread (its children fork from it)."""
+    if threading.active_count() > 1:
+        _context()
+        forkserver.ensure_running()
+
+
+class _Popen(popen_forkserver.Popen):
+    """The forkserver's Popen, less one step: the child does not import the caller's main module
+    again (a console script, a bench, a test runner: seconds of imports, and code that is not the
+    check's). The child runs module-level functions of draftguard only."""
+
+    def _launch(self, process_obj: Any) -> None:  # popen_forkserver.Popen._launch (3.10-3.13), main left out
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_path", None)
+        prep_data.pop("init_main_from_name", None)
+        buf = io.BytesIO()
+        context.set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            context.set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _Process(multiprocessing.context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        return _Popen(process_obj)
+
+    def start(self) -> None:
+        """``BaseProcess.start`` less its refusal in a daemonic process: a queue's process worker
+        (huey's are daemonic) checks files too. The child ends by itself when its caller's pipe
+        closes, so no child outlives its caller."""
+        self._check_closed()
+        assert self._popen is None and self._parent_pid == os.getpid()
+        mp_process._cleanup()  # type: ignore[attr-defined]
+        self._popen = self._Popen(self)
+        self._sentinel = self._popen.sentinel
+        del self._target, self._args, self._kwargs
+        mp_process._children.add(self)  # type: ignore[attr-defined]
+
+
+class _ForkProcess(multiprocessing.context.ForkProcess):
+    start = _Process.start
+
+
+def run(function: Callable[..., Any], *args: Any, limits: Limits, handlers: dict[str, Callable[..., Any]] | None = None,
+        object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
+    """``function(*args)`` in a child of its own under ``limits`` (``Child.run``, then the child ends).
+
+    Raises:
+        Stopped: A bound stopped the child, it died, or its answer was over the caps.
+        BadInput: ``function`` raised one.
+    """
+    with Child(limits) as child:
+        return child.run(function, *args, handlers=handlers, object_hook=object_hook, where=where)
+
+
+class Child:
+    """One bounded child that runs many calls in turn (one check's files): each call under the wall
+    time and CPU seconds of ``limits``, the child's whole life under its memory bound. A call that
+    stops it (any bound) ends it; the next call starts a fresh one. Not shared between threads: each
+    ``check`` has its own."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.proc: Any = None
+        self.conn: Any = None
+        self.calls = 0  # calls the running child has answered
+
+    @classmethod
+    def of_thread(cls, limits: Limits) -> "Child":
+        """This thread's warm child (a bot worker's, the CLI's): kept between checks, so the config
+        modules and caches a check warms stay warm; a fresh one for other limits, and after
+        ``RECYCLE`` calls (what a long-lived child keeps never grows past its bound unnoticed)."""
+        child = getattr(_THREAD, "child", None)
+        if child is None or child.limits != limits or child.calls >= RECYCLE:
+            if child is not None:
+                child.close()
+            child = _THREAD.child = cls(limits)
+        return child
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __enter__(self) -> "Child":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        if threading.active_count() == 1:
+            # One thread (the CLI, the Action): no other thread can hold a lock the child inherits,
+            # so fork this process itself; the child shares what it imported and imports the rest.
+            self.conn, theirs = multiprocessing.get_context("fork").Pipe()
+            self.proc = _ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn), daemon=True)
+        else:  # threads (a bot's workers): a child from the forkserver, which has none
+            self.conn, theirs = _context().Pipe()
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ), None), daemon=True)
+        self.proc.start()
+        self.owner = os.getpid()
+        theirs.close()
+
+    def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
+            object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
+        """``function(*args)`` in the child: its answer (JSON data, read with ``read_json``).
+
+        ``function`` must be a module-level function returning JSON-able data; it may raise
+        BadInput (raised here again with its message and place). ``handlers`` answer the child's
+        ``call(name, ...)`` here (their result goes back pickled: the caller's data is trusted, the
+        child's is not). ``where`` (file, line, key) places a ``Stopped``.
+
+        Raises:
+            Stopped: A bound stopped the child, it died, or its answer was over the caps.
+            BadInput: ``function`` raised one.
+        """
+        if self.proc is None:
+            self._start()
+            self.calls = 0
+        self.calls += 1
+        try:
+            self.conn.send((function, args, dict(os.environ)))
+            return self._wait(handlers or {}, object_hook, where or {})
+        except BaseException:
+            self.close()  # whatever stopped this call ends the child: the next call starts afresh
+            raise
+
+    def _wait(self, handlers: dict[str, Callable[..., Any]], object_hook: Any, where: dict[str, Any]) -> Any:
+        deadline = time.monotonic() + self.limits.wall
+        while True:
+            if not self.conn.poll(max(0.0, deadline - time.monotonic())):
+                raise Stopped(self.limits.words("wall"), "wall", **where)
+            try:
+                data = self.conn.recv_bytes(MAX_ANSWER)
+            except EOFError:
+                raise _died(self.proc, self.limits, where) from None
+            except OSError:  # longer than MAX_ANSWER
+                raise Stopped(f"stopped: its answer was over {size_text(MAX_ANSWER)}", "answer", **where) from None
+            try:
+                message = read_json(data, object_hook)
+            except ValueError as exc:
+                raise Stopped(f"stopped: its answer was unreadable ({exc})", "answer", **where) from None
+            if "call" in message:
+                started = time.monotonic()
+                self.conn.send(_answer(handlers, message))
+                deadline += time.monotonic() - started  # the caller's time is not the child's
+                continue
+            if "bad_input" in message:
+                raise BadInput(**message["bad_input"])
+            return message["ok"]
+
+    def close(self) -> None:
+        """End the child (it is killed: nothing of it is waited for). In a process forked from its
+        owner, only forget it: the child is the owner's."""
+        if self.proc is not None and getattr(self, "owner", None) == os.getpid():
+            if self.proc._popen is not None:  # it started
+                if self.proc.is_alive():
+                    self.proc.kill()
+                self.proc.join()
+            self.conn.close()
+        elif self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()  # this process's copy of the pipe; the owner's stays open
+        self.proc = self.conn = None
+
+
+def _answer(handlers: dict[str, Callable[..., Any]], message: dict) -> tuple[str, Any]:
+    handler = handlers.get(message["call"])
+    if handler is None:
+        return ("bad", {"message": f"no handler for {message['call']!r}"})
+    try:
+        return ("ok", handler(*message.get("args", [])))
+    except BadInput as exc:
+        return ("bad", _fields(exc))
+
+
+def _fields(exc: BadInput) -> dict[str, Any]:
+    return {"message": str(exc), "file": exc.file, "line": exc.line, "column": exc.column, "key": exc.key}
+
+
+def _died(proc: Any, limits: Limits, where: dict[str, Any] | None) -> Stopped:
+    proc.join()
+    code = proc.exitcode
+    if code == MEMORY_EXIT:
+        return Stopped(limits.words("memory"), "memory", **(where or {}))
+    if code == -signal.SIGXCPU:  # the CPU bound
+        return Stopped(limits.words("cpu"), "cpu", **(where or {}))
+    shown = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+    return Stopped(f"stopped: the check's process died ({shown}; the memory bound is "
+                   f"{size_text(limits.memory)}, {MEMORY_ENV})", "crash", **(where or {}))
+
+
+def call(name: str, *args: Any) -> Any:
+    """In a child: ask the caller's handler ``name`` (JSON-able ``args``); its answer, or its
+    BadInput raised here."""
+    conn = _CHILD["conn"]
+    conn.send_bytes(json.dumps({"call": name, "args": list(args)}).encode())
+    status, value = conn.recv()
+    if status == "bad":
+        raise BadInput(**value)
+    return value
+
+
+def current() -> Limits | None:
+    """The limits of this process when it is a bounded child, else None."""
+    return _CHILD.get("limits")
+
+
+def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any) -> None:
+    """The child: under ``limits``' memory bound for life, each call under its CPU seconds.
+    ``callers_end`` (forked from the caller): the caller's end of the pipe, closed here so that the
+    caller's exit is this child's end of input."""
+    if callers_end is not None:
+        callers_end.close()
+    _CHILD.update(conn=conn, limits=limits)
+    try:
+        limit_self(limits)
+        while True:
+            try:
+                function, args, environ = conn.recv()
+            except EOFError:  # the caller closed: done
+                return
+            os.environ.clear()
+            os.environ.update(environ)  # the caller's settings now, not the forkserver's at its start
+            _limit_cpu(limits.cpu)
+            try:
+                answer: Any = {"ok": function(*args)}
+            except BadInput as exc:
+                answer = {"bad_input": _fields(exc)}
+            conn.send_bytes(json.dumps(answer, default=str).encode())
+    except MemoryError:
+        os._exit(MEMORY_EXIT)  # allocates nothing: the caller names the bound from the status
