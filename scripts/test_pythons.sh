@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 VERSIONS=${DRAFTGUARD_PYTHONS:-"3.10 3.11 3.12 3.13"}
 # The real-config and real-drafter corpora too: a false alarm under one transformers is the same defect.
 LIGHT_TESTS=(tests/test_fidelity.py tests/test_cli_check.py tests/test_rules_doc.py tests/test_false_alarms.py
-             tests/test_dflash_corpus.py)
+             tests/test_dflash_corpus.py tests/test_os_bounds.py)
 
 # The first command of the README's Quickstart block, exactly as a user copies it.
 readme_command=$(awk '/^## Quickstart/{q=1} q && /^# 1\./{getline; print; exit}' README.md)
