@@ -132,6 +132,21 @@ class RealEngines:
             return None
         if family is not None and target_folder is None:
             return None
+        request = ({"model": target_folder, "draft": folder, "method": family} if family else {"model": folder})
+        answer = self.ask(spec, request)
+        if answer is None or isinstance(answer, dict):  # vLLM could not take this config: the light tier answers
+            return None
+        transformers = self.workers[spec].ready.get("transformers", spec.transformers)
+        return [EngineView(engine=spec.shown, transformers=transformers, tier=ENGINE,
+                           **{k: v for k, v in item.items() if k in EngineView.__dataclass_fields__})
+                for item in answer]
+
+    def ask(self, spec: EngineSpec, request: dict[str, Any]) -> Any:
+        """One request to ``spec``'s worker (started on first use; every engine call goes through
+        here, so every one runs under the worker's bounds), or None: no real engine for ``spec``, or
+        a worker that failed (said once, in ``failed``)."""
+        if spec not in self.pythons or spec in self.failed:
+            return None
         try:
             worker = self.workers.get(spec)
             if worker is None:
@@ -139,19 +154,18 @@ class RealEngines:
                 if worker.ready.get("vllm") != spec.version:
                     self.failed[spec] = f"{self.pythons[spec]} has vLLM {worker.ready.get('vllm')}, not {spec.version}"
                     return None
-            request = ({"model": target_folder, "draft": folder, "method": family} if family
-                       else {"model": folder})
-            answer = worker.ask(request)
+            return worker.ask(request)
         except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
             self.failed[spec] = _last_line(str(exc))
             self.workers.pop(spec, None)
             return None
-        if isinstance(answer, dict):  # vLLM could not take this config at all: the light tier answers
-            return None
-        transformers = worker.ready.get("transformers", spec.transformers)
-        return [EngineView(engine=spec.shown, transformers=transformers, tier=ENGINE,
-                           **{k: v for k, v in item.items() if k in EngineView.__dataclass_fields__})
-                for item in answer]
+
+    def launch(self, spec: EngineSpec, argv: list[str], env: dict[str, str]) -> dict[str, Any] | None:
+        """vLLM's own reading of one ``vllm serve`` line (its parser and ``create_engine_config()``
+        under the launch's environment): a ``LaunchView``'s fields, or None (no real engine, or it
+        failed: the light tier answers)."""
+        answer = self.ask(spec, {"launch": list(argv), "env": dict(env)})
+        return answer if isinstance(answer, dict) and answer.get("tier") == "engine" else None
 
     def close(self) -> None:
         for worker in self.workers.values():
