@@ -79,8 +79,9 @@ def _launch_of(words: list[Word], env: dict[str, tuple[str, int]], file: str, fo
         return None
     texts = [w.text for w in words]
     name = Path(texts[0]).name
-    if name in ("bash", "sh", "zsh", "dash") and "-c" in texts[1:]:
-        at = texts.index("-c", 1)
+    flags_c = [i for i, t in enumerate(texts[1:], 1) if t.startswith("-") and not t.startswith("--") and "c" in t]
+    if name in ("bash", "sh", "zsh", "dash") and flags_c:  # bash -c / -exc 'script'
+        at = flags_c[0]
         if at + 1 < len(words):
             inner = words[at + 1]
             return _first([_launch_of(c.words, {**env, **c.env}, file, folder, volumes, where, image)
