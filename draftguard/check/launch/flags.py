@@ -92,7 +92,8 @@ def read_flags(launch: Launch) -> Flags:
             i += 1
             continue
         raw_name, eq, value = text.lstrip("-").partition("=")
-        name = raw_name.replace("_", "-") if engine == "vllm" else raw_name
+        head, dot, rest = raw_name.partition(".")  # vLLM reads --max_model_len as --max-model-len (not the keys)
+        name = (head.replace("_", "-") if engine == "vllm" else head) + dot + rest
         base = name.split(".", 1)[0]
         at = [i]
         if not eq:
