@@ -108,3 +108,41 @@ def test_a_launch_answers_within_the_cost_bounds():
     start = time.monotonic()
     view = check_launch(launch, VLLM, engines()).launch_view
     assert view.tier == "engine" and time.monotonic() - start <= 2.0
+
+
+SGLANG_SITE = ROOT / ".venv-sglang" / "site"
+if not (SGLANG_SITE / "sglang").is_dir():  # a worktree: the main checkout's install
+    SGLANG_SITE = Path(sys.prefix).parent / ".venv-sglang" / "site"
+SGLANG = parse_engines("sglang==0.5.23")
+SGLANG_COMMANDS = [
+    f"python -m sglang.launch_server --model-path {FIXTURES / 'target'} --context-length 4096",
+    f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 sglang serve --model-path {FIXTURES / 'target'} --context-length 4096",
+    f"python3 -m sglang.launch_server --model-path {TARGETS / 'llama-3.1-8b'} --speculative-algorithm EAGLE "
+    f"--speculative-draft-model-path {DRAFTERS / 'specforge-llama3-8b-eagle3'}",
+    f"python3 -m sglang.launch_server --model-path {TARGETS / 'qwen3-8b'} --context-length 8192 --dtype bfloat16",
+]
+
+
+@lru_cache(maxsize=1)
+def sglang_engines() -> RealEngines:
+    os.environ[PYTHON_ENV] = sys.executable
+    os.environ["DRAFTGUARD_SGLANG_SITE"] = str(SGLANG_SITE)
+    return RealEngines.find(SGLANG)
+
+
+@pytest.mark.skipif(not (SGLANG_SITE / "sglang").is_dir(), reason="SGLang 0.5.23's wheel is not installed --no-deps "
+                    "into .venv-sglang/site")
+@pytest.mark.parametrize("command", SGLANG_COMMANDS, ids=[c.split()[-1][-40:] for c in SGLANG_COMMANDS])
+def test_the_light_tier_says_what_sglangs_server_args_say(command):
+    [launch] = command_launches(command)
+    real = check_launch(launch, SGLANG, sglang_engines()).launch_view
+    light = check_launch(launch, SGLANG, None).launch_view
+    assert real.tier == "engine" and light.tier == "light", sglang_engines().failed
+    assert (real.refusal is None) == (light.refusal is None), (real.refusal, light.refusal)
+    if real.refusal:
+        assert real.refusal.startswith(light.refusal), (real.refusal, light.refusal)
+        return
+    for field in ("max_model_len", "derived_max_len", "method", "draft_architecture"):
+        assert getattr(light, field) == getattr(real, field), (field, getattr(light, field), getattr(real, field))
+    if light.dtype is not None:
+        assert light.dtype == real.dtype

@@ -20,14 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from draftguard.check.engines.specs import EngineSpec
+from draftguard.check.engines.specs import KNOWN, EngineSpec
 from draftguard.check.engines.view import ENGINE, EngineView
 from draftguard.check.environments import _kill, _last_line, cache_dir, env_python
 
 PYTHON_ENV = "DRAFTGUARD_VLLM_PYTHON"
+# A folder holding SGLang's wheel installed --no-deps (its kernels do not install on CPU): launches ask
+# its ServerArgs and ModelConfig, run by the vLLM environment's interpreter (torch and transformers).
+SGLANG_SITE_ENV = "DRAFTGUARD_SGLANG_SITE"
 PROBE = Path(__file__).resolve().parent / "vllm_probe.py"
 SGLANG_PROBE = Path(__file__).resolve().parent / "sglang_probe.py"
 START_TIMEOUT, REQUEST_TIMEOUT = 300.0, 180.0
+KNOWN_VLLM = max(KNOWN["vllm"])  # the vLLM environment whose interpreter runs SGLang's probe
 
 
 def vllm_python(version: str) -> str | None:
@@ -96,19 +100,23 @@ def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]
 class RealEngines:
     """The real engines installed for the specs a check asked for, started on first use."""
 
-    def __init__(self, pythons: dict[EngineSpec, str]):
+    def __init__(self, pythons: dict[EngineSpec, str], sglang: dict[EngineSpec, tuple[str, str]] | None = None):
         self.pythons = pythons
+        self.sglang = sglang or {}  # SGLang specs -> (interpreter, site folder): launches only
         self.workers: dict[EngineSpec, _Worker] = {}
         self.failed: dict[EngineSpec, str] = {}
 
     @classmethod
     def find(cls, specs: list[EngineSpec]) -> "RealEngines":
-        pythons = {}
+        pythons, sglang = {}, {}
+        site = os.environ.get(SGLANG_SITE_ENV)
         for spec in specs:
             python = vllm_python(spec.version) if spec.name == "vllm" else None
             if python:
                 pythons[spec] = python
-        return cls(pythons)
+            elif spec.name == "sglang" and site and (python := vllm_python(KNOWN_VLLM)):
+                sglang[spec] = (python, site)
+        return cls(pythons, sglang)
 
     def notes(self, specs: list[EngineSpec]) -> list[str]:
         """What stderr says about the tiers: which engine versions run for real, which only as rules."""
@@ -119,6 +127,9 @@ class RealEngines:
             elif spec.name == "vllm":
                 out.append(f"{spec.shown} is not installed for draftguard (set {PYTHON_ENV} to an interpreter that "
                            "has it): its light tier, that version's code as rules, answers instead")
+            elif spec in self.sglang:
+                out.append(f"{spec.shown}: launches are asked of its own ServerArgs and ModelConfig "
+                           f"({self.sglang[spec][1]}); config views come from its light tier")
             else:
                 out.append(f"{spec.shown}: no real-engine tier (SGLang needs its GPU kernels to import its "
                            "runtime); its light tier, that version's code as rules, answers")
@@ -145,11 +156,17 @@ class RealEngines:
         """One request to ``spec``'s worker (started on first use; every engine call goes through
         here, so every one runs under the worker's bounds), or None: no real engine for ``spec``, or
         a worker that failed (said once, in ``failed``)."""
-        if spec not in self.pythons or spec in self.failed:
+        if spec not in self.pythons and spec not in self.sglang or spec in self.failed:
             return None
         try:
             worker = self.workers.get(spec)
-            if worker is None:
+            if worker is None and spec in self.sglang:
+                python, site = self.sglang[spec]
+                worker = self.workers[spec] = _Worker(python, SGLANG_PROBE, site)
+                if worker.ready.get("sglang") != spec.version:
+                    self.failed[spec] = f"{site} has SGLang {worker.ready.get('sglang')}, not {spec.version}"
+                    return None
+            elif worker is None:
                 worker = self.workers[spec] = _Worker(self.pythons[spec])
                 if worker.ready.get("vllm") != spec.version:
                     self.failed[spec] = f"{self.pythons[spec]} has vLLM {worker.ready.get('vllm')}, not {spec.version}"
@@ -161,9 +178,9 @@ class RealEngines:
             return None
 
     def launch(self, spec: EngineSpec, argv: list[str], env: dict[str, str]) -> dict[str, Any] | None:
-        """vLLM's own reading of one ``vllm serve`` line (its parser and ``create_engine_config()``
-        under the launch's environment): a ``LaunchView``'s fields, or None (no real engine, or it
-        failed: the light tier answers)."""
+        """The engine's own reading of one launch (vLLM: its serve parser and ``create_engine_config()``;
+        SGLang: ``ServerArgs`` and ``ModelConfig``) under the launch's environment: a ``LaunchView``'s
+        fields, or None (no real engine, or it failed: the light tier answers)."""
         answer = self.ask(spec, {"launch": list(argv), "env": dict(env)})
         return answer if isinstance(answer, dict) and answer.get("tier") == "engine" else None
 

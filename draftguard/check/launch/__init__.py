@@ -34,11 +34,13 @@ def launch_report(files: list[str], commands: list[str], specs: list | None, rea
                   report: Report | None = None) -> Report:
     """Every launch of ``files`` (globs) and ``commands`` checked into ``report`` (or a new one)."""
     report = report or Report(transformers_version="")
-    for source in launch_files(files) + [None] * len(commands):
+    named = [(f"--launch {i}" if len(commands) > 1 else "--launch", c) for i, c in enumerate(commands, 1)]
+    sources: list[tuple[str, str | None]] = [(f, None) for f in launch_files(files)] + named
+    for name, command in sources:
         try:
-            launches = read_launches(source) if source is not None else command_launches(commands.pop(0))
+            launches = read_launches(name) if command is None else command_launches(command, name)
         except BadInput as exc:
-            report.errors.append(InputError.of(source or "--launch", exc))
+            report.errors.append(InputError.of(name, exc))
             continue
         check_launches(launches, specs, real, report)
     return report

@@ -100,6 +100,10 @@ def _argv(launch: Launch, flags: Flags, target: Snapshot, draft: Snapshot | None
         last = model_flag.at[-1]
         out[last] = local if len(model_flag.at) > 1 else f"--{model_flag.name}={local}"
     tail: list[str] = []
+    draft_flag = flags.get("speculative-draft-model-path") or flags.get("speculative-draft-model")
+    if draft is not None and draft.local_dir and draft_flag is not None and flags.engine == "sglang":
+        last = draft_flag.at[-1]
+        out[last] = draft.local_dir if len(draft_flag.at) > 1 else f"--{draft_flag.name}={draft.local_dir}"
     spec_flag = flags.get("speculative-config")
     if draft is not None and spec_flag is not None and isinstance(spec_flag.data, dict):
         for i in spec_flag.at:
@@ -131,7 +135,7 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
         view = vllm_view(flags, env, raw, values, draft_raw, draft_values, spec.shown)
     else:
         view = sglang_view(flags, env, raw, values, draft_raw, spec.shown)
-    answer = real.launch(spec, _argv(launch, flags, target, draft), env) if real is not None and launch.engine == "vllm" else None
+    answer = real.launch(spec, _argv(launch, flags, target, draft), env) if real is not None else None
     if answer is not None:
         view = LaunchView(spec.shown, "engine", **{k: v for k, v in answer.items() if k in LaunchView.__dataclass_fields__
                                                    and k not in ("engine", "tier")})

@@ -145,12 +145,15 @@ def _draft_len(out: _Out, flags: Flags, draft_values: dict[str, Any], view: Laun
     served = view.max_model_len
     if not (is_int(own) and is_int(served)) or own >= served:
         return
-    if view.method == "dflash":
+    if out.launch.engine == "sglang":
+        happens = "SGLang runs the draft for the target's whole context"
+    elif view.method == "dflash":
         happens = (f"vLLM serves the draft with max_model_len {view.draft_max_model_len}, and its proposer runs "
                    f"to the target's {served} anyway")
     else:
         happens = f"vLLM raises the draft's max_position_embeddings to {served} (vLLM #48894)"
-    out.add("DG305", "--speculative-config", _flag_line(flags, "speculative-config", "speculative-draft-model-path"),
+    key = "--speculative-config" if out.launch.engine == "vllm" else "--speculative-draft-model-path"
+    out.add("DG305", key, _flag_line(flags, "speculative-config", "speculative-draft-model-path"),
             own, served, f"the drafter was built for {own} positions and this launch serves {served}: {happens}; "
             f"past {own} the drafter runs positions it never trained on, and acceptance drops there")
 

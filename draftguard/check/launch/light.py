@@ -168,8 +168,8 @@ def sglang_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: 
     asked = human_int(flags.value("context-length"))
     view.max_model_len = asked or derived
     if asked and derived and asked > derived and not _env_true(env, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
-        view.refusal = (f"User-specified context_length ({asked}) is greater than the derived context_length "
-                        f"({derived}).")
+        view.refusal = (f"Warning: User-specified context_length ({asked}) is greater than the derived "
+                        f"context_length ({derived}).")
         view.refusal_where = "python/sglang/srt/configs/model_config.py"
     view.dtype = DTYPES.get((flags.value("dtype") or "").lower())
     algorithm = flags.value("speculative-algorithm")

@@ -174,13 +174,14 @@ def read_launches(path: str) -> list[Launch]:
     return launches
 
 
-def command_launches(command: str) -> list[Launch]:
-    """``--launch 'vllm serve ...'``: the command line read as a one-line script from the current folder."""
-    launches = [found for c in run_script(command, file="--launch")
-                if (found := _launch_of(c.words, c.env, "--launch", Path.cwd(), {})) is not None]
+def command_launches(command: str, name: str = "--launch") -> list[Launch]:
+    """``--launch 'vllm serve ...'``: the command line read as a one-line script from the current folder
+    (``name`` is how findings name it: "--launch", or "--launch 2" for the second)."""
+    launches = [found for c in run_script(command, file=name)
+                if (found := _launch_of(c.words, c.env, name, Path.cwd(), {})) is not None]
     if not launches:
-        raise BadInput("--launch: not an engine command (vllm serve ..., python -m sglang.launch_server ...)",
-                       file="--launch")
+        raise BadInput(f"{name}: not an engine command (vllm serve ..., python -m sglang.launch_server ...)",
+                       file=name)
     return launches
 
 
