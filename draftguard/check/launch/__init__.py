@@ -10,6 +10,7 @@ are ``InputError``s with file and line).
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 from typing import Any
 
 from draftguard.check.findings import InputError, Report
@@ -31,8 +32,9 @@ def launch_files(patterns: list[str]) -> list[str]:
 
 
 def launch_report(files: list[str], commands: list[str], specs: list | None, real: Any,
-                  report: Report | None = None) -> Report:
-    """Every launch of ``files`` (globs) and ``commands`` checked into ``report`` (or a new one)."""
+                  report: Report | None = None, confine: Path | None = None) -> Report:
+    """Every launch of ``files`` (globs) and ``commands`` checked into ``report`` (or a new one).
+    ``confine`` (the Action's checkout): local model folders must resolve inside it."""
     report = report or Report(transformers_version="")
     named = [(f"--launch {i}" if len(commands) > 1 else "--launch", c) for i, c in enumerate(commands, 1)]
     sources: list[tuple[str, str | None]] = [(f, None) for f in launch_files(files)] + named
@@ -42,5 +44,5 @@ def launch_report(files: list[str], commands: list[str], specs: list | None, rea
         except BadInput as exc:
             report.errors.append(InputError.of(name, exc))
             continue
-        check_launches(launches, specs, real, report)
+        check_launches(launches, specs, real, report, confine)
     return report

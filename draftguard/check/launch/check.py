@@ -37,9 +37,19 @@ def _spec(engine: str, specs: list[EngineSpec] | None) -> EngineSpec:
     return EngineSpec(engine, version, KNOWN[engine][version])
 
 
-def resolve_model(ref: str, line: int, launch: Launch, revision: str | None, what: str) -> Snapshot:
-    """The snapshot a launch's model reference names, read as the engine would find it."""
+def resolve_model(ref: str, line: int, launch: Launch, revision: str | None, what: str,
+                  confine: Path | None = None) -> Snapshot:
+    """The snapshot a launch's model reference names, read as the engine would find it; a local folder
+    outside ``confine`` (the Action's checkout) is refused, not read."""
     shown = f"{launch.file}:{line}"
+    snapshot = _resolve(ref, shown, line, launch, revision, what)
+    if confine is not None and not snapshot.is_hub and snapshot.local_dir is not None and not (
+            Path(snapshot.local_dir).resolve().is_relative_to(Path(confine).resolve())):
+        raise BadInput(f"{shown}: the {what} {ref} is outside the repository, not read", file=launch.file, line=line)
+    return snapshot
+
+
+def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | None, what: str) -> Snapshot:
     if not ref:
         raise BadInput(f"{shown}: the {what} is empty (a variable nothing in the file sets?)", file=launch.file, line=line)
     if ref.startswith("/"):
@@ -112,7 +122,8 @@ def _argv(launch: Launch, flags: Flags, target: Snapshot, draft: Snapshot | None
     return [text for _, text in sorted(out.items()) if text is not None] + tail
 
 
-def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: Any = None) -> TargetResult:
+def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: Any = None,
+                 confine: Path | None = None) -> TargetResult:
     """Findings for one launch. Raises BadInput (file and line) for a reference that cannot be read."""
     flags = read_flags(launch)
     spec = _spec(launch.engine, specs)
@@ -123,12 +134,12 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
     if model.unset and not model.text:
         raise BadInput(f"{launch.file}:{model.line}: the model is ${model.unset[0]}, which nothing in the file sets",
                        file=launch.file, line=model.line)
-    target = resolve_model(model.text, model.line, launch, flags.value("revision"), "model")
+    target = resolve_model(model.text, model.line, launch, flags.value("revision"), "model", confine)
     raw, values = _read(target)
     draft = None
     draft_raw = draft_values = None
     if (ref := _draft_ref(flags)) is not None:
-        draft = resolve_model(ref[0], ref[1], launch, ref[2], "drafter")
+        draft = resolve_model(ref[0], ref[1], launch, ref[2], "drafter", confine)
         draft_raw, draft_values = _read(draft)
     env = {k: v for k, (v, _) in launch.env.items()}
     if launch.engine == "vllm":
@@ -151,12 +162,12 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
 
 
 def check_launches(launches: list[Launch], specs: list[EngineSpec] | None = None, real: Any = None,
-                   report: Report | None = None) -> Report:
+                   report: Report | None = None, confine: Path | None = None) -> Report:
     """Every launch into one Report (``report`` extended when given)."""
     report = report or Report(transformers_version=resolver.transformers_version())
     for launch in launches:
         try:
-            report.targets.append(check_launch(launch, specs, real))
+            report.targets.append(check_launch(launch, specs, real, confine))
         except BadInput as exc:
             report.errors.append(InputError.of(launch.file, exc))
     return report
