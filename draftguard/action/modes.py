@@ -129,8 +129,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
     report_path = _report_path(commands.env)
     if not targets and not launches:
-        why = ("no config or launch file changed in this pull request" if changed is not None
-               else "no config file to check")
+        what = "config or launch file" if inputs.launch_files or settings.launch else "config file"
+        why = f"no {what} changed in this pull request" if changed is not None else "no config file to check"
         commands.summary.append(f"### draftguard light check\n\nSkipped: {why}." +
                               "".join(f"\n- {n}" for n in notes))
         Path(report_path).write_text(json.dumps({"skipped": why, "targets": []}, indent=2) + "\n", encoding="utf-8")
