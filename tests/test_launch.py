@@ -162,3 +162,14 @@ def test_settings_launch_key_is_checked_when_no_target_is_given(tmp_path):
     done = run("check", "--format", "json", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert [(f["rule"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("DG301", 7)]
+
+
+def test_the_readme_command_runs_as_written():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## What a launch serves: `--launch-file`", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    [command] = block.strip().splitlines()
+    assert command == (ROOT / "docs" / "launch.md").read_text().split("```bash\n", 1)[1].split("\n", 1)[0]
+    done = run(*command.split()[1:])
+    words = " ".join(done.stdout.split())  # the text view wraps at 80 columns
+    assert done.returncode == 1 and "tests/data/launch/docker-compose.yml:17" in words
+    assert "DG300" in words and "DFlash sliding attention requires a window size" in words
