@@ -29,6 +29,7 @@ from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
 from draftguard.check.launch import launch_report
+from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
 from draftguard.hub_access import hub_repos, require_hub
@@ -105,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         "gone and nothing new appears. Prints a unified diff; --write edits the files in place. PATH is a folder "
         "holding config.json or a config.json file.",
     )
-    fixer.add_argument("paths", nargs="+", metavar="PATH")
+    fixer.add_argument("paths", nargs="*", metavar="PATH")
+    fixer.add_argument("--launch-file", action="append", default=[], metavar="FILE",
+                       help="fix an engine launch's one-flag faults (the speculative method that is not the "
+                       "drafter's format), proven by checking the edited launch again")
     fixer.add_argument("--write", action="store_true", help="edit the files in place instead of printing a diff")
     fixer.add_argument(
         "--transformers", metavar="V1,V2",
@@ -249,7 +253,27 @@ def cmd_fix(args: argparse.Namespace) -> int:
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if not args.paths and not args.launch_file:
+        print("draftguard: fix needs a PATH or --launch-file", file=sys.stderr)
+        return EXIT_BAD_INPUT
     bad = left = False
+    for path in args.launch_file:
+        try:
+            before = open(path, encoding="utf-8").read() if os.path.isfile(path) else None
+            after, said = fix_launch(path)
+        except (BadInput, OSError, UnicodeDecodeError) as exc:
+            print(f"draftguard: {path}: {exc}" if not isinstance(exc, BadInput) else f"draftguard: {exc}", file=sys.stderr)
+            bad = True
+            continue
+        for line in said:
+            print(line, file=sys.stderr)
+        left = left or any(": not fixed:" in line for line in said)
+        if after is not None and args.write:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(after)
+            print(f"{path}: written", file=sys.stderr)
+        elif after is not None:
+            sys.stdout.write(launch_diff(path, before or "", after))
     for path in args.paths:
         try:
             if not os.path.exists(path):

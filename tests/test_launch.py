@@ -173,3 +173,24 @@ def test_the_readme_command_runs_as_written():
     words = " ".join(done.stdout.split())  # the text view wraps at 80 columns
     assert done.returncode == 1 and "tests/data/launch/docker-compose.yml:17" in words
     assert "DG300" in words and "DFlash sliding attention requires a window size" in words
+
+
+def test_fix_rewrites_the_method_where_it_is_written_and_proves_it(tmp_path):
+    # The method sits in a variable three lines above the flag that expands it: that line is edited.
+    docs = (ROOT / "docs" / "launch.md").read_text()
+    [command] = [b.split("\n", 1)[0] for b in docs.split("```bash\n")[1:] if b.startswith("draftguard fix")]
+    assert command == "draftguard fix --launch-file tests/data/launch/serve-eagle.sh"  # docs/launch.md's, as written
+    done = run(*command.split()[1:])
+    assert done.returncode == 0, done.stderr
+    assert "-SPEC='{\"method\": \"eagle\"," in done.stdout and "+SPEC='{\"method\": \"eagle3\"," in done.stdout
+    assert "serve-eagle.sh:3: fixed DG304: method 'eagle' -> 'eagle3'" in done.stderr
+    # SGLang: accepted by the engine as EAGLE (silently about one token per step); --write edits the file.
+    script = tmp_path / "serve.sh"
+    targets = ROOT / "tests" / "data" / "real-drafters"
+    script.write_text(f"python3 -m sglang.launch_server --model-path {targets / 'targets' / 'llama-3.1-8b'} \\\n"
+                      f"  --speculative-algorithm EAGLE --speculative-draft-model-path "
+                      f"{targets / 'specforge-llama3-8b-eagle3'}\n")
+    done = run("fix", "--launch-file", str(script), "--write")
+    assert done.returncode == 0 and "fixed DG304: method 'EAGLE' -> 'EAGLE3'" in done.stderr, done.stderr
+    assert "--speculative-algorithm EAGLE3 --speculative-draft" in script.read_text()
+    assert [f.rule for f in launch_report([str(script)], [], None, None).findings if f.rule == "DG304"] == []
