@@ -194,3 +194,15 @@ def test_fix_rewrites_the_method_where_it_is_written_and_proves_it(tmp_path):
     assert done.returncode == 0 and "fixed DG304: method 'EAGLE' -> 'EAGLE3'" in done.stderr, done.stderr
     assert "--speculative-algorithm EAGLE3 --speculative-draft" in script.read_text()
     assert [f.rule for f in launch_report([str(script)], [], None, None).findings if f.rule == "DG304"] == []
+
+
+def test_real_vllm_scripts_are_read_as_their_shell_reads_them():
+    [docker] = read_launches(str(REAL / "run-model.sh"))  # docker run ... vllm/vllm-openai:latest --model $MODEL
+    flags = read_flags(docker)
+    assert (docker.engine, docker.image, flags.model.text, flags.model.line) == (
+        "vllm", "vllm/vllm-openai:latest", "meta-llama/Meta-Llama-3-8B-Instruct", 9)
+    assert docker.volumes == {"/root/.cache/huggingface": str(Path("~/.cache/huggingface").expanduser())}
+    [server] = read_launches(str(REAL / "run_vllm.sh"))
+    flags = read_flags(server)
+    assert (flags.model.text, flags.model.line, flags.value("tensor-parallel-size"), flags.get("port").line) == (
+        "meta-llama/llama-3.1-405b-instruct-fp8", 2, "8", 6)

@@ -125,7 +125,9 @@ def _docker_run(words: list[Word], env: dict, file: str, folder: Path, volumes: 
             env[name] = (val, words[i].line)
         elif flag in ("-v", "--volume") and ":" in value:
             host, container = value.split(":")[:2]
-            volumes[container] = str(folder / host) if not host.startswith("/") else host
+            # the shell's tilde expansion of an unquoted ~/ (docker wants an absolute host path)
+            volumes[container] = host if host.startswith("/") else str(
+                Path(host).expanduser() if host.startswith("~") else folder / host)
         elif flag == "--entrypoint":
             entry = value
         i += 1
