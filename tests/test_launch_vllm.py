@@ -54,6 +54,9 @@ COMMANDS = [f"{env}vllm serve {target} --max-model-len 2048 --speculative-config
     f"vllm serve {ROOT / 'tests/data/real-configs/google--gemma-2-2b-it'} --dtype float16",
     f"vllm serve {ROOT / 'tests/data/real-configs/google--gemma-2-2b-it'} --dtype half --max-model-len 4k",
     f"vllm serve {TARGETS / 'qwen3-8b'} --dtype float32",
+    f"vllm serve {TARGETS / 'qwen3-8b'} --max-model 4096 --max-num-seq 8",  # argparse's unambiguous prefixes
+    f"vllm serve {TARGETS / 'qwen3-8b'} --max_model_len 4096 --enable-prefix-cache 1",  # a typo: refused
+    f"vllm serve {TARGETS / 'qwen3-8b'} -tp 8",
 ]
 
 
@@ -91,7 +94,7 @@ def test_the_flags_that_take_no_value_are_vllms():
     from vllm.entrypoints.cli.serve import ServeSubcommand  # vLLM: this test runs in .venv-vllm only
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from draftguard.check.launch.known_flags import NO_VALUE
+    from draftguard.check.launch.known_flags import NO_VALUE, OPTIONS
 
     parser = FlexibleArgumentParser(prog="vllm")
     subs = parser.add_subparsers(dest="subparser")
@@ -99,6 +102,7 @@ def test_the_flags_that_take_no_value_are_vllms():
     serve = subs.choices["serve"]
     switches = {o[2:] for a in serve._actions if a.nargs == 0 for o in a.option_strings if o.startswith("--")}
     assert NO_VALUE["vllm"] == switches
+    assert OPTIONS["vllm"] == {o[2:] for a in serve._actions for o in a.option_strings if o.startswith("--")}
 
 
 def test_a_launch_answers_within_the_cost_bounds():
@@ -120,6 +124,7 @@ SGLANG_COMMANDS = [
     f"python3 -m sglang.launch_server --model-path {TARGETS / 'llama-3.1-8b'} --speculative-algorithm EAGLE "
     f"--speculative-draft-model-path {DRAFTERS / 'specforge-llama3-8b-eagle3'}",
     f"python3 -m sglang.launch_server --model-path {TARGETS / 'qwen3-8b'} --context-length 8192 --dtype bfloat16",
+    f"python3 -m sglang.launch_server --model-path {TARGETS / 'qwen3-8b'} --context-len 8192",
 ]
 
 

@@ -124,9 +124,8 @@ def launch(server_args: Any, model_config_class: Any, argv: list[str], env: dict
     os.environ.update(env)
     view: dict[str, Any] = {"tier": "engine"}
     try:
-        args = _parser(server_args).parse_args(argv)
         try:
-            sa = server_args.from_cli_args(args)
+            sa = server_args.from_cli_args(_parser(server_args).parse_args(argv))
             config = model_config_class.from_server_args(sa)
         except Exception as exc:
             return {**view, "refusal": _words(exc), "refusal_where": type(exc).__name__}

@@ -243,10 +243,10 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     os.environ.update(env)
     view: dict[str, Any] = {"tier": "engine"}
     try:
-        args = parser.parse_args(["serve", *argv])
-        if getattr(args, "model_tag", None):  # ServeSubcommand.cmd: the positional model wins
-            args.model = args.model_tag
         try:
+            args = parser.parse_args(["serve", *argv])
+            if getattr(args, "model_tag", None):  # ServeSubcommand.cmd: the positional model wins
+                args.model = args.model_tag
             cfg = EngineArgs.from_cli_args(args).create_engine_config()
         except Exception as exc:
             return {**view, "refusal": _words(exc), "refusal_where": type(exc).__name__}

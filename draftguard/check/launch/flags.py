@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from draftguard.check.launch.known_flags import NO_VALUE
+from draftguard.check.launch.known_flags import NO_VALUE, OPTIONS
 from draftguard.check.launch.shell import Word
 from draftguard.check.launch.sources import Launch
 from draftguard.errors import BadInput
@@ -33,6 +33,7 @@ class Flag:
     line: int
     data: Any = None  # the parsed JSON of a JSON option
     at: list[int] = field(default_factory=list)  # the indices of the words it was read from
+    long: bool = True  # written with "--" (short options such as -tp are not checked against the list)
 
 
 @dataclass
@@ -95,6 +96,10 @@ def read_flags(launch: Launch) -> Flags:
         head, dot, rest = raw_name.partition(".")  # vLLM reads --max_model_len as --max-model-len (not the keys)
         name = (head.replace("_", "-") if engine == "vllm" else head) + dot + rest
         base = name.split(".", 1)[0]
+        if text.startswith("--") and base not in OPTIONS[engine]:  # argparse takes an unambiguous prefix
+            whole = [o for o in OPTIONS[engine] if o.startswith(base)]
+            if len(whole) == 1:
+                name, base = whole[0] + name[len(base):], whole[0]
         at = [i]
         if not eq:
             takes = base not in switches and i + 1 < len(words) and not (
@@ -113,7 +118,7 @@ def read_flags(launch: Launch) -> Flags:
             parent.at += at
             flags.options[base] = parent
             continue
-        flag = Flag(name, value, word.line, at=at)
+        flag = Flag(name, value, word.line, at=at, long=text.startswith("--"))
         if name in JSON_OPTIONS[engine] and value is not None:
             try:
                 flag.data = json.loads(value)
@@ -122,6 +127,27 @@ def read_flags(launch: Launch) -> Flags:
                                line=word.line, key=f"--{name}") from None
         flags.options[name] = flag
     return flags
+
+
+def unknown_option(flags: Flags) -> str | None:
+    """The first long option the engine's parser does not know (nor as the unambiguous prefix argparse
+    accepts), or a positional word it takes no place for, or None.
+
+    Example::
+
+        >>> from draftguard.check.launch.sources import command_launches
+        >>> unknown_option(read_flags(command_launches("vllm serve m --max-model 9 --bogus-flag 3")[0]))
+        'bogus-flag'
+    """
+    known = OPTIONS[flags.engine]
+    extra = flags.positional[1:] if flags.engine == "vllm" else flags.positional
+    if extra:  # `vllm serve` takes one positional (the model); SGLang's launcher none
+        return extra[0].text
+    for flag in flags.options.values():
+        base = flag.name.split(".", 1)[0]
+        if flag.long and base not in known and not any(option.startswith(base) for option in known):
+            return base
+    return None
 
 
 def _number(text: str) -> bool:

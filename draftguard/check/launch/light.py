@@ -28,7 +28,7 @@ from draftguard.check.engines.light import (DTYPES, _draft_layer_windows, declar
                                            sglang_max_len, vllm_max_len)
 from draftguard.check.engines.view import text_values
 from draftguard.check.findings import is_int
-from draftguard.check.launch.flags import Flags, human_int
+from draftguard.check.launch.flags import Flags, human_int, unknown_option
 
 FLOAT16_REFUSED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
 FLOAT16_REASON = "Numerical instability. Please use bfloat16 or float32 instead."
@@ -83,6 +83,12 @@ def renamed_draft(arch: str | None, method: str) -> str | None:
     return arch if arch.startswith(marker) or arch.endswith(marker) else f"{marker}{arch}"
 
 
+def _dashed(unknown: str, flags: Flags) -> str:
+    """How argparse names it: an option with its dashes, a positional word as written."""
+    return f"--{unknown}" if unknown in flags.options or any(n.split(".")[0] == unknown for n in flags.options) \
+        else unknown
+
+
 def _env_true(env: dict[str, str], name: str) -> bool | None:
     value = env.get(name)
     return None if value is None else value.strip().lower() in TRUE
@@ -92,6 +98,10 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
               draft_raw: dict[str, Any] | None, draft_values: dict[str, Any] | None,
               engine: str = "vLLM 0.32.0") -> LaunchView:
     view = LaunchView(engine, "light")
+    if (unknown := unknown_option(flags)) is not None:
+        view.refusal = f"vllm serve: error: unrecognized arguments: {_dashed(unknown, flags)}"
+        view.refusal_where = "argparse (vllm serve's parser)"
+        return view
     text = text_values(values)
     archs = text.get("architectures") or raw.get("architectures") or [None]
     view.architecture = archs[0]
@@ -161,6 +171,10 @@ def sglang_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: 
     against ``--context-length`` (refused above it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN),
     and the speculative algorithm."""
     view = LaunchView(engine, "light")
+    if (unknown := unknown_option(flags)) is not None:
+        view.refusal = f"sglang: error: unrecognized arguments: {_dashed(unknown, flags)}"
+        view.refusal_where = "argparse (ServerArgs.add_cli_args)"
+        return view
     text = text_values(values)
     view.architecture = (text.get("architectures") or [None])[0]
     derived, _ = sglang_max_len(text)
