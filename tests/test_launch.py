@@ -206,3 +206,25 @@ def test_real_vllm_scripts_are_read_as_their_shell_reads_them():
     flags = read_flags(server)
     assert (flags.model.text, flags.model.line, flags.value("tensor-parallel-size"), flags.get("port").line) == (
         "meta-llama/llama-3.1-405b-instruct-fp8", 2, "8", 6)
+
+
+TARGETS = ROOT / "tests" / "data" / "real-drafters" / "targets"
+
+
+@pytest.mark.parametrize("command, rule, severity", [
+    (f"vllm serve {TARGETS / 'qwen3-8b'} --dtype float16", "DG303", "warning"),  # bfloat16 weights in float16
+    (f"vllm serve {TARGETS / 'qwen3-8b'} --dtype float32", "DG303", "info"),
+    (f"vllm serve {TARGETS / 'qwen3-8b'} --hf-overrides '{{\"rope_theta\": 10000}}'", "DG308", "warning"),
+    (f"vllm serve {ROOT / 'tests/data/real-configs/google--gemma-2-2b-it'} --disable-sliding-window", "DG308", "warning"),
+    (f"vllm serve {TARGETS / 'llama-3.1-8b'} --max-model-len 8192 --speculative-config "
+     f"'{{\"method\": \"eagle3\", \"model\": \"{ROOT / 'tests/data/real-drafters/specforge-llama3-8b-eagle3'}\", "
+     "\"num_speculative_tokens\": 3}'", "DG305", "warning"),  # a head built for 2048 positions, served to 8192
+    (f"vllm serve {ROOT / 'tests/fixtures/vllm-models/target'} --speculative-config "
+     f"'{{\"method\": \"dflash\", \"model\": \"{ROOT / 'tests/fixtures/vllm-models/drafter'}\", "
+     "\"num_speculative_tokens\": 5}'", "DG306", "warning"),  # a DFlash block of 4 drafts 3
+])
+def test_each_launch_rule_on_a_launch_that_has_it(command, rule, severity):
+    found = launch_report([], [command], None, None).findings
+    assert [(f.rule, f.severity.value) for f in found if f.rule == rule] == [(rule, severity)], \
+        [(f.rule, f.message) for f in found]
+    assert all(f.line == 1 and f.file == "--launch" for f in found)
