@@ -228,3 +228,12 @@ def test_each_launch_rule_on_a_launch_that_has_it(command, rule, severity):
     assert [(f.rule, f.severity.value) for f in found if f.rule == rule] == [(rule, severity)], \
         [(f.rule, f.message) for f in found]
     assert all(f.line == 1 and f.file == "--launch" for f in found)
+
+
+def test_the_settings_launch_key_is_a_list_of_globs():
+    from draftguard.settings import parse_settings
+
+    assert parse_settings("launch: ['deploy/*.sh', docker-compose.yml]\n", ".draftguard.yml").launch == [
+        "deploy/*.sh", "docker-compose.yml"]
+    with pytest.raises(BadInput, match="launch"):
+        parse_settings("launch: docker-compose.yml\n", ".draftguard.yml")
