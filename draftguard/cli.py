@@ -213,8 +213,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         versions = matrix.requested_versions(args.transformers)
         launching = bool(args.launch_file or args.launch)
         engines, real = _engines(args.engine, launching)
+        # a launch asks the engines by default; TARGETs get engine views only when asked for
+        asked = args.engine is not None or not launching or bool(load_settings(".").engines)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target, engines=engines if args.targets else None, real_engines=real,
+                       drafter_target=args.target, engines=engines if asked else None, real_engines=real,
                        progress=matrix.stderr_progress)
         if launching:
             report = launch_report(args.launch_file, args.launch, engines, real, report)

@@ -237,3 +237,9 @@ def test_the_settings_launch_key_is_a_list_of_globs():
         "deploy/*.sh", "docker-compose.yml"]
     with pytest.raises(BadInput, match="launch"):
         parse_settings("launch: docker-compose.yml\n", ".draftguard.yml")
+
+
+def test_targets_beside_a_launch_get_engine_views_only_when_asked():
+    done = run("check", "examples/qwen3-swa-drafter", "--launch-file", "tests/data/launch/serve-long.sh",
+               "--format", "json")
+    assert sorted({f["rule"] for f in json.loads(done.stdout)["findings"]}) == ["DG001", "DG005", "DG301"]
