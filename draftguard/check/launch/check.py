@@ -155,10 +155,21 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
                 view.refusal = view.refusal.replace(snap.local_dir, ref_text)
     fmt = detect_drafter(draft_raw) if draft_raw is not None else None
     result = TargetResult(source=launch.file, file=launch.file, revision=flags.value("revision"),
-                          model_type=raw.get("model_type"), config_class=None, values=None)
+                          model_type=raw.get("model_type"), config_class=_served(view), values=None)
     result.findings = judge(view, launch, flags, raw, values, draft_raw, draft_values, fmt)
     result.launch_view = view  # for the tier comparison; the text views render engine_views, not these
     return result
+
+
+def _served(view: LaunchView) -> str:
+    """What the views say the launch serves, in one phrase (the text view's header for it)."""
+    runner = f"{view.runner} runner, " if view.runner else ""
+    if view.refusal:
+        return f"{view.engine} launch ({runner}{view.tier} tier): refused"
+    parts = [view.architecture or "?", f"max_model_len {view.max_model_len}", view.dtype or "dtype from the weights"]
+    if view.draft_architecture:
+        parts.append(f"{view.method} drafter {view.draft_architecture}")
+    return f"{view.engine} launch ({runner}{view.tier} tier): " + ", ".join(str(p) for p in parts)
 
 
 def check_launches(launches: list[Launch], specs: list[EngineSpec] | None = None, real: Any = None,
