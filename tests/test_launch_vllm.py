@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from functools import lru_cache
@@ -151,3 +153,29 @@ def test_the_light_tier_says_what_sglangs_server_args_say(command):
         assert getattr(light, field) == getattr(real, field), (field, getattr(light, field), getattr(real, field))
     if light.dtype is not None:
         assert light.dtype == real.dtype
+
+
+@pytest.mark.skipif(not (SGLANG_SITE / "sglang").is_dir(), reason="SGLang 0.5.23's wheel is not installed --no-deps "
+                    "into .venv-sglang/site")
+@pytest.mark.parametrize("name", ["sglang-compose.yaml", "k8s-sglang-service.yaml"])
+def test_real_sglang_launches_get_no_warning_from_sglang_itself(tmp_path, name):
+    """sgl-project/sglang's own compose file and manifest, their Hub model read from an offline cache
+    holding its published config.json: SGLang's ServerArgs and ModelConfig accept them, and nothing
+    above info is said."""
+    repo = tmp_path / "models--meta-llama--Meta-Llama-3.1-8B-Instruct"
+    commit = "0e9e39f249a16976918f6564b8830bc894c89659"
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    shutil.copy(TARGETS / "llama-3.1-8b" / "config.json", repo / "snapshots" / commit / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+           PYTHON_ENV: sys.executable, "DRAFTGUARD_SGLANG_SITE": str(SGLANG_SITE)}
+    done = subprocess.run([sys.executable, "-m", "draftguard", "check", "--engine", "sglang==0.5.23", "--format", "json",
+                           "--fail-on", "warning", "--launch-file", str(ROOT / "tests" / "data" / "real-launch" / name)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [target] = report["targets"]
+    assert target["config_class"] == ("SGLang 0.5.23 launch (engine tier): LlamaForCausalLM, max_model_len 131072, "
+                                      "bfloat16")
+    assert [(f["rule"], f["severity"]) for f in report["findings"]] == [("DG302", "info")]
