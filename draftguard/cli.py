@@ -28,6 +28,8 @@ from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
+from draftguard.check.launch import launch_report
+from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
 from draftguard.hub_access import hub_repos, require_hub
@@ -60,7 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         "resolves, and judge every difference. TARGET is a folder holding config.json, a config.json "
         "file, or a Hugging Face Hub repo id (owner/name).",
     )
-    check.add_argument("targets", nargs="+", metavar="TARGET")
+    check.add_argument("targets", nargs="*", metavar="TARGET")
+    check.add_argument(
+        "--launch-file", action="append", default=[], metavar="FILE",
+        help="check what an engine launch serves: a shell script (vllm serve, python -m sglang.launch_server ...), "
+        "a compose file or a Kubernetes manifest (repeatable; default: .draftguard.yml `launch:`)",
+    )
+    check.add_argument("--launch", action="append", default=[], metavar="CMD",
+                       help="check one engine command line, e.g. 'vllm serve Qwen/Qwen3-8B --max-model-len 65536'")
     check.add_argument("--revision", help="Hub revision (branch, tag or commit) for Hub targets")
     check.add_argument(
         "--target", metavar="TARGET",
@@ -97,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         "gone and nothing new appears. Prints a unified diff; --write edits the files in place. PATH is a folder "
         "holding config.json or a config.json file.",
     )
-    fixer.add_argument("paths", nargs="+", metavar="PATH")
+    fixer.add_argument("paths", nargs="*", metavar="PATH")
+    fixer.add_argument("--launch-file", action="append", default=[], metavar="FILE",
+                       help="fix an engine launch's one-flag faults (the speculative method that is not the "
+                       "drafter's format), proven by checking the edited launch again")
     fixer.add_argument("--write", action="store_true", help="edit the files in place instead of printing a diff")
     fixer.add_argument(
         "--transformers", metavar="V1,V2",
@@ -191,16 +203,27 @@ def _first_line(text: str) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if not args.targets and not args.launch_file and not args.launch:
+        settings_launch = load_settings(".").launch
+        if not settings_launch:
+            print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        args.launch_file = list(settings_launch)
     try:
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
         require_hub(hub + hub_repos([args.target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers)
-        engines, real = _engines(args.engine)
+        launching = bool(args.launch_file or args.launch)
+        engines, real = _engines(args.engine, launching)
+        # a launch asks the engines by default; TARGETs get engine views only when asked for
+        asked = args.engine is not None or not launching or bool(load_settings(".").engines)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target, engines=engines, real_engines=real,
+                       drafter_target=args.target, engines=engines if asked else None, real_engines=real,
                        progress=matrix.stderr_progress)
+        if launching:
+            report = launch_report(args.launch_file, args.launch, engines, real, report)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -239,7 +262,27 @@ def cmd_fix(args: argparse.Namespace) -> int:
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if not args.paths and not args.launch_file:
+        print("draftguard: fix needs a PATH or --launch-file", file=sys.stderr)
+        return EXIT_BAD_INPUT
     bad = left = False
+    for path in args.launch_file:
+        try:
+            before = open(path, encoding="utf-8").read() if os.path.isfile(path) else None
+            after, said = fix_launch(path)
+        except (BadInput, OSError, UnicodeDecodeError) as exc:
+            print(f"draftguard: {path}: {exc}" if not isinstance(exc, BadInput) else f"draftguard: {exc}", file=sys.stderr)
+            bad = True
+            continue
+        for line in said:
+            print(line, file=sys.stderr)
+        left = left or any(": not fixed:" in line for line in said)
+        if after is not None and args.write:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(after)
+            print(f"{path}: written", file=sys.stderr)
+        elif after is not None:
+            sys.stdout.write(launch_diff(path, before or "", after))
     for path in args.paths:
         try:
             if not os.path.exists(path):
@@ -282,16 +325,17 @@ def _config_file(path: str) -> str:
     return os.path.join(path, "config.json") if os.path.isdir(path) else path
 
 
-def _engines(option: str | None):
-    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``) and the real
-    engines installed for them (None where only the light tier can run, which stderr says)."""
+def _engines(option: str | None, launching: bool = False):
+    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``; a launch asks
+    the newest vLLM and SGLang the light tier knows) and the real engines installed for them (None
+    where only the light tier can run, which stderr says)."""
     if option is not None:
         specs = parse_engines(option)
     else:
         settings = load_settings(".")
-        if not settings.engines:
+        if not settings.engines and not launching:
             return None, None
-        specs = parse_engines(settings.engines, source=settings.source or ".draftguard.yml")
+        specs = parse_engines(settings.engines or "vllm,sglang", source=settings.source or ".draftguard.yml")
     real = RealEngines.find(specs)
     for line in real.notes(specs):
         print(f"draftguard: {line}", file=sys.stderr)

@@ -13,6 +13,7 @@ Example .draftguard.yml::
     transformers: ["4.52.4", "5.24.0"]
     fail_on: error
     min_acceptance_length: 3.0
+    launch: ["deploy/*.sh", "docker-compose.yml"]   # engine launches to check (globs)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Settings:
     prompts: str | None = None  # acceptance prompts: "builtin" or a JSONL file in the repo
     fix_pull_request: bool = False  # the Hub bot opens a Hub PR with the proven fix of main's findings
     engines: list[str] = field(default_factory=list)  # "vllm==0.32.0": engine views (check.engines)
+    launch: list[str] = field(default_factory=list)  # launch files (globs): serve scripts, compose, k8s
     source: str | None = None  # where these settings came from, for messages
 
 
@@ -51,6 +53,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "target": (str,),
     "transformers": (list,),
     "engines": (list,),
+    "launch": (list,),
     "fail_on": (str,),
     "paths": (list,),
     "min_acceptance_length": (int, float),
@@ -145,7 +148,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",
                 file=source, line=line, key=key,
             )
-        if key in ("transformers", "paths", "engines"):
+        if key in ("transformers", "paths", "engines", "launch"):
             bad = next((v for v in value if isinstance(v, (list, dict, bool)) or v is None), _NONE)
             if bad is not _NONE:
                 raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",

@@ -150,6 +150,20 @@ def select_targets(root: Path, inputs: ActionInputs, changed: list[str] | None,
     return [c for c in configs if c in tracked and (root / c).is_file()]
 
 
+def select_launch_files(root: Path, globs: list[str], changed: list[str] | None, notes: list[str]) -> list[str]:
+    """Launch files to check, relative to the repo root: the tracked files the globs match that the pull
+    request changed (every match when there is no base to diff against)."""
+    files = tracked_files(root)
+    chosen: list[str] = []
+    for pattern in globs:
+        rx = glob_regex(pattern)
+        matched = [f for f in files if rx.match(f)]
+        if not matched:
+            notes.append(f"launch glob {pattern!r} matches no tracked file")
+        chosen += [f for f in matched if f not in chosen and (changed is None or f in changed)]
+    return chosen
+
+
 @contextmanager
 def _cwd(path: str | Path) -> Iterator[None]:
     before = os.getcwd()

@@ -28,7 +28,7 @@ from draftguard.snapshot import SETTINGS_NAME, BadInput
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
 INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section",
-          "engines")
+          "engines", "launch-files")
 OUTPUTS = ("errors", "warnings", "verdict", "report-json")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
@@ -83,6 +83,7 @@ class ActionInputs:
     token: str | None = None
     section: str | None = None  # this use's own sections in the sticky comment (see section_key)
     engines: list[str] = field(default_factory=list)  # "vllm==0.32.0": check.engines specs, validated
+    launch_files: list[str] = field(default_factory=list)  # globs of engine launch files (check.launch)
 
     def section_key(self) -> str | None:
         """The key of this use's sections in the sticky comment (``report.comment.section_name``):
@@ -145,6 +146,7 @@ class ActionInputs:
             token=read_input(env, "github-token") or None,
             section=_section(read_input(env, "section")),
             engines=engines,
+            launch_files=parse_list(read_input(env, "launch-files")),
         )
 
 

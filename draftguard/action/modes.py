@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from draftguard.action.git import _cwd, changed_files, find_base, git, materialize, select_targets
+from draftguard.action.git import (_cwd, changed_files, find_base, git, materialize, select_launch_files,
+                                   select_targets)
 from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
                                       ActionInputs, Context, WorkflowCommands)
 from draftguard.check import matrix
 from draftguard.check.drafter import detect_drafter
 from draftguard.check.engines import parse_engines
 from draftguard.check.findings import Finding, Report
+from draftguard.check.launch import launch_report
 from draftguard.check.run import check
 from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
@@ -123,10 +125,12 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
                else parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None)
     changed = changed_files(root, base) if base else None
     targets = select_targets(root, inputs, changed, notes)
+    launches = select_launch_files(root, inputs.launch_files or settings.launch, changed, notes)
     head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
     report_path = _report_path(commands.env)
-    if not targets:
-        why = "no config file changed in this pull request" if changed is not None else "no config file to check"
+    if not targets and not launches:
+        what = "config or launch file" if inputs.launch_files or settings.launch else "config file"
+        why = f"no {what} changed in this pull request" if changed is not None else "no config file to check"
         commands.summary.append(f"### draftguard light check\n\nSkipped: {why}." +
                               "".join(f"\n- {n}" for n in notes))
         Path(report_path).write_text(json.dumps({"skipped": why, "targets": []}, indent=2) + "\n", encoding="utf-8")
@@ -134,10 +138,12 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
 
     with _cwd(root):
         report = run_check(targets, versions, drafter_target, engines)
+        if launches:  # the light tier (a runner has no vLLM); model folders must be inside the checkout
+            report = launch_report(launches, [], engines, None, report, confine=root)
     base_findings: list[Finding] | None = None
     if base:
         with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
-            present = materialize(root, base, targets, Path(tmp))
+            present = materialize(root, base, targets, Path(tmp)) if targets else []
             base_findings = []
             if present:
                 with _cwd(tmp):

@@ -244,6 +244,25 @@ RULES: dict[str, Rule] = {
         Rule("DG205", "engine-dtype", Severity.INFO,
              "An engine runs the model in another dtype than config.json states (warning: float16 for a "
              "bfloat16 model, or engines that disagree)."),
+        # A launch (draftguard/check/launch/, asked with --launch-file / --launch).
+        Rule("DG300", "launch-refused", Severity.ERROR, "The engine refuses this launch; its own words are quoted."),
+        Rule("DG301", "launch-context-past-trained", Severity.ERROR,
+             "The launch serves more context than the model's config allows, forced by an environment variable."),
+        Rule("DG302", "launch-context-rope-extended", Severity.INFO,
+             "The launch serves past original_max_position_embeddings, through the config's RoPE scaling."),
+        Rule("DG303", "launch-dtype-cast", Severity.INFO,
+             "--dtype runs the weights in another dtype than config.json states (warning: float16 from bfloat16)."),
+        Rule("DG304", "launch-method-mismatch", Severity.ERROR,
+             "The speculative method asked for is not the drafter's format (EAGLE, EAGLE-3, DFlash, MTP)."),
+        Rule("DG305", "launch-draft-shorter", Severity.WARNING,
+             "The drafter was built for fewer positions than the launch serves."),
+        Rule("DG306", "launch-tokens-past-block", Severity.WARNING,
+             "num_speculative_tokens is more than a DFlash block drafts."),
+        Rule("DG307", "launch-layers-read", Severity.INFO,
+             "Which target layers this launch's model runner feeds the drafter (warning where they are not the "
+             "drafter's own)."),
+        Rule("DG308", "launch-override-undoes", Severity.WARNING,
+             "A flag or override undoes a setting of the repo's config.json."),
     ]
 }
 

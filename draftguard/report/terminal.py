@@ -42,7 +42,8 @@ def render_text(report: Report, file: TextIO) -> None:
         klass = t.config_class or "no config class"
         console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
-            console.print("  no differences between config.json and what the model code reads")
+            console.print("  nothing to say about this launch" if getattr(t, "launch_view", None) is not None
+                          else "  no differences between config.json and what the model code reads")
         _print_findings(console, beside.pop(t.file, []) + causes_first(findings))
         if any(layer.mismatch for layer in t.attention):
             under = f" (transformers {report.matrix.attention_from[t.file]})" if report.matrix else ""

@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from draftguard import bounded
-from draftguard.check.engines.specs import EngineSpec
+from draftguard.check.engines.specs import KNOWN, EngineSpec
 from draftguard.check.engines.view import ENGINE, EngineView
 from draftguard.check.environments import _kill, _last_line, cache_dir, env_python
 
 PYTHON_ENV = "DRAFTGUARD_VLLM_PYTHON"
+# A folder holding SGLang's wheel installed --no-deps (its kernels do not install on CPU): launches ask
+# its ServerArgs and ModelConfig, run by the vLLM environment's interpreter (torch and transformers).
+SGLANG_SITE_ENV = "DRAFTGUARD_SGLANG_SITE"
 PROBE = Path(__file__).resolve().parent / "vllm_probe.py"
 SGLANG_PROBE = Path(__file__).resolve().parent / "sglang_probe.py"
 START_TIMEOUT = 300.0  # importing vLLM and torch: the worker's own cost, before any file is read
@@ -137,11 +140,17 @@ def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]
         worker.close()
 
 
+def _any_vllm_python() -> str | None:
+    """An interpreter with torch and transformers for SGLang's probe: any installed vLLM environment."""
+    return next(filter(None, (vllm_python(v) for v in sorted(KNOWN["vllm"], reverse=True))), None)
+
+
 class RealEngines:
     """The real engines installed for the specs a check asked for, started on first use."""
 
-    def __init__(self, pythons: dict[EngineSpec, str]):
+    def __init__(self, pythons: dict[EngineSpec, str], sglang: dict[EngineSpec, tuple[str, str]] | None = None):
         self.pythons = pythons
+        self.sglang = sglang or {}  # SGLang specs -> (interpreter, site folder): launches only
         self.workers: dict[EngineSpec, _Worker] = {}
         self.failed: dict[EngineSpec, str] = {}
         # (spec, folder, vLLM's words): configs the running engine could not take, answered by the light tier
@@ -149,12 +158,15 @@ class RealEngines:
 
     @classmethod
     def find(cls, specs: list[EngineSpec]) -> "RealEngines":
-        pythons = {}
+        pythons, sglang = {}, {}
+        site = os.environ.get(SGLANG_SITE_ENV)
         for spec in specs:
             python = vllm_python(spec.version) if spec.name == "vllm" else None
             if python:
                 pythons[spec] = python
-        return cls(pythons)
+            elif spec.name == "sglang" and site and (python := _any_vllm_python()):
+                sglang[spec] = (python, site)
+        return cls(pythons, sglang)
 
     def notes(self, specs: list[EngineSpec]) -> list[str]:
         """What stderr says about the tiers: which engine versions run for real, which only as rules."""
@@ -166,6 +178,9 @@ class RealEngines:
             elif spec.name == "vllm":
                 out.append(f"{spec.shown} is not installed for draftguard (set {PYTHON_ENV} to an interpreter that "
                            "has it): its light tier, that version's code as rules, answers instead")
+            elif spec in self.sglang:
+                out.append(f"{spec.shown}: launches are asked of its own ServerArgs and ModelConfig "
+                           f"({self.sglang[spec][1]}); config views come from its light tier")
             else:
                 out.append(f"{spec.shown}: no real-engine tier (SGLang needs its GPU kernels to import its "
                            "runtime); its light tier, that version's code as rules, answers")
@@ -181,31 +196,54 @@ class RealEngines:
             self.fallbacks.append((spec, folder, "its target is not a local folder (give --target a folder with "
                                                  "the target's config.json)"))
             return None
-        worker = self.workers.get(spec)
-        try:
-            if worker is None:
-                worker = self.workers[spec] = _Worker(self.pythons[spec])
-                if worker.ready.get("vllm") != spec.version:
-                    self.failed[spec] = f"{self.pythons[spec]} has vLLM {worker.ready.get('vllm')}, not {spec.version}"
-                    return None
-            request = ({"model": target_folder, "draft": folder, "method": family} if family
-                       else {"model": folder})
-            answer = worker.ask(request)
-        except bounded.Stopped as exc:  # this file stopped the worker: an error on the file; the next one starts afresh
-            self.workers.pop(spec, None)
-            raise bounded.Stopped(f"{folder}: not checked: {spec.shown}: {exc}", exc.bound) from None
-        except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
-            self.failed[spec] = _last_line(str(exc))
-            if self.workers.pop(spec, None) is not None:
-                worker.close()
+        request = ({"model": target_folder, "draft": folder, "method": family} if family else {"model": folder})
+        answer = self.ask(spec, request, folder)
+        if answer is None:
             return None
         if isinstance(answer, dict):  # vLLM could not take this config here: the light tier answers, and says so
             self.fallbacks.append((spec, folder, answer.get("error", "no answer")))
             return None
-        transformers = worker.ready.get("transformers", spec.transformers)
+        transformers = self.workers[spec].ready.get("transformers", spec.transformers)
         return [EngineView(engine=spec.shown, transformers=transformers, tier=ENGINE,
                            **{k: v for k, v in item.items() if k in EngineView.__dataclass_fields__})
                 for item in answer]
+
+    def ask(self, spec: EngineSpec, request: dict[str, Any], what: str) -> Any:
+        """One request to ``spec``'s worker (started on first use; every engine call goes through
+        here, so every one runs under the worker's bounds), or None: no real engine for ``spec``, or
+        a worker that failed (said once, in ``failed``). A request that stopped the worker at a bound
+        is ``bounded.Stopped`` naming ``what`` (the file asked about); the next request starts afresh."""
+        if spec not in self.pythons and spec not in self.sglang or spec in self.failed:
+            return None
+        try:
+            worker = self.workers.get(spec)
+            if worker is None and spec in self.sglang:
+                python, site = self.sglang[spec]
+                worker = self.workers[spec] = _Worker(python, SGLANG_PROBE, site)
+                if worker.ready.get("sglang") != spec.version:
+                    self.failed[spec] = f"{site} has SGLang {worker.ready.get('sglang')}, not {spec.version}"
+                    return None
+            elif worker is None:
+                worker = self.workers[spec] = _Worker(self.pythons[spec])
+                if worker.ready.get("vllm") != spec.version:
+                    self.failed[spec] = f"{self.pythons[spec]} has vLLM {worker.ready.get('vllm')}, not {spec.version}"
+                    return None
+            return worker.ask(request)
+        except bounded.Stopped as exc:  # this file stopped the worker: an error on the file
+            self.workers.pop(spec, None)
+            raise bounded.Stopped(f"{what}: not checked: {spec.shown}: {exc}", exc.bound) from None
+        except (OSError, RuntimeError, ValueError) as exc:  # the worker cannot start or answer: light tier
+            self.failed[spec] = _last_line(str(exc))
+            if (stale := self.workers.pop(spec, None)) is not None:
+                stale.close()
+            return None
+
+    def launch(self, spec: EngineSpec, argv: list[str], env: dict[str, str], what: str) -> dict[str, Any] | None:
+        """The engine's own reading of one launch (vLLM: its serve parser and ``create_engine_config()``;
+        SGLang: ``ServerArgs`` and ``ModelConfig``) under the launch's environment: a ``LaunchView``'s
+        fields, or None (no real engine, or it failed: the light tier answers)."""
+        answer = self.ask(spec, {"launch": list(argv), "env": dict(env)}, what)
+        return answer if isinstance(answer, dict) and answer.get("tier") == "engine" else None
 
     def close(self) -> None:
         for worker in self.workers.values():

@@ -6,7 +6,9 @@ The modules SGLang imports only for GPU kernels, multimodal processors and gramm
 per-layer windows come from model files that need those kernels, so this tier does not report them.
 
 In: argv[1], the folder holding the sglang package; one JSON request per stdin line: ``{"id": n,
-"model": folder}``.
+"model": folder}``, or a launch: ``{"id": n, "launch": [the arguments after the launcher], "env": {...}}``
+(SGLang's own ``ServerArgs.add_cli_args`` parser, ``ServerArgs.from_cli_args`` and ``ModelConfig``
+for the target and the draft, under that environment).
 Out: one JSON line per request on stdout: ``{"id": n, "answer": [view fields] | {"error": ...}}``, after
 a ready line. Imports nothing of draftguard but its sibling ``vllm_probe`` (the torchvision stand-in).
 """
@@ -92,6 +94,60 @@ def view(model_config_class: Any, folder: str) -> list[dict[str, Any]]:
              "notes": ["hybrid-swa"] if getattr(config, "is_hybrid_swa", False) else []}]
 
 
+def _parser(server_args: Any) -> Any:
+    """SGLang's own launch parser. The choices it lists from stubbed modules (tool-call and reasoning
+    parsers, KV hash modes) are not known here, so those options take any value."""
+    import argparse  # stdlib; only launches build a parser
+
+    module = sys.modules[server_args.__module__]
+    for name in dir(module):
+        if name.startswith("_") and (name.endswith("_choices") or name.startswith("_real_")) and callable(getattr(module, name)):
+            setattr(module, name, lambda: [])
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:  # argparse would print usage and exit
+            raise ValueError(f"sglang: error: {message}")
+
+    parser = Parser(prog="sglang")
+    server_args.add_cli_args(parser)
+    for action in parser._actions:
+        if action.choices is not None and list(action.choices) in ([], ["auto"]):
+            action.choices = None
+    return parser
+
+
+def launch(server_args: Any, model_config_class: Any, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """One SGLang launch as SGLang reads it: its refusal in its own words, or what it serves."""
+    from vllm_probe import _words  # the sibling main() put on the path; draftguard never imports this file
+
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    view: dict[str, Any] = {"tier": "engine"}
+    try:
+        try:
+            sa = server_args.from_cli_args(_parser(server_args).parse_args(argv))
+            config = model_config_class.from_server_args(sa)
+        except Exception as exc:
+            return {**view, "refusal": _words(exc), "refusal_where": type(exc).__name__}
+        archs = getattr(config.hf_config, "architectures", None) or [None]
+        view.update(architecture=archs[0], max_model_len=int(config.context_len),
+                    dtype=str(config.dtype).replace("torch.", ""),
+                    method=sa.speculative_algorithm.lower() if sa.speculative_algorithm else None)
+        sa.context_length = None
+        view["derived_max_len"] = int(model_config_class.from_server_args(sa).context_len)
+        if sa.speculative_draft_model_path:
+            draft = model_config_class.from_server_args(sa, model_path=sa.speculative_draft_model_path, is_draft_model=True)
+            view.update(draft_architecture=(getattr(draft.hf_config, "architectures", None) or [None])[0],
+                        draft_max_model_len=int(draft.context_len))
+        return view
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main() -> None:
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -110,6 +166,7 @@ def main() -> None:
     from importlib.metadata import version as dist_version  # stdlib; only the ready line needs it
 
     from sglang.srt.configs.model_config import ModelConfig  # SGLang: on the path given in argv[1] only
+    from sglang.srt.server_args import ServerArgs  # SGLang: on the path given in argv[1] only
 
     ready = {"ready": True, "sglang": dist_version("sglang"), "transformers": dist_version("transformers")}
     print(json.dumps(ready), file=proto, flush=True)
@@ -118,7 +175,10 @@ def main() -> None:
             continue
         request = json.loads(line)
         try:
-            answer: Any = view(ModelConfig, request["model"])
+            if "launch" in request:
+                answer: Any = launch(ServerArgs, ModelConfig, request["launch"], request.get("env") or {})
+            else:
+                answer = view(ModelConfig, request["model"])
         except Exception as exc:  # SGLang cannot take this config here: the light tier answers
             answer = {"error": vllm_probe._words(exc)}
         print(json.dumps({"id": request.get("id"), "answer": answer}, default=str), file=proto, flush=True)

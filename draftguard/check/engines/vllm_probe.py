@@ -4,7 +4,9 @@ answers what vLLM itself builds for each config: its own config path
 model classes built on torch's ``meta`` device (no weights, no GPU), read back layer by layer.
 
 In: one JSON request per stdin line: ``{"model": target folder, "draft": drafter folder or null,
-"method": "dflash"|"eagle3"|null}``.
+"method": "dflash"|"eagle3"|null}``, or a launch: ``{"launch": [the arguments after `vllm serve`],
+"env": {name: value}}`` (vLLM's own serve parser, ``EngineArgs.from_cli_args`` and
+``create_engine_config()`` under that environment).
 Out: one JSON line per request on stdout: a list of views (``check.engines.view.EngineView`` fields) or
 ``{"error": "..."}``. Imports nothing of draftguard: the environment holds vLLM, not draftguard.
 """
@@ -250,6 +252,70 @@ def _limit_cpu() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
+def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """One ``vllm serve`` line as vLLM itself reads it: its own parser (``ServeSubcommand`` on a
+    ``FlexibleArgumentParser``), ``EngineArgs.from_cli_args`` and ``create_engine_config()``, under
+    the launch's environment (vLLM reads its variables when asked, so setting them here is enough).
+    Its refusal, in its own words, or what it would serve: target and drafter together."""
+    # vLLM: the environment's own CLI (only run in the vLLM environment).
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    class Parser(FlexibleArgumentParser):
+        def error(self, message: str) -> Any:  # argparse would print usage and exit
+            raise ValueError(f"vllm serve: error: {message}")
+
+    parser = Parser(prog="vllm")
+    ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    view: dict[str, Any] = {"tier": "engine"}
+    try:
+        try:
+            args = parser.parse_args(["serve", *argv])
+            if getattr(args, "model_tag", None):  # ServeSubcommand.cmd: the positional model wins
+                args.model = args.model_tag
+            cfg = EngineArgs.from_cli_args(args).create_engine_config()
+        except MemoryError:  # the memory bound, not the engine's refusal: main() names it
+            raise
+        except Exception as exc:
+            return {**view, "refusal": _words(exc), "refusal_where": type(exc).__name__}
+        model = cfg.model_config
+        view.update(architecture=model.architecture, max_model_len=int(model.max_model_len),
+                    dtype=_dtype(model.dtype), runner="V2" if cfg.use_v2_model_runner else "V1")
+        derived = EngineArgs(model=args.model, revision=args.revision, hf_overrides=args.hf_overrides,
+                             tokenizer=args.model, skip_tokenizer_init=True,
+                             trust_remote_code=args.trust_remote_code).create_model_config()
+        view["derived_max_len"] = int(derived.max_model_len)
+        spec = cfg.speculative_config
+        if spec is not None:
+            view.update(method=spec.method, num_speculative_tokens=spec.num_speculative_tokens)
+            draft = spec.draft_model_config
+            if draft is not None and spec.method in ("eagle", "eagle3", "dflash"):
+                view.update(draft_architecture=draft.architecture, draft_max_model_len=int(draft.max_model_len))
+                refusal = _v1_refusal(cfg) if view["runner"] == "V1" else None
+                if refusal:
+                    return {**view, "refusal": refusal, "refusal_where": "VllmConfig"}
+                try:  # the draft model's own refusal comes when it is built (meta device, no weights)
+                    _build(cfg, draft)
+                except MemoryError:
+                    raise
+                except Exception as exc:
+                    return {**view, "refusal": _words(exc), "refusal_where": "the draft model's build"}
+                aux, _ = _runner_aux(cfg, view["runner"])
+                if aux is None:
+                    aux = list(_build(cfg).get_eagle3_default_aux_hidden_state_layers())
+                view["layers_read"] = [i - 1 for i in aux]
+        return view
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main() -> None:
     # The protocol keeps the real stdout; anything vLLM or transformers print goes to stderr, so a
     # stray line can never be read as an answer.
@@ -269,7 +335,9 @@ def main() -> None:
         request = json.loads(line)
         _limit_cpu()
         try:
-            if request.get("draft"):
+            if "launch" in request:
+                views = launch_view(request["launch"], request.get("env") or {})
+            elif request.get("draft"):
                 views = drafter_views(request["model"], request["draft"], request.get("method") or "dflash")
             else:
                 views = target_view(request["model"])

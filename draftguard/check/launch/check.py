@@ -1,0 +1,184 @@
+"""A launch checked: its model references resolved as the engine resolves them, the engine asked
+(the real tier: vLLM's own parser and ``create_engine_config()`` through ``RealEngines.launch``; else
+the light tier's rules), and the answer judged into findings DG300-DG308 on the launch file's lines.
+
+Model references: a local folder (relative to the launch file's folder; a container path mapped back
+through a compose volume, a ``docker run -v`` or a hostPath mount), else a Hub repo id read through
+draftguard's one Hub reader (huggingface_hub's cache; ``HF_HUB_OFFLINE`` respected; ``--revision``).
+
+In: ``Launch`` objects (``sources.read_launches`` / ``command_launches``), the engine specs asked for
+and the real engines installed (or None).
+Out: ``check_launches`` -> a ``Report`` (one ``TargetResult`` per launch, its ``engine_views`` the
+``LaunchView`` the findings came from); what cannot be read is an ``InputError`` with file and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from draftguard.check import resolver
+from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.engines.specs import KNOWN, EngineSpec
+from draftguard.check.findings import InputError, Report, TargetResult
+from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, read_flags
+from draftguard.check.launch.judge import judge
+from draftguard.check.launch.light import LAUNCH_RULES, LaunchView, sglang_view, vllm_view
+from draftguard.check.launch.sources import Launch
+from draftguard.check.light import check_snapshot
+from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+
+
+def _spec(engine: str, specs: list[EngineSpec] | None) -> EngineSpec:
+    for spec in specs or []:
+        if spec.name == engine:
+            return spec
+    version = LAUNCH_RULES[engine]
+    return EngineSpec(engine, version, KNOWN[engine][version])
+
+
+def resolve_model(ref: str, line: int, launch: Launch, revision: str | None, what: str,
+                  confine: Path | None = None) -> Snapshot:
+    """The snapshot a launch's model reference names, read as the engine would find it; a local folder
+    outside ``confine`` (the Action's checkout) is refused, not read."""
+    shown = f"{launch.file}:{line}"
+    snapshot = _resolve(ref, shown, line, launch, revision, what)
+    if confine is not None and not snapshot.is_hub and snapshot.local_dir is not None and not (
+            Path(snapshot.local_dir).resolve().is_relative_to(Path(confine).resolve())):
+        raise BadInput(f"{shown}: the {what} {ref} is outside the repository, not read", file=launch.file, line=line)
+    return snapshot
+
+
+def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | None, what: str) -> Snapshot:
+    if not ref:
+        raise BadInput(f"{shown}: the {what} is empty (a variable nothing in the file sets?)", file=launch.file, line=line)
+    if ref.startswith("/"):
+        mounted = max((c for c in launch.volumes if ref == c or ref.startswith(c.rstrip("/") + "/")), key=len,
+                      default=None)
+        if mounted is not None:
+            host = Path(launch.volumes[mounted]) / ref[len(mounted):].lstrip("/")
+            if host.is_dir():
+                return load_snapshot(str(host))
+            raise BadInput(f"{shown}: the {what} {ref} is {host} through the volume {mounted}, which holds no "
+                           "model folder here", file=launch.file, line=line)
+        if Path(ref).is_dir():
+            return load_snapshot(ref)
+        raise BadInput(f"{shown}: the {what} {ref} is a path in the container that no volume maps to a folder "
+                       "here", file=launch.file, line=line)
+    local = launch.folder / ref
+    if ref.startswith((".", "~")) or local.is_dir():
+        if not local.is_dir():
+            raise BadInput(f"{shown}: the {what} {ref} is not a folder beside the launch file", file=launch.file,
+                           line=line)
+        return load_snapshot(str(local))
+    try:
+        return load_snapshot(ref, revision)
+    except BadInput as exc:
+        raise BadInput(f"{shown}: the {what} {ref}: {exc}", file=launch.file, line=line) from None
+
+
+def _read(snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The raw config and the values its transformers class resolves."""
+    result = check_snapshot(snapshot)
+    return snapshot.load_json(), dict(result.values or {})
+
+
+def _draft_ref(flags: Flags) -> tuple[str, int, str | None] | None:
+    if flags.engine == "vllm":
+        spec = flags.data("speculative-config")
+        if isinstance(spec, dict) and isinstance(spec.get("model"), str):
+            revision = spec.get("revision") or spec.get("draft_revision")
+            return spec["model"], flags.get("speculative-config").line, revision
+        return None
+    flag = flags.get("speculative-draft-model-path") or flags.get("speculative-draft-model")
+    if flag is not None and flag.value:
+        return flag.value, flag.line, flags.value("speculative-draft-model-revision")
+    return None
+
+
+def _argv(launch: Launch, flags: Flags, target: Snapshot, draft: Snapshot | None) -> list[str]:
+    """The launch's arguments with its model references made the folders read here (a container path
+    or a folder relative to the launch file means nothing to the worker)."""
+    import json  # stdlib; only the real tier rewrites the drafter's JSON
+
+    out: dict[int, str | None] = {i: w.text for i, w in enumerate(launch.args)}
+    local = target.local_dir
+    model_flag = next((flags.get(n) for n in MODEL_OPTIONS[flags.engine] if flags.get(n) is not None), None)
+    if local and flags.engine == "vllm" and flags.positional_at:
+        out[flags.positional_at[0]] = local
+    elif local and model_flag is not None:
+        last = model_flag.at[-1]
+        out[last] = local if len(model_flag.at) > 1 else f"--{model_flag.name}={local}"
+    tail: list[str] = []
+    draft_flag = flags.get("speculative-draft-model-path") or flags.get("speculative-draft-model")
+    if draft is not None and draft.local_dir and draft_flag is not None and flags.engine == "sglang":
+        last = draft_flag.at[-1]
+        out[last] = draft.local_dir if len(draft_flag.at) > 1 else f"--{draft_flag.name}={draft.local_dir}"
+    spec_flag = flags.get("speculative-config")
+    if draft is not None and spec_flag is not None and isinstance(spec_flag.data, dict):
+        for i in spec_flag.at:
+            out[i] = None
+        tail = ["--speculative-config", json.dumps({**spec_flag.data, "model": draft.local_dir})]
+    return [text for _, text in sorted(out.items()) if text is not None] + tail
+
+
+def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: Any = None,
+                 confine: Path | None = None) -> TargetResult:
+    """Findings for one launch. Raises BadInput (file and line) for a reference that cannot be read."""
+    flags = read_flags(launch)
+    spec = _spec(launch.engine, specs)
+    model = flags.model
+    if model is None:
+        raise BadInput(f"{launch.file}:{launch.line}: the {spec.shown} launch names no model", file=launch.file,
+                       line=launch.line)
+    if model.unset and not model.text:
+        raise BadInput(f"{launch.file}:{model.line}: the model is ${model.unset[0]}, which nothing in the file sets",
+                       file=launch.file, line=model.line)
+    target = resolve_model(model.text, model.line, launch, flags.value("revision"), "model", confine)
+    raw, values = _read(target)
+    draft = None
+    draft_raw = draft_values = None
+    if (ref := _draft_ref(flags)) is not None:
+        draft = resolve_model(ref[0], ref[1], launch, ref[2], "drafter", confine)
+        draft_raw, draft_values = _read(draft)
+    env = {k: v for k, (v, _) in launch.env.items()}
+    if launch.engine == "vllm":
+        view = vllm_view(flags, env, raw, values, draft_raw, draft_values, spec.shown)
+    else:
+        view = sglang_view(flags, env, raw, values, draft_raw, spec.shown)
+    answer = real.launch(spec, _argv(launch, flags, target, draft), env, launch.file) if real is not None else None
+    if answer is not None:
+        view = LaunchView(spec.shown, "engine", **{k: v for k, v in answer.items() if k in LaunchView.__dataclass_fields__
+                                                   and k not in ("engine", "tier")})
+        for snap, ref_text in ((target, model.text), (draft, ref[0] if draft is not None else None)):
+            if view.refusal and snap is not None and snap.local_dir and ref_text:
+                view.refusal = view.refusal.replace(snap.local_dir, ref_text)
+    fmt = detect_drafter(draft_raw) if draft_raw is not None else None
+    result = TargetResult(source=launch.file, file=launch.file, revision=flags.value("revision"),
+                          model_type=raw.get("model_type"), config_class=_served(view), values=None)
+    result.findings = judge(view, launch, flags, raw, values, draft_raw, draft_values, fmt)
+    result.launch_view = view  # for the tier comparison; the text views render engine_views, not these
+    return result
+
+
+def _served(view: LaunchView) -> str:
+    """What the views say the launch serves, in one phrase (the text view's header for it)."""
+    runner = f"{view.runner} runner, " if view.runner else ""
+    if view.refusal:
+        return f"{view.engine} launch ({runner}{view.tier} tier): refused"
+    parts = [view.architecture or "?", f"max_model_len {view.max_model_len}", view.dtype or "dtype from the weights"]
+    if view.draft_architecture:
+        parts.append(f"{view.method} drafter {view.draft_architecture}")
+    return f"{view.engine} launch ({runner}{view.tier} tier): " + ", ".join(str(p) for p in parts)
+
+
+def check_launches(launches: list[Launch], specs: list[EngineSpec] | None = None, real: Any = None,
+                   report: Report | None = None, confine: Path | None = None) -> Report:
+    """Every launch into one Report (``report`` extended when given)."""
+    report = report or Report(transformers_version=resolver.transformers_version())
+    for launch in launches:
+        try:
+            report.targets.append(check_launch(launch, specs, real, confine))
+        except BadInput as exc:
+            report.errors.append(InputError.of(launch.file, exc))
+    return report

@@ -1,0 +1,196 @@
+"""The launch's light tier: what vLLM 0.32.0 does with a ``vllm serve`` line and the configs it names,
+from that version's code written down as rules (no vLLM import). The real tier (``vllm_probe``'s
+"launch" request: vLLM's own serve parser and ``create_engine_config()``) is the authority; a test
+marked ``vllm`` holds the two equal on every launch in tests/data.
+
+Rules, with vLLM 0.32.0's source:
+- length: ``--max-model-len`` above the derived length (``check.engines.light.vllm_max_len``) is
+  refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` (vllm/config/model.py ``_get_and_verify_max_len``);
+- dtype: float16 is refused for gemma2, gemma3, gemma3_text and glm4 (``_FLOAT16_NOT_SUPPORTED_MODELS``);
+- speculative: the draft architecture is renamed by method (``EAGLEConfig``: ``Eagle``+X, ``Eagle3``+X
+  unless it starts or ends with Eagle3, ``DFlash``+X unless it starts or ends with DFlash) and must be
+  registered; EAGLE/EAGLE-3 drafts take the target's length, DFlash ``min(draft, target)``
+  (``_maybe_override_draft_max_model_len``); the runner is V2 unless ``VLLM_USE_V2_MODEL_RUNNER`` says
+  otherwise or V2 lacks a feature; which target layers each runner reads is ``check.engines.light``'s.
+
+In: the parsed ``Flags``, the launch environment, the target's raw config and resolved values, and the
+drafter's (or None).
+Out: ``LaunchView`` (the fields both tiers fill). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from draftguard.check.drafter.engines import dflash_v1_refusal, eagle3_default_aux_ids
+from draftguard.check.engines.light import (DTYPES, _draft_layer_windows, declared_dtype, dflash_vllm_aux,
+                                           sglang_max_len, vllm_max_len)
+from draftguard.check.engines.view import text_values
+from draftguard.check.findings import is_int
+from draftguard.check.launch.flags import Flags, human_int, unknown_option
+
+# The engine versions whose launch code these rules encode: a launch asks these unless --engine names
+# another (vLLM 0.33.0's serve and speculative code was not read for launches; its registry is).
+LAUNCH_RULES = {"vllm": "0.32.0", "sglang": "0.5.23"}
+FLOAT16_REFUSED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
+FLOAT16_REASON = "Numerical instability. Please use bfloat16 or float32 instead."
+# vLLM 0.32.0's registered speculative architectures (ModelRegistry, those a method's rename can reach).
+VLLM_DRAFT_ARCHS = frozenset("""
+DFlash2DraftModel DFlashDraftModel DFlashLagunaForCausalLM DFlashMuseGlimmerAssistantModel DSparkDraftModel
+DSparkV41DraftModel Eagle3DeepseekV2ForCausalLM Eagle3DeepseekV3ForCausalLM Eagle3LlamaForCausalLM
+Eagle3MiniMaxM2ForCausalLM Eagle3Qwen2_5vlForCausalLM Eagle3Qwen3ForCausalLM Eagle3Qwen3vlForCausalLM
+EagleCohereForCausalLM EagleDeepSeekMTPModel EagleLlama4ForCausalLM EagleLlamaForCausalLM EagleMiniCPMForCausalLM
+EagleMistralForCausalLM EagleMistralLarge3ForCausalLM LlamaForCausalLMEagle3 PEagleDraftModel
+PeagleLlamaForCausalLM PeagleQwen3ForCausalLM""".split())
+TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass
+class LaunchView:
+    """What one engine version makes of one launch: the fields both tiers fill."""
+
+    engine: str  # "vLLM 0.32.0"
+    tier: str  # "light" or "engine"
+    runner: str = ""  # the model runner this launch gets ("V1", "V2")
+    refusal: str | None = None  # the engine's own words when it will not start
+    refusal_where: str = ""
+    architecture: str | None = None
+    max_model_len: int | None = None
+    derived_max_len: int | None = None  # what the engine derives from the config alone
+    dtype: str | None = None
+    method: str | None = None
+    num_speculative_tokens: int | None = None
+    draft_architecture: str | None = None
+    draft_max_model_len: int | None = None
+    layers_read: list[int] | None = None  # 0-based target layers the drafter is fed by this runner
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def renamed_draft(arch: str | None, method: str) -> str | None:
+    """The architecture vLLM builds for a draft under ``method`` (EAGLEConfig).
+
+    Example::
+
+        >>> renamed_draft("LlamaForCausalLMEagle3", "eagle"), renamed_draft("DFlashDraftModel", "eagle3")
+        ('EagleLlamaForCausalLMEagle3', 'Eagle3DFlashDraftModel')
+    """
+    if arch is None or method not in ("eagle", "eagle3", "dflash"):
+        return arch
+    if method == "eagle":
+        return arch if arch.startswith("Eagle") and not arch.startswith("Eagle3") else f"Eagle{arch}"
+    marker = "Eagle3" if method == "eagle3" else "DFlash"
+    return arch if arch.startswith(marker) or arch.endswith(marker) else f"{marker}{arch}"
+
+
+def _dashed(unknown: str, flags: Flags) -> str:
+    """How argparse names it: an option with its dashes, a positional word as written."""
+    return f"--{unknown}" if unknown in flags.options or any(n.split(".")[0] == unknown for n in flags.options) \
+        else unknown
+
+
+def _env_true(env: dict[str, str], name: str) -> bool | None:
+    value = env.get(name)
+    return None if value is None else value.strip().lower() in TRUE
+
+
+def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: dict[str, Any],
+              draft_raw: dict[str, Any] | None, draft_values: dict[str, Any] | None,
+              engine: str = "vLLM 0.32.0") -> LaunchView:
+    view = LaunchView(engine, "light")
+    if (unknown := unknown_option(flags)) is not None:
+        view.refusal = f"vllm serve: error: unrecognized arguments: {_dashed(unknown, flags)}"
+        view.refusal_where = "argparse (vllm serve's parser)"
+        return view
+    text = text_values(values)
+    archs = text.get("architectures") or raw.get("architectures") or [None]
+    view.architecture = archs[0]
+    derived, _ = vllm_max_len(text)
+    view.derived_max_len = derived
+    asked = human_int(flags.value("max-model-len"))
+    view.max_model_len = asked or derived
+    if asked is not None and derived is not None and asked > derived and not _env_true(env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
+        view.refusal = (f"User-specified max_model_len ({asked}) is greater than the derived max_model_len")
+        view.refusal_where = "vllm/config/model.py _get_and_verify_max_len"
+        return view
+    dtype = (flags.value("dtype") or "auto").lower()
+    stated = declared_dtype(raw)
+    view.dtype = DTYPES.get(dtype) or ({"float32": "bfloat16"}.get(stated or "", stated) if dtype == "auto" else dtype)
+    model_type = text.get("model_type") or raw.get("model_type")
+    if view.dtype == "float16" and model_type in FLOAT16_REFUSED:
+        view.refusal = f"The model type {model_type!r} does not support float16. Reason: {FLOAT16_REASON}"
+        view.refusal_where = "vllm/config/model.py _check_valid_dtype"
+        return view
+    spec = flags.data("speculative-config")
+    v2 = _env_true(env, "VLLM_USE_V2_MODEL_RUNNER")
+    view.runner = "V1" if v2 is False else "V2"
+    if not isinstance(spec, dict):
+        return view
+    method = spec.get("method")
+    view.method = method
+    view.num_speculative_tokens = spec.get("num_speculative_tokens") if is_int(spec.get("num_speculative_tokens")) else None
+    if method in ("suffix", "medusa", "mlp_speculator", "custom_class") and v2 is None:
+        view.runner = "V1"
+    if draft_raw is None or draft_values is None or method not in ("eagle", "eagle3", "dflash"):
+        return view
+    draft_arch = (draft_raw.get("architectures") or [None])[0]
+    view.draft_architecture = renamed_draft(draft_arch, method)
+    if view.draft_architecture not in VLLM_DRAFT_ARCHS:
+        view.refusal = f"Model architectures [{view.draft_architecture!r}] are not supported for now."
+        view.refusal_where = "vllm/model_executor/models/registry.py, for the draft model"
+        return view
+    draft_len, _ = vllm_max_len(text_values(draft_values))
+    served = view.max_model_len
+    view.draft_max_model_len = served if method != "dflash" or draft_len is None or served is None else min(draft_len, served)
+    n = text.get("num_hidden_layers")
+    if method == "dflash":
+        if view.runner == "V1" and (reason := dflash_v1_refusal(draft_values.get("layer_types"), draft_arch)):
+            view.refusal = f"Model Runner V1 does not support: {reason}"
+            view.refusal_where = "vllm/config/vllm.py _get_v1_model_runner_unsupported_features"
+            return view
+        windows, _, sliding = _draft_layer_windows(draft_values, draft_raw)
+        if any(sliding) and not any(w is not None for w, s in zip(windows, sliding) if s):
+            view.refusal = "DFlash sliding attention requires a window size"
+            view.refusal_where = "vllm/model_executor/models/qwen3_dflash.py _resolve_layer_attention, at model build"
+            return view
+        if is_int(n):
+            aux, _ = dflash_vllm_aux(draft_raw, view.runner, n)
+            view.layers_read = [i - 1 for i in aux]
+    elif method == "eagle3" and is_int(n):
+        top = draft_raw.get("eagle_aux_hidden_state_layer_ids")
+        nested = (draft_raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") \
+            if isinstance(draft_raw.get("eagle_config"), dict) else None
+        aux = top or (nested if view.runner == "V1" else None) or eagle3_default_aux_ids(n)
+        view.layers_read = [i - 1 for i in aux]
+    return view
+
+
+def sglang_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: dict[str, Any],
+                draft_raw: dict[str, Any] | None, engine: str = "SGLang 0.5.23") -> LaunchView:
+    """SGLang's light view: the context length it derives (``check.engines.light.sglang_max_len``)
+    against ``--context-length`` (refused above it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN),
+    and the speculative algorithm."""
+    view = LaunchView(engine, "light")
+    if (unknown := unknown_option(flags)) is not None:
+        view.refusal = f"sglang: error: unrecognized arguments: {_dashed(unknown, flags)}"
+        view.refusal_where = "argparse (ServerArgs.add_cli_args)"
+        return view
+    text = text_values(values)
+    view.architecture = (text.get("architectures") or [None])[0]
+    derived, _ = sglang_max_len(text)
+    view.derived_max_len = derived
+    asked = human_int(flags.value("context-length"))
+    view.max_model_len = asked or derived
+    if asked and derived and asked > derived and not _env_true(env, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
+        view.refusal = (f"Warning: User-specified context_length ({asked}) is greater than the derived "
+                        f"context_length ({derived}).")
+        view.refusal_where = "python/sglang/srt/configs/model_config.py"
+    view.dtype = DTYPES.get((flags.value("dtype") or "").lower())
+    algorithm = flags.value("speculative-algorithm")
+    view.method = algorithm.lower() if algorithm else None
+    if draft_raw is not None:
+        view.draft_architecture = (draft_raw.get("architectures") or [None])[0]
+    return view
