@@ -21,19 +21,18 @@ asked for) or None; ``hub_api(token)`` -> an ``HfApi``; ``fetch_file`` -> a file
 or ``FileTooLarge`` before a byte of it is downloaded; ``file_size``, ``safetensors_metadata``;
 ``check_repo_id(name)`` -> None or BadInput; ``require_hub(repos)`` -> None, offline mode, or BadInput
 (one line: the Hub is out of reach); ``honour_retry_after(cap)``: every later Hub request of the process
-waits what an earlier answer's ``Retry-After`` asked; ``retry_after_seconds`` reads that header.
+waits what an earlier answer's ``Retry-After`` asked; ``retry_after.retry_after_seconds`` reads that header.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from draftguard.errors import BadInput, FileTooLarge, HeaderError
+from draftguard.retry_after import Gate, retry_after_seconds
 
 if TYPE_CHECKING:  # huggingface_hub is imported where the Hub is read, not where this module is
     from huggingface_hub import HfApi
@@ -452,50 +451,7 @@ def file_operation(path: str, data: bytes) -> Any:
 # one file (issue 32). A hook on its shared client remembers the wait and holds every later request.
 
 
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait: delay-seconds or an HTTP date; None otherwise.
-
-    Example::
-
-        >>> retry_after_seconds(" 7 "), retry_after_seconds("Thu, 01 Jan 1970 00:00:30 GMT", now=10.0)
-        (7.0, 20.0)
-        >>> retry_after_seconds("soon"), retry_after_seconds("\u00b2")
-        (None, None)
-    """
-    value = (value or "").strip()
-    if value.isascii() and value.isdigit():
-        return float(value)
-    from email.utils import parsedate_to_datetime  # email: only a dated Retry-After reads it
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-class _Gate:
-    """Per host: the monotonic time before which no request goes out."""
-
-    def __init__(self, cap: float):
-        self.cap, self.until, self.lock = cap, {}, threading.Lock()
-
-    def hold(self, request: Any) -> None:
-        with self.lock:
-            wait = self.until.get(request.url.host, 0.0) - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-
-    def note(self, response: Any) -> None:
-        if response.status_code not in (429, 503):
-            return
-        wait = retry_after_seconds(response.headers.get("retry-after"))
-        if wait is not None:
-            with self.lock:
-                host = response.request.url.host
-                self.until[host] = max(self.until.get(host, 0.0), time.monotonic() + min(wait, self.cap))
-
-
-_GATE: list[_Gate] = []
+_GATE: list[Gate] = []
 
 
 def honour_retry_after(cap: float = 120.0) -> None:
@@ -509,7 +465,7 @@ def honour_retry_after(cap: float = 120.0) -> None:
     from huggingface_hub import set_client_factory  # huggingface_hub: its one client, made by a factory
     from huggingface_hub.utils._http import default_client_factory  # its defaults (offline mode, ids)
 
-    gate = _Gate(cap)
+    gate = Gate(cap)
     _GATE.append(gate)
     def factory() -> Any:
         client = default_client_factory()

@@ -448,7 +448,8 @@ LAYERS = [
     ("draftguard.fix",),
     ("draftguard.check",),
     ("draftguard.settings",),
-    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers", "draftguard.bounded"),
+    ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers", "draftguard.bounded",
+     "draftguard.retry_after"),
     ("draftguard.errors",),
 ]
 

@@ -93,7 +93,7 @@ def _bounded(function: Callable[..., Any], snapshot: Snapshot, args: tuple, step
     shown = snapshot.path_of("config.json")
     handlers = {
         "lookup": lambda: step.lookup(snapshot, detect_drafter(snapshot.load_json())),
-        "real": lambda index, *where: real.views(options.engines[index], *where),
+        "real": lambda index, *where: _real_views(real, options.engines[index], *where),
     }
     try:
         answer = child.run(function, *args, handlers=handlers, object_hook=_decode_absent, where={"file": shown})
@@ -168,14 +168,25 @@ def _answer(answer: Any, failures: list[dict[str, Any]]) -> dict[str, Any]:
     return json.loads(json.dumps({"answer": answer, "failed": failures}, default=_encode))
 
 
+def _real_views(real: Any, spec: Any, *where: Any) -> tuple[Any, list]:
+    """The caller's side of ``_AskedReal.views``: the views, and the fallbacks that asking added."""
+    seen = len(real.fallbacks)
+    views = real.views(spec, *where)
+    return views, real.fallbacks[seen:]
+
+
 class _AskedReal:
-    """The caller's real engines, asked over the pipe (``RealEngines.views``' signature)."""
+    """The caller's real engines, asked over the pipe (``RealEngines.views``' signature; ``fallbacks``
+    as ``RealEngines`` keeps them: the configs the running engine could not take)."""
 
     def __init__(self, engines: list):
         self.engines = engines
+        self.fallbacks: list[tuple[Any, str, str]] = []
 
     def views(self, spec: Any, folder: str | None, family: str | None, target_folder: str | None) -> Any:
-        return bounded.call("real", self.engines.index(spec), folder, family, target_folder)
+        views, fallbacks = bounded.call("real", self.engines.index(spec), folder, family, target_folder)
+        self.fallbacks.extend(tuple(f) for f in fallbacks)
+        return views
 
 
 def _plain(result: TargetResult) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import time
 from typing import Callable, Protocol, TypeVar
 
 from draftguard.errors import TransientError
-from draftguard.hub_access import retry_after_seconds
+from draftguard.retry_after import retry_after_seconds
 
 T = TypeVar("T")
 
