@@ -83,6 +83,7 @@ class Job:
     started: float | None = None
     finished: float | None = None
     result: str | None = None  # one line: what the job did, or why it failed
+    deaths: int = 0  # times the worker process running it died under it (bot/workers.py)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -177,6 +178,7 @@ class Queue:
         self.latencies: collections.deque[float] = collections.deque(maxlen=10000)
         self._lock = threading.Lock()
         self._finished = 0
+        self.mark_pid = False  # in a process worker: mark the job it runs, for the supervisor (bot/workers.py)
 
     # --- records -------------------------------------------------------------------------------
     def add(self, job: Job) -> bool:
@@ -408,6 +410,8 @@ class Queue:
         if not self._claim(job):
             return None  # another worker holds it; its own retry covers a failure
         beating = self._heartbeat(job)
+        if self.mark_pid:
+            self.put(f"worker:{os.getpid()}", job.id.encode())
         try:
             job.state, job.attempts, job.started = RUNNING, job.attempts + 1, job.started or time.time()
             self.save(job)
@@ -437,6 +441,8 @@ class Queue:
         finally:
             beating.set()
             self._release(job)
+            if self.mark_pid:
+                self.forget(f"worker:{os.getpid()}")
 
     def _finish(self, job: Job, state: str, result: str | None, level: int = logging.INFO) -> None:
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.

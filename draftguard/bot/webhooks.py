@@ -320,6 +320,7 @@ def create_app(
     routes: Iterable[WebhookRoute | BaseRoute] = (),
     *,
     consumers: dict[str, int] | None = None,
+    workers: Callable[[], Callable[[], None]] | None = None,
     recover: bool = True,
     metrics: Metrics | None = None,
     budget: UnverifiedBudget | None = None,
@@ -327,7 +328,8 @@ def create_app(
 ) -> Starlette:
     """The bot's ASGI app: each ``WebhookRoute`` served by the edge (other Starlette routes as they
     are), plus ``/healthz`` and ``/metrics``. ``consumers`` (``{"cpu": 2, "gpu": 1}``) start in process
-    with the app, after unfinished jobs from a previous run are queued again (``recover``).
+    with the app, after unfinished jobs from a previous run are queued again (``recover``); so does
+    ``workers()`` (``serve``'s worker processes), which returns the call that stops them.
 
     Example::
 
@@ -366,10 +368,13 @@ def create_app(
             await run_in_threadpool(queue.recover, lease=queue.backend != "sqlite")
         if consumers:
             queue.start_consumers(consumers, in_process=True)
+        stop_workers = workers() if workers is not None else None  # worker processes, after recovery
         try:
             yield
         finally:
             queue.stop_consumers()
+            if stop_workers is not None:
+                await run_in_threadpool(stop_workers)
 
     app = Starlette(
         routes=[*served, Route("/healthz", healthz, methods=["GET"]),
