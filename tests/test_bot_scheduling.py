@@ -125,3 +125,26 @@ def test_commands_are_limited_per_pull_request_and_author_and_answered_once(tmp_
         bot.settle()
         assert bot.api.count("GET", r"/pulls/7/files$") == 1
         assert len([j for j in bot.queue.jobs() if (j.result or "").startswith("skipped: eve ran")]) == 2
+
+
+def test_a_strangers_rechecks_on_the_hub_are_limited_the_same_way(monkeypatch, tmp_path):
+    """On the Hub anyone's /recheck ran a forced light check, as often as they commented: the same
+    limit, in the same flow. Before: 3 checks for 3 comments; now 2, then one note."""
+    from tests.test_bot_hub import BROKEN_CONFIG, REPO as HUB_REPO
+    from tests.test_bot_hub import Bot as HubBot
+    from tests.test_bot_hub import comment_payload as hub_comment, discussion_payload
+
+    monkeypatch.setenv("DRAFTGUARD_COMMANDS_PER_HOUR", "2")
+    with HubBot(monkeypatch, tmp_path) as bot:
+        bot.hub.open_pr(HUB_REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle()
+        for n in range(4):
+            c = bot.hub.add_comment(HUB_REPO, 3, "/recheck", author="eve")
+            assert bot.post(hub_comment(3, c)).status_code == 202
+            bot.settle()
+        results = sorted(j.result for j in bot.queue.jobs() if j.kind == "comment")
+        assert sum(r.startswith("done") for r in results) == 2, results
+        assert sum(r.startswith("skipped: eve ran") for r in results) == 2, results
+        notes = [c for c in bot.bot_comments() if "commands on this pull request" in c["data"]["latest"]["raw"]]
+        assert len(notes) == 1 and "@eve" in notes[0]["data"]["latest"]["raw"]
