@@ -149,6 +149,9 @@ def test_a_job_that_kills_its_worker_twice_is_failed_and_serve_answers_throughou
         post_webhook(serve.url, "pull_request", pr_payload(REPO, 31, HEAD, BASE), secret=SECRET, delivery="next")
         assert queue.wait_idle(60, ids=["next"]) and queue.get("next").state == "done"
         assert [c for c in api.comments_on(REPO, 31) if c["body"].startswith(MARKER)]
+        # /metrics reads the jobs' latencies from the store: none ran in serve's own process.
+        text = requests.get(f"{serve.url}/metrics", timeout=5).text
+        assert "draftguard_job_latency_seconds_count 2" in text and 'draftguard_jobs{state="failed"} 1' in text
         family = descendants(serve.proc.pid)
         assert len(family) >= 4  # a cpu and a gpu consumer, each with its scheduler and workers
     finally:
