@@ -89,6 +89,9 @@ def worker(args: argparse.Namespace, others: dict[str, Handler] | None = None) -
         _warm_up()
     queue.recover(lease=True)
     queue.start_recovery()
+    if getattr(args, "parent_pid", None) is not None:
+        # Started by serve, on its machine: the webhook edge comes first when the CPUs are short.
+        os.nice(_worker_nice())
     if getattr(args, "worker_type", "process") == "thread":
         Consumer(queue.hueys[args.queue], workers=args.workers, periodic=False, initial_delay=0.05,
                  max_delay=1.0, check_worker_health=True).run()
@@ -97,6 +100,12 @@ def worker(args: argparse.Namespace, others: dict[str, Handler] | None = None) -
         ProcessConsumer(queue, args.queue, args.workers, parent=getattr(args, "parent_pid", None),
                         initial_delay=0.05, max_delay=poll, backoff=1.3).run()
     return 0
+
+
+def _worker_nice() -> int:
+    """How much lower than serve its worker processes run: ``DRAFTGUARD_WORKER_NICE`` (10; 0 for the same)."""
+    raw = os.environ.get("DRAFTGUARD_WORKER_NICE", "").strip()
+    return int(raw) if raw.lstrip("-").isdigit() else 10
 
 
 def _warm_up() -> None:
