@@ -15,6 +15,7 @@ holder whose lock was taken over can neither renew nor remove the new holder's.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -40,7 +41,8 @@ class StoreLock:
         self._guard = threading.Lock()  # a renewal and the exit never swap at once
 
     def _value(self) -> bytes:
-        return f"{time.time() + self.ttl!r} {self.token}".encode()
+        # The holder's pid too: when its worker process dies, the supervisor frees its locks at once.
+        return f"{time.time() + self.ttl!r} {self.token} {os.getpid()}".encode()
 
     def _take(self) -> bool:
         value = self._value()

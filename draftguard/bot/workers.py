@@ -54,6 +54,10 @@ def died(queue: Queue, pid: int, exitcode: int | None) -> str | None:
     queue.forget(key)
     if marked is None:
         return None
+    for name, value in list(queue.store.result_items().items()):  # its locks: free now, not at their ttl
+        name = name.decode() if isinstance(name, bytes) else name
+        if name.startswith("lock:") and bytes(value).split(b" ")[2:] == [str(pid).encode()]:
+            queue.swap(name, bytes(value), None)
     job = queue.get(marked.decode())
     if job is None or job.state in FINISHED:
         return None
