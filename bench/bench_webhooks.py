@@ -1,14 +1,16 @@
 """Webhook bot reliability: load, kill -9, and GitHub faults, on loopback.
 
 Three processes, so that no measurement shares an interpreter lock with another: the fake GitHub
-API, the server under test (`draftguard serve`, SQLite queue, workers in process), and this load
+API, the server under test (`draftguard serve`, SQLite queue, its worker processes), and this load
 generator.
 
 1. Load: ``--rate`` signed pull_request webhooks per second for ``--seconds`` (default 200/s for
    10 s), GitHub-sized bodies (~25 KB), 5% of them redeliveries. Reports time to 202 (p50/p99/max,
-   measured from each request's scheduled send time, so a stall cannot hide) against a baseline in
+   measured from each request's scheduled send time, so a stall cannot hide) against two baselines in
    the same run: a bare Starlette endpoint under uvicorn that answers 202 without verifying,
-   recording or queueing anything. Then waits for every job and checks that none was lost and each
+   recording or queueing anything, and ``serve --worker-type thread`` (the jobs in worker threads
+   of the server's interpreter, the model before issue 32). The RSS of the serve process is sampled
+   before the load, right after it and once every job is done (memory flat under load). Then waits for every job and checks that none was lost and each
    was processed once (one attempt, one file listing per delivery).
 2. Crash: webhooks for PRs that touch config.json; ``kill -9`` the server while jobs are queued and
    running; restart it; every accepted job must complete, and each PR must have exactly one sticky
@@ -112,7 +114,8 @@ class FakeAPI:
         self.proc.wait()
 
 
-def serve(tmp: str, api_url: str, queue_url: str, log_name: str) -> tuple[subprocess.Popen, str]:
+def serve(tmp: str, api_url: str, queue_url: str, log_name: str,
+          worker_type: str = "process") -> tuple[subprocess.Popen, str]:
     port = loopback.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DRAFTGUARD_"))}
     env.update({"GITHUB_API_URL": api_url, "GITHUB_TOKEN": TOKEN, "DRAFTGUARD_GITHUB_WEBHOOK_SECRET": SECRET,
@@ -120,7 +123,8 @@ def serve(tmp: str, api_url: str, queue_url: str, log_name: str) -> tuple[subpro
                 "DRAFTGUARD_GITHUB_TIMEOUT": "2"})
     log = open(os.path.join(tmp, log_name), "w")
     proc = subprocess.Popen([sys.executable, "-m", "draftguard", "serve", "--port", str(port), "--queue", queue_url,
-                             "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                             "--workers", "2", "--worker-type", worker_type], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     loopback.wait_http(f"{url}/healthz", proc)
     return proc, url
@@ -230,9 +234,10 @@ def wait_jobs(queue_url: str, expected: int, timeout: float) -> tuple[bool, floa
 # --- scenarios -----------------------------------------------------------------------------------
 
 def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
+    """The load, against the bare endpoint, then ``serve`` with its workers in processes (the default)
+    and with worker threads in its own interpreter (the model before issue 32), each with a fresh fake
+    API, in this one run: the p99 ratio of the two is the figure, whatever else loads the machine."""
     total = int(rate * seconds)
-    prs = total
-    api = FakeAPI(tmp, prs=prs, config_every=10)
     deliveries: list[tuple[str, int]] = []
     for i in range(total):
         if i % 20 == 19:  # a redelivery of an earlier delivery, same id
@@ -241,26 +246,44 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
             deliveries.append((f"load-{i}", i + 1))
     unique = {d for d, _ in deliveries}
     out: dict = {"rate": rate, "seconds": seconds, "sent": len(deliveries), "unique": len(unique)}
+    port = loopback.free_port()
+    bare = subprocess.Popen([sys.executable, __file__, "--bare", "--port", str(port)], cwd=ROOT)
     try:
-        port = loopback.free_port()
-        bare = subprocess.Popen([sys.executable, __file__, "--bare", "--port", str(port)], cwd=ROOT)
+        loopback.wait_http(f"http://127.0.0.1:{port}/healthz", bare)
+        base = load(f"http://127.0.0.1:{port}", [(f"b-{d}", n) for d, n in deliveries], rate)
+    finally:
+        bare.kill()
+        bare.wait()
+    out["baseline"] = quantiles([r["latency"] for r in base])
+    for key, worker_type in (("bot", "process"), ("bot_threads", "thread")):
+        out[key] = load_bot(tmp, deliveries, unique, total, rate, worker_type)
+    out["p99_ratio_bot_over_baseline"] = out["bot"]["p99_ms"] / max(out["baseline"]["p99_ms"], 1e-9)
+    out["p99_ratio_process_over_threads"] = round(out["bot"]["p99_ms"] / max(out["bot_threads"]["p99_ms"], 1e-9), 3)
+    return out
+
+
+def load_bot(tmp: str, deliveries: list[tuple[str, int]], unique: set, prs: int, rate: float,
+             worker_type: str) -> dict:
+    """One ``serve`` (``--worker-type``) under the load: time to 202, what the jobs did, and the RSS of
+    the serve process itself before the load, right after it, and once every job is done."""
+    api = FakeAPI(tmp, prs=prs, config_every=10)
+    out: dict = {"worker_type": worker_type}
+    try:
+        queue_url = f"sqlite:///{tmp}/load-{worker_type}.db"
+        proc, url = serve(tmp, api.url, queue_url, f"load-{worker_type}.log", worker_type)
         try:
-            loopback.wait_http(f"http://127.0.0.1:{port}/healthz", bare)
-            base = load(f"http://127.0.0.1:{port}", [(f"b-{d}", n) for d, n in deliveries], rate)
-        finally:
-            bare.kill()
-            bare.wait()
-        out["baseline"] = quantiles([r["latency"] for r in base])
-        queue_url = f"sqlite:///{tmp}/load.db"
-        proc, url = serve(tmp, api.url, queue_url, "load.log")
-        try:
+            time.sleep(2.0)  # workers started and warm
+            rss = {"before_mb": round(rss_mb(proc.pid), 1)}
             results = load(url, deliveries, rate)
-            out["bot"] = quantiles([r["latency"] for r in results])
+            rss["after_load_mb"] = round(rss_mb(proc.pid), 1)
+            out.update(quantiles([r["latency"] for r in results]))
             statuses: dict = {}
             for r in results:
                 statuses[str(r["status"])] = statuses.get(str(r["status"]), 0) + 1
             out["statuses"] = statuses
             ok, waited, counts = wait_jobs(queue_url, len(unique), timeout=600)
+            rss["after_drain_mb"] = round(rss_mb(proc.pid), 1)
+            out["serve_rss"] = rss
             out["drained_s"], out["job_states"] = round(waited, 1), counts
             from draftguard.jobs import Queue
 
@@ -281,7 +304,6 @@ def scenario_load(tmp: str, rate: float, seconds: float) -> dict:
             proc.wait(30)
     finally:
         api.stop()
-    out["p99_ratio_bot_over_baseline"] = out["bot"]["p99_ms"] / max(out["baseline"]["p99_ms"], 1e-9)
     return out
 
 

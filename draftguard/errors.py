@@ -201,6 +201,11 @@ class Retry(TransientError):
     """Raised by a job handler: run the job again after ``delay`` seconds (counts as an attempt)."""
 
 
+class Busy(Retry):
+    """A lock the job needs is held by another job (the same pull request checked now): the job goes
+    back to the queue after ``delay`` seconds instead of waiting in a worker. Not counted as an attempt."""
+
+
 class JobFailed(DraftguardError):
     """A job that cannot succeed however often it runs. The queue records it as failed, and logs its
     one line without a traceback (a traceback is kept for bugs)."""

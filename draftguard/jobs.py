@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
-from draftguard.errors import JobFailed, QueueConfigError, Retry
+from draftguard.errors import Busy, JobFailed, QueueConfigError, Retry
 from draftguard.locks import StoreLock
 from draftguard.secrets import scrub_known
 
@@ -83,6 +83,7 @@ class Job:
     started: float | None = None
     finished: float | None = None
     result: str | None = None  # one line: what the job did, or why it failed
+    deaths: int = 0  # times the worker process running it died under it (bot/workers.py)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -94,6 +95,13 @@ class Job:
         return cls(**{k: v for k, v in raw.items() if k in known})
 
 Handler = Callable[["Job", "Queue"], "str | None"]
+
+# Compare-and-swap of one field of huey's Redis result hash: KEYS[1] the hash, ARGV key, old, new, set?
+_SWAP_LUA = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if ARGV[4] == '1' then redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) else redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 1
+"""
 
 
 def _sqlite_storage(synchronous: int):
@@ -170,6 +178,7 @@ class Queue:
         self.latencies: collections.deque[float] = collections.deque(maxlen=10000)
         self._lock = threading.Lock()
         self._finished = 0
+        self.mark_pid = False  # in a process worker: mark the job it runs, for the supervisor (bot/workers.py)
 
     # --- records -------------------------------------------------------------------------------
     def add(self, job: Job) -> bool:
@@ -253,6 +262,21 @@ class Queue:
     def forget(self, key: str) -> None:
         self.store.delete_data(key)
 
+    def swap(self, key: str, old: bytes, new: bytes | None) -> bool:
+        """Replace the value under ``key`` with ``new`` (remove it when None) only if it is ``old`` now,
+        in one atomic step of the store: of two processes that read the same ``old``, one wins. SQLite:
+        one UPDATE (or DELETE) ... WHERE value = old, in a transaction; Redis: one Lua script."""
+        if self.backend == "sqlite":
+            with self.store.db(commit=True) as curs:
+                if new is None:
+                    curs.execute("delete from kv where queue = ? and key = ? and value = ?", (self.store.name, key, old))
+                else:
+                    curs.execute("update kv set value = ? where queue = ? and key = ? and value = ?",
+                                 (new, self.store.name, key, old))
+                return curs.rowcount == 1
+        return bool(self.store.conn.eval(_SWAP_LUA, 1, self.store.result_key, key, old, b"" if new is None else new,
+                                         0 if new is None else 1))
+
     def ping(self) -> None:
         """One cheap read of the store: raises when it cannot be reached (``/healthz``)."""
         self.store.has_data_for_key("healthz")
@@ -330,8 +354,7 @@ class Queue:
 
         held = self.store.peek_data(key)
         if held is not EmptyData and float(bytes(held)) < time.time():
-            self.store.delete_data(key)
-            return bool(self.store.put_if_empty(key, until))
+            return self.swap(key, bytes(held), until)  # atomic: of two takers that saw it expire, one wins
         return False
 
     def _held(self, job_id: str, now: float) -> bool:
@@ -361,12 +384,13 @@ class Queue:
     def _release(self, job: Job) -> None:
         self.store.delete_data(f"claim:{job.id}")
 
-    def lock(self, name: str, *, ttl: float = 120.0, wait: float = 60.0) -> StoreLock:
+    def lock(self, name: str, *, ttl: float = 120.0, wait: float = 0.0) -> StoreLock:
         """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
-        killed holder cannot block it forever). Waits up to ``wait`` seconds, then raises Retry.
+        killed holder cannot block it forever). Waits ``wait`` seconds (none by default: a worker
+        never sits on a busy lock), then raises Busy.
 
         Raises:
-            Retry: (on entering) The lock stayed busy for ``wait`` seconds; the job runs again later.
+            Busy: (on entering) The lock stayed busy for ``wait`` seconds; the job runs again later.
         """
         return StoreLock(self, name, ttl, wait)
 
@@ -386,6 +410,8 @@ class Queue:
         if not self._claim(job):
             return None  # another worker holds it; its own retry covers a failure
         beating = self._heartbeat(job)
+        if self.mark_pid:
+            self.put(f"worker:{os.getpid()}", job.id.encode())
         try:
             job.state, job.attempts, job.started = RUNNING, job.attempts + 1, job.started or time.time()
             self.save(job)
@@ -394,6 +420,11 @@ class Queue:
                 raise RuntimeError(f"no handler for {job.source} jobs in this process")
             try:
                 outcome = handler(job, self)
+            except Busy as exc:  # another job holds the pull request: back to the queue, not an attempt
+                job.state, job.attempts, job.result = QUEUED, job.attempts - 1, str(exc)
+                self.save(job)
+                log.info("job %s: %s; runs again in %.1fs", job.id, exc, exc.delay)
+                return exc.delay
             except Retry as exc:
                 if job.attempts >= MAX_ATTEMPTS:
                     return self._finish(job, FAILED, f"gave up after {job.attempts} attempts: {exc}")
@@ -410,6 +441,8 @@ class Queue:
         finally:
             beating.set()
             self._release(job)
+            if self.mark_pid:
+                self.forget(f"worker:{os.getpid()}")
 
     def _finish(self, job: Job, state: str, result: str | None, level: int = logging.INFO) -> None:
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.

@@ -77,7 +77,7 @@ class Bot:
 
     def __init__(self, tmp_path, *, acceptance_runner=None, consumers=None, queue_url=None, **config):
         self.api = fake_api()
-        self.config = GitHubConfig(api_url=self.api.url, token=TOKEN, webhook_secret=SECRET, timeout=1.0,
+        self.config = GitHubConfig(api_url=self.api.url, token=TOKEN, webhook_secret=SECRET, timeout=config.pop("timeout", 1.0),
                                    write_interval=0, retry_base=0.2, **config)
         self.config.secrets = [TOKEN, SECRET]
         self.queue = Queue(queue_url or f"sqlite:///{tmp_path}/queue.db")

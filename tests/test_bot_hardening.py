@@ -357,13 +357,14 @@ def test_a_push_landing_while_the_light_check_waits_for_the_pull_requests_lock_s
     # held, never the one read before waiting (a stale head overwrote the newer head's comment and
     # queued a GPU job for a commit that was no longer the head).
     head = add_pr(world, 72, {"drafter/config.json": HEAD_CONFIG}, author="alice")  # alice can write
+    # Since issue 32 the job waits for the lock in the queue, not in a worker: it is put back (Busy).
     with world.queue.lock(f"pr:github:{REPO}#72", ttl=60.0, wait=5.0):
         world.post("pull_request", pr_payload(REPO, 72, head, BASE))
         deadline = time.time() + 30
-        while not any(j.kind == "pull_request" and j.number == 72 and j.state == "running" for j in world.queue.jobs()):
+        while not any(j.kind == "pull_request" and j.number == 72 and "is busy" in (j.result or "")
+                      for j in world.queue.jobs()):
             assert time.time() < deadline
             time.sleep(0.05)
-        time.sleep(1.0)  # the job has read the pull request and waits for the lock
         pushed = "7" * 40  # its webhook is still on the way
         world.api.set_files(REPO, pushed, {"drafter/config.json": HEAD_CONFIG + "   "})
         world.api.repos[REPO].pulls[72]["head"] = pushed

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import requests
 
 pytest.importorskip("starlette")
 pytest.importorskip("huey")
@@ -98,3 +99,86 @@ def test_kill_9_with_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_pa
     log = open(second.log.name).read() + open(first.log.name).read()
     assert "recovered" in log
     assert TOKEN not in log and SECRET not in log
+
+
+def worker_marks(queue: Queue) -> dict[int, str]:
+    """The job each process worker runs now, by its pid (``worker:<pid>`` in the store)."""
+    out = {}
+    for key, value in queue.store.result_items().items():
+        key = key.decode() if isinstance(key, bytes) else key
+        if key.startswith("worker:"):
+            out[int(key.split(":", 1)[1])] = bytes(value).decode()
+    return out
+
+
+def test_a_job_that_kills_its_worker_twice_is_failed_and_serve_answers_throughout(tmp_path):
+    """Issue 32: the workers ran in serve's own interpreter, so a check killed for memory took serve
+    down, and recovery queued the same job again, for ever. Now each job runs in a worker process: a
+    kill -9 of it (what the OOM killer sends) leaves serve answering, the job runs again once, and the
+    second kill fails it with the reason; the next pull request is checked by a fresh worker."""
+    api = fake_api()
+    api.add_pull(REPO, 31, head=HEAD, base=BASE)
+
+    def slow(method: str, path: str) -> None:  # PR 7's check takes long enough to be killed in
+        if path.endswith(f"/repos/{REPO}/pulls/7/files"):
+            time.sleep(2.0)
+
+    api.before_answer.append(slow)
+    url = f"sqlite:///{tmp_path}/queue.db"
+    serve = Serve(tmp_path, api.url, url)
+    queue = Queue(url)
+    killed = []
+    try:
+        assert post_webhook(serve.url, "pull_request", pr_payload(REPO, 7, HEAD, BASE), secret=SECRET,
+                            delivery="oom-1").status_code == 202
+        deadline = time.time() + 60
+        while len(killed) < 2:
+            assert time.time() < deadline, (killed, [(j.id, j.state, j.result) for j in queue.jobs()])
+            for pid, job_id in worker_marks(queue).items():
+                if job_id == "oom-1" and pid not in killed:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    assert requests.get(f"{serve.url}/healthz", timeout=2).ok  # serve answers at once
+            time.sleep(0.05)
+        assert queue.wait_idle(30, ids=["oom-1"])
+        job = queue.get("oom-1")
+        assert job.state == "failed" and job.deaths == 2 and "died under it 2 times" in job.result
+        assert "SIGKILL" in job.result
+        assert serve.proc.poll() is None
+        # The workers were restarted: the next pull request is checked.
+        post_webhook(serve.url, "pull_request", pr_payload(REPO, 31, HEAD, BASE), secret=SECRET, delivery="next")
+        assert queue.wait_idle(60, ids=["next"]) and queue.get("next").state == "done"
+        assert [c for c in api.comments_on(REPO, 31) if c["body"].startswith(MARKER)]
+        # /metrics reads the jobs' latencies from the store: none ran in serve's own process.
+        text = requests.get(f"{serve.url}/metrics", timeout=5).text
+        assert "draftguard_job_latency_seconds_count 2" in text and 'draftguard_jobs{state="failed"} 1' in text
+        family = descendants(serve.proc.pid)
+        assert len(family) >= 4  # a cpu and a gpu consumer, each with its scheduler and workers
+    finally:
+        serve.proc.send_signal(signal.SIGKILL)  # even killed, serve leaves no worker behind
+        serve.proc.wait(30)
+        api.stop()
+    deadline = time.time() + 10
+    while [pid for pid in family if alive(pid)]:
+        assert time.time() < deadline, [pid for pid in family if alive(pid)]
+        time.sleep(0.1)
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        for task in os.listdir(f"/proc/{here}/task"):
+            with open(f"/proc/{here}/task/{task}/children") as fh:
+                kids = [int(k) for k in fh.read().split()]
+            out += kids
+            todo += kids
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 from starlette.applications import Starlette
 
@@ -26,6 +26,7 @@ def build_from_env(
     *,
     consumers: dict[str, int] | None,
     env: dict[str, str] | None = None,
+    workers: Callable[[], Callable[[], None]] | None = None,
 ) -> Starlette:
     """The app as ``draftguard serve`` runs it: configuration from the environment, and each host of
     the registry (``bot/platforms.py``) whose webhook secret is set: its route, and its handler on the
@@ -44,7 +45,7 @@ def build_from_env(
             queue.handlers[platform.source] = platform.handler(config)
     env_ = os.environ if env is None else env
     body_timeout = float(env_.get("DRAFTGUARD_BODY_TIMEOUT") or BODY_TIMEOUT)
-    return create_app(queue, routes, consumers=consumers, body_timeout=body_timeout)
+    return create_app(queue, routes, consumers=consumers, workers=workers, body_timeout=body_timeout)
 
 
 def configure_logging(secrets: Sequence[str], level: int = logging.INFO) -> None:

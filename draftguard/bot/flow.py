@@ -30,6 +30,7 @@ import posixpath
 import tempfile
 from typing import Any, Callable
 
+from draftguard.bot import command_limit
 from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
 from draftguard.bot.commands import OK_TO_TEST
 from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
@@ -70,6 +71,7 @@ class PullRequestFlow:
         self.refusal = refusal
         self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
         self.handlers = {kind: getattr(self, name) for kind, name in self.HANDLERS.items()}
+        self.command_limit = command_limit.limit_from_env()  # per pull request and author, per hour
 
     def host_for(self, job: Job) -> Any:
         raise NotImplementedError  # each host's handler gives its PullRequestHost
@@ -83,6 +85,13 @@ class PullRequestFlow:
         call = host.command()
         if isinstance(call, str):
             return call
+        taken = command_limit.take(queue, f"{job.source}:{job.repo}#{job.number}:{call.by}", self.command_limit)
+        if not taken.ok:
+            # Before the trust check: a stranger's commands get a reply (GitHub) or a forced check (the
+            # Hub) each, so the limit counts everyone's; the first one over it is answered, once.
+            if taken.tell and call.comment_id is not None:
+                host.reply_once(call.comment_id, command_limit.note(call.by, call.label, self.command_limit))
+            return f"skipped: {call.by} ran {taken.count} commands on this pull request within the hour (limit {self.command_limit})"
         trust = host.may_command(call)
         if not trust.ok and not host.strangers_may_recheck:
             if call.comment_id is not None:
@@ -121,7 +130,7 @@ class PullRequestFlow:
         """The light check of the pull request's head now, and the head it checked (None when
         skipped). One check per pull request at a time: jobs for the same one (a push and a command,
         the Hub's two webhooks per push) take turns, and each then sees the newest head."""
-        with queue.lock(_key("pr", job), ttl=120.0, wait=60.0):
+        with queue.lock(_key("pr", job), ttl=120.0):  # busy: Busy, the job runs again in 2 s
             # Both read once the lock is held: a head read before waiting for it may be gone by now.
             state = host.closed()
             if state is not None:
@@ -178,6 +187,10 @@ class PullRequestFlow:
                 # GPU run per head, and that run's section stays as it is.
                 del sections["acceptance"]
                 gpu_job = None
+            if gpu_job is not None and forced_by is not None and _gpu_busy(queue, job, head, gpu_job.id):
+                # A rerun of this head is queued or running: this press joins it (one at a time per head).
+                del sections["acceptance"]
+                gpu_job = None
         else:
             sections["acceptance"] = None
         host.upsert_sticky(lambda old: update_sticky(old, **sections))
@@ -200,6 +213,7 @@ class PullRequestFlow:
                             summary="Waiting for a GPU worker.", external_id=pr_id)
         queue.put(_key("checked", job), head.encode())
         if gpu_job is not None:
+            queue.put(_key("gpu", job) + f"@{head}", gpu_job.id.encode())  # this head's latest GPU job
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten
         return f"done: {outcome.title()}" + (", acceptance queued" if gpu_job else "")
 
@@ -264,6 +278,13 @@ class PullRequestFlow:
 def _key(what: str, job: Job) -> str:
     """The queue store's key (or lock name) for one of a pull request's facts."""
     return f"{what}:{job.source}:{job.repo}#{job.number}"
+
+
+def _gpu_busy(queue: Queue, job: Job, head: str, wanted: str) -> bool:
+    """Whether another GPU job of this head (the last one queued for it) is still queued or running."""
+    last = _peek(queue, _key("gpu", job) + f"@{head}")
+    other = queue.get(last) if last is not None and last != wanted else None
+    return other is not None and other.state in ("queued", "running")
 
 
 def _peek(queue: Queue, key: str) -> str | None:

@@ -65,7 +65,9 @@ class GitHubPullRequest(PullRequestClient):
         if not data.user:
             return "skipped: the command names no user"
         return CommandCall(by=data.user, commands=list(data.commands), comment_id=data.comment_id, pinned=data.head_sha,
-                           created_at=data.created_at, asked=data.comment_id or data.rerequested)
+                           created_at=data.created_at, asked=data.comment_id)
+        # The Re-run button's rerun answers that press (the job id is its delivery), not the check
+        # run's name: each press reruns (B5 of issue 32), one at a time per head (the flow).
 
     def may_command(self, call: CommandCall) -> Trust:
         permission = self.permission(call.by)

@@ -33,7 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from draftguard.jobs import Job, Queue
+from draftguard.jobs import STATES, Job, Queue
 from draftguard.errors import PayloadError, WebhookRefused
 
 log = logging.getLogger("draftguard.bot")
@@ -161,7 +161,8 @@ def parse_payload(body: bytes | bytearray, content_type: str | None) -> dict[str
 
 
 class Metrics:
-    """Counters for /metrics. Deliveries are this process's; job states come from the shared store.
+    """Counters for /metrics. Deliveries are this process's; job states (and, when the jobs run in
+    worker processes, their latencies) come from the shared store.
 
     /metrics needs no credentials, so what it costs must not grow with the store: the job counts
     (a scan of every record) are taken at most once per ``ttl`` seconds, by one request at a time;
@@ -174,6 +175,7 @@ class Metrics:
         self.ttl = float(os.environ.get("DRAFTGUARD_METRICS_TTL", "15")) if ttl is None else ttl
         self._scan = threading.Lock()
         self._counts: dict[str, int] | None = None
+        self._stored: list[float] = []  # latencies of the last finished jobs in the store
         self._counted = float("-inf")
 
     def job_counts(self, queue: Queue) -> dict[str, int] | None:
@@ -182,7 +184,14 @@ class Metrics:
         if time.monotonic() - self._counted > self.ttl and self._scan.acquire(blocking=False):
             try:
                 if time.monotonic() - self._counted > self.ttl:
-                    self._counts, self._counted = queue.counts(), time.monotonic()
+                    counts: dict[str, int] = {state: 0 for state in STATES}
+                    finished: list[tuple[float, float]] = []
+                    for job in queue.jobs():  # one scan: the states, and the latency of finished jobs
+                        counts[job.state] = counts.get(job.state, 0) + 1
+                        if job.finished:
+                            finished.append((job.finished, job.finished - job.created))
+                    self._stored = [lag for _, lag in sorted(finished)[-10000:]]
+                    self._counts, self._counted = counts, time.monotonic()
             finally:
                 self._scan.release()
         return self._counts
@@ -202,8 +211,10 @@ class Metrics:
         out += ["# HELP draftguard_jobs Jobs in the queue's store, by state.", "# TYPE draftguard_jobs gauge"]
         for state, n in sorted((self.job_counts(queue) or {}).items()):
             out.append(f'draftguard_jobs{{state="{state}"}} {n}')
-        latencies = list(queue.latencies)
-        out += ["# HELP draftguard_job_latency_seconds From webhook to finished job, for jobs this process ran.",
+        # Jobs run in worker processes (bot/workers.py): their latencies come from the store's records,
+        # taken with the counts; worker threads in this process (--worker-type thread) record their own.
+        latencies = list(queue.latencies) or self._stored
+        out += ["# HELP draftguard_job_latency_seconds From webhook to finished job: the last 10000 finished.",
                 "# TYPE draftguard_job_latency_seconds histogram"]
         for bound in LATENCY_BUCKETS:
             out.append(f'draftguard_job_latency_seconds_bucket{{le="{bound}"}} {sum(1 for x in latencies if x <= bound)}')
@@ -320,6 +331,7 @@ def create_app(
     routes: Iterable[WebhookRoute | BaseRoute] = (),
     *,
     consumers: dict[str, int] | None = None,
+    workers: Callable[[], Callable[[], None]] | None = None,
     recover: bool = True,
     metrics: Metrics | None = None,
     budget: UnverifiedBudget | None = None,
@@ -327,7 +339,8 @@ def create_app(
 ) -> Starlette:
     """The bot's ASGI app: each ``WebhookRoute`` served by the edge (other Starlette routes as they
     are), plus ``/healthz`` and ``/metrics``. ``consumers`` (``{"cpu": 2, "gpu": 1}``) start in process
-    with the app, after unfinished jobs from a previous run are queued again (``recover``).
+    with the app, after unfinished jobs from a previous run are queued again (``recover``); so does
+    ``workers()`` (``serve``'s worker processes), which returns the call that stops them.
 
     Example::
 
@@ -366,10 +379,13 @@ def create_app(
             await run_in_threadpool(queue.recover, lease=queue.backend != "sqlite")
         if consumers:
             queue.start_consumers(consumers, in_process=True)
+        stop_workers = workers() if workers is not None else None  # worker processes, after recovery
         try:
             yield
         finally:
             queue.stop_consumers()
+            if stop_workers is not None:
+                await run_in_threadpool(stop_workers)
 
     app = Starlette(
         routes=[*served, Route("/healthz", healthz, methods=["GET"]),
