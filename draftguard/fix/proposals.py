@@ -250,13 +250,39 @@ def mask_token(finding: Finding, masks: dict[int, str]) -> tuple[list[Candidate]
             for i, token in choices], ""
 
 
-def _unknown_value(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
-    what = {
-        "DG003": "the head size the weights were trained with is not in the file (with the weights beside it, "
-                 "draftguard reads it from them: DG123)",
-        "DG004": "the window the model was trained with is not in the file; only its author knows it",
-    }
-    return [], what.get(finding.rule, "the right value is not in the file")
+_IMPLIED_HEAD_DIM = re.compile(r'Fix: add "head_dim": (\d+)')
+
+
+def _implied_head_dim(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG003: the class's default head_dim contradicts hidden_size / num_attention_heads; the file
+    implies that ratio, and the message names it. (With the weights beside the file a mismatch is
+    DG123, which reads the head size from them instead.)"""
+    match = _IMPLIED_HEAD_DIM.search(finding.message)
+    if not match:
+        return [], "DG003 names no head size the file implies"
+    prefix = finding.key.rpartition(".")[0]
+    implied = int(match.group(1))
+    return [Candidate([Edit(finding.key, implied, near="num_attention_heads")],
+                      f"hidden_size / num_attention_heads = {implied}, not the class's default {show(finding.resolved)}; "
+                      "the file now states the head size it implies" + (f" in `{prefix}`" if prefix else "")
+                      + f"; if the weights were trained with {show(finding.resolved)}, write that instead")], ""
+
+
+def _state_injected_window(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG004: no window in the file, but the class injects one that layers use. The message's fix is
+    to add `sliding_window`; the one value known is the window the model runs with today, so the file
+    is made to state it (nothing that runs changes). If it was trained with another, its author
+    writes that one."""
+    if not is_int(finding.resolved):
+        return [], "the window the model runs with is not a number here"
+    prefix = finding.key.rpartition(".")[0]
+    node = _lookup(raw, prefix) if prefix else raw
+    if not isinstance(node, dict):
+        return [], f"`{prefix}` is not an object in the file"
+    near = next((k for k in ("use_sliding_window", "layer_types", "max_window_layers") if k in node), None)
+    return [Candidate([Edit(finding.key, finding.resolved, near=near)],
+                      f"the class injects {finding.resolved} and the model runs with it today: the file now says "
+                      "so; if the model was trained with another window, write that one instead")], ""
 
 
 _BY_RULE = {
@@ -269,6 +295,6 @@ _BY_RULE = {
     "DG119": _state_top_level,
     "DG114": _add_defaults,
     "DG101": _dflash_ids,
-    "DG003": _unknown_value,
-    "DG004": _unknown_value,
+    "DG003": _implied_head_dim,
+    "DG004": _state_injected_window,
 }
