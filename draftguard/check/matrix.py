@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable
 from draftguard.check import resolver
 from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.drafter.classless import classless_finding
+from draftguard.check.repo import check_repo
 from draftguard.check.environments import (
     CRASHED,
     DEFAULT_INSTALL_TIMEOUT,
@@ -250,6 +251,7 @@ def check_matrix(
         if result is None:
             continue
         report.targets.append(result)
+        result.findings.extend(check_repo(snapshot, result.values))
         if not drafter_rules:
             continue
         try:

@@ -1,6 +1,6 @@
 """The one way from files to a Report: every surface (the CLI, the Action, the bots, the audit, fix)
 hands its sources here, and this picks the light check or the transformers matrix, runs the config
-rules, the drafter rules and the engine rules, and turns what cannot be checked into InputErrors.
+rules, the repo rules (``check.repo``), the drafter rules and the engine rules, and turns what cannot be checked into InputErrors.
 
 In: sources (target names, which are loaded here: a folder, a config.json file or a Hub repo id; or
 ``Snapshot`` objects a surface read itself, e.g. from an API at a commit), and how to check them:
@@ -25,6 +25,7 @@ from draftguard.check.environments import parse_versions
 from draftguard.check.findings import Finding, InputError, Report, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.matrix import check_matrix
+from draftguard.check.repo import check_repo
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 # A surface's way to read a drafter's target: (the drafter's snapshot, its format) -> the target, or
@@ -84,6 +85,7 @@ def check(
             def one() -> TargetResult:
                 result = check_snapshot(snapshot, trust_remote_code=trust_remote_code,
                                         version=report.transformers_version)
+                result.findings.extend(check_repo(snapshot, result.values))
                 if drafter_rules:
                     result.findings.extend(step(snapshot, result))
                 if engines:
