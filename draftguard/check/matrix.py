@@ -251,7 +251,6 @@ def check_matrix(
         if result is None:
             continue
         report.targets.append(result)
-        result.findings.extend(check_repo(snapshot, result.values))
         if not drafter_rules:
             continue
         try:
@@ -323,6 +322,7 @@ def _judge_target(
     matrix.rows.extend(_rows(shown, _flatten(raw, prefix), flat, findings, {v: a for v, (_, a) in judged.items()}))
     newest = list(nodes)[-1]
     matrix.attention_from[shown] = newest
+    findings += check_repo(snapshot, nodes[newest]["values"])  # the repo rules, with the newest version's values
     return TargetResult(
         source=snapshot.source,
         file=shown,

@@ -285,7 +285,53 @@ def _state_injected_window(finding: Finding, raw: dict[str, Any]) -> tuple[list[
                       "so; if the model was trained with another window, write that one instead")], ""
 
 
+def _tie_root(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG405: state the root's tie_word_embeddings as text_config states it; DG406: tie the head
+    (the checkpoint holds no lm_head.weight, so the embeddings are the only trained head)."""
+    if finding.rule == "DG405":
+        inner = _lookup(raw, "text_config.tie_word_embeddings")
+        if not isinstance(inner, bool):
+            return [], "text_config states no tie_word_embeddings"
+        return [Candidate([Edit("tie_word_embeddings", inner, near="text_config")],
+                          f"text_config ties {'the head' if inner else 'nothing'}; stated at the root too, every "
+                          "reader ties the same way")], ""
+    return [Candidate([Edit("tie_word_embeddings", True, near="vocab_size")],
+                      "the checkpoint holds no lm_head.weight, so the head can only be the embeddings (if an "
+                      "lm_head.weight was meant to ship, ship it instead)")], ""
+
+
+def _router_convention(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG407: the family's published value for the router setting the file leaves out."""
+    match = re.search(r"states (\S+?): the router", finding.message)
+    if not match:
+        return [], "DG407 names no value"
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return [], "DG407 names no value"
+    return [Candidate([Edit(finding.key, value, near="model_type")],
+                      f"every published checkpoint of the family states {show(value)} (if this model was trained "
+                      "with another value, write that one)")], ""
+
+
+def _stop_token(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG408 where the repo has no generation_config.json: config.json's eos_token_id is the stop list
+    engines build, so the template's turn-end token joins it."""
+    if not finding.file.endswith("config.json") or finding.file.endswith("generation_config.json"):
+        return [], "the stop list to edit is generation_config.json's `eos_token_id`, which fix does not edit"
+    if not is_int(finding.resolved):
+        return [], "DG408 names no token id"
+    now = raw.get("eos_token_id")
+    ids = [now] if is_int(now) else list(now) if isinstance(now, list) else []
+    return [Candidate([Edit("eos_token_id", ids + [finding.resolved], near="bos_token_id")],
+                      f"the chat template ends turns with id {finding.resolved}; as a stop token the model stops there")], ""
+
+
 _BY_RULE = {
+    "DG405": _tie_root,
+    "DG406": _tie_root,
+    "DG407": _router_convention,
+    "DG408": _stop_token,
     "DG002": _drop_loser,
     "DG011": _add_named,
     "DG123": _add_named,

@@ -274,7 +274,12 @@ def tied_embeddings(raw: dict[str, Any], values: dict[str, Any], files: RepoFile
         inner = text["tie_word_embeddings"]
         stated = raw.get("tie_word_embeddings", ABSENT)
         outer = stated if isinstance(stated, bool) else values.get("tie_word_embeddings")
-        if isinstance(outer, bool) and outer != inner:
+        # A root that leaves it to the class is read only by some readers (transformers 4.52 ties by
+        # text_config, an engine by the root): where the weights cannot say which head is trained,
+        # that is no finding. A root that states the other value contradicts the file itself.
+        harmful = (stated is not ABSENT or (outer is False and has_head is False)
+                   or (outer is True and has_head is True))
+        if isinstance(outer, bool) and outer != inner and harmful:
             how = "states" if stated is not ABSENT else "leaves it to the class, which gives"
             # Both ways serve garbage: a tied reader ignores a trained lm_head.weight, an untied one with
             # none initialises its head at random. Only an untied root over a checkpoint that holds

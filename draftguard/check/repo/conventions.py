@@ -28,13 +28,14 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
     "kimi_k2": {"norm_topk_prob": True, "topk_method": "noaux_tc", "scoring_func": "sigmoid"},
     "glm_moe_dsa": {"norm_topk_prob": True, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
                     "routed_scaling_factor": 2.5},
-    "nemotron_h": {"norm_topk_prob": True},
 }
 
 
 def router_defaults(raw: dict[str, Any], values: dict[str, Any], emit: Callable[..., None]) -> None:
     nodes = [(raw, values, "")]
     text, resolved = raw.get("text_config"), values.get("text_config")
+    if isinstance(resolved, dict) and isinstance(resolved.get("values"), dict):
+        resolved = resolved["values"]  # a nested config's node
     if isinstance(text, dict) and isinstance(resolved, dict):
         nodes.append((text, resolved, "text_config."))
     for node, got, prefix in nodes:
