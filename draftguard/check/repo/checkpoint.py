@@ -268,9 +268,14 @@ def tied_embeddings(raw: dict[str, Any], values: dict[str, Any], files: RepoFile
     """DG405: the root's tie_word_embeddings against text_config's; DG406: an untied head with no
     lm_head tensor in the checkpoint."""
     text = raw.get("text_config")
+    archs = raw.get("architectures")
+    causal = isinstance(archs, list) and any(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs)
+    composite = isinstance(text, dict) and isinstance(text.get("tie_word_embeddings"), bool)
+    if not composite and not (causal and text is None and values.get("tie_word_embeddings") is False):
+        return  # nothing to set against the checkpoint: its names are not read
     tensors = files.tensors()
     has_head = None if tensors is None else any(n.endswith("lm_head.weight") for n in tensors.names)
-    if isinstance(text, dict) and isinstance(text.get("tie_word_embeddings"), bool):
+    if composite:
         inner = text["tie_word_embeddings"]
         stated = raw.get("tie_word_embeddings", ABSENT)
         outer = stated if isinstance(stated, bool) else values.get("tie_word_embeddings")
@@ -301,8 +306,6 @@ def tied_embeddings(raw: dict[str, Any], values: dict[str, Any], files: RepoFile
             return
     if tensors is None or has_head or text is not None:
         return
-    archs = raw.get("architectures")
-    causal = isinstance(archs, list) and any(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs)
     embeds = any(n.endswith("embed_tokens.weight") for n in tensors.names)
     if causal and embeds and values.get("tie_word_embeddings") is False:
         stated = raw.get("tie_word_embeddings", ABSENT)
