@@ -304,3 +304,14 @@ def test_a_hub_snapshot_of_config_json_alone_reads_no_other_file(tmp_path):
     snap = Snapshot(source="x/y", revision="abc", files={"config.json": data}, display={"config.json": "x/y@abc/config.json"},
                     is_hub=True)
     assert [f.rule for f in check_repo(snap, {})] == ["DG405"]  # stated both ways: the file contradicts itself
+
+
+def test_every_real_repo_folder_names_its_source():
+    folders = [p for p in REPOS.iterdir() if p.is_dir()]
+    assert len(folders) >= 3
+    for folder in folders:
+        note = (folder / "SOURCE").read_text()
+        for field in ("repo:", "path:", "commit:", "hub:"):
+            assert field in note, (folder.name, field)
+    total = sum(p.stat().st_size for p in REPOS.rglob("*") if p.is_file())
+    assert total < 1_000_000  # issue 34: the added data stays small
