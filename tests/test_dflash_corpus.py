@@ -480,3 +480,36 @@ def test_dg126_suggests_remote_code_only_where_the_repo_ships_a_config_class(tmp
     (tmp_path / "config.json").write_text(json.dumps(config))
     [remote] = [f for f in _check(tmp_path, None) if f.rule == "DG126"]
     assert "ships its own config class" in remote.message and "--trust-remote-code" in remote.message
+
+
+def _deepspeed_form(config: dict, target_vocab: int) -> None:
+    """A speculators Eagle3 head as its DeepSpeed trainer (``Eagle3Deepspeed``) writes it: `vocab_size`
+    the draft vocabulary, `target_vocab_size` the target's (issue 34's fourth look)."""
+    config["architectures"] = ["Eagle3Deepspeed"]
+    draft = config.pop("draft_vocab_size")
+    config["transformer_layer_config"]["vocab_size"] = draft
+    config["target_vocab_size"] = target_vocab
+
+
+def test_a_speculators_deepspeed_head_reads_target_vocab_size_as_the_targets(tmp_path):
+    # Before: `transformer_layer_config.vocab_size` (the draft vocabulary, 32000) was read as the
+    # target's, a false DG107 error whose fix (set it to 151936) breaks the trained head.
+    source = CORPUS / "specforge-qwen3-8b-eagle3"
+    raw = json.loads((CORPUS / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    target = json.loads((TARGETS / "qwen3-8b" / "config.json").read_text())
+    layer = json.loads((source / "config.json").read_text())
+    raw["transformer_layer_config"].update({k: layer[k] for k in ("hidden_size", "num_attention_heads",
+                                                                  "num_key_value_heads", "head_dim")})
+    raw["speculators_config"]["verifier"]["name_or_path"] = "Qwen/Qwen3-8B"
+    raw["eagle_aux_hidden_state_layer_ids"] = [2, 18, 33]
+    _deepspeed_form(raw, target["vocab_size"])
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    rules = {f.rule: f for f in _check(folder, TARGETS / "qwen3-8b")}
+    assert "DG107" not in rules and "DG131" not in rules
+    # The key that names the target's vocabulary is still checked: a wrong one is caught, by its name.
+    raw["target_vocab_size"] = 152064
+    (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    [wrong] = [f for f in _check(folder, TARGETS / "qwen3-8b") if f.rule == "DG107"]
+    assert wrong.key == "target_vocab_size" and wrong.raw == 152064 and "`target_vocab_size` to 151936" in wrong.message

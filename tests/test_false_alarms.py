@@ -339,6 +339,27 @@ def test_remote_code_model_is_told_which_built_in_class_reads_it():
     assert "DeepseekV3Config" in str(caught.value) and '"model_type": "deepseek_v3"' in str(caught.value)
 
 
+REPOS = ROOT / "tests" / "data" / "real-repos"
+
+
+def test_a_remote_code_florence2_file_the_built_in_class_refuses_is_told_of_trust_remote_code(tmp_path):
+    # Issue 34's fourth look: the remote-code Florence-2 file as its own classes save it (the
+    # sub-config's model_type "florence2_language") got the built-in class's raw ValueError, exit 2,
+    # and no word of --trust-remote-code. It fails before: the message was the ValueError alone.
+    raw = json.loads((REPOS / "microsoft--florence-2-large" / "config.json").read_text())
+    raw["text_config"]["model_type"] = "florence2_language"
+    with pytest.raises(BadInput) as caught:
+        check_snapshot(load_snapshot(write(tmp_path, raw)))
+    said = str(caught.value)
+    assert "--trust-remote-code" in said and "configuration_florence2.Florence2Config" in said
+    assert "names its own config class" in said and "\n" not in said
+
+
+def test_the_published_remote_code_florence2_file_reads_without_error():
+    result = check_snapshot(load_snapshot(str(REPOS / "microsoft--florence-2-large")))
+    assert loud(result.findings) == []
+
+
 # --- noise: one line per config for benign renames ------------------------------------------------
 
 

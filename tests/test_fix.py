@@ -329,3 +329,40 @@ def test_without_a_reserved_mask_token_the_mask_is_left_with_the_reason(tmp_path
     assert main(["fix", str(case), "--target", str(DRAFTERS / "targets" / "qwen3-8b")]) == 1
     out, err = capsys.readouterr()
     assert out == "" and "reserves no mask token" in err
+
+
+# --- DG003 and DG004: the fixes their messages name (issue 34's fourth look) --------------------------
+
+
+def test_an_injected_head_dim_the_file_contradicts_gets_the_head_dim_the_file_implies(tmp_path, capsys):
+    # Before: "no known fix" and exit 1. The file's hidden_size / num_attention_heads is 64; Qwen3Config's
+    # default is 128.
+    raw = {"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 2,
+           "num_key_value_heads": 8, "vocab_size": 1000}
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+    assert "DG003" in {f.rule for f in check_targets([str(case)]).findings}
+    assert main(["fix", str(case)]) == 0
+    out, err = capsys.readouterr()
+    assert main(["fix", str(case), "--write"]) == 0
+    assert changed_lines(out) == ['+  "head_dim": 64,']
+    assert "fixed DG003 on `head_dim`" in err and "if the weights were trained with 128" in err
+    assert loud(check_targets([str(case)]).findings) == []
+
+
+def test_an_injected_window_is_stated_as_the_window_the_model_runs_with(tmp_path, capsys):
+    raw = {"model_type": "qwen3", "hidden_size": 1024, "head_dim": 64, "num_attention_heads": 16,
+           "num_hidden_layers": 4, "use_sliding_window": True, "max_window_layers": 2}
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+    assert "DG004" in {f.rule for f in check_targets([str(case)]).findings}
+    assert main(["fix", str(case)]) == 0
+    out, err = capsys.readouterr()
+    assert main(["fix", str(case), "--write"]) == 0
+    assert changed_lines(out) == ['+  "sliding_window": 4096,']
+    assert out.index('"use_sliding_window": true') < out.index('"sliding_window": 4096')
+    assert "fixed DG004 on `sliding_window`" in err and "another window" in err
+    after = check_targets([str(case)])
+    assert loud(after.findings) == [] and [a.effective for a in after.targets[0].attention][2:] == ["sliding(4096)"] * 2

@@ -43,10 +43,13 @@ def test_the_new_classifications_each_cite_a_real_example():
 @pytest.mark.parametrize("rule, negative, folder, key", EXAMPLES, ids=[f"{r}-{f}-{k}" for r, _, f, k in EXAMPLES])
 def test_documented_real_example_gets_that_rule_on_that_key(rule, negative, folder, key):
     from draftguard.check.light import check_snapshot
+    from draftguard.check.repo import check_repo
     from draftguard.snapshot import load_snapshot
 
     assert (CORPUS / folder / "config.json").is_file(), f"docs/rules.md cites {folder}, which is not in the corpus"
-    found = {(f.rule, f.key) for f in check_snapshot(load_snapshot(str(CORPUS / folder))).findings}
+    snapshot = load_snapshot(str(CORPUS / folder))
+    result = check_snapshot(snapshot)
+    found = {(f.rule, f.key) for f in result.findings + check_repo(snapshot, result.values)}
     if negative:
         assert (rule, key) not in found
     else:

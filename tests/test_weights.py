@@ -238,3 +238,34 @@ def test_hub_out_of_reach_is_reported_not_fatal(tmp_path, fake_hub):
     weights = read_weights(snapshot)
     assert weights is not None and weights.tensors == {} and weights.problems == []
     assert weights.unreachable is not None and "cannot be reached" in weights.unreachable
+
+
+# --- the repo rules read names only, under the same bounds (issue 34) -------------------------------
+
+
+def test_the_repo_rules_read_tensor_names_from_one_header_and_nothing_else(tmp_path):
+    from draftguard.check.repo.files import RepoFiles
+
+    path = saved(tmp_path / "model.safetensors", {"model.embed_tokens.weight": ((8, 4), "float16")})
+    (tmp_path / "config.json").write_bytes(CONFIG)
+    with open(path, "r+b") as f:  # a sparse tail: reading the tensors would read it, the header does not
+        f.seek(0, 2)
+        f.truncate(f.tell() + 1)
+    found = RepoFiles(load_snapshot(str(tmp_path))).tensors()
+    assert found is not None and found.names == {"model.embed_tokens.weight"} and found.dtypes == {
+        "model.embed_tokens.weight": "F16"}
+
+
+def test_the_repo_rules_skip_a_header_over_the_bound_and_an_oversized_index(tmp_path):
+    from draftguard.check.repo import check_repo
+    from draftguard.check.repo.files import RepoFiles
+
+    raw_file(tmp_path / "model.safetensors", b"{}", length=MAX_HEADER_BYTES + 1)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                                                      "tie_word_embeddings": False}))
+    assert RepoFiles(load_snapshot(str(tmp_path))).tensors() is None
+    assert check_repo(load_snapshot(str(tmp_path)), {"tie_word_embeddings": False}) == []
+    index = tmp_path / "model.safetensors.index.json"
+    with open(index, "wb") as f:  # over weights.MAX_INDEX_BYTES: never read
+        f.truncate(51 * 1024 * 1024)
+    assert RepoFiles(load_snapshot(str(tmp_path))).tensors() is None

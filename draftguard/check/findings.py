@@ -1,7 +1,8 @@
 """Findings, the rules they come from, and the Report that every view renders.
 
 In: nothing of draftguard's but ``errors.BadInput`` (``InputError.of``): plain data the checks fill (``Finding``, ``LayerAttention``,
-``InputError``, ``TargetResult``) and the rule table ``RULES`` (DG0xx config, DG1xx drafters).
+``InputError``, ``TargetResult``) and the rule table ``RULES`` (DG0xx config, DG1xx drafters,
+DG2xx engines, DG4xx across a repo's files).
 Out: those dataclasses and ``Report``, with ``to_json()``, ``summary()`` and ``fails(fail_on)``;
 the helpers ``show`` (a value in one short line) and ``attention_runs`` (layers grouped for views).
 """
@@ -228,6 +229,29 @@ RULES: dict[str, Rule] = {
              "draft_vocab_size exceeds the target's vocab_size, or d2t, t2d, lm_head or embed_tokens "
              "shapes disagree with it.",
              blocks_acceptance=False),
+        # Across a repo's files (draftguard/check/repo/): config.json against the checkpoint, the
+        # family's router convention, the chat template against the stop tokens.
+        Rule("DG400", "quant-ignore-unmatched", Severity.WARNING,
+             "An entry of quantization_config's ignore list names no module of the checkpoint."),
+        Rule("DG401", "quant-mtp-left-out", Severity.WARNING,
+             "The MTP layers are stored unquantized, the rest quantized, and the ignore list leaves them out."),
+        Rule("DG402", "quant-group-size", Severity.ERROR,
+             "A quantization group (or block) size does not divide the in-features of the layers it quantizes."),
+        Rule("DG403", "quant-scales-missing", Severity.ERROR,
+             "A packed quantized weight has no scale tensor beside it."),
+        Rule("DG404", "mtp-weights-missing", Severity.WARNING,
+             "config.json declares MTP layers, and the checkpoint holds none of their tensors."),
+        Rule("DG405", "tied-embeddings-disagree", Severity.ERROR,
+             "tie_word_embeddings at the root and in text_config disagree (warning when the checkpoint "
+             "holds an lm_head.weight)."),
+        Rule("DG406", "lm-head-missing", Severity.ERROR,
+             "The head is untied and the checkpoint holds no lm_head.weight: it is initialised at random."),
+        Rule("DG407", "router-default", Severity.WARNING,
+             "A MoE router setting the file leaves out gets a class default its family's checkpoints never use."),
+        Rule("DG408", "stop-token-missing", Severity.ERROR,
+             "The chat template ends turns with a token that no stop token names: the model never stops."),
+        Rule("DG409", "stop-token-generation-only", Severity.INFO,
+             "Only generation_config.json names the template's turn-end token: engines that skip it never stop."),
         # What an engine serves (draftguard/check/engines/, asked with --engine).
         Rule("DG200", "engine-refuses", Severity.ERROR,
              "An engine version will not serve this config or pair; its own words are quoted."),

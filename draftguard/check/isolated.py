@@ -26,6 +26,7 @@ from draftguard.check.engines import check_engines
 from draftguard.check.engines.view import EngineView
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, Severity, TargetResult
 from draftguard.check.light import check_snapshot
+from draftguard.check.repo import check_repo
 from draftguard.hub_access import hub_constants, use_hub_constants
 from draftguard.snapshot import BadInput, Snapshot
 
@@ -110,6 +111,7 @@ def check_one(snapshot: Snapshot, options: Options, step: "DrafterStep", real: A
 
     def one() -> TargetResult:
         result = check_snapshot(snapshot, trust_remote_code=options.trust_remote_code, version=options.version)
+        result.findings.extend(check_repo(snapshot, result.values))
         if options.drafter_rules:
             result.findings.extend(step(snapshot, result))
         if options.engines:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from draftguard.check.drafter import check_drafter, layer_config
 from draftguard.check.drafter.classless import classless_finding
+from draftguard.check.repo import check_repo
 from draftguard.check.environments import (
     CRASHED,
     DEFAULT_INSTALL_TIMEOUT,
@@ -310,6 +311,7 @@ def _judge_target(
     matrix.rows.extend(_rows(shown, _flatten(raw, prefix), flat, findings, {v: a for v, (_, a) in judged.items()}))
     newest = list(nodes)[-1]
     matrix.attention_from[shown] = newest
+    findings += check_repo(snapshot, nodes[newest]["values"])  # the repo rules, with the newest version's values
     return TargetResult(
         source=snapshot.source,
         file=shown,

@@ -1,6 +1,6 @@
 """The one way from files to a Report: every surface (the CLI, the Action, the bots, the audit, fix)
 hands its sources here, and this picks the light check or the transformers matrix, runs the config
-rules, the drafter rules and the engine rules, and turns what cannot be checked into InputErrors.
+rules, the repo rules (``check.repo``), the drafter rules and the engine rules, and turns what cannot be checked into InputErrors.
 
 In: sources (target names, which are loaded here: a folder, a config.json file or a Hub repo id; or
 ``Snapshot`` objects a surface read itself, e.g. from an API at a commit), and how to check them:

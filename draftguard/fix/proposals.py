@@ -250,16 +250,88 @@ def mask_token(finding: Finding, masks: dict[int, str]) -> tuple[list[Candidate]
             for i, token in choices], ""
 
 
-def _unknown_value(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
-    what = {
-        "DG003": "the head size the weights were trained with is not in the file (with the weights beside it, "
-                 "draftguard reads it from them: DG123)",
-        "DG004": "the window the model was trained with is not in the file; only its author knows it",
-    }
-    return [], what.get(finding.rule, "the right value is not in the file")
+_IMPLIED_HEAD_DIM = re.compile(r'Fix: add "head_dim": (\d+)')
+
+
+def _implied_head_dim(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG003: the class's default head_dim contradicts hidden_size / num_attention_heads; the file
+    implies that ratio, and the message names it. (With the weights beside the file a mismatch is
+    DG123, which reads the head size from them instead.)"""
+    match = _IMPLIED_HEAD_DIM.search(finding.message)
+    if not match:
+        return [], "DG003 names no head size the file implies"
+    prefix = finding.key.rpartition(".")[0]
+    implied = int(match.group(1))
+    return [Candidate([Edit(finding.key, implied, near="num_attention_heads")],
+                      f"hidden_size / num_attention_heads = {implied}, not the class's default {show(finding.resolved)}; "
+                      "the file now states the head size it implies" + (f" in `{prefix}`" if prefix else "")
+                      + f"; if the weights were trained with {show(finding.resolved)}, write that instead")], ""
+
+
+def _state_injected_window(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG004: no window in the file, but the class injects one that layers use. The message's fix is
+    to add `sliding_window`; the one value known is the window the model runs with today, so the file
+    is made to state it (nothing that runs changes). If it was trained with another, its author
+    writes that one."""
+    if not is_int(finding.resolved):
+        return [], "the window the model runs with is not a number here"
+    prefix = finding.key.rpartition(".")[0]
+    node = _lookup(raw, prefix) if prefix else raw
+    if not isinstance(node, dict):
+        return [], f"`{prefix}` is not an object in the file"
+    near = next((k for k in ("use_sliding_window", "layer_types", "max_window_layers") if k in node), None)
+    return [Candidate([Edit(finding.key, finding.resolved, near=near)],
+                      f"the class injects {finding.resolved} and the model runs with it today: the file now says "
+                      "so; if the model was trained with another window, write that one instead")], ""
+
+
+def _tie_root(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG405: state the root's tie_word_embeddings as text_config states it; DG406: tie the head
+    (the checkpoint holds no lm_head.weight, so the embeddings are the only trained head)."""
+    if finding.rule == "DG405":
+        inner = _lookup(raw, "text_config.tie_word_embeddings")
+        if not isinstance(inner, bool):
+            return [], "text_config states no tie_word_embeddings"
+        return [Candidate([Edit("tie_word_embeddings", inner, near="text_config")],
+                          f"text_config ties {'the head' if inner else 'nothing'}; stated at the root too, every "
+                          "reader ties the same way")], ""
+    return [Candidate([Edit("tie_word_embeddings", True, near="vocab_size")],
+                      "the checkpoint holds no lm_head.weight, so the head can only be the embeddings (if an "
+                      "lm_head.weight was meant to ship, ship it instead)")], ""
+
+
+def _router_convention(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG407: the family's published value for the router setting the file leaves out."""
+    match = re.search(r"states (\S+?): the router", finding.message)
+    if not match:
+        return [], "DG407 names no value"
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return [], "DG407 names no value"
+    return [Candidate([Edit(finding.key, value, near="model_type")],
+                      f"every published checkpoint of the family states {show(value)} (if this model was trained "
+                      "with another value, write that one)")], ""
+
+
+def _stop_token(finding: Finding, raw: dict[str, Any]) -> tuple[list[Candidate], str]:
+    """DG408 where the repo has no generation_config.json: config.json's eos_token_id is the stop list
+    engines build, so the template's turn-end token joins it."""
+    if not finding.file.endswith("config.json") or finding.file.endswith("generation_config.json"):
+        return [], "the stop list to edit is generation_config.json's `eos_token_id`, which fix does not edit"
+    if not is_int(finding.resolved):
+        return [], "DG408 names no token id"
+    now = raw.get("eos_token_id")
+    ids = [now] if is_int(now) else list(now) if isinstance(now, list) else []
+    return [Candidate([Edit("eos_token_id", ids + [finding.resolved], near="bos_token_id")],
+                      f"the chat template ends turns with id {finding.resolved}; as a stop token the model stops there")], ""
 
 
 _BY_RULE = {
+    "DG405": _tie_root,
+    "DG406": _tie_root,
+    "DG407": _router_convention,
+    "DG408": _stop_token,
     "DG002": _drop_loser,
     "DG011": _add_named,
     "DG123": _add_named,
@@ -269,6 +341,6 @@ _BY_RULE = {
     "DG119": _state_top_level,
     "DG114": _add_defaults,
     "DG101": _dflash_ids,
-    "DG003": _unknown_value,
-    "DG004": _unknown_value,
+    "DG003": _implied_head_dim,
+    "DG004": _state_injected_window,
 }

@@ -275,13 +275,16 @@ class DrafterCheck(WeightRules):
             self.finding("DG106", key, hidden, t_hidden,
                          f"`{key}` is {hidden} ({what}), but {self.target_name} has hidden_size = {t_hidden}. "
                          "Fix: pair the drafter with its own target, or correct the size.")
-        vocab = self.drafter("vocab_size")
+        # The key that holds the target's vocabulary: `vocab_size` for most trainers, `target_vocab_size`
+        # where `vocab_size` is the draft vocabulary (speculators' Eagle3Deepspeed heads).
+        named = self.vocab_keys()[0]
+        key, vocab = named if named is not None else (self.layer_key("vocab_size"), None)
         if _is_int(vocab) and _is_int(t_vocab) and vocab != t_vocab:
-            self.finding("DG107", self.layer_key("vocab_size"), vocab, t_vocab,
-                         f"`{self.layer_key('vocab_size')}` is {vocab}, but {self.target_name} has vocab_size = "
+            self.finding("DG107", key, vocab, t_vocab,
+                         f"`{key}` is {vocab}, but {self.target_name} has vocab_size = "
                          f"{t_vocab}. The drafter's logits come from the target's lm_head and its tokens from "
                          "the target's embeddings, so token ids must mean the same in both. Fix: set "
-                         f"`vocab_size` to {t_vocab}, or use the target the drafter was trained for.")
+                         f"`{key.rpartition('.')[2]}` to {t_vocab}, or use the target the drafter was trained for.")
         # DG108 (head_dim differs) is retired: current vLLM (PR #45181 pads mixed KV page sizes) and SGLang
         # serve head_dim-128 drafters on head_dim-256 Qwen3.6 targets (z-lab/dflash#52), an MLA drafter's
         # head_dim is qk_rope_head_dim, not a head size, and no engine version where it breaks was pinned.

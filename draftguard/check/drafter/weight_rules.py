@@ -123,22 +123,39 @@ class WeightRules:
 
     # reduced draft vocabulary
 
+    def vocab_keys(self) -> tuple[tuple[str, object] | None, tuple[str, object] | None]:
+        """The keys that hold the target's vocabulary and the draft vocabulary, each (key, value) or
+        None, as this drafter's trainer writes them. Most write the target's as `vocab_size` and a
+        reduced head's as `draft_vocab_size`; speculators' Eagle3 heads trained with DeepSpeed
+        (``Eagle3Deepspeed``) write the draft vocabulary as `vocab_size` and the target's as
+        `target_vocab_size` (issue 34: reading `vocab_size` as the target's gave a false DG107)."""
+        target_vocab = next(iter(stated_keys(self.raw, ("target_vocab_size", self.layer_key("target_vocab_size")))),
+                            None)
+        draft = next(iter(stated_keys(self.raw, ("draft_vocab_size", self.layer_key("draft_vocab_size")))), None)
+        if target_vocab is not None:
+            if draft is None:
+                draft = next(iter(stated_keys(self.raw, (self.layer_key("vocab_size"), "vocab_size"))), None)
+            return (target_vocab.key, target_vocab.value), (draft.key, draft.value) if draft is not None else None
+        vocab = self.drafter("vocab_size")
+        return ((self.layer_key("vocab_size"), vocab) if vocab is not None else None,
+                (draft.key, draft.value) if draft is not None else None)
+
     def draft_vocab(self) -> None:
         """DG131. A drafter that drafts over ``draft_vocab_size`` tokens of the target's vocabulary,
         mapped back by ``d2t`` (draft id -> target id) and ``t2d`` (target id -> in the draft vocab),
         as speculators and EAGLE-3 save them. Tensor shapes come from the headers only."""
-        stated = next(iter(stated_keys(self.raw, ("draft_vocab_size", self.layer_key("draft_vocab_size")))), None)
+        target_vocab, stated = self.vocab_keys()
         if stated is None:
             self.reduced_head_unstated()
             return
-        key, draft = stated.key, stated.value
+        key, draft = stated
         if not _is_int(draft) or draft < 1:
             self.finding("DG131", key, draft, None,
                          f"`{key}` must be a positive integer (the rows of the drafter's lm_head), got {_show(draft)}.")
             return
         full, whose = self.target_value("vocab_size"), f"{self.target_name}'s vocab_size" if self.target else ""
-        if not _is_int(full):
-            full, whose = self.drafter("vocab_size"), f"the drafter's `{self.layer_key('vocab_size')}`"
+        if not _is_int(full) and target_vocab is not None:
+            full, whose = target_vocab[1], f"the drafter's `{target_vocab[0]}`"
         if not _is_int(full):
             full = None
         if full is not None and draft > full:

@@ -78,17 +78,17 @@ def _resolve(raw: dict[str, Any], trust_remote_code: bool, pretrained: str | Non
     except KeyError as exc:
         nested = _nested_model_type(raw, exc.args[0] if exc.args else None)
         if nested is None:
-            raise _rejected(exc, raw, cls) from None
-        raise ResolveError(
+            raise _remote_hint(_rejected(exc, raw, cls), raw, cls, remote) from None
+        raise _remote_hint(ResolveError(
             "model_type_unknown",
             f"`{nested}` {get_path(raw, nested)!r} is unknown to transformers {transformers_version()}: the "
             "nested config names a model type this version does not ship.",
             key=nested,
-        ) from None
+        ), raw, cls, remote) from None
     except MemoryError:  # the memory bound (draftguard.bounded): never a pass, never swallowed
         raise
     except Exception as exc:  # the class's own validation: any exception type is possible
-        raise _rejected(exc, raw, cls) from None
+        raise _remote_hint(_rejected(exc, raw, cls), raw, cls, remote) from None
     node = config_node(config, raw)
     if trace and cls is not None:
         try:
@@ -122,6 +122,26 @@ def _rejected(exc: Exception, raw: dict[str, Any], cls: Any) -> ResolveError:
     message = f"{type(exc).__name__}: {first_line}" + (f" {detail}" if detail else "")
     aliases = getattr(cls, "attribute_map", None)
     return ResolveError("class_rejected", message, key=key_in_message(text, raw, aliases))
+
+
+def _remote_hint(error: ResolveError, raw: dict[str, Any], cls: Any, remote: bool) -> ResolveError:
+    """A built-in class that refuses a file naming its own config class (``auto_map.AutoConfig``): a
+    remote-code file whose model_type transformers later took over (Florence-2's ``florence2``, its
+    ``text_config.model_type`` "florence2_language" unknown to the built-in class). The refusal is
+    the built-in class's, not the file's fault: say so, and that --trust-remote-code reads it with
+    the repo's class (issue 34's fourth look)."""
+    auto_map = raw.get("auto_map")
+    if remote or not isinstance(auto_map, dict) or "AutoConfig" not in auto_map:
+        return error
+    name = getattr(cls, "__name__", None) or "config class"
+    said = _cut(str(error), 300)
+    return ResolveError(
+        error.kind,
+        f"the built-in {name} of transformers {transformers_version()} cannot read this file, which names "
+        f"its own config class (`auto_map.AutoConfig`: {str(auto_map['AutoConfig'])[:100]}): {said} Pass "
+        "--trust-remote-code to check it with the repo's own class, only if you trust this repo's code.",
+        key=error.key,
+    )
 
 
 def _cut(line: str, limit: int = 1000) -> str:
