@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from draftguard import __version__
@@ -28,6 +30,7 @@ from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
+from draftguard.check import policy, rule_docs
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
 from draftguard.hub_access import hub_repos, require_hub
@@ -36,7 +39,8 @@ from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
-from draftguard.settings import load_settings
+from draftguard.report.sarif import render_sarif
+from draftguard.settings import Settings, find_settings, load_settings, settings_keys, settings_schema
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -67,10 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the model a drafter drafts for: a folder or a Hub repo id (owner/name[@revision]); "
         "default: .draftguard.yml `target:`, then the speculators verifier",
     )
-    check.add_argument("--format", choices=["text", "json", "markdown", "github"], default="text")
+    check.add_argument("--format", dest="format", choices=["text", "json", "markdown", "github", "sarif"],
+                       default="text", help="text (default), json, markdown (PR comments), github (workflow annotations), "
+                       "sarif (SARIF 2.1.0 for GitHub code scanning)")
     check.add_argument(
-        "--fail-on", choices=["error", "warning", "never"], default="error",
-        help="exit 1 when a finding is at or above this severity (default: error)",
+        "--fail-on", choices=["error", "warning", "never"], default=None,
+        help="exit 1 when a finding is at or above this severity (default: .draftguard.yml `fail_on:`, else error)",
     )
     check.add_argument(
         "--trust-remote-code", action="store_true",
@@ -79,12 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--transformers", metavar="V1,V2",
         help="resolve under each of these transformers versions, each in its own cached environment "
-        "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
+        "(default: the `transformers:` list of .draftguard.yml, else the installed version only)",
     )
     check.add_argument(
         "--engine", metavar="E==V,...",
         help="also say what these engines serve, e.g. vllm==0.32.0,sglang==0.5.23 (default: the `engines:` "
-        "list of ./.draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
+        "list of .draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
         "else the light tier: that engine version's code as rules",
     )
     check.set_defaults(func=cmd_check)
@@ -111,6 +117,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     fixer.add_argument("--target", metavar="TARGET", help="a drafter's target model, as for `check`")
     fixer.set_defaults(func=cmd_fix)
+
+    explain = sub.add_parser(
+        "explain", help="print a rule's documentation: what it catches, why, the fix, an example",
+        description="Print the section of docs/rules.md for RULE, an id (DG005) or a name (value-overridden).",
+    )
+    explain.add_argument("rule", metavar="RULE")
+    explain.set_defaults(func=cmd_explain)
+
+    settings = sub.add_parser("settings", help="check a .draftguard.yml, or print its JSON Schema")
+    settings_sub = settings.add_subparsers(dest="settings_command", metavar="ACTION")
+    settings_sub.required = True
+    settings_check = settings_sub.add_parser(
+        "check", help="check a .draftguard.yml: unknown keys, wrong types (exit 2 naming the line)",
+        description="Check FILE (default: the .draftguard.yml of the repository holding the current folder).",
+    )
+    settings_check.add_argument("file", nargs="?", metavar="FILE")
+    settings_check.set_defaults(func=cmd_settings_check)
+    settings_schema = settings_sub.add_parser("schema", help="print the JSON Schema of .draftguard.yml")
+    settings_schema.set_defaults(func=cmd_settings_schema)
 
     add_accept_parser(sub)
     add_audit_parser(sub)
@@ -186,20 +211,44 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return worker(args, {AUDIT_SOURCE: AuditJobHandler()})
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    try:
+        sys.stdout.write(rule_docs.explain(args.rule))
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
+    """The .draftguard.yml a local check runs under, by one rule for every key: the first local
+    target's repository file (``settings.find_settings``: the nearest folder upward holding one, never
+    above the git root), else the current folder's; defaults when there is none. Returns the settings
+    and the folder their paths are relative to."""
+    local = [t for t in targets if os.path.exists(t)]
+    found = find_settings(local[0] if local else ".")
+    if found is None:
+        return Settings(), None
+    return load_settings(found), str(found.parent)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
+        settings, root = check_settings(args.targets)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
         require_hub(hub + hub_repos([args.target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
-        versions = matrix.requested_versions(args.transformers)
-        engines, real = _engines(args.engine)
+        versions = matrix.requested_versions(args.transformers, root or ".")
+        engines, real = _engines(args.engine, settings)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target, engines=engines, real_engines=real,
-                       progress=matrix.stderr_progress)
+                       drafter_target=args.target or _settings_target(settings, root, args.targets),
+                       engines=engines, real_engines=real, progress=matrix.stderr_progress,
+                       settings=settings, settings_root=root)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    fail_on = args.fail_on or settings.fail_on or "error"
     if versions and engines:
         print("draftguard: --engine is not combined with a --transformers matrix yet; the engine views were "
               "not computed", file=sys.stderr)
@@ -212,16 +261,62 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         out.write(render_json(report))
     elif args.format == "markdown":
-        out.write(render_markdown(report, fail_on=args.fail_on))
+        out.write(render_markdown(report, fail_on=fail_on))
     elif args.format == "github":
         out.write(render_annotations(report))
+    elif args.format == "sarif":
+        out.write(render_sarif(report, root=root or os.getcwd()))
     else:
         render_text(report, out)
+    if args.format != "text":
+        for line in report.silenced:
+            print(f"draftguard: {line}", file=sys.stderr)
     for error in report.errors:
         print(f"draftguard: {error.message}", file=sys.stderr)
     if report.errors:
         return EXIT_BAD_INPUT
-    return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
+    return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
+
+
+def _settings_target(settings: Settings, root: str | None, targets: Sequence[str]) -> str | None:
+    """The settings' ``target:`` where the file is above the drafter's own folder (a file in the
+    drafter's folder is read by the drafter rules themselves, which name it in DG100). A relative
+    folder is read from the settings file's folder."""
+    if not settings.target or root is None:
+        return None
+    if any(os.path.isdir(t) and os.path.abspath(t) == root for t in targets):
+        return None
+    candidate = os.path.join(root, settings.target)
+    return candidate if os.path.exists(candidate) else settings.target
+
+
+def cmd_settings_check(args: argparse.Namespace) -> int:
+    """Check a .draftguard.yml: exit 0 and one line when it is valid, 2 and one line naming the line,
+    the key and the key it most likely meant when it is not."""
+    path = Path(args.file) if args.file else find_settings(".")
+    if path is None:
+        print("draftguard: no .draftguard.yml in this folder or above it (up to the git root)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file", file=str(path))
+        settings = load_settings(path)
+        policy.validate(settings)
+        engines = parse_engines(settings.engines, source=str(path)) if settings.engines else None
+        if settings.transformers:
+            matrix.parse_versions(settings.transformers, source=str(path))
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    keys = [k for k in settings_keys() if k in settings.lines]
+    print(f"{path}: valid ({len(keys)} key{'s' if len(keys) != 1 else ''}: {', '.join(keys) or 'none'}"
+          f"{'; ' + str(len(engines)) + ' engine(s)' if engines else ''})")
+    return EXIT_OK
+
+
+def cmd_settings_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(json.dumps(settings_schema(), indent=2) + "\n")
+    return EXIT_OK
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
@@ -275,13 +370,12 @@ def _config_file(path: str) -> str:
     return os.path.join(path, "config.json") if os.path.isdir(path) else path
 
 
-def _engines(option: str | None):
+def _engines(option: str | None, settings: Settings):
     """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``) and the real
     engines installed for them (None where only the light tier can run, which stderr says)."""
     if option is not None:
         specs = parse_engines(option)
     else:
-        settings = load_settings(".")
         if not settings.engines:
             return None, None
         specs = parse_engines(settings.engines, source=settings.source or ".draftguard.yml")

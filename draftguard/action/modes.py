@@ -34,12 +34,12 @@ from draftguard.report.comment import matrix_note, render_acceptance_section
 from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
-from draftguard.pr_verdict import PullRequestReview
+from draftguard.pr_verdict import PullRequestReview, settings_problem
 from draftguard.pr_verdict import matrix_markdown as review_matrix_markdown
 from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
 from draftguard.secrets import scrub
-from draftguard.settings import Settings, parse_settings
+from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import BadInput, parse_json_object
 
 
@@ -76,12 +76,13 @@ def load_action_settings(root: Path, base: str | None, base_missing: bool = Fals
 # --- the light check ----------------------------------------------------------------------------
 
 def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None,
-              engines: list | None = None) -> Report:
+              engines: list | None = None, settings: Settings | None = None) -> Report:
     """One Report for targets relative to the current folder (so findings name repo paths); ``engines``
     (``check.engines.EngineSpec``) adds the engine views' findings, light tier (not with a matrix)."""
     # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
     return check(targets, versions=versions, drafter_target=drafter_target, confine=Path.cwd(),
-                 engines=None if versions else engines or None, progress=matrix.stderr_progress)
+                 engines=None if versions else engines or None, progress=matrix.stderr_progress,
+                 settings=settings)
 
 
 def matrix_markdown(report: Report) -> str | None:
@@ -133,7 +134,12 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
         return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
 
     with _cwd(root):
-        report = run_check(targets, versions, drafter_target, engines)
+        report = run_check(targets, versions, drafter_target, engines, settings)
+    head_settings = root / SETTINGS_FILE  # the head's own file: checked, never obeyed (settings_problem)
+    readable = head_settings.is_file() and not head_settings.is_symlink()  # never a runner's file
+    if (problem := settings_problem(head_settings.read_bytes()[:MAX_SETTINGS_BYTES + 1] if readable else None,
+                                    SETTINGS_FILE)) is not None:
+        report.errors.append(problem)
     base_findings: list[Finding] | None = None
     if base:
         with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
@@ -141,7 +147,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             base_findings = []
             if present:
                 with _cwd(tmp):
-                    base_findings = run_check(present, versions, drafter_target, engines).findings
+                    base_findings = run_check(present, versions, drafter_target, engines, settings).findings
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
