@@ -229,7 +229,8 @@ def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
     found = find_settings(local[0] if local else ".")
     if found is None:
         return Settings(), None
-    return load_settings(found), str(found.parent)
+    shown = os.path.relpath(found)  # messages name it as the user would: from here, where it is below
+    return load_settings(found if shown.startswith("..") else shown), str(found.parent)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -336,7 +336,7 @@ def settings_schema() -> dict[str, Any]:
         props[name] = prop
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://github.com/draftguard/draftguard/blob/main/docs/draftguard.schema.json",
+        "$id": "https://raw.githubusercontent.com/OWNER/draftguard/main/docs/draftguard.schema.json",
         "title": ".draftguard.yml",
         "description": "draftguard's settings for a model repository (docs/settings.md).",
         "type": "object",

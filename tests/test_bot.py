@@ -598,3 +598,18 @@ def test_both_host_clients_are_pull_request_sources():
         assert isinstance(client, PullRequestSource) and client.repo_name == REPO
         assert list(inspect.signature(client.read_file).parameters) == ["path", "ref", "max_bytes"]
     assert not isinstance(object(), PullRequestSource)
+
+
+def test_a_pull_request_that_breaks_the_settings_gets_the_settings_check_message(tmp_path):
+    # Issue 35: the head's .draftguard.yml is checked as `draftguard settings check` checks it (the
+    # same line, key and nearest key), and fails the check; the settings used stay the default branch's.
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "fail_on: error\n"})
+        bot.api.set_files(REPO, HEAD, {"drafter/config.json": BASE_CONFIG,
+                                       ".draftguard.yml": "fail_on: error\nfial_on: never\n"})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="s1")
+        bot.settle()
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert ".draftguard.yml:2: unknown key &#96;fial_on&#96;; did you mean &#96;fail_on&#96;?" in light, light
+        assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[-1]["conclusion"] == "failure"

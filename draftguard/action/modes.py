@@ -126,7 +126,10 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     targets = select_targets(root, inputs, changed, notes)
     head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
     report_path = _report_path(commands.env)
-    if not targets:
+    head_settings = root / SETTINGS_FILE  # the head's own file: checked, never obeyed (settings_problem)
+    readable = head_settings.is_file() and not head_settings.is_symlink()  # never a runner's file
+    problem = settings_problem(head_settings.read_bytes()[:MAX_SETTINGS_BYTES + 1] if readable else None, SETTINGS_FILE)
+    if not targets and problem is None:
         why = "no config file changed in this pull request" if changed is not None else "no config file to check"
         commands.summary.append(f"### draftguard light check\n\nSkipped: {why}." +
                               "".join(f"\n- {n}" for n in notes))
@@ -135,10 +138,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
 
     with _cwd(root):
         report = run_check(targets, versions, drafter_target, engines, settings)
-    head_settings = root / SETTINGS_FILE  # the head's own file: checked, never obeyed (settings_problem)
-    readable = head_settings.is_file() and not head_settings.is_symlink()  # never a runner's file
-    if (problem := settings_problem(head_settings.read_bytes()[:MAX_SETTINGS_BYTES + 1] if readable else None,
-                                    SETTINGS_FILE)) is not None:
+    if problem is not None:
         report.errors.append(problem)
     base_findings: list[Finding] | None = None
     if base:
