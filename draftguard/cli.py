@@ -40,7 +40,8 @@ from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
 from draftguard.report.sarif import render_sarif
-from draftguard.settings import Settings, find_settings, load_settings, settings_keys, settings_schema
+from draftguard.settings import (Settings, find_settings, load_settings, repository_root, settings_keys,
+                                 settings_schema)
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -266,7 +267,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif args.format == "github":
         out.write(render_annotations(report))
     elif args.format == "sarif":
-        out.write(render_sarif(report, root=root or os.getcwd()))
+        local = [t for t in args.targets if os.path.exists(t)]
+        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
+        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd()))
     else:
         render_text(report, out)
     if args.format != "text":

@@ -310,6 +310,15 @@ def find_settings(start: str | Path) -> Path | None:
     return None
 
 
+def repository_root(start: str | Path) -> Path | None:
+    """The git repository holding ``start`` (the nearest folder upward holding ``.git``), else None."""
+    here = Path(os.path.abspath(start))
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
 def settings_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of .draftguard.yml, made from Settings: every key, its type,
     its choices and its line of help. ``draftguard settings schema`` prints it; the package ships it

@@ -667,3 +667,16 @@ def test_a_pull_request_that_breaks_the_settings_fails_with_the_settings_check_m
     assert run.code == 2 and "Traceback" not in run.stderr
     errors = run.annotations("error")
     assert any("file=.draftguard.yml,line=3" in e and "no rule `DG0012`; did you mean `DG012`?" in e for e in errors), errors
+
+
+def test_the_action_writes_sarif_for_code_scanning(tmp_path, api):
+    # Issue 35: output `sarif` (and the `upload-sarif` input's step in action.yml uploads it).
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    log = json.loads(Path(run.outputs["sarif"]).read_text())
+    results = log["runs"][0]["results"]
+    assert results and {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"drafter/config.json"}
+    step = next(s for s in load_action()["runs"]["steps"] if "upload-sarif" in s.get("uses", ""))
+    assert step["with"]["sarif_file"] == "${{ steps.draftguard.outputs.sarif }}" and "inputs.upload-sarif" in step["if"]

@@ -35,6 +35,7 @@ from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
 from draftguard.pr_verdict import PullRequestReview, settings_problem
+from draftguard.report.sarif import render_sarif
 from draftguard.pr_verdict import matrix_markdown as review_matrix_markdown
 from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
@@ -159,6 +160,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target))
         commands.summary.extend([fixes] if fixes else [])
     Path(report_path).write_text(render_json(report), encoding="utf-8")
+    # For code scanning (the `upload-sarif` input uploads it): paths from the checkout's root.
+    Path(report_path).with_suffix(".sarif").write_text(render_sarif(report, root=str(root)), encoding="utf-8")
     counts = report.summary()
     errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)
     if report.errors:
