@@ -62,36 +62,49 @@ def apply(report: Report, settings: Settings | None, root: str | None = None) ->
     """Apply ``settings``' rules and exceptions to ``report`` in place (and return it)."""
     if settings is None or not (settings.rules or settings.ignore):
         return report
+    kept, lines = apply_findings([f for t in report.targets for f in t.findings], settings, root)
+    ids = {id(f) for f in kept}
+    for target in report.targets:
+        target.findings = [f for f in target.findings if id(f) in ids]
+    report.silenced.extend(lines)
+    return report
+
+
+def apply_findings(findings: list[Finding], settings: Settings | None,
+                   root: str | None = None) -> tuple[list[Finding], list[str]]:
+    """The findings ``settings`` keep (severities set as ``rules:`` asks) and one line per setting that
+    changed something. ``apply`` runs this over a Report; the audit over a repo's findings."""
+    if settings is None or not (settings.rules or settings.ignore):
+        return list(findings), []
     validate(settings)
     levels = {rule_id: level for name, level in settings.rules.items() for rule_id in rule_ids(name)}
     lines = {rule_id: settings.line_of(f"rules.{name}") for name in settings.rules for rule_id in rule_ids(name)}
     off: Counter = Counter()
     changed: Counter = Counter()
     ignored: dict[int, list[Finding]] = {}
-    for target in report.targets:
-        kept = []
-        for finding in target.findings:
-            level = levels.get(finding.rule)
-            entry = _ignored_by(finding, settings, root)
-            if entry is not None:
-                ignored.setdefault(entry, []).append(finding)
-            elif level == "off":
-                off[finding.rule] += 1
-            else:
-                if level is not None and level != finding.severity.value:
-                    finding.severity = Severity(level)
-                    changed[finding.rule] += 1
-                kept.append(finding)
-        target.findings = kept
-    for index, found in ignored.items():
+    kept = []
+    for finding in findings:
+        level = levels.get(finding.rule)
+        entry = _ignored_by(finding, settings, root)
+        if entry is not None:
+            ignored.setdefault(entry, []).append(finding)
+        elif level == "off":
+            off[finding.rule] += 1
+        else:
+            if level is not None and level != finding.severity.value:
+                finding.severity = Severity(level)
+                changed[finding.rule] += 1
+            kept.append(finding)
+    said = []
+    for index, found in sorted(ignored.items()):
         entry = settings.ignore[index]
         what = ", ".join(sorted({f"{f.rule} on `{f.key}`" for f in found}))
-        report.silenced.append(f"{_n(len(found))} silenced by {_at(settings, entry.line)} ({what}): {entry.reason}")
+        said.append(f"{_n(len(found))} silenced by {_at(settings, entry.line)} ({what}): {entry.reason}")
     for rule_id, n in sorted(off.items()):
-        report.silenced.append(f"{_n(n)} silenced by {lines[rule_id]} ({rule_id} {RULES[rule_id].name}: off)")
+        said.append(f"{_n(n)} silenced by {lines[rule_id]} ({rule_id} {RULES[rule_id].name}: off)")
     for rule_id, n in sorted(changed.items()):
-        report.silenced.append(f"{_n(n)} of {rule_id} set to {levels[rule_id]} by {lines[rule_id]}")
-    return report
+        said.append(f"{_n(n)} of {rule_id} set to {levels[rule_id]} by {lines[rule_id]}")
+    return kept, said
 
 
 def _n(count: int) -> str:
