@@ -42,7 +42,7 @@ from draftguard.runner.cli import add_accept_parser
 from draftguard.report.sarif import render_sarif
 from draftguard.settings import (Settings, find_settings, load_settings, repository_root, settings_keys,
                                  settings_schema)
-from draftguard.snapshot import BadInput, load_snapshot
+from draftguard.snapshot import CONFIG_NAME, MODEL_FILES, SETTINGS_NAME, BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 # What `serve` and `worker` need beyond the base install (the `bot` extra), by import name.
@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("targets", nargs="+", metavar="TARGET")
     check.add_argument("--revision", help="Hub revision (branch, tag or commit) for Hub targets")
+    check.add_argument(
+        "--files", action="store_true",
+        help="TARGETs are changed files (as pre-commit passes them): a model file other than config.json "
+        "(generation_config.json, tokenizer_config.json...) or .draftguard.yml stands for its folder's config.json",
+    )
     check.add_argument(
         "--target", metavar="TARGET",
         help="the model a drafter drafts for: a folder or a Hub repo id (owner/name[@revision]); "
@@ -234,7 +239,26 @@ def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
     return load_settings(found if shown.startswith("..") else shown), str(found.parent)
 
 
+def changed_targets(paths: Sequence[str]) -> list[str]:
+    """The configs a list of changed files asks to check (``check --files``): each model file or
+    .draftguard.yml stands for the config.json beside it, where there is one; each folder once."""
+    out: list[str] = []
+    for path in paths:
+        name = os.path.basename(path)
+        if name != CONFIG_NAME and (name in MODEL_FILES or name == SETTINGS_NAME):
+            path = os.path.join(os.path.dirname(path), CONFIG_NAME)
+            if not os.path.isfile(path):
+                continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.files:
+        args.targets = changed_targets(args.targets)
+        if not args.targets:
+            return EXIT_OK  # only model files with no config.json beside them: nothing to check
     try:
         settings, root = check_settings(args.targets)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
