@@ -42,6 +42,7 @@ from draftguard.runner.cli import add_accept_parser
 from draftguard.report.sarif import render_sarif
 from draftguard.settings import (Settings, find_settings, load_settings, repository_root, settings_keys,
                                  settings_schema)
+from draftguard.errors import install_hint
 from draftguard.snapshot import CONFIG_NAME, MODEL_FILES, SETTINGS_NAME, BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
@@ -54,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="draftguard",
         description="Catch silent config overrides and broken speculative-decoding drafters before merge.",
     )
-    parser.add_argument("--version", action="version", version=f"draftguard {__version__}")
+    parser.add_argument("--version", action="version", version=f"draftguard {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -182,13 +183,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def installed_version() -> str:
+    """The installed package's version (importlib.metadata), which is ``draftguard.__version__`` as
+    built; the module's own where draftguard runs from a folder that is not installed."""
+    from importlib import metadata  # stdlib; only --version reads it
+
+    try:
+        return metadata.version("draftguard")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
 def missing_bot_extra() -> str | None:
     """The one-line message when the `bot` extra is not installed, else None. Looks the packages up
     without importing them, so that the message comes before any import could fail."""
     missing = [name for name in BOT_EXTRA if importlib.util.find_spec(name) is None]
     if not missing:
         return None
-    return f"the bot needs the `bot` extra ({missing[0]} is missing): pip install 'draftguard[bot]'"
+    return f"the bot needs the `bot` extra ({missing[0]} is missing): {install_hint('bot')}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
