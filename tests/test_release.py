@@ -137,3 +137,26 @@ def test_the_wheel_and_sdist_build_pass_twine_check_and_carry_the_rules_doc(tmp_
     with tarfile.open(sdist) as tf:
         member = tf.getmember(f"draftguard-{draftguard.__version__}/draftguard/data/rules.md")
         assert member.isfile() and tf.extractfile(member).read() == rules
+
+
+def _pins(path: Path) -> dict[tuple[str, str], str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            spec, _, marker = line.partition(";")
+            name, _, version = spec.partition("==")
+            pins[(name.strip().lower(), marker.strip())] = version.strip()
+    return pins
+
+
+def test_the_vllm_pins_are_the_base_pins_but_the_transformers_vllm_needs():
+    # constraints.txt's transformers 5.24.0 cannot install beside vLLM 0.32 (it needs <5.20): with it,
+    # pip resolves `.[runner,vllm]` to vLLM 0.30.0. constraints-vllm.txt pins vLLM 0.32.0 and
+    # transformers 5.19.0 (`pip install --dry-run` resolves it, 2026-12-04), everything else as the base.
+    base, with_vllm = _pins(ROOT / "constraints.txt"), _pins(ROOT / "constraints-vllm.txt")
+    assert with_vllm[("vllm", "")] == "0.32.0" and with_vllm[("transformers", "")] == "5.19.0"
+    for key, version in with_vllm.items():
+        if key[0] not in ("vllm", "transformers"):
+            assert base.get(key) == version, key
+    assert "constraints-vllm.txt" in (ROOT / "docs" / "gpu-runner.md").read_text()
