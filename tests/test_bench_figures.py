@@ -31,3 +31,21 @@ def test_bench_real_configs_times_a_corpus_with_a_config_transformers_has_no_cla
     assert bench.main(["--corpus", str(tmp_path), "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "warm configs/s, transformers from_dict alone" in out
+
+
+def test_the_figures_command_runs_in_its_fast_mode(tmp_path):
+    import subprocess
+
+    out = tmp_path / "figures.md"
+    done = subprocess.run([sys.executable, "bench/figures.py", "--fast", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert "## real-configs (fast mode" in text and "## check (fast mode" in text
+    assert "Measured 20" in text and "false-alarm rate" in text
+
+
+def test_every_figure_names_a_script_that_exists():
+    figures = _bench("figures")
+    for name, (quoted, full, fast) in figures.FIGURES.items():
+        assert (ROOT / full[0]).is_file() and full[0] == fast[0] and quoted, name
