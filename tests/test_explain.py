@@ -56,3 +56,13 @@ def test_explain_runs_as_a_command():
     done = subprocess.run([sys.executable, "-m", "draftguard", "explain", "DG012"], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("### DG012 switch-left-out (warning)")
+
+
+def test_the_readmes_explain_commands_run_as_written(capsys):
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## `draftguard explain`, pre-commit")[1].split("```bash\n")[1].split("```")[0]
+    commands = re.findall(r"draftguard (explain [\w-]+)", block)
+    assert commands == ["explain DG005", "explain sliding-layer-runs-full"]
+    for command in commands:
+        assert main(command.split()) == 0
+        assert capsys.readouterr().out.startswith("### DG005 sliding-layer-runs-full (error)")

@@ -72,3 +72,16 @@ def test_settings_check_finds_the_repository_file(tmp_path, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path / "drafter")
     assert main(["settings", "check"]) == 0
     assert "valid (2 keys: fail_on, rules)" in capsys.readouterr().out
+
+
+def test_the_readmes_settings_example_is_valid_settings():
+    from draftguard.check.policy import validate
+    from draftguard.settings import parse_settings
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Settings: `.draftguard.yml`")[1].split("```yaml\n")[1].split("```")[0]
+    settings = parse_settings(block)
+    validate(settings)
+    assert settings.rules == {"DG012": "off", "DG005": "warning"} and settings.ignore[0].reason
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(yaml.safe_load(block), json.loads(SHIPPED.read_text()))
