@@ -73,10 +73,11 @@ def run_figure(name: str, fast: bool, corpus: Path) -> str:
     machine = f"{platform.machine()}, {os.cpu_count()} CPU, Python {platform.python_version()}"
     head = [f"## {name}{' (fast mode: not for quoting)' if fast else ''}", "",
             f"Measured {when} on {machine} in {seconds:.0f} s: `python {' '.join(argv[1:])}`. "
-            f"Quoted in: {quoted}.", ""]
+            f"Quoted in: {quoted}.", "", ""]
     if done.returncode != 0:
         raise SystemExit(f"figures: {name} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    return "\n".join(head) + done.stdout.strip() + "\n"
+    report = done.stdout.strip().replace(str(ROOT) + os.sep, "")  # paths from the repository, not this machine's
+    return "\n".join(head) + report + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
