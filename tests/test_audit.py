@@ -344,5 +344,7 @@ def test_a_repos_own_rules_and_exceptions_are_honoured_and_shown(tmp_path):
     assert silenced["silenced"][0].startswith("1 finding silenced by acme/silenced@main/.draftguard.yml:4")
     assert silenced["status"] == "clean"
     assert {f["rule"] for f in records["acme/plain"]["findings"]} >= {"DG001", "DG005"}
+    report = (run.out / "audit.md").read_text()
+    assert "## Silenced by the repos' own settings" in report and "trained without the window" in report
     typo = records["acme/typo"]
     assert any("no rule `DG0005`; did you mean `DG005`?" in e["message"] for e in typo["errors"]), typo["errors"]
