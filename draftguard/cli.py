@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     fixer.add_argument(
         "--transformers", metavar="V1,V2",
         help="prove each fix under each of these transformers versions (default: the `transformers:` list of "
-        "./.draftguard.yml, else the installed version only)",
+        ".draftguard.yml (the one check reads), else the installed version only)",
     )
     fixer.add_argument(
         "--prefer", choices=["on", "off"],
@@ -363,7 +363,9 @@ def cmd_fix(args: argparse.Namespace) -> int:
     """Fix each PATH; the diff on stdout (or the files written), what was chosen and what is left on
     stderr. Exit 0 when every file is clean after its fixes, 1 when findings remain, 2 for bad input."""
     try:
-        versions = matrix.requested_versions(args.transformers)
+        settings, root = check_settings(args.paths)  # the same file `check` reads, by the same rule
+        versions = matrix.requested_versions(args.transformers, root or ".")
+        target = args.target or _settings_target(settings, root, args.paths)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -378,7 +380,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 text = snapshot.files["config.json"].decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BadInput(f"{shown} is not UTF-8 text (byte {exc.start})", file=shown) from None
-            checker = fix.snapshot_checker(snapshot, versions=versions, target=args.target)
+            checker = fix.snapshot_checker(snapshot, versions=versions, target=target)
             outcome = fix.fix_text(text, checker, prefer=args.prefer, file=shown)
         except BadInput as exc:
             print(f"draftguard: {exc}", file=sys.stderr)
