@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from draftguard import __version__
@@ -28,7 +30,9 @@ from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
+from draftguard.check import policy, rule_docs
 from draftguard.check.launch import launch_report
+from draftguard.check.launch.light import LAUNCH_RULES
 from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
@@ -38,8 +42,11 @@ from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
-from draftguard.settings import load_settings
-from draftguard.snapshot import BadInput, load_snapshot
+from draftguard.report.sarif import render_sarif
+from draftguard.settings import (Settings, find_settings, load_settings, repository_root, settings_keys,
+                                 settings_schema)
+from draftguard.errors import install_hint
+from draftguard.snapshot import CONFIG_NAME, MODEL_FILES, SETTINGS_NAME, BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 # What `serve` and `worker` need beyond the base install (the `bot` extra), by import name.
@@ -51,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="draftguard",
         description="Catch silent config overrides and broken speculative-decoding drafters before merge.",
     )
-    parser.add_argument("--version", action="version", version=f"draftguard {__version__}")
+    parser.add_argument("--version", action="version", version=f"draftguard {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -72,14 +79,21 @@ def _parser() -> argparse.ArgumentParser:
                        help="check one engine command line, e.g. 'vllm serve Qwen/Qwen3-8B --max-model-len 65536'")
     check.add_argument("--revision", help="Hub revision (branch, tag or commit) for Hub targets")
     check.add_argument(
+        "--files", action="store_true",
+        help="TARGETs are changed files (as pre-commit passes them): a model file other than config.json "
+        "(generation_config.json, tokenizer_config.json...) or .draftguard.yml stands for its folder's config.json",
+    )
+    check.add_argument(
         "--target", metavar="TARGET",
         help="the model a drafter drafts for: a folder or a Hub repo id (owner/name[@revision]); "
         "default: .draftguard.yml `target:`, then the speculators verifier",
     )
-    check.add_argument("--format", choices=["text", "json", "markdown", "github"], default="text")
+    check.add_argument("--format", dest="format", choices=["text", "json", "markdown", "github", "sarif"],
+                       default="text", help="text (default), json, markdown (PR comments), github (workflow annotations), "
+                       "sarif (SARIF 2.1.0 for GitHub code scanning)")
     check.add_argument(
-        "--fail-on", choices=["error", "warning", "never"], default="error",
-        help="exit 1 when a finding is at or above this severity (default: error)",
+        "--fail-on", choices=["error", "warning", "never"], default=None,
+        help="exit 1 when a finding is at or above this severity (default: .draftguard.yml `fail_on:`, else error)",
     )
     check.add_argument(
         "--trust-remote-code", action="store_true",
@@ -88,12 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--transformers", metavar="V1,V2",
         help="resolve under each of these transformers versions, each in its own cached environment "
-        "(default: the `transformers:` list of ./.draftguard.yml, else the installed version only)",
+        "(default: the `transformers:` list of .draftguard.yml, else the installed version only)",
     )
     check.add_argument(
         "--engine", metavar="E==V,...",
         help="also say what these engines serve, e.g. vllm==0.32.0,sglang==0.5.23 (default: the `engines:` "
-        "list of ./.draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
+        "list of .draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
         "else the light tier: that engine version's code as rules",
     )
     check.set_defaults(func=cmd_check)
@@ -114,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     fixer.add_argument(
         "--transformers", metavar="V1,V2",
         help="prove each fix under each of these transformers versions (default: the `transformers:` list of "
-        "./.draftguard.yml, else the installed version only)",
+        ".draftguard.yml (the one check reads), else the installed version only)",
     )
     fixer.add_argument(
         "--prefer", choices=["on", "off"],
@@ -123,6 +137,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     fixer.add_argument("--target", metavar="TARGET", help="a drafter's target model, as for `check`")
     fixer.set_defaults(func=cmd_fix)
+
+    explain = sub.add_parser(
+        "explain", help="print a rule's documentation: what it catches, why, the fix, an example",
+        description="Print the section of docs/rules.md for RULE, an id (DG005) or a name (value-overridden).",
+    )
+    explain.add_argument("rule", metavar="RULE")
+    explain.set_defaults(func=cmd_explain)
+
+    settings = sub.add_parser("settings", help="check a .draftguard.yml, or print its JSON Schema")
+    settings_sub = settings.add_subparsers(dest="settings_command", metavar="ACTION")
+    settings_sub.required = True
+    settings_check = settings_sub.add_parser(
+        "check", help="check a .draftguard.yml: unknown keys, wrong types (exit 2 naming the line)",
+        description="Check FILE (default: the .draftguard.yml of the repository holding the current folder).",
+    )
+    settings_check.add_argument("file", nargs="?", metavar="FILE")
+    settings_check.set_defaults(func=cmd_settings_check)
+    settings_schema = settings_sub.add_parser("schema", help="print the JSON Schema of .draftguard.yml")
+    settings_schema.set_defaults(func=cmd_settings_schema)
 
     add_accept_parser(sub)
     add_audit_parser(sub)
@@ -170,13 +203,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def installed_version() -> str:
+    """The installed package's version (importlib.metadata), which is ``draftguard.__version__`` as
+    built; the module's own where draftguard runs from a folder that is not installed."""
+    from importlib import metadata  # stdlib; only --version reads it
+
+    try:
+        return metadata.version("draftguard")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
 def missing_bot_extra() -> str | None:
     """The one-line message when the `bot` extra is not installed, else None. Looks the packages up
     without importing them, so that the message comes before any import could fail."""
     missing = [name for name in BOT_EXTRA if importlib.util.find_spec(name) is None]
     if not missing:
         return None
-    return f"the bot needs the `bot` extra ({missing[0]} is missing): pip install 'draftguard[bot]'"
+    return f"the bot needs the `bot` extra ({missing[0]} is missing): {install_hint('bot')}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -209,31 +253,76 @@ def _first_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0][:200]
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    if not args.targets and not args.launch_file and not args.launch:
-        settings_launch = load_settings(".").launch
-        if not settings_launch:
-            print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        args.launch_file = list(settings_launch)
+def cmd_explain(args: argparse.Namespace) -> int:
     try:
+        sys.stdout.write(rule_docs.explain(args.rule))
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
+    """The .draftguard.yml a local check runs under, by one rule for every key: the first local
+    target's repository file (``settings.find_settings``: the nearest folder upward holding one, never
+    above the git root), else the current folder's; defaults when there is none. Returns the settings
+    and the folder their paths are relative to."""
+    local = [t for t in targets if os.path.exists(t)]
+    found = find_settings(local[0] if local else ".")
+    if found is None:
+        return Settings(), None
+    shown = os.path.relpath(found)  # messages name it as the user would: from here, where it is below
+    return load_settings(found if shown.startswith("..") else shown), str(found.parent)
+
+
+def changed_targets(paths: Sequence[str]) -> list[str]:
+    """The configs a list of changed files asks to check (``check --files``): each model file or
+    .draftguard.yml stands for the config.json beside it, where there is one; each folder once."""
+    out: list[str] = []
+    for path in paths:
+        name = os.path.basename(path)
+        if name != CONFIG_NAME and (name in MODEL_FILES or name == SETTINGS_NAME):
+            path = os.path.join(os.path.dirname(path), CONFIG_NAME)
+            if not os.path.isfile(path):
+                continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.files:
+        args.targets = changed_targets(args.targets)
+        if not args.targets:
+            return EXIT_OK  # only model files with no config.json beside them: nothing to check
+    try:
+        settings, root = check_settings(args.targets or args.launch_file)
+        if not args.targets and not args.launch_file and not args.launch:
+            if not settings.launch:
+                print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            args.launch_file = [os.path.join(root or ".", pattern) for pattern in settings.launch]
+        policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
         require_hub(hub + hub_repos([args.target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
-        versions = matrix.requested_versions(args.transformers)
+        versions = matrix.requested_versions(args.transformers, root or ".")
         launching = bool(args.launch_file or args.launch)
-        engines, real = _engines(args.engine, launching)
+        engines, real = _engines(args.engine, settings, launching)
         # a launch asks the engines by default; TARGETs get engine views only when asked for
-        asked = args.engine is not None or not launching or bool(load_settings(".").engines)
+        asked = args.engine is not None or not launching or bool(settings.engines)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target, engines=engines if asked else None, real_engines=real,
-                       progress=matrix.stderr_progress)
-        if launching:
-            report = launch_report(args.launch_file, args.launch, engines, real, report)
+                       drafter_target=args.target or _settings_target(settings, root, args.targets),
+                       engines=engines if asked else None, real_engines=real, progress=matrix.stderr_progress,
+                       settings=None if launching else settings, settings_root=root)
+        if launching:  # the launch's findings under the same rules and exceptions as the files'
+            report = policy.apply(launch_report(args.launch_file, args.launch, engines, real, report),
+                                  settings, root)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    fail_on = args.fail_on or settings.fail_on or "error"
     if versions and engines:
         print("draftguard: --engine is not combined with a --transformers matrix yet; the engine views were "
               "not computed", file=sys.stderr)
@@ -249,23 +338,73 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         out.write(render_json(report))
     elif args.format == "markdown":
-        out.write(render_markdown(report, fail_on=args.fail_on))
+        out.write(render_markdown(report, fail_on=fail_on))
     elif args.format == "github":
         out.write(render_annotations(report))
+    elif args.format == "sarif":
+        local = [t for t in args.targets if os.path.exists(t)]
+        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
+        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd()))
     else:
         render_text(report, out)
+    if args.format != "text":
+        for line in report.silenced:
+            print(f"draftguard: {line}", file=sys.stderr)
     for error in report.errors:
         print(f"draftguard: {error.message}", file=sys.stderr)
     if report.errors:
         return EXIT_BAD_INPUT
-    return EXIT_FAIL if report.fails(args.fail_on) else EXIT_OK
+    return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
+
+
+def _settings_target(settings: Settings, root: str | None, targets: Sequence[str]) -> str | None:
+    """The settings' ``target:`` where the file is above the drafter's own folder (a file in the
+    drafter's folder is read by the drafter rules themselves, which name it in DG100). A relative
+    folder is read from the settings file's folder."""
+    if not settings.target or root is None:
+        return None
+    if any(os.path.isdir(t) and os.path.abspath(t) == root for t in targets):
+        return None
+    candidate = os.path.join(root, settings.target)
+    return candidate if os.path.exists(candidate) else settings.target
+
+
+def cmd_settings_check(args: argparse.Namespace) -> int:
+    """Check a .draftguard.yml: exit 0 and one line when it is valid, 2 and one line naming the line,
+    the key and the key it most likely meant when it is not."""
+    path = Path(args.file) if args.file else find_settings(".")
+    if path is None:
+        print("draftguard: no .draftguard.yml in this folder or above it (up to the git root)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file", file=str(path))
+        settings = load_settings(path)
+        policy.validate(settings)
+        engines = parse_engines(settings.engines, source=str(path)) if settings.engines else None
+        if settings.transformers:
+            matrix.parse_versions(settings.transformers, source=str(path))
+    except BadInput as exc:
+        print(f"draftguard: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    keys = [k for k in settings_keys() if k in settings.lines]
+    print(f"{path}: valid ({len(keys)} key{'s' if len(keys) != 1 else ''}: {', '.join(keys) or 'none'}"
+          f"{'; ' + str(len(engines)) + ' engine(s)' if engines else ''})")
+    return EXIT_OK
+
+
+def cmd_settings_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(json.dumps(settings_schema(), indent=2) + "\n")
+    return EXIT_OK
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
     """Fix each PATH; the diff on stdout (or the files written), what was chosen and what is left on
     stderr. Exit 0 when every file is clean after its fixes, 1 when findings remain, 2 for bad input."""
     try:
-        versions = matrix.requested_versions(args.transformers)
+        settings, root = check_settings(args.paths)  # the same file `check` reads, by the same rule
+        versions = matrix.requested_versions(args.transformers, root or ".")
+        target = args.target or _settings_target(settings, root, args.paths)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -300,7 +439,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 text = snapshot.files["config.json"].decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BadInput(f"{shown} is not UTF-8 text (byte {exc.start})", file=shown) from None
-            checker = fix.snapshot_checker(snapshot, versions=versions, target=args.target)
+            checker = fix.snapshot_checker(snapshot, versions=versions, target=target)
             outcome = fix.fix_text(text, checker, prefer=args.prefer, file=shown)
         except BadInput as exc:
             print(f"draftguard: {exc}", file=sys.stderr)
@@ -332,17 +471,17 @@ def _config_file(path: str) -> str:
     return os.path.join(path, "config.json") if os.path.isdir(path) else path
 
 
-def _engines(option: str | None, launching: bool = False):
+def _engines(option: str | None, settings: Settings, launching: bool = False):
     """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``; a launch asks
-    the newest vLLM and SGLang the light tier knows) and the real engines installed for them (None
-    where only the light tier can run, which stderr says)."""
+    the vLLM and SGLang versions whose launch code the light tier encodes) and the real engines
+    installed for them (None where only the light tier can run, which stderr says)."""
     if option is not None:
         specs = parse_engines(option)
     else:
-        settings = load_settings(".")
         if not settings.engines and not launching:
             return None, None
-        specs = parse_engines(settings.engines or "vllm,sglang", source=settings.source or ".draftguard.yml")
+        specs = parse_engines(settings.engines or ",".join(f"{k}=={v}" for k, v in LAUNCH_RULES.items()),
+                              source=settings.source or ".draftguard.yml")
     real = RealEngines.find(specs)
     for line in real.notes(specs):
         print(f"draftguard: {line}", file=sys.stderr)

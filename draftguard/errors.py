@@ -338,3 +338,15 @@ class PayloadError(DraftguardError, ValueError):
 
 class HubPayloadError(PayloadError):
     """The webhook body is JSON but not a Hub webhook payload (answered 400)."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra, the way the README installs draftguard: from a clone of the repository
+    (it is not on PyPI yet: a package index would find no draftguard).
+
+    Example::
+
+        >>> install_hint("bot")
+        "in a draftguard clone: pip install -c constraints.txt -e '.[bot]'"
+    """
+    return f"in a draftguard clone: pip install -c constraints.txt -e '.[{extra}]'"

@@ -3,7 +3,8 @@ Action over a git checkout.
 
 In: the head's Report, the base's findings (None when there is no base to compare with), the settings
 read from the default branch and notes for the reader.
-Out: a ``PullRequestReview`` that says which
+Out: ``settings_problem`` (a pull request's broken .draftguard.yml as an error) and a
+``PullRequestReview`` that says which
 findings are new, renders the light-check and matrix sections of the sticky comment, names the check
 (``title``) and gives the verdict (``fails``). ``PullRequestSource`` is what a review reads files
 through: the GitHub and Hub clients in ``draftguard.hosts`` both are one.
@@ -21,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
-from draftguard.check.findings import Finding, Report
+from draftguard.check import policy
+from draftguard.check.findings import Finding, InputError, Report
 from draftguard.check.matrix import VersionMatrix
 from draftguard.report.comment import finding_id, matrix_note, new_findings, render_light_section, render_matrix_section
-from draftguard.settings import Settings
+from draftguard.settings import Settings, parse_settings
+from draftguard.snapshot import BadInput
 
 FindingId = tuple[str, str, str]  # report.comment.finding_id: file, rule, key
 
@@ -94,6 +97,20 @@ class PullRequestReview:
         covers when the comment holds more than one."""
         return render_light_section(self.report, self.new, head=head, base=base, fail_on=self.fail_on(fail_on),
                                     notes=self.notes, label=label)
+
+
+def settings_problem(data: bytes | None, name: str) -> InputError | None:
+    """A pull request's own .draftguard.yml (``data``, None: absent) checked as ``draftguard settings
+    check`` checks it: the same one-line message (file, line, key, the key it most likely meant), as
+    an error the check fails on; None when it is valid. The settings a review runs under still come
+    from the default branch: a head's file is only checked, never obeyed."""
+    if data is None:
+        return None
+    try:
+        policy.validate(parse_settings(data.decode("utf-8", "replace"), name))
+    except BadInput as exc:
+        return InputError.of(name, exc, file=name)
+    return None
 
 
 def matrix_markdown(matrix: VersionMatrix, shown: Mapping[str, str] | None = None) -> str:

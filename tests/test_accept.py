@@ -249,7 +249,7 @@ def test_plot_needs_matplotlib_or_writes_a_png(capsys, tmp_path):
         import matplotlib  # noqa: F401
     except ImportError:
         line = bad(capsys, "--drafter", str(MODELS / "drafter"), "--plot", str(png))
-        assert "draftguard[plot]" in line
+        assert "-e '.[plot]'" in line
     else:
         code, _, _ = accept(capsys, "--drafter", str(MODELS / "drafter"), "--plot", str(png), "--num-prompts", "2")
         assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

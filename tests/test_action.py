@@ -655,3 +655,28 @@ def test_a_refusal_is_quoted_in_the_engine_section(tmp_path, api):
     assert v1[1] == "not served" and '"Model Runner V1 does not support: mixed sliding/full dflash drafts"' in v1[4]
     assert '"DFlash sliding attention requires a window size"' in v2[4]
     assert "require config.sliding_window" in rows["SGLang 0.5.23 (light tier)"][4]
+
+
+def test_a_pull_request_that_breaks_the_settings_fails_with_the_settings_check_message(tmp_path, api):
+    # Issue 35: the head's own .draftguard.yml is checked (never obeyed): the same message as
+    # `draftguard settings check`, on its line.
+    checkout = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\n", "model/config.json": HEALTHY})
+    checkout.push({".draftguard.yml": "fail_on: error\nrules:\n  DG0012: off\n"})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    assert run.code == 2 and "Traceback" not in run.stderr
+    errors = run.annotations("error")
+    assert any("file=.draftguard.yml,line=3" in e and "no rule `DG0012`; did you mean `DG012`?" in e for e in errors), errors
+
+
+def test_the_action_writes_sarif_for_code_scanning(tmp_path, api):
+    # Issue 35: output `sarif` (and the `upload-sarif` input's step in action.yml uploads it).
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    log = json.loads(Path(run.outputs["sarif"]).read_text())
+    results = log["runs"][0]["results"]
+    assert results and {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"drafter/config.json"}
+    step = next(s for s in load_action()["runs"]["steps"] if "upload-sarif" in s.get("uses", ""))
+    assert step["with"]["sarif_file"] == "${{ steps.draftguard.outputs.sarif }}" and "inputs.upload-sarif" in step["if"]

@@ -342,3 +342,30 @@ def test_a_head_answered_429_waits_its_retry_after_before_any_request_for_the_fi
     for limited, after in zip(asks, asks[1:]):
         if limited.status == 429:
             assert after.at - limited.at >= 1.9, [(r.method, r.status, round(r.at - asks[0].at, 3)) for r in asks]
+
+
+def test_a_repos_own_rules_and_exceptions_are_honoured_and_shown(tmp_path):
+    from tests.fakes.fleet import install_routes
+
+    # Issue 35: the audit applies a repo's .draftguard.yml `rules:`/`ignore:` as every surface does.
+    example = (REPO_ROOT / "examples" / "qwen3-swa-drafter" / "config.json").read_bytes()
+    settings = (b"rules:\n  DG005: warning\nignore:\n  - rule: DG001\n    key: sliding_window\n"
+                b"    reason: trained without the window\n")
+    with FakeHub() as hub:
+        install_routes(hub)  # model_info without a revision
+        hub.add("acme/silenced", {"config.json": example, ".draftguard.yml": settings})
+        hub.add("acme/plain", {"config.json": example})
+        hub.add("acme/typo", {"config.json": example, ".draftguard.yml": b"rules:\n  DG0005: off\n"})
+        repos = tmp_path / "repos.txt"
+        repos.write_text("acme/silenced\nacme/plain\nacme/typo\n")
+        run = run_audit_process(hub, tmp_path, str(repos), "--no-progress")
+        records = run.records
+    silenced = records["acme/silenced"]
+    assert {(f["rule"], f["severity"]) for f in silenced["findings"]} == {("DG005", "warning")}, (silenced, run.stderr)
+    assert silenced["silenced"][0].startswith("1 finding silenced by acme/silenced@main/.draftguard.yml:4")
+    assert silenced["status"] == "clean"
+    assert {f["rule"] for f in records["acme/plain"]["findings"]} >= {"DG001", "DG005"}
+    report = (run.out / "audit.md").read_text()
+    assert "## Silenced by the repos' own settings" in report and "trained without the window" in report
+    typo = records["acme/typo"]
+    assert any("no rule `DG0005`; did you mean `DG005`?" in e["message"] for e in typo["errors"]), typo["errors"]

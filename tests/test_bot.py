@@ -617,3 +617,18 @@ def test_a_pull_request_of_many_configs_gets_at_most_50_annotations_and_a_count_
     assert [a["annotation_level"] for a in run["annotations"]] == ["failure"] * min(50, errors) + \
         [a["annotation_level"] for a in run["annotations"]][min(50, errors):]
     assert f"and {total - 50} more in the sticky comment" in run["output"]["text"]
+
+
+def test_a_pull_request_that_breaks_the_settings_gets_the_settings_check_message(tmp_path):
+    # Issue 35: the head's .draftguard.yml is checked as `draftguard settings check` checks it (the
+    # same line, key and nearest key), and fails the check; the settings used stay the default branch's.
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", {"drafter/config.json": BASE_CONFIG, ".draftguard.yml": "fail_on: error\n"})
+        bot.api.set_files(REPO, HEAD, {"drafter/config.json": BASE_CONFIG,
+                                       ".draftguard.yml": "fail_on: error\nfial_on: never\n"})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="s1")
+        bot.settle()
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert ".draftguard.yml:2: unknown key &#96;fial_on&#96;; did you mean &#96;fail_on&#96;?" in light, light
+        assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[-1]["conclusion"] == "failure"

@@ -25,7 +25,8 @@ def zizmor() -> str:
 def test_zizmor_finds_nothing_in_action_yml_and_the_example_workflows():
     # Offline: no GitHub API calls; every audit that needs none runs, at the default persona.
     done = subprocess.run([zizmor(), "--offline", "--no-progress", "--format", "plain", str(ROOT / "action.yml"),
-                           *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120)
+                           *map(str, WORKFLOWS), *map(str, sorted((ROOT / ".github" / "workflows").glob("*.yml")))],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No findings to report" in done.stdout + done.stderr
 

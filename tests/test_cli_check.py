@@ -219,7 +219,7 @@ def test_the_bot_commands_without_the_bot_extra_say_so_in_one_line(command):
     named = next(n for n in BOT_EXTRA if n == "huey" or importlib.util.find_spec(n) is None)
     assert proc.returncode == 2
     assert proc.stderr == (f"draftguard: the bot needs the `bot` extra ({named} is missing): "
-                           "pip install 'draftguard[bot]'\n")
+                           "in a draftguard clone: pip install -c constraints.txt -e '.[bot]'\n")
 
 
 REMOTE_CLASS = '''

@@ -289,7 +289,7 @@ def test_missing_vllm_in_process_names_the_extra_and_the_runner(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # what Python does for a module that cannot be imported
     with pytest.raises(vb.VllmMissing) as err:
         vb.import_vllm()
-    assert "pip install 'draftguard[vllm]'" in str(err.value) and "GPU runner" in str(err.value)
+    assert "pip install -c constraints.txt -e '.[vllm]'" in str(err.value) and "GPU runner" in str(err.value)
 
 
 # ---- the GPU job ----------------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def test_accept_backend_vllm_without_vllm_exits_2_with_one_line(tmp_path):
     assert "Traceback" not in done.stderr and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "pip install 'draftguard[vllm]'" in lines[0] and "GPU runner" in lines[0]
+    assert "pip install -c constraints.txt -e '.[vllm]'" in lines[0] and "GPU runner" in lines[0]
 
 
 def test_accept_backend_both_end_to_end_on_the_fake_engine(fake_vllm, tmp_path, capsys):

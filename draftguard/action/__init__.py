@@ -86,6 +86,8 @@ def run_action(env: Mapping[str, str] | None = None, cwd: str | Path | None = No
             comment(outcome.sections)
         commands.outputs.update({"errors": str(outcome.errors), "warnings": str(outcome.warnings),
                                "verdict": outcome.verdict, "report-json": outcome.report_json})
+        sarif = Path(outcome.report_json).with_suffix(".sarif")
+        commands.outputs["sarif"] = str(sarif) if sarif.is_file() else ""
         code = outcome.code
         if comment is not None and comment.refused:
             commands.summary.append(f"> {comment.refused}")

@@ -28,8 +28,8 @@ from draftguard.snapshot import SETTINGS_NAME, BadInput
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
 INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section",
-          "engines", "launch-files")
-OUTPUTS = ("errors", "warnings", "verdict", "report-json")
+          "engines", "launch-files", "upload-sarif")
+OUTPUTS = ("errors", "warnings", "verdict", "report-json", "sarif")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
 SETTINGS_FILE = SETTINGS_NAME

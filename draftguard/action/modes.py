@@ -23,7 +23,7 @@ from draftguard.action.git import (_cwd, changed_files, find_base, git, material
                                    select_targets)
 from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
                                       ActionInputs, Context, WorkflowCommands)
-from draftguard.check import matrix
+from draftguard.check import matrix, policy
 from draftguard.check.drafter import detect_drafter
 from draftguard.check.engines import parse_engines
 from draftguard.check.findings import Finding, Report
@@ -36,12 +36,13 @@ from draftguard.report.comment import matrix_note, render_acceptance_section
 from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
-from draftguard.pr_verdict import PullRequestReview
+from draftguard.pr_verdict import PullRequestReview, settings_problem
+from draftguard.report.sarif import render_sarif
 from draftguard.pr_verdict import matrix_markdown as review_matrix_markdown
 from draftguard.runner.gpu_job import accept_command
 from draftguard.runner.result import AcceptanceResult
 from draftguard.secrets import scrub
-from draftguard.settings import Settings, parse_settings
+from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import BadInput, parse_json_object
 
 
@@ -78,12 +79,13 @@ def load_action_settings(root: Path, base: str | None, base_missing: bool = Fals
 # --- the light check ----------------------------------------------------------------------------
 
 def run_check(targets: list[str], versions: list[str] | None, drafter_target: str | None,
-              engines: list | None = None) -> Report:
+              engines: list | None = None, settings: Settings | None = None) -> Report:
     """One Report for targets relative to the current folder (so findings name repo paths); ``engines``
     (``check.engines.EngineSpec``) adds the engine views' findings, light tier (not with a matrix)."""
     # Run from the checkout's root: nothing the checked files name is read outside it (R5 of issue 25).
     return check(targets, versions=versions, drafter_target=drafter_target, confine=Path.cwd(),
-                 engines=None if versions else engines or None, progress=matrix.stderr_progress)
+                 engines=None if versions else engines or None, progress=matrix.stderr_progress,
+                 settings=settings)
 
 
 def matrix_markdown(report: Report) -> str | None:
@@ -128,7 +130,10 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     launches = select_launch_files(root, inputs.launch_files or settings.launch, changed, notes)
     head = ctx.head_sha or git(root, "rev-parse", "HEAD").strip()
     report_path = _report_path(commands.env)
-    if not targets and not launches:
+    head_settings = root / SETTINGS_FILE  # the head's own file: checked, never obeyed (settings_problem)
+    readable = head_settings.is_file() and not head_settings.is_symlink()  # never a runner's file
+    problem = settings_problem(head_settings.read_bytes()[:MAX_SETTINGS_BYTES + 1] if readable else None, SETTINGS_FILE)
+    if not targets and not launches and problem is None:
         what = "config or launch file" if inputs.launch_files or settings.launch else "config file"
         why = f"no {what} changed in this pull request" if changed is not None else "no config file to check"
         commands.summary.append(f"### draftguard light check\n\nSkipped: {why}." +
@@ -137,9 +142,12 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
         return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
 
     with _cwd(root):
-        report = run_check(targets, versions, drafter_target, engines)
+        report = run_check(targets, versions, drafter_target, engines, settings)
         if launches:  # the light tier (a runner has no vLLM); model folders must be inside the checkout
-            report = launch_report(launches, [], engines, None, report, confine=root)
+            # under the same rules and exceptions as the files' findings (applying them again changes nothing)
+            report = policy.apply(launch_report(launches, [], engines, None, report, confine=root), settings)
+    if problem is not None:
+        report.errors.append(problem)
     base_findings: list[Finding] | None = None
     if base:
         with tempfile.TemporaryDirectory(prefix="draftguard-base-") as tmp:
@@ -147,7 +155,7 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             base_findings = []
             if present:
                 with _cwd(tmp):
-                    base_findings = run_check(present, versions, drafter_target, engines).findings
+                    base_findings = run_check(present, versions, drafter_target, engines, settings).findings
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
@@ -159,6 +167,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target))
         commands.summary.extend([fixes] if fixes else [])
     Path(report_path).write_text(render_json(report), encoding="utf-8")
+    # For code scanning (the `upload-sarif` input uploads it): paths from the checkout's root.
+    Path(report_path).with_suffix(".sarif").write_text(render_sarif(report, root=str(root)), encoding="utf-8")
     counts = report.summary()
     errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)
     if report.errors:

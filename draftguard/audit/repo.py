@@ -36,12 +36,14 @@ from draftguard.check import matrix
 from draftguard.check.drafter import check_drafter, detect_drafter, find_target, load_target
 from draftguard.check.engines import check_engines
 from draftguard.check.findings import Finding, TargetResult
+from draftguard.check.policy import apply_findings
 from draftguard.check.run import check
 from draftguard.errors import FileTooLarge, RepoFailure
 from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
 from draftguard.hub_access import fetch_file, honour_retry_after, hub_api, hub_problem, probe_hub, unreachable_line
-from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, BadInput, Snapshot
+from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
+from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, SETTINGS_NAME, BadInput, Snapshot
 
 T = TypeVar("T")
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
@@ -85,6 +87,7 @@ class Fetched:
     sha: str
     snapshot: Snapshot
     base_model: str | None
+    settings: Settings | Exception | None = None  # the repo's .draftguard.yml (or why it cannot be read)
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -182,7 +185,14 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     shown = f"{ref.repo}@{ref.revision or 'main'}/{CONFIG_NAME}"
     snapshot = Snapshot(source=ref.repo, revision=sha, files={CONFIG_NAME: data}, display={CONFIG_NAME: shown},
                         local_dir=None, is_hub=True)
-    return Fetched(ref, sha, snapshot, _base_model(info))
+    settings = None  # the repo's own rules and exceptions, applied as every surface applies them
+    if SETTINGS_NAME in sizes:
+        try:
+            text, _ = fetch_file(ref.repo, SETTINGS_NAME, sha, limit=MAX_SETTINGS_BYTES, size=sizes[SETTINGS_NAME])
+            settings = parse_settings(text.decode("utf-8", "replace"), f"{ref.repo}@{ref.revision or 'main'}/{SETTINGS_NAME}")
+        except (BadInput, FileTooLarge) as exc:  # the config is still checked; the record says why these were not
+            settings = exc
+    return Fetched(ref, sha, snapshot, _base_model(info), settings)
 
 
 def current_sha(ref: RepoRef) -> str | None:
@@ -324,6 +334,12 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
                 findings += engine_findings(fetched, result, record, targets, options)
             except Exception as exc:  # a bug on one config: recorded, and the audit goes on
                 record.errors.append(RepoError("internal", f"engine rules not run: {_failure_of(exc).message}"))
+            try:
+                if isinstance(fetched.settings, Exception):
+                    raise fetched.settings
+                findings, record.silenced = apply_findings(findings, fetched.settings)
+            except (BadInput, FileTooLarge) as exc:
+                record.errors.append(RepoError("invalid-config", f"{SETTINGS_NAME} not applied: {exc}"))
             record.findings = [f.to_json() for f in _sorted(findings)]
             record.fix = proven_fix(fetched.snapshot, findings, options.host_version)
         record.attempts, record.seconds = attempts[0], time.monotonic() - started

@@ -96,6 +96,11 @@ def render_markdown(result: "AuditResult", versions: list[str]) -> str:
         lines += ["## Warnings", "", "| repo | rules |", "|---|---|"]
         lines += [f"| {_cell(r.repo)} | {', '.join(r.rules('warning'))} |" for r in warned]
         lines.append("")
+    silenced = [(r, line) for r in records for line in r.silenced]
+    if silenced:  # what each repo's own .draftguard.yml rules and ignore changed
+        lines += ["## Silenced by the repos' own settings", "", "| repo | what |", "|---|---|"]
+        lines += [f"| {_cell(r.repo)} | {_cell(line)} |" for r, line in silenced]
+        lines.append("")
     lines += ["Every finding, with its message and fix, is in audit.html; one JSON record per repo in audit.jsonl.",
               ""]
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from draftguard.jobs import Job, Queue, Retry
-from draftguard.check import resolver
+from draftguard.check import policy, resolver
 from draftguard.check.drafter import DrafterFormat, TargetModel, detect_drafter, find_target, load_target
 from draftguard.check.engines import EngineSpec, parse_engines
 from draftguard.check.findings import Finding, InputError, Report
@@ -29,7 +29,7 @@ from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
 from draftguard.report.comment import render_matrix_section
 from draftguard.report.engines import render_engines_section
-from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown
+from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown, settings_problem
 from draftguard.secrets import scrub
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot
@@ -129,9 +129,16 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         report.errors.append(InputError(source=skipped[0], file=skipped[0], message=(
             f"{len(skipped)} more config.json not checked ({skipped[0]} and after): a pull request is checked "
             f"for at most {MAX_CONFIGS_PER_PR} configs; split it")))
+    if any(p == SETTINGS_FILE for p, _ in relevant):  # the pull request edits the settings: checked
+        try:
+            problem = settings_problem(client.read_file(SETTINGS_FILE, head, max_bytes=MAX_SETTINGS_BYTES), SETTINGS_FILE)
+        except (FileTooLarge, UnreadableFile) as exc:
+            problem = InputError(source=SETTINGS_FILE, message=str(exc), file=SETTINGS_FILE)
+        if problem is not None:
+            report.errors.append(problem)
     fetched: dict[str, Any] = {}  # target models, fetched once per job
     run = partial(check, target_lookup=_target_lookup(settings, fetched), cache=fetched,
-                  engines=_engines(settings, notes), version=report.transformers_version)
+                  engines=_engines(settings, notes), version=report.transformers_version, settings=settings)
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
@@ -253,7 +260,9 @@ def read_settings(client: PullRequestSource, notes: list[str] | None = None) -> 
 
     try:
         data = client.read_file(SETTINGS_FILE, client.default_branch(), max_bytes=MAX_SETTINGS_BYTES)
-        return parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
+        settings = parse_settings(data.decode("utf-8", "replace"), SETTINGS_FILE) if data else Settings()
+        policy.validate(settings)  # a rule that does not exist: defaults, and the note says which
+        return settings
     except (BadInput, FileTooLarge, UnreadableFile) as exc:
         if notes is not None:
             notes.append(f":no_entry: {SETTINGS_FILE} on the default branch: {exc} (defaults used)")  # escaped where shown

@@ -441,6 +441,9 @@ class Report:
     errors: list[InputError] = field(default_factory=list)
     # A check.matrix.VersionMatrix when several transformers versions were checked, else None.
     matrix: Any = None
+    # What .draftguard.yml's `rules:` and `ignore:` changed (check.policy): one line each, e.g.
+    # "1 finding silenced by .draftguard.yml:4 (DG001 on `sliding_window`: reason)".
+    silenced: list[str] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -469,4 +472,5 @@ class Report:
             "targets": [t.to_json() for t in self.targets],
             "errors": [e.to_json() for e in self.errors],
             **({"matrix": self.matrix.to_json()} if self.matrix is not None else {}),
+            **({"silenced": list(self.silenced)} if self.silenced else {}),
         }

@@ -6,7 +6,7 @@ In: sources (target names, which are loaded here: a folder, a config.json file o
 ``Snapshot`` objects a surface read itself, e.g. from an API at a commit), and how to check them:
 transformers ``versions`` (the matrix), a drafter's explicit target, a ``target_lookup`` (how a
 surface reads a drafter's target: the bots and the audit never read the host's files or use their
-token for a name the files chose), ``engines`` (``check.engines.EngineSpec``).
+token for a name the files chose), ``engines`` (``check.engines.EngineSpec``), and the repository's ``settings`` (rules and exceptions).
 Out: ``check(...)`` -> a ``Report``; nothing is raised for a source that cannot be checked (it is an
 ``InputError`` in the Report), only ``BadInput`` for malformed versions, before any work.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from draftguard import bounded
-from draftguard.check import resolver
+from draftguard.check import policy, resolver
 from draftguard.check.environments import parse_versions
 from draftguard.check.findings import InputError, Report
 from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
@@ -25,6 +25,7 @@ from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, Targ
 from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
 from draftguard.hub_access import hub_constants
+from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 __all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
@@ -42,7 +43,8 @@ def check(
     trust_remote_code: bool = False, engines: list | None = None, real_engines: Any = None,
     confine: Path | None = None, drafter_rules: bool = True, drafter_failed: DrafterFailed | None = None,
     cache: dict | None = None, version: str | None = None, progress: Callable[[str], None] | None = None,
-    host_in_process: bool = False, in_process: bool = False,
+    host_in_process: bool = False, in_process: bool = False, settings: Settings | None = None,
+    settings_root: str | None = None,
 ) -> Report:
     """Check every source into one Report: under each of ``versions`` through the version matrix
     (``check.matrix``), else under the installed transformers in this process (``check.light``).
@@ -59,7 +61,10 @@ def check(
     the files name, must resolve (symlinks followed) inside that folder. ``cache`` keeps fetched
     target models across calls (fix rechecks one file many times). ``version`` names the installed
     transformers in the Report (the audit passes it once). ``progress`` and ``host_in_process``
-    are the matrix's (first installs; resolving in this process).
+    are the matrix's (first installs; resolving in this process). ``settings``: the repository's
+    .draftguard.yml, whose ``rules:`` and ``ignore:`` are applied here (``check.policy``), once for
+    every surface; ``settings_root`` is the folder its paths are relative to (None: the findings'
+    files are already named from the repository root).
 
     Each file is checked in a child process under hard limits (``draftguard.bounded``: memory, CPU
     seconds, wall time, from the environment): a file past one is an InputError naming the bound,
@@ -67,7 +72,8 @@ def check(
     benchmark's baseline, never for untrusted files.
 
     Raises:
-        BadInput: A version or a limit's setting is malformed (nothing has run yet).
+        BadInput: A version or a limit's setting is malformed, or the settings name a rule that does
+            not exist (nothing has run yet).
 
     Example::
 
@@ -76,6 +82,8 @@ def check(
         (['DG001', 'DG005'], True)
     """
     versions = parse_versions(versions) if versions else None
+    if settings is not None:
+        policy.validate(settings)
     fetched: dict = {} if cache is None else cache  # target models fetched once per run
     step = DrafterStep(drafter_target, target_lookup, trust_remote_code, confine, fetched, drafter_failed)
     limits = bounded.Limits.from_env()  # a setting that is no limit: BadInput before any work
@@ -91,8 +99,8 @@ def check(
         if drafter_rules:
             drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
                                                                                      step, child))
-        return _matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
-                       host_in_process)
+        return policy.apply(_matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
+                                    host_in_process), settings, settings_root)
     report = Report(transformers_version=version or resolver.transformers_version())
     options.version = report.transformers_version
     for source in sources:
@@ -105,7 +113,7 @@ def check(
                 report.targets.append(check_file(snapshot, options, step, real_engines, child))
         except BadInput as exc:
             report.errors.append(InputError.of(name, exc))
-    return report
+    return policy.apply(report, settings, settings_root)
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:

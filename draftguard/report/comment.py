@@ -210,9 +210,11 @@ def render_light_section(
     out += [f"**{state}** (fail on: {fail_on}): {line}. transformers {esc(report.transformers_version)}", ""]
     for note in notes:
         out.append(f"- {esc_message(note)}")
+    for line in report.silenced:  # .draftguard.yml's rules and ignore (check.policy)
+        out.append(f"- :mute: {esc_message(line)}")
     for e in report.errors:
         out.append(f"- :no_entry: could not check {code(e.file or e.source)}: {esc(e.message)}")
-    if report.errors or notes:
+    if report.errors or notes or report.silenced:
         out.append("")
     findings = causes_first(report.findings)  # a symptom that says "see the ... finding" after that finding
     if new is not None:

@@ -68,6 +68,8 @@ def render_text(report: Report, file: TextIO) -> None:
             table.add_row(*row)
         console.print(table)
         console.print()
+    for line in report.silenced:  # what .draftguard.yml's rules and ignore changed
+        console.print(Text(line, style="dim"))
     console.print(summary_line(report.summary(), len(report.targets), len(report.errors))
                   + f" (transformers {report.transformers_version})")
 

@@ -38,6 +38,7 @@ from draftguard.runner.result import FAIL, PASS, AcceptanceResult
 from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
 from draftguard.settings import load_settings
+from draftguard.errors import install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -63,7 +64,7 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
         help="acceptance test: speculative decoding on real prompts, τ and a verdict (needs the runner extra)",
         description="Run the drafter against its target with greedy speculative decoding, measure the mean "
         "acceptance length τ and the per-position acceptance, and judge it against --min-acceptance-length or "
-        "a --baseline result. Needs torch (pip install 'draftguard[runner]'); --backend vllm needs vLLM.",
+        "a --baseline result. Needs torch (the `runner` extra); --backend vllm needs vLLM.",
     )
     p.add_argument("--target", help="the target model: a folder or a Hub repo id (default: .draftguard.yml target)")
     p.add_argument("--drafter", required=True, help="the drafter: a folder or a Hub repo id (z-lab DFlash format)")
@@ -190,11 +191,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         try:  # fail before the run, not after it
             import matplotlib  # noqa: F401 (matplotlib: the plot extra only)
         except ImportError:
-            raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
+            raise BadInput(f"--plot needs matplotlib: {install_hint('plot')}") from None
     try:
         import torch  # torch: the runner extra only
     except ImportError:
-        raise BadInput("draftguard accept needs torch: pip install 'draftguard[runner]'") from None
+        raise BadInput(f"draftguard accept needs torch: {install_hint('runner')}") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
     _check_fit(args.target, args.drafter)

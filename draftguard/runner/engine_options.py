@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from draftguard.errors import VllmOptionError
+from draftguard.errors import VllmOptionError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
 
-INSTALL_HINT = "pip install 'draftguard[vllm]'"
+INSTALL_HINT = install_hint("vllm")
 MODEL_RUNNERS = ("auto", "v1", "v2")
 # vLLM reads this when the engine starts; unset means vLLM's own default for the model.
 RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"

@@ -25,6 +25,7 @@ from typing import IO
 from draftguard.report.acceptance import diagnosis_table, number_text
 from draftguard.runner.differential import render_side_by_side
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
+from draftguard.errors import install_hint
 from draftguard.snapshot import BadInput
 
 _ICON = {PASS: "✅", FAIL: "❌"}
@@ -112,7 +113,7 @@ def plot_per_position(result: AcceptanceResult, path: str | Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # matplotlib: the plot extra only
     except ImportError:
-        raise BadInput("--plot needs matplotlib: pip install 'draftguard[plot]'") from None
+        raise BadInput(f"--plot needs matplotlib: {install_hint('plot')}") from None
     rates = result.per_position_acceptance
     fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(rates) + 2), 3.2))
     ax.bar(range(1, len(rates) + 1), rates, color="#3b7dd8")

@@ -19,7 +19,7 @@ In: a target and a drafter (folders or Hub ids), ``EngineOptions``, and prompts 
 Out: ``VllmBackend.run_prompt`` -> (``PromptResult``, generated tokens) per prompt; ``VllmMissing``,
 ``EngineStartError`` or ``EngineRunError`` with vLLM's own reason, in one line, when it cannot run.
 
-Example (on a GPU runner with ``pip install 'draftguard[vllm]'``)::
+Example (on a GPU runner with the ``vllm`` extra installed)::
 
     backend = VllmBackend("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", EngineOptions(max_model_len=8192))
     result, tokens = backend.run_prompt(0, prompt_ids, max_new_tokens=256)

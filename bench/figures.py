@@ -1,0 +1,107 @@
+"""Regenerate the figures the README and docs quote, each dated: one command.
+
+Run:  python bench/figures.py [--only NAME,...] [--fast] [--out docs/figures.md]
+
+Each figure is one benchmark script of bench/ (each measures against its own baseline in the same
+run), run in a fresh process; its report is written under a heading that says what it is, where it
+is quoted, the date and the machine. ``--fast`` runs each with the fewest repeats and a small corpus
+(what tests/test_bench_figures.py runs, so the command keeps working); its figures are not the ones
+to quote. The README's and docs' numbers are copied from the full run's docs/figures.md by hand,
+with its date.
+
+Figures:
+- real-configs: the light check on tests/data/real-configs (README "On real published configs",
+  docs/performance.md): configs, families, resolvable, false alarms, warm rate against transformers.
+- engines: what vLLM 0.32 and SGLang 0.5.23 serve differently, light tier (README "What the engines
+  serve", docs/engines.md, docs/performance.md).
+- drafter-rules: what the drafter rules add to a check's wall time (docs/performance.md).
+- check: the light check's cold and warm cost against a bare AutoConfig (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "real-configs"
+# A few real configs for --fast: a family with a window, one the check reads on its keys (no class),
+# one that needs remote code.
+FAST_CORPUS = ("qwen--qwen3-8b", "minimaxai--minimax-m3", "baichuan-inc--baichuan2-7b", "mistralai--mistral-7b-instruct-v0.3")
+
+# name -> (where it is quoted, full arguments, fast arguments); "{corpus}" is the corpus folder.
+FIGURES: dict[str, tuple[str, list[str], list[str]]] = {
+    "real-configs": ("README (On real published configs), docs/performance.md",
+                     ["bench/bench_real_configs.py", "--repeat", "3"],
+                     ["bench/bench_real_configs.py", "--repeat", "1", "--corpus", "{corpus}"]),
+    "engines": ("README (What the engines serve), docs/engines.md, docs/performance.md",
+                ["bench/bench_engines.py", "--repeat", "5"], ["bench/bench_engines.py", "--repeat", "1"]),
+    "drafter-rules": ("docs/performance.md", ["bench/bench_drafter_rules.py", "--runs", "7"],
+                      ["bench/bench_drafter_rules.py", "--runs", "1"]),
+    "check": ("docs/performance.md", ["bench/bench_check.py", "--runs", "9"],
+              ["bench/bench_check.py", "--runs", "1", "--warm-configs", "20", "--skip-corpus-cli",
+               "--corpus-repeat", "1", "--corpus", "{corpus}"]),
+}
+FAST_DEFAULT = ("real-configs", "check")  # --fast without --only: the quick ones
+
+
+def fast_corpus(folder: Path) -> Path:
+    """A small copy of the real-config corpus, for --fast."""
+    for name in FAST_CORPUS:
+        if (CORPUS / name).is_dir():
+            shutil.copytree(CORPUS / name, folder / name)
+    return folder
+
+
+def run_figure(name: str, fast: bool, corpus: Path) -> str:
+    """One figure's section: heading, where quoted, date, machine, seconds, and the script's report."""
+    quoted, full, quick = FIGURES[name]
+    argv = [sys.executable, *(a.replace("{corpus}", str(corpus)) for a in (quick if fast else full))]
+    start = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.monotonic() - start
+    when = datetime.date.today().isoformat()
+    machine = f"{platform.machine()}, {os.cpu_count()} CPU, Python {platform.python_version()}"
+    head = [f"## {name}{' (fast mode: not for quoting)' if fast else ''}", "",
+            f"Measured {when} on {machine} in {seconds:.0f} s: `python {' '.join(argv[1:])}`. "
+            f"Quoted in: {quoted}.", "", ""]
+    if done.returncode != 0:
+        raise SystemExit(f"figures: {name} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    report = done.stdout.strip().replace(str(ROOT) + os.sep, "")  # paths from the repository, not this machine's
+    return "\n".join(head) + report + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help=f"comma-separated figures (of {', '.join(FIGURES)})")
+    parser.add_argument("--fast", action="store_true", help="fewest repeats, small corpus (the test's mode)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures.md")
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(FAST_DEFAULT if args.fast else FIGURES)
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        print(f"figures: no figure {unknown[0]!r} (figures: {', '.join(FIGURES)})", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="draftguard-figures-") as tmp:
+        corpus = fast_corpus(Path(tmp)) if args.fast else CORPUS
+        sections = []
+        for name in names:
+            print(f"figures: {name}...", file=sys.stderr)
+            sections.append(run_figure(name, args.fast, corpus))
+    args.out.write_text("# Figures\n\nRegenerated by `python bench/figures.py` (each section dated). The README "
+                        "and docs quote these.\n\n" + "\n".join(sections), encoding="utf-8")
+    print(f"figures: wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
