@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from draftguard import __version__
@@ -30,12 +28,14 @@ from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
 from draftguard.check.engines import parse_engines
 from draftguard.check.engines.real import RealEngines
-from draftguard.check import policy, rule_docs
+from draftguard.check import policy
 from draftguard.check.launch import launch_report
 from draftguard.check.launch.light import LAUNCH_RULES
 from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
+from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain,
+                                     cmd_settings_check, cmd_settings_schema)
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.report.annotations import render_annotations
 from draftguard.report.json import render_json
@@ -43,10 +43,9 @@ from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
 from draftguard.report.sarif import render_sarif
-from draftguard.settings import (Settings, find_settings, load_settings, repository_root, settings_keys,
-                                 settings_schema)
+from draftguard.settings import Settings, repository_root
 from draftguard.errors import install_hint
-from draftguard.snapshot import CONFIG_NAME, MODEL_FILES, SETTINGS_NAME, BadInput, load_snapshot
+from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 # What `serve` and `worker` need beyond the base install (the `bot` extra), by import name.
@@ -154,8 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     settings_check.add_argument("file", nargs="?", metavar="FILE")
     settings_check.set_defaults(func=cmd_settings_check)
-    settings_schema = settings_sub.add_parser("schema", help="print the JSON Schema of .draftguard.yml")
-    settings_schema.set_defaults(func=cmd_settings_schema)
+    settings_sub.add_parser("schema", help="print the JSON Schema of .draftguard.yml").set_defaults(
+        func=cmd_settings_schema)
 
     add_accept_parser(sub)
     add_audit_parser(sub)
@@ -253,41 +252,8 @@ def _first_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0][:200]
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    try:
-        sys.stdout.write(rule_docs.explain(args.rule))
-    except BadInput as exc:
-        print(f"draftguard: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return EXIT_OK
 
 
-def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
-    """The .draftguard.yml a local check runs under, by one rule for every key: the first local
-    target's repository file (``settings.find_settings``: the nearest folder upward holding one, never
-    above the git root), else the current folder's; defaults when there is none. Returns the settings
-    and the folder their paths are relative to."""
-    local = [t for t in targets if os.path.exists(t)]
-    found = find_settings(local[0] if local else ".")
-    if found is None:
-        return Settings(), None
-    shown = os.path.relpath(found)  # messages name it as the user would: from here, where it is below
-    return load_settings(found if shown.startswith("..") else shown), str(found.parent)
-
-
-def changed_targets(paths: Sequence[str]) -> list[str]:
-    """The configs a list of changed files asks to check (``check --files``): each model file or
-    .draftguard.yml stands for the config.json beside it, where there is one; each folder once."""
-    out: list[str] = []
-    for path in paths:
-        name = os.path.basename(path)
-        if name != CONFIG_NAME and (name in MODEL_FILES or name == SETTINGS_NAME):
-            path = os.path.join(os.path.dirname(path), CONFIG_NAME)
-            if not os.path.isfile(path):
-                continue
-        if path not in out:
-            out.append(path)
-    return out
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -357,45 +323,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
 
 
-def _settings_target(settings: Settings, root: str | None, targets: Sequence[str]) -> str | None:
-    """The settings' ``target:`` where the file is above the drafter's own folder (a file in the
-    drafter's folder is read by the drafter rules themselves, which name it in DG100). A relative
-    folder is read from the settings file's folder."""
-    if not settings.target or root is None:
-        return None
-    if any(os.path.isdir(t) and os.path.abspath(t) == root for t in targets):
-        return None
-    candidate = os.path.join(root, settings.target)
-    return candidate if os.path.exists(candidate) else settings.target
 
 
-def cmd_settings_check(args: argparse.Namespace) -> int:
-    """Check a .draftguard.yml: exit 0 and one line when it is valid, 2 and one line naming the line,
-    the key and the key it most likely meant when it is not."""
-    path = Path(args.file) if args.file else find_settings(".")
-    if path is None:
-        print("draftguard: no .draftguard.yml in this folder or above it (up to the git root)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        if not path.is_file():
-            raise BadInput(f"{path}: no such file", file=str(path))
-        settings = load_settings(path)
-        policy.validate(settings)
-        engines = parse_engines(settings.engines, source=str(path)) if settings.engines else None
-        if settings.transformers:
-            matrix.parse_versions(settings.transformers, source=str(path))
-    except BadInput as exc:
-        print(f"draftguard: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    keys = [k for k in settings_keys() if k in settings.lines]
-    print(f"{path}: valid ({len(keys)} key{'s' if len(keys) != 1 else ''}: {', '.join(keys) or 'none'}"
-          f"{'; ' + str(len(engines)) + ' engine(s)' if engines else ''})")
-    return EXIT_OK
-
-
-def cmd_settings_schema(args: argparse.Namespace) -> int:
-    sys.stdout.write(json.dumps(settings_schema(), indent=2) + "\n")
-    return EXIT_OK
 
 
 def cmd_fix(args: argparse.Namespace) -> int:

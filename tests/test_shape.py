@@ -441,7 +441,7 @@ def test_the_reason_check_reads_comments_not_pragmas():
 # --- layers ------------------------------------------------------------------------------------------
 # The README's Layout, top to bottom. A module imports only from its own layer or the layers below it.
 LAYERS = [
-    ("draftguard.cli", "draftguard.__main__", "draftguard.action", "draftguard.bot", "draftguard.audit"),
+    ("draftguard.cli", "draftguard.cli_settings", "draftguard.__main__", "draftguard.action", "draftguard.bot", "draftguard.audit"),
     ("draftguard.hosts", "draftguard.pr_verdict", "draftguard.jobs", "draftguard.payloads", "draftguard.locks"),
     ("draftguard.runner",),
     ("draftguard.report",),
