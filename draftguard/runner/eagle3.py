@@ -10,7 +10,8 @@ token at the first mismatch, so the output equals plain greedy decoding of the t
 are the target's.
 
 In: the target, an ``Eagle3Head``, a prompt as token ids, K (``num_speculative_tokens``).
-Out: the new tokens and their ``DraftCounts`` (``eagle3_generate``); ``chain_draft`` for training.
+Out: the new tokens and their ``DraftCounts`` (``eagle3_generate``); ``chain_draft`` for training;
+``Eagle3Backend``, the reference backend's interface for a head.
 Needs the ``runner`` extra (torch).
 """
 
@@ -22,8 +23,10 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from draftguard.runner.eagle3_model import Eagle3Head, PrenormHook, aux_features
-from draftguard.runner.reference import DraftCounts, _cache_arg, _count_step, _crop, _new_cache
+from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, load_target
+from draftguard.runner.eagle3_model import Eagle3Head, PrenormHook, aux_features, load_eagle3
+from draftguard.runner.reference import DraftCounts, _cache_arg, _count_step, _crop, _new_cache, stop_token_ids
+from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput
 
 DEFAULT_SPECULATIVE_TOKENS = 3
@@ -111,3 +114,52 @@ def eagle3_generate(
     finally:
         hook.handle.remove()
     return new[:max_new_tokens], counts
+
+
+class Eagle3Backend:
+    """The reference backend for an EAGLE-3 head: ``ReferenceBackend``'s interface (``run_prompt``,
+    ``run_prompt_views``, ``tokenizer``, ``target``, ``block_size``) over ``eagle3_generate``. A head
+    has one config view here: the LLaMA config class rewrites none of the keys it reads.
+
+    Example::
+
+        backend = Eagle3Backend("tests/fixtures/vllm-models/target", "tests/fixtures/vllm-models/eagle3")
+        result, tokens = backend.run_prompt(0, [40, 3, 6, 9], max_new_tokens=32)
+    """
+
+    name = "reference"
+
+    def __init__(self, target: str, drafter: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
+                 num_speculative_tokens: int | None = None):
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
+        self.device, self.views = device, ("resolved",)
+        self.target, self.tokenizer = load_target(target, device, dtype)
+        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
+            torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
+        self.drafter = load_eagle3(drafter, self.target, device)
+        self.k = num_speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
+        self.stop_ids = stop_token_ids(self.target, self.tokenizer)
+        self.replayed_steps = 0
+
+    @property
+    def block_size(self) -> int:
+        return self.k + 1
+
+    def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
+                   block_size: int | None = None, label: str | None = None) -> tuple[PromptResult, list[int]]:
+        k = block_size - 1 if block_size else self.k
+        t0 = time.perf_counter()
+        tokens, c = eagle3_generate(self.target, self.drafter, input_ids, max_new_tokens, num_speculative_tokens=k,
+                                    stop_ids=self.stop_ids)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return PromptResult.from_counts(
+            index, drafts=c.drafts, draft_tokens=c.draft_tokens, accepted_tokens=c.accepted_tokens,
+            accepted_per_position=c.accepted_per_position, new_tokens=len(tokens),
+            wall_seconds=time.perf_counter() - t0, label=label), tokens
+
+    def run_prompt_views(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
+                         block_size: int | None = None, label: str | None = None
+                         ) -> dict[str, tuple[PromptResult, list[int]]]:
+        return {"resolved": self.run_prompt(index, input_ids, max_new_tokens, block_size=block_size, label=label)}
