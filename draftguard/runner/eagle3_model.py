@@ -212,9 +212,11 @@ class Eagle3Head(nn.Module):
 def aux_features(target: nn.Module, out: Any, ids: Sequence[int], prenorm_last: torch.Tensor) -> torch.Tensor:
     """The target's features at aux ids ``ids`` from a forward with ``output_hidden_states``: index
     k < N is ``hidden_states[k]``; N is the last layer's output before the final norm (``prenorm_last``,
-    which transformers' ``hidden_states[N]`` replaces by the normed one)."""
+    which transformers' ``hidden_states[N]`` replaces by the normed one). In ascending order whatever
+    the list's order: vLLM appends each aux state as its layer runs (``_maybe_add_hidden_state``), so
+    the default (2, 1, 0) of a 3-layer target feeds layers 0, 1, 2 in that order."""
     n = len(out.hidden_states) - 1
-    return torch.cat([prenorm_last if i == n else out.hidden_states[i] for i in ids], -1)
+    return torch.cat([prenorm_last if i == n else out.hidden_states[i] for i in sorted(ids)], -1)
 
 
 class PrenormHook:
