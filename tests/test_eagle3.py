@@ -91,15 +91,17 @@ def test_reference_eagle3_is_lossless():
 
 
 @pytest.mark.vllm
-def test_both_backends_agree_and_the_engine_default_ids_fail_the_bar(capsys):
-    """Measured 2026-12-04: healthy τ 4.00 in both; no ids 3.76 reference, 3.82 vLLM (6 prompts)."""
+def test_both_backends_agree_on_the_healthy_head_and_fail_the_broken_d2t(capsys):
+    """Measured 2026-12-04 (6 prompts): healthy τ 4.00 in both; d2t one off 1.00 in both. The no-ids
+    head (3.76 reference, 3.82 vLLM) is within 5% too, but only 2 of these 6 prompts show its fault,
+    so against a bar it is inconclusive here; docs/acceptance.md has its figures."""
     pytest.importorskip("vllm")
-    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--min-acceptance-length", "3.9")
+    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--min-acceptance-length", "3.5")
     code, healthy, err = accept(capsys, "eagle3", *args)
     assert code == 0, err
     ref, eng = healthy.run["differential"]["reference_tau"], healthy.run["differential"]["vllm_tau"]
     assert abs(eng / ref - 1) <= 0.05, (ref, eng)
-    code, faulty, err = accept(capsys, "eagle3-no-ids", *args)
+    code, faulty, err = accept(capsys, "eagle3-bad-d2t", *args)
     assert code == 1 and faulty.verdict.status == "fail", err
-    ref, eng = faulty.run["differential"]["reference_tau"], faulty.run["differential"]["vllm_tau"]
-    assert eng < 3.9 and abs(eng / ref - 1) <= 0.05, (ref, eng)
+    assert faulty.run["differential"]["vllm_tau"] < 0.95 * eng
+    assert faulty.diagnosis["cause"] == "drafter"
