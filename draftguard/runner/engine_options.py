@@ -50,7 +50,10 @@ class EngineOptions:
     method: str = "dflash"  # vLLM's speculative_config method: dflash or eagle3 (``drafting_method``)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The engine settings; ``method`` is left out: the result records it as ``run.method``."""
+        out = asdict(self)
+        out.pop("method")
+        return out
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
