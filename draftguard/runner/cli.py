@@ -31,7 +31,7 @@ from draftguard.check.findings import RULES, TargetResult
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
-from draftguard.runner.engine_options import add_engine_arguments
+from draftguard.runner.engine_options import add_engine_arguments, drafting_method
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
@@ -71,6 +71,9 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["reference", "vllm", "both"],
                    help="reference: draftguard's own DFlash implementation (CPU or GPU); vllm: vLLM's; both: "
                    "the two on the same prompts, judged against each other (default: reference)")
+    p.add_argument("--method", choices=["auto", "dflash", "eagle3"], default="auto",
+                   help="the drafting method: dflash (block drafting) or eagle3 (chain drafting from the target's "
+                   "aux hidden states); auto (default): what the drafter's config.json is")
     p.add_argument("--device", default="cpu", help="cpu or cuda (reference backend; default cpu)")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="weights' dtype, for both backends (auto: the reference runs float32 on CPU and bfloat16 "
@@ -200,10 +203,15 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
     _check_fit(args.target, args.drafter)
 
-    views, config_class, rewrites = config_views(args.config_view, args.drafter)
+    args.method = drafting_method(args.drafter, args.method)
+    if args.method == "eagle3":
+        # One view: the LLaMA config class rewrites none of the keys an EAGLE-3 head is built from.
+        views, config_class, rewrites = ("resolved",), None, []
+    else:
+        views, config_class, rewrites = config_views(args.config_view, args.drafter)
     run = {"target": args.target, "drafter": args.drafter, "config_view": "both" if len(views) > 1 else views[0],
-           "prompts": args.prompts}
-    if args.config_view == "auto":
+           "prompts": args.prompts, "method": args.method}
+    if args.config_view == "auto" and args.method != "eagle3":
         run["config_view_chosen"] = (f"both: the light check finds {config_class or 'the config class'} rewrites "
                                      + ", ".join(f"`{r.key}`" for r in rewrites)) if len(views) > 1 else \
             "resolved: the light check finds no key the config class rewrites"

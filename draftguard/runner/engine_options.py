@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from draftguard.check.drafter.detect import detect_drafter
 from draftguard.errors import VllmOptionError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
@@ -25,6 +26,9 @@ RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 LOG_STREAM_ENV = "VLLM_LOGGING_STREAM"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+METHODS = ("dflash", "eagle3")
+# vLLM's and the reference's draft length for an EAGLE-3 head when --num-speculative-tokens is not given.
+EAGLE3_SPECULATIVE_TOKENS = 3
 
 
 @dataclass
@@ -43,9 +47,13 @@ class EngineOptions:
     gpu_memory_utilization: float = 0.85
     enforce_eager: bool = False
     dtype: str = "auto"
+    method: str = "dflash"  # vLLM's speculative_config method: dflash or eagle3 (``drafting_method``)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The engine settings; ``method`` is left out: the result records it as ``run.method``."""
+        out = asdict(self)
+        out.pop("method")
+        return out
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +109,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         # `accept --dtype` is one option for both backends: vLLM's "auto" runs float32 checkpoints in
         # bfloat16, so a differential run that left it out compared unlike with like.
         dtype=getattr(args, "dtype", None) or "auto",
+        method=getattr(args, "method", None) if getattr(args, "method", None) in METHODS else "dflash",
     )
     validate_options(opts)
     return opts
@@ -136,7 +145,26 @@ class DrafterFacts:
     sliding_layers: int
 
 
-def drafter_facts(drafter: str, revision: str | None = None) -> DrafterFacts:
+def drafting_method(drafter: str, asked: str | None = None) -> str:
+    """``dflash`` or ``eagle3``: ``asked`` (``--method``) when given, else what the drafter's
+    config.json is (``check.drafter.detect``); anything else runs as DFlash, whose loader then says
+    what is missing.
+
+    Example::
+
+        >>> drafting_method("tests/fixtures/vllm-models/eagle3"), drafting_method("tests/fixtures/models/drafter")
+        ('eagle3', 'dflash')
+    """
+    if asked in METHODS:
+        return asked
+    try:
+        fmt = detect_drafter(load_snapshot(drafter).load_json())
+    except BadInput:
+        return "dflash"
+    return "eagle3" if fmt is not None and fmt.family == "eagle3" else "dflash"
+
+
+def drafter_facts(drafter: str, revision: str | None = None, method: str = "dflash") -> DrafterFacts:
     """Read block size and sliding window from the drafter's raw config.json (folder or Hub id).
 
     The raw file, not the config class: a window the class drops (the incident) is still the window
@@ -148,6 +176,8 @@ def drafter_facts(drafter: str, revision: str | None = None) -> DrafterFacts:
         DrafterFacts(block_size=4, sliding_window=6, sliding_layers=1)
     """
     raw = load_snapshot(drafter, revision).load_json()
+    if method == "eagle3":  # a chain drafter: no block, no window; the block is the anchor and K drafts
+        return DrafterFacts(block_size=EAGLE3_SPECULATIVE_TOKENS + 1, sliding_window=None, sliding_layers=0)
     block = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
     size = block.get("block_size", raw.get("block_size", 16))
     if not isinstance(size, int) or isinstance(size, bool) or size < 2:

@@ -127,6 +127,11 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
     from draftguard.runner.reference import ReferenceBackend  # torch, only when the reference backend runs
 
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
+    if getattr(args, "method", None) == "eagle3":
+        from draftguard.runner.eagle3 import Eagle3Backend  # torch, only when the reference backend runs
+
+        return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
+                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None))
     return ReferenceBackend(args.target, args.drafter, device=args.device, view=args.config_view, dtype=dtype,
                             views=views)
 
@@ -146,7 +151,7 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
             backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
             block_size=args.block_size, early_stop=not args.no_early_stop if early_stop is None else early_stop,
             on_prompt=step,
-            run={**run, "backend": "reference", "device": args.device,
+            run={**run, "backend": "reference", "device": args.device, "method": getattr(args, "method", "dflash"),
                  "block_size": args.block_size or backend.block_size,
                  "dtype": str(next(backend.target.parameters()).dtype).replace("torch.", "")},
         )
@@ -322,7 +327,7 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
             per_view = run_prompts_views(
                 backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
                 block_size=args.block_size, early_stop=not (args.no_early_stop or use_engine), on_prompt=step,
-                run={**run, "backend": "reference", "device": args.device,
+                run={**run, "backend": "reference", "device": args.device, "method": getattr(args, "method", "dflash"),
                      "block_size": args.block_size or backend.block_size,
                      "dtype": str(next(backend.target.parameters()).dtype).replace("torch.", "")},
                 settled=settled)

@@ -215,7 +215,7 @@ def speculative_config(drafter: str, num_speculative_tokens: int, opts: EngineOp
         >>> speculative_config("z-lab/Qwen3-8B-DFlash-b16", 15, EngineOptions(draft_attention_backend="FLASH_ATTN"))
         {'method': 'dflash', 'model': 'z-lab/Qwen3-8B-DFlash-b16', 'num_speculative_tokens': 15, 'attention_backend': 'FLASH_ATTN'}
     """
-    spec: dict[str, Any] = {"method": "dflash", "model": drafter, "num_speculative_tokens": num_speculative_tokens}
+    spec: dict[str, Any] = {"method": opts.method, "model": drafter, "num_speculative_tokens": num_speculative_tokens}
     if revision:
         spec["revision"] = revision
     backend = opts.draft_attention_backend or opts.attention_backend
@@ -285,7 +285,7 @@ class VllmBackend:
         self.console = console
         validate_options(self.options)
         self.target, self.drafter = target, drafter
-        self.facts = drafter_facts(drafter, drafter_revision)
+        self.facts = drafter_facts(drafter, drafter_revision, self.options.method)
         self.block_size = block_size or self.facts.block_size
         self.num_speculative_tokens = self.options.num_speculative_tokens or self.block_size - 1
         self.stop_ids = target_stop_ids(target, revision)
@@ -304,10 +304,14 @@ class VllmBackend:
             self.llm = vllm.LLM(**self.kwargs)
         except Exception as exc:  # vLLM's reasons are many; pass them on in one line, not its traceback
             raise EngineStartError(
-                f"vLLM {getattr(vllm, '__version__', '?')} could not start {target} with the DFlash drafter "
+                f"vLLM {getattr(vllm, '__version__', '?')} could not start {target} with the {self.method_label} drafter "
                 f"{drafter}: {self._reason(exc)}"
             ) from None
         self._sampling = vllm.SamplingParams
+
+    @property
+    def method_label(self) -> str:
+        return {"dflash": "DFlash", "eagle3": "EAGLE-3"}.get(self.options.method, self.options.method)
 
     def _reason(self, exc: BaseException) -> str:
         """Why vLLM failed: its exception, and when that only says the engine process died, the cause
@@ -356,7 +360,7 @@ class VllmBackend:
         except Exception as exc:  # the engine's failure, not ours: say so, and what it logged
             raise EngineRunError(
                 f"vLLM {self.version}'s engine failed while generating prompt {label or index} for {self.target} "
-                f"with the DFlash drafter {self.drafter}: {self._reason(exc)}"
+                f"with the {self.method_label} drafter {self.drafter}: {self._reason(exc)}"
             ) from None
         wall = time.perf_counter() - t0
         tokens = [int(t) for t in outputs[0].outputs[0].token_ids]
@@ -370,6 +374,7 @@ class VllmBackend:
             "backend": self.name,
             "vllm_version": self.version,
             "num_speculative_tokens": self.num_speculative_tokens,
+            "method": self.options.method,
             "engine": {k: v for k, v in self.options.to_dict().items() if v not in (None, False, "auto")},
             "engine_dtype": self.engine_dtype,
             "model_runner_env": os.environ.get(RUNNER_ENV),

@@ -1,0 +1,277 @@
+"""An EAGLE-3 head as a torch module, in the published checkpoint format vLLM loads with
+``"method": "eagle3"`` (``LlamaForCausalLMEagle3``; SpecForge's and the speculators library's layout).
+
+The format, as vLLM 0.32's ``llama_eagle3.py`` reads it:
+
+- config: a LLaMA decoder config with ``num_hidden_layers`` 1, ``draft_vocab_size`` (the reduced
+  draft vocabulary), the aux layer ids at the top level (``eagle_aux_hidden_state_layer_ids``) or in
+  ``eagle_config`` (else the engines' default (2, N//2, N-3) for a target of N layers), and
+  optionally ``target_hidden_size``;
+- weights: ``fc`` (len(ids) x target hidden -> hidden), ``midlayer.{input_layernorm, hidden_norm,
+  self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}`` (q/k/v take
+  2 x hidden: the normed token embedding beside the normed hidden state), ``norm``, ``lm_head``
+  (draft vocabulary), ``d2t`` (draft id -> target id offset: target = draft + d2t[draft]) and ``t2d``
+  (which target ids the draft vocabulary holds); no embeddings: the target's are shared.
+- aux id k is the target's residual stream after layer k - 1 (0: the embeddings); id N is the last
+  layer's output before the final norm, as vLLM captures it (``aux_features``).
+
+One step of the head at position i reads the token at i + 1 and a hidden state: ``fc`` of the
+target's features at i in the first pass, the head's own pre-norm output afterwards (chain drafting,
+``runner/eagle3.py``).
+
+In: a head folder (config.json, model.safetensors) and the target model.
+Out: ``Eagle3Spec``, ``Eagle3Head`` on the target's device and dtype (``load_eagle3``), and
+``aux_features``; a head that does not fit raises ``DrafterMismatch``, one without weights
+``MissingWeights``. Needs the ``runner`` extra (torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from draftguard.errors import DrafterMismatch, MissingWeights
+from draftguard.runner.dflash_model import _local_folder, _read_weights, _rotate_half, text_config
+from draftguard.snapshot import BadInput, parse_json_object
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def default_aux_ids(n: int) -> list[int]:
+    """The engines' aux ids for a head that states none: (2, N//2, N-3) (vLLM's
+    ``get_eagle3_default_aux_hidden_state_layers``). Example: ``default_aux_ids(3) == [2, 1, 0]``."""
+    return [2, n // 2, n - 3]
+
+
+@dataclass
+class Eagle3Spec:
+    """What the head is built from: shapes, the aux ids it reads (``ids_key`` says where they came
+    from: the top level, ``eagle_config`` or the engines' default) and the draft vocabulary size."""
+
+    source: str
+    hidden_size: int
+    target_hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    attention_bias: bool
+    vocab_size: int
+    draft_vocab_size: int
+    aux_ids: list[int]
+    ids_key: str
+    norm_before_residual: bool = False
+
+
+def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
+    """Read a head's config.json. The ids are read as vLLM's V1 runner reads them: the top-level
+    list, else ``eagle_config``'s, else the default for ``target_layers``.
+
+    Example::
+
+        >>> read_eagle3_spec("tests/fixtures/vllm-models/eagle3", 3).aux_ids
+        [1, 2, 3]
+    """
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise BadInput(f"{path}: no config.json in the drafter folder", file=str(path))
+    raw = parse_json_object(path.read_bytes(), str(path))
+    layers = raw.get("transformer_layer_config") if isinstance(raw.get("transformer_layer_config"), dict) else raw
+    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    if raw.get(IDS_KEY) is not None:
+        ids, key = raw[IDS_KEY], IDS_KEY
+    elif eagle.get(IDS_KEY) is not None:
+        ids, key = eagle[IDS_KEY], f"eagle_config.{IDS_KEY}"
+    elif raw.get("aux_hidden_state_layer_ids") is not None:
+        ids, key = raw["aux_hidden_state_layer_ids"], "aux_hidden_state_layer_ids"
+    else:
+        ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise BadInput(f"{path}: `{key}` must be a non-empty list of ints, got {ids!r}", file=str(path), key=key)
+
+    def num(name: str, default: Any = None) -> Any:
+        value = layers.get(name, raw.get(name, default))
+        if value is None:
+            raise BadInput(f"{path}: `{name}` is missing; an EAGLE-3 head must set it", file=str(path), key=name)
+        return value
+
+    hidden, heads = int(num("hidden_size")), int(num("num_attention_heads"))
+    rope = layers.get("rope_parameters") or {}
+    vocab = int(num("vocab_size"))
+    return Eagle3Spec(
+        source=str(folder), hidden_size=hidden, target_hidden_size=int(raw.get("target_hidden_size") or hidden),
+        intermediate_size=int(num("intermediate_size")), num_heads=heads,
+        num_kv_heads=int(num("num_key_value_heads", heads)), head_dim=int(layers.get("head_dim") or hidden // heads),
+        rms_norm_eps=float(num("rms_norm_eps", 1e-6)),
+        rope_theta=float(rope.get("rope_theta") or layers.get("rope_theta") or 10000.0),
+        attention_bias=bool(layers.get("attention_bias", False)), vocab_size=vocab,
+        draft_vocab_size=int(raw.get("draft_vocab_size") or vocab), aux_ids=list(ids), ids_key=key,
+        norm_before_residual=bool(raw.get("norm_before_residual", False)),
+    )
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var = x.float().pow(2).mean(-1, keepdim=True)
+        return (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype) * self.weight
+
+
+class _Attention(nn.Module):
+    def __init__(self, s: Eagle3Spec):
+        super().__init__()
+        inp, b = 2 * s.hidden_size, s.attention_bias
+        self.q_proj = nn.Linear(inp, s.num_heads * s.head_dim, bias=b)
+        self.k_proj = nn.Linear(inp, s.num_kv_heads * s.head_dim, bias=b)
+        self.v_proj = nn.Linear(inp, s.num_kv_heads * s.head_dim, bias=b)
+        self.o_proj = nn.Linear(s.num_heads * s.head_dim, s.hidden_size, bias=b)
+        self.s = s
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        s = self.s
+        b, n, _ = x.shape
+        q = self.q_proj(x).view(b, n, s.num_heads, s.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, s.num_kv_heads, s.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, s.num_kv_heads, s.head_dim).transpose(1, 2)
+        inv = 1.0 / (s.rope_theta ** (torch.arange(0, s.head_dim, 2, device=x.device).float() / s.head_dim))
+        freqs = positions.float()[..., None] * inv
+        emb = torch.cat([freqs, freqs], -1)
+        cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        rep = s.num_heads // s.num_kv_heads
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, s: Eagle3Spec):
+        super().__init__()
+        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _MidLayer(nn.Module):
+    def __init__(self, s: Eagle3Spec):
+        super().__init__()
+        self.input_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.hidden_norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.self_attn = _Attention(s)
+        self.post_attention_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.mlp = _Mlp(s)
+
+
+class Eagle3Head(nn.Module):
+    """The head. ``forward(hidden, embeds, positions)`` runs the one layer causally over a whole
+    sequence (no cache: the reference recomputes, which is exact) and returns the draft-vocabulary
+    logits and the pre-norm output that feeds the next chain step. ``draft_to_target`` maps a draft
+    id to the target's."""
+
+    def __init__(self, spec: Eagle3Spec):
+        super().__init__()
+        self.spec = spec
+        self.fc = nn.Linear(len(spec.aux_ids) * spec.target_hidden_size, spec.hidden_size, bias=False)
+        self.midlayer = _MidLayer(spec)
+        self.norm = _RMSNorm(spec.hidden_size, spec.rms_norm_eps)
+        self.lm_head = nn.Linear(spec.hidden_size, spec.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(spec.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.ones(spec.vocab_size, dtype=torch.bool))
+
+    def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        layer = self.midlayer
+        e = layer.input_layernorm(embeds)
+        if self.spec.norm_before_residual:
+            hidden = layer.hidden_norm(hidden)
+            residual = hidden
+        else:
+            residual, hidden = hidden, layer.hidden_norm(hidden)
+        x = layer.self_attn(torch.cat([e, hidden], -1), positions) + residual
+        pre = layer.mlp(layer.post_attention_layernorm(x)) + x
+        return self.lm_head(self.norm(pre)), pre
+
+    def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]
+
+
+def aux_features(target: nn.Module, out: Any, ids: Sequence[int], prenorm_last: torch.Tensor) -> torch.Tensor:
+    """The target's features at aux ids ``ids`` from a forward with ``output_hidden_states``: index
+    k < N is ``hidden_states[k]``; N is the last layer's output before the final norm (``prenorm_last``,
+    which transformers' ``hidden_states[N]`` replaces by the normed one). In ascending order whatever
+    the list's order: vLLM appends each aux state as its layer runs (``_maybe_add_hidden_state``), so
+    the default (2, 1, 0) of a 3-layer target feeds layers 0, 1, 2 in that order."""
+    n = len(out.hidden_states) - 1
+    return torch.cat([prenorm_last if i == n else out.hidden_states[i] for i in sorted(ids)], -1)
+
+
+class PrenormHook:
+    """Keeps the input of the target's final norm (the last layer's pre-norm output) on each forward."""
+
+    def __init__(self, target: nn.Module):
+        norm = getattr(getattr(target, "model", target), "norm", None)
+        if norm is None:
+            raise BadInput("the reference runs EAGLE-3 on targets with a `model.norm` (LLaMA/Qwen-style) only")
+        self.value: torch.Tensor | None = None
+        self.handle = norm.register_forward_hook(self._keep)
+
+    def _keep(self, _module: nn.Module, args: tuple[Any, ...], _out: Any) -> None:
+        self.value = args[0]
+
+
+def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None
+                ) -> Eagle3Head:
+    """Build the head from its config.json and load its safetensors exactly (every tensor the format
+    names, with its shape; ``t2d`` and ``d2t`` optional when the draft vocabulary is the target's).
+
+    Example: ``head = load_eagle3("tests/fixtures/vllm-models/eagle3", target)``."""
+    folder = _local_folder(name, "drafter")
+    text = text_config(target)
+    n = int(text.num_hidden_layers)
+    spec = read_eagle3_spec(folder, n)
+    spec.source = str(name)
+    if aux_ids is not None:
+        spec.aux_ids = list(aux_ids)
+    where = f"{name}/config.json"
+    for i in spec.aux_ids:
+        if not 0 <= i <= n:
+            raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id {i}, but the target has "
+                                  f"{n} layers (aux ids 0..{n})", file=where, key=spec.ids_key)
+    if spec.target_hidden_size != int(text.hidden_size) or spec.vocab_size != int(text.vocab_size):
+        raise DrafterMismatch(f"{where}: the head's target hidden size {spec.target_hidden_size} and vocabulary "
+                              f"{spec.vocab_size} differ from the target's {text.hidden_size} and {text.vocab_size}",
+                              file=where)
+    weights = _read_weights(folder)
+    module = Eagle3Head(spec)
+    expected = module.state_dict()
+    optional = {"t2d"} | ({"d2t"} if spec.draft_vocab_size == spec.vocab_size else set())
+    missing = sorted(set(expected) - set(weights) - optional)
+    unexpected = sorted(set(weights) - set(expected) - {"embed_tokens.weight"})
+    if missing or unexpected:
+        raise (MissingWeights if missing else DrafterMismatch)(
+            f"{folder}: the EAGLE-3 weights " + (f"lack {', '.join(missing[:4])}" if missing
+                                                 else f"hold tensors the format does not name: {', '.join(unexpected[:4])}"),
+            file=str(folder))
+    for key, tensor in weights.items():
+        if key in expected and tuple(tensor.shape) != tuple(expected[key].shape):
+            raise DrafterMismatch(f"{folder}: `{key}` has shape {tuple(tensor.shape)}, the config calls for "
+                                  f"{tuple(expected[key].shape)}", file=str(folder), key=key)
+    module.load_state_dict({k: v for k, v in weights.items() if k in expected}, strict=False)
+    param = next(target.parameters())
+    module = module.to(device=device or param.device, dtype=param.dtype).eval()
+    module.d2t, module.t2d = module.d2t.long(), module.t2d.bool()
+    return module
