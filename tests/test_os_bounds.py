@@ -173,3 +173,23 @@ def test_the_bench_that_measures_the_bound_runs_as_the_docs_show_it():
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout[:done.stdout.rindex("}") + 1])
     assert figures["files"] == 6 and figures["cold_cpu_ratio"] > 0 and figures["warm_bounded_ms"] > 0
+
+
+def test_a_launch_files_model_is_resolved_under_the_same_bound(tmp_path):
+    """A launch file is untrusted as a config is: the config it serves was resolved by the launch view
+    in the caller's own process (no bound: the B2 config held it, and a larger count would have taken
+    the process down). It is now resolved in the bounded child, stopped and named like any file."""
+    folder = b2_folder(tmp_path)
+    script = tmp_path / "serve.sh"
+    script.write_text(f"#!/bin/sh\nvllm serve {folder.name} --max-model-len 4096\n")
+    started = time.monotonic()
+    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "DRAFTGUARD_CHECK_MEMORY": "1GB",
+            "DRAFTGUARD_CHECK_CPU_SECONDS": "20", "DRAFTGUARD_CHECK_SECONDS": "3"}
+    full.pop("DRAFTGUARD_VLLM_PYTHON", None)
+    done = subprocess.run([sys.executable, "-m", "draftguard", "check", "--format", "json", "--launch-file", str(script)],
+                          capture_output=True, text=True, timeout=120, env=full, cwd=REPO_ROOT)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    [error] = json.loads(done.stdout)["errors"]
+    assert "stopped at 1 GB of memory (DRAFTGUARD_CHECK_MEMORY)" in error["message"], error
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - started < 60

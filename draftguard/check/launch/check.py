@@ -25,7 +25,7 @@ from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, read_flags
 from draftguard.check.launch.judge import judge
 from draftguard.check.launch.light import LAUNCH_RULES, LaunchView, sglang_view, vllm_view
 from draftguard.check.launch.sources import Launch
-from draftguard.check.light import check_snapshot
+from draftguard.check.run import check
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
@@ -78,9 +78,14 @@ def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | No
 
 
 def _read(snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The raw config and the values its transformers class resolves."""
-    result = check_snapshot(snapshot)
-    return snapshot.load_json(), dict(result.values or {})
+    """The raw config and the values its transformers class resolves, resolved as every other file's
+    check is (``check.run.check``: in a bounded child, a file past a bound stopped and named). Raises
+    BadInput: the config cannot be resolved, or it stopped at a bound."""
+    report = check([snapshot], drafter_rules=False)
+    if report.errors:
+        error = report.errors[0]
+        raise BadInput(error.message, file=error.file, line=error.line, column=error.column, key=error.key)
+    return snapshot.load_json(), dict(report.targets[0].values or {})
 
 
 def _draft_ref(flags: Flags) -> tuple[str, int, str | None] | None:
