@@ -189,9 +189,12 @@ def test_cli_engine_option_and_settings(tmp_path, monkeypatch, capsys):
     assert "DG200" in out and "light tier" in err
     assert main(["check", example, "--engine", "vllm==0.1"]) == 2
     assert "not one whose code draftguard has read" in capsys.readouterr().err
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / ".draftguard.yml").write_text("engines: [sglang==0.5.23]\n")
-    assert main(["check", str(HEALTHY / "mistral-7b-v0.1.json"), "--format", "json"]) == 1
+    # engines: comes from the checked files' repository's .draftguard.yml (docs/settings.md), as every key does
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "config.json").write_bytes((HEALTHY / "mistral-7b-v0.1.json").read_bytes())
+    (repo / ".draftguard.yml").write_text("engines: [sglang==0.5.23]\n")
+    assert main(["check", str(repo), "--format", "json"]) == 1
     assert "DG201" in capsys.readouterr().out
 
 

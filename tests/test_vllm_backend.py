@@ -303,6 +303,13 @@ def _fake_accept(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
+def _target_folder(tmp_path: Path) -> str:
+    folder = tmp_path / "target"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "qwen3"}')
+    return str(folder)
+
+
 def test_gpu_job_runs_accept_and_returns_the_result(tmp_path):
     from draftguard.runner.gpu_job import run_acceptance_job
     from draftguard.settings import Settings
@@ -312,10 +319,13 @@ def test_gpu_job_runs_accept_and_returns_the_result(tmp_path):
     python = _fake_accept(tmp_path, f"sys.stdout.write({result_json!r}); sys.exit(1)")
     env = {"PATH": os.environ.get("PATH", ""), "DRAFTGUARD_BACKEND": "both",
            "DRAFTGUARD_ACCEPT_ARGS": "--attention-backend FLASH_ATTN --max-model-len 8192"}
-    out = run_acceptance_job("acme/target", "/tmp/d", Settings(max_new_tokens=64), env=env, python=python)
+    # A local target folder: a Hub id is downloaded by the job itself before the child runs
+    # (tests/test_gpu_path.py), so the child never needs the token.
+    target = _target_folder(tmp_path)
+    out = run_acceptance_job(target, "/tmp/d", Settings(max_new_tokens=64), env=env, python=python)
     assert out == json.loads(ok)  # exit 1 (a failed verdict) still carries its result
     argv = json.loads((tmp_path / "argv.json").read_text())
-    assert argv[:10] == ["-m", "draftguard", "accept", "--target", "acme/target", "--drafter", "/tmp/d",
+    assert argv[:10] == ["-m", "draftguard", "accept", "--target", target, "--drafter", "/tmp/d",
                          "--format", "json", "--backend"]
     assert argv[10] == "both" and argv[-4:] == ["--attention-backend", "FLASH_ATTN", "--max-model-len", "8192"]
     assert ["--max-new-tokens", "64"] == argv[argv.index("--max-new-tokens"):argv.index("--max-new-tokens") + 2]
@@ -327,13 +337,13 @@ def test_gpu_job_errors_carry_the_childs_one_line(tmp_path):
     env = {"PATH": os.environ.get("PATH", "")}
     python = _fake_accept(tmp_path, "print('draftguard: --backend vllm needs vLLM', file=sys.stderr); sys.exit(2)")
     with pytest.raises(AcceptanceJobError, match="rejected its input: draftguard: --backend vllm needs vLLM"):
-        run_acceptance_job("t", "d", env=env, python=python)
+        run_acceptance_job(_target_folder(tmp_path), "d", env=env, python=python)
     python = _fake_accept(tmp_path, "import time; time.sleep(5)")
     with pytest.raises(AcceptanceJobError, match="ran past 1s"):
-        run_acceptance_job("t", "d", env=env, python=python, timeout=1)
+        run_acceptance_job(_target_folder(tmp_path), "d", env=env, python=python, timeout=1)
     python = _fake_accept(tmp_path, "print('not json')")
     with pytest.raises(AcceptanceJobError, match="without a result"):
-        run_acceptance_job("t", "d", env=env, python=python)
+        run_acceptance_job(_target_folder(tmp_path), "d", env=env, python=python)
 
 
 def test_close_shuts_the_engine_core_down(fake_vllm):
@@ -503,8 +513,8 @@ def test_gpu_job_passes_the_fetched_prompts_and_refuses_to_run_without_them(tmp_
     env = {"PATH": os.environ.get("PATH", "")}
     settings = Settings(prompts="eval/prompts.jsonl")
     with pytest.raises(AcceptanceJobError, match="eval/prompts.jsonl"):
-        run_acceptance_job("t", "d", settings, env=env, python=python)
-    run_acceptance_job("t", "d", settings, env=env, python=python, prompts="/tmp/job/prompts.jsonl")
+        run_acceptance_job(_target_folder(tmp_path), "d", settings, env=env, python=python)
+    run_acceptance_job(_target_folder(tmp_path), "d", settings, env=env, python=python, prompts="/tmp/job/prompts.jsonl")
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[argv.index("--prompts") + 1] == "/tmp/job/prompts.jsonl"
     # The repo's settings arrive as arguments: accept reads no .draftguard.yml of the worker's own.
