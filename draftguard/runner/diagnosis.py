@@ -310,8 +310,9 @@ def _runner_reason(found: tuple[str, str, Any], base: str, readings: dict[str, A
     bad, good, gap = found
     how = readings.get(bad, {}).get("how")
     ids_bad, ids_good = readings.get(bad, {}).get("aux_ids"), readings.get(good, {}).get("aux_ids")
-    reading = (f": it {how}, so it feeds aux ids {ids_bad} where {RUNNER_NAME[good]} feeds {ids_good}"
-               if how and ids_bad is not None else "")
+    good_how = readings.get(good, {}).get("how")
+    reading = (f": it reads aux ids {ids_bad} where {RUNNER_NAME[good]} reads {ids_good} ({RUNNER_NAME[bad]} {how}; "
+               f"{RUNNER_NAME[good]} {good_how})" if how and ids_bad is not None else "")
     taus = ""
     if gap is not None:
         hi, lo = gap.tau_a, gap.tau_b  # the interval is τ_bad / τ_good
