@@ -247,6 +247,8 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     if runners is not None:
         run.update(config_view="resolved", model_runner="both",
                    model_runners={v: r.to_dict() for v, r in runners.items()})
+    elif args.model_runner in RUNNERS and args.method == "eagle3":
+        run["model_runner"] = args.model_runner  # the reference reads the head as this runner does
     elif args.config_view == "auto" and args.method != "eagle3":
         run["config_view_chosen"] = (f"both: the light check finds {config_class or 'the config class'} rewrites "
                                      + ", ".join(f"`{r.key}`" for r in rewrites)) if len(views) > 1 else \
