@@ -177,6 +177,7 @@ def test_vllm_measures_v1_and_says_v2_cannot_run_here(capsys):
     assert result.views is None  # one cell ran: V1 in vLLM
     assert result.diagnosis["cells"] == {"v1/vllm": "ok"}
     assert result.run["backend"] == "vllm" and result.run["model_runner_env"] == "0"
+    assert result.run["model_runner_used"] == "v1"  # as the worker logged it
     notes = result.run["notes"]
     assert len(notes) == 1 and notes[0].startswith("the V2 model runner cannot run here, so vLLM measured V1 alone")
     assert "Model Runner V2 requires Triton" in notes[0]
@@ -194,3 +195,41 @@ def test_both_backends_on_cpu_still_name_the_v2_collapse_through_the_reference(c
     assert "v2/vllm" not in result.diagnosis["cells"]
     assert "Model Runner V2 requires Triton" in result.run["notes"][0]
     assert "the reference still measured the head as V2 reads it" in result.run["notes"][0]
+
+
+def test_an_engine_that_builds_the_other_runner_is_not_measured_twice():
+    """vLLM's worker logs which runner it built; an engine asked for V2 that built V1 (an older vLLM,
+    an env that did not reach it) is left out with a note, never recorded as V2. The engine here is
+    the reference reading the head as V1 does, reporting V1 whatever it was asked."""
+    pytest.importorskip("torch")
+    import argparse
+
+    from draftguard.runner import cli
+    from draftguard.runner.eagle3 import Eagle3Backend
+    from draftguard.runner.prompts import select_prompts
+    from draftguard.runner.stats import make_thresholds
+
+    parser = argparse.ArgumentParser()
+    cli.add_accept_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["accept", "--target", str(TARGET), "--drafter", str(MODELS / "eagle3-nested-ids"),
+                              "--prompts", str(PROMPTS), "--max-new-tokens", "32", "--quiet", "--num-prompts", "4",
+                              "--model-runner", "both"])
+    cli._settings(args)
+    args.method = "eagle3"
+    readings = runner_readings(args.drafter, args.target, "eagle3")
+
+    class OneRunnerEngine(Eagle3Backend):
+        name = "vllm"
+
+        def model_runner_used(self) -> str:
+            return "v1"
+
+    def engine(view: str) -> OneRunnerEngine:
+        return OneRunnerEngine(args.target, args.drafter, aux_ids={"v1": readings["v1"].aux_ids})
+
+    result = cli.run_cells(args, select_prompts(args.prompts, 4), make_thresholds(), {"drafter": args.drafter},
+                           ("v1", "v2"), runners=readings, engine=engine)
+    assert set(result.diagnosis["cells"]) == {"v1/vllm", "v1/reference", "v2/reference"}
+    assert result.run["notes"] == [
+        "the V2 model runner cannot run here, so vLLM measured V1 alone (vLLM's worker built the V1 runner when V2 "
+        "was asked); the reference still measured the head as V2 reads it"]

@@ -318,6 +318,13 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
                         raise  # a config view the engine refuses, or no runner at all: nothing to compare
                     notes.append(runner_not_runnable(view, str(exc), reference=use_reference))
                     continue
+                used = backend.model_runner_used() if view in RUNNERS and hasattr(backend, "model_runner_used") else None
+                if used is not None and used != view:  # vLLM chose the other runner: never measure one twice
+                    if hasattr(backend, "close"):
+                        backend.close()
+                    notes.append(runner_not_runnable(view, f"vLLM's worker built the {used.upper()} runner when "
+                                                     f"{view.upper()} was asked", reference=use_reference))
+                    continue
                 engine_name = getattr(backend, "name", "engine")
                 if prompts is None:
                     prompts, labels = _engine_prompts(args, specs, backend)
