@@ -366,17 +366,19 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
             finish()
         for view, (result, toks) in per_view.items():
             cells[(view, REFERENCE)], tokens[(view, REFERENCE)] = result, toks
+    if use_engine and engine_name is None and not use_reference:  # every runner left out: nothing measured
+        raise EngineStartError("; ".join(notes) or "no engine ran")
     diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class, runners=runners)
     served_view = "resolved" if "resolved" in views else views[0]
     if engine_name is not None and (served_view, engine_name) not in cells:
         served_view = next(v for v, b in cells if b == engine_name)  # the runner that ran
-    if use_engine and use_reference:
+    if engine_name is not None and use_reference:
         key_ref, key_eng = (served_view, REFERENCE), (served_view, engine_name or "engine")
         diff = differential.compare(cells[key_ref], cells[key_eng], reference_tokens=tokens[key_ref],
                                     engine_tokens=tokens[key_eng])
         served = differential.combine(cells[key_ref], cells[key_eng], diff)
     else:
-        served = cells[(served_view, engine_name if use_engine else REFERENCE)]
+        served = cells[(served_view, engine_name if engine_name is not None else REFERENCE)]
     served.run["config_view"] = run.get("config_view", "both" if len(views) > 1 else views[0])
     if notes:
         served.run["notes"] = [*served.run.get("notes", []), *notes]
