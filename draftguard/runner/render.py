@@ -49,7 +49,7 @@ def _summary_rows(r: AcceptanceResult) -> list[tuple[str, str]]:
     if t.bar is not None:
         rows.append(("bar", number_text(t.bar) + (f" ({t.tolerance:g} x baseline {number_text(t.baseline_mean_acceptance_length)})"
                                          if t.baseline_mean_acceptance_length is not None else "")))
-    for key in ("backend", "target", "drafter", "config_view", "device", "block_size"):
+    for key in ("backend", "target", "drafter", "config_view", "model_runner", "device", "block_size"):
         if key in r.run:
             rows.append((key.replace("_", " "), str(r.run[key])))
     return rows
