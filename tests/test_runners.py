@@ -233,3 +233,11 @@ def test_an_engine_that_builds_the_other_runner_is_not_measured_twice():
     assert result.run["notes"] == [
         "the V2 model runner cannot run here, so vLLM measured V1 alone (vLLM's worker built the V1 runner when V2 "
         "was asked); the reference still measured the head as V2 reads it"]
+
+
+def test_runner_both_runs_the_resolved_view_only(capsys):
+    pytest.importorskip("torch")
+    code, result, err = accept(capsys, "eagle3", "--model-runner", "both", "--config-view", "raw")
+    assert code == 2 and result is None
+    assert err.strip().splitlines() == ["draftguard: --model-runner both runs the resolved config view; drop "
+                                        "--config-view raw"]
