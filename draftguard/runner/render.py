@@ -71,7 +71,7 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     if table_lines:
         console.print("\n".join(table_lines) + "\n", markup=False)
     for note in result.run.get("notes") or []:  # what could not run here, said plainly
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}\n", markup=False)
     table = Table(show_header=False, box=None, pad_edge=False)
     for k, v in _summary_rows(result):
         table.add_row(k, v)
