@@ -64,7 +64,12 @@ def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any
         backends, cells = _cells(views)
         klass = escape(str(diagnosis.get("config_class") or "the config class"))
         label = {"raw": "raw (as written)", "resolved": f"resolved (as {klass} resolves it)"}
-        order = [v for v in ("raw", "resolved") if any(k[0] == v for k in cells)]
+        # --model-runner both: one row per vLLM model runner, with the aux ids it feeds the drafter.
+        runners = diagnosis.get("runners") or {}
+        for view, name in (("v1", "V1"), ("v2", "V2")):
+            ids = (runners.get(view) or {}).get("aux_ids")
+            label[view] = f"{name} model runner" + (f" (aux ids {ids})" if ids is not None else "")
+        order = [v for v in ("raw", "resolved", "v1", "v2") if any(k[0] == v for k in cells)]
         rows = []
         for view in order:
             row = []
@@ -80,7 +85,8 @@ def diagnosis_table(views: Mapping[str, Any] | None, diagnosis: Mapping[str, Any
                 row.append(text)
             rows.append((label[view], row))
         if markdown:
-            lines += ["| config view | " + " | ".join(backends) + " |", "|---|" + "---:|" * len(backends)]
+            head = "model runner" if set(order) <= {"v1", "v2"} else "config view"
+            lines += [f"| {head} | " + " | ".join(backends) + " |", "|---|" + "---:|" * len(backends)]
             lines += [f"| {name} | " + " | ".join(row) + " |" for name, row in rows]
         else:
             width = max(len(name) for name, _ in rows)

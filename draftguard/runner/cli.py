@@ -31,7 +31,8 @@ from draftguard.check.findings import RULES, TargetResult
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
-from draftguard.runner.engine_options import add_engine_arguments, drafting_method
+from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
+from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
@@ -115,10 +116,38 @@ def _check_fit(target: str, drafter: str) -> None:
     result = TargetResult(source=drafter, file=snapshot.path_of("config.json"), revision=None, model_type=None,
                           config_class=None, findings=[], attention=[])
     for f in check_drafter(snapshot, result, target=target):
-        if f.rule in FATAL_RULES:
+        if f.rule in FATAL_RULES and not _runs_in_vllm(f, snapshot, target):
             where = f"{f.file}:{f.line}" if f.line else (f.file or drafter)
             raise BadInput(f"{where}: {f.message} [{f.rule}] (`{f.key}`); this drafter does not fit {target}",
                            file=f.file, line=f.line, key=f.key)
+
+
+def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
+    """DG102 on ``eagle_config``'s aux ids judges them as SGLang reads them (0-based layers); vLLM's V1
+    runner reads them as aux ids, and where each is one (1..N) vLLM runs the pair, so ``accept`` does
+    (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more."""
+    if finding.rule != "DG102" or finding.key != NESTED_KEY:
+        return False
+    nested = snapshot.load_json().get("eagle_config") or {}
+    ids = nested.get("eagle_aux_hidden_state_layer_ids") if isinstance(nested, dict) else None
+    try:
+        n = target_layers(target)
+    except BadInput:
+        return False
+    return isinstance(ids, list) and bool(ids) and all(isinstance(i, int) and 1 <= i <= n for i in ids)
+
+
+def _runner_views(args: argparse.Namespace) -> tuple[tuple[str, ...], None, list[Any], dict[str, Any]]:
+    """``--model-runner both``: the two runners as the cells' views, and what each reads
+    (runner/model_runners.py). The reference reads an EAGLE-3 head per runner; a DFlash drafter's
+    runners differ in the engine only, so the reference alone cannot compare them."""
+    if args.method != "eagle3" and args.backend == "reference":
+        raise BadInput("--model-runner both with --backend reference compares how each vLLM runner feeds an EAGLE-3 "
+                       "head; for a DFlash drafter use --backend vllm or both", key="model_runner")
+    if args.config_view not in ("auto", "resolved"):
+        raise BadInput(f"--model-runner both runs the resolved config view; drop --config-view {args.config_view}",
+                       key="config_view")
+    return RUNNERS, None, [], runner_readings(args.drafter, args.target, args.method)
 
 
 def _settings(args: argparse.Namespace) -> None:
@@ -140,6 +169,7 @@ def _settings(args: argparse.Namespace) -> None:
     args.max_new_tokens = args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
     if not args.target:
         raise BadInput("accept needs the target model: --target, or `target:` in .draftguard.yml", key="target")
+    check_model_runner(getattr(args, "model_runner", None) or "auto")
     if args.max_new_tokens < 1:
         raise BadInput(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}", key="max_new_tokens")
     if args.block_size is not None and args.block_size < 2:
@@ -204,19 +234,28 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     _check_fit(args.target, args.drafter)
 
     args.method = drafting_method(args.drafter, args.method)
-    if args.method == "eagle3":
+    runners = None
+    if args.model_runner == "both":
+        views, config_class, rewrites, runners = _runner_views(args)
+    elif args.method == "eagle3":
         # One view: the LLaMA config class rewrites none of the keys an EAGLE-3 head is built from.
         views, config_class, rewrites = ("resolved",), None, []
     else:
         views, config_class, rewrites = config_views(args.config_view, args.drafter)
     run = {"target": args.target, "drafter": args.drafter, "config_view": "both" if len(views) > 1 else views[0],
            "prompts": args.prompts, "method": args.method}
-    if args.config_view == "auto" and args.method != "eagle3":
+    if runners is not None:
+        run.update(config_view="resolved", model_runner="both",
+                   model_runners={v: r.to_dict() for v, r in runners.items()})
+    elif args.model_runner in RUNNERS and args.method == "eagle3":
+        run["model_runner"] = args.model_runner  # the reference reads the head as this runner does
+    elif args.config_view == "auto" and args.method != "eagle3":
         run["config_view_chosen"] = (f"both: the light check finds {config_class or 'the config class'} rewrites "
                                      + ", ".join(f"`{r.key}`" for r in rewrites)) if len(views) > 1 else \
             "resolved: the light check finds no key the config class rewrites"
     if len(views) > 1:
-        result = run_cells(args, specs, thresholds, run, views, config_class=config_class, rewrites=rewrites)
+        result = run_cells(args, specs, thresholds, run, views, config_class=config_class, rewrites=rewrites,
+                           runners=runners)
     elif args.backend == "reference":
         args.config_view = views[0]
         result, _ = _run_reference(args, specs, thresholds, run)

@@ -19,7 +19,7 @@ from draftguard.check.findings import ABSENT, RULES, show as _show
 from draftguard.check.light import check_snapshot
 from draftguard.errors import RawViewUnavailable
 from draftguard.runner.result import (CATASTROPHIC, CONFIG_REWRITE, DRAFTER, ENGINE, FAIL, INCONCLUSIVE, NONE, PASS,
-                                     AcceptanceResult, Verdict)
+                                     RUNNER, AcceptanceResult, Verdict)
 from draftguard.runner.stats import catastrophic, first_position_interval, paired_interval, tau_interval
 from draftguard.snapshot import load_snapshot, parse_json_object
 
@@ -150,11 +150,15 @@ class Diagnosis:
     cells: dict[str, str] = field(default_factory=dict)
     config_class: str | None = None
     confidence: float = 0.95
+    runners: dict[str, Any] = field(default_factory=dict)  # view "v1"/"v2" -> its RunnerReading as a dict
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cause": self.cause, "status": self.status, "reason": self.reason,
-                "rewritten": [r.to_dict() for r in self.rewritten], "intervals": self.intervals,
-                "cells": self.cells, "config_class": self.config_class, "confidence": self.confidence}
+        out = {"cause": self.cause, "status": self.status, "reason": self.reason,
+               "rewritten": [r.to_dict() for r in self.rewritten], "intervals": self.intervals,
+               "cells": self.cells, "config_class": self.config_class, "confidence": self.confidence}
+        if self.runners:
+            out["runners"] = self.runners
+        return out
 
 
 def _pct(change: float) -> str:
@@ -172,10 +176,14 @@ def diagnose(
     rewrites: Sequence[Rewrite] = (),
     config_class: str | None = None,
     confidence: float = 0.95,
+    runners: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Name the cause from runs of the same prompts keyed by (view, backend).
 
     - **config-rewrite**: the resolved view is clearly below the raw view (in the reference when it ran);
+    - **runner**: views "v1" and "v2" (``--model-runner both``; ``runners`` holds each runner's
+      ``RunnerReading``) and one runner's cell is clearly below the other's, or low while the other
+      is ok (in the reference when it ran): the reason names the runner and the aux ids each reads;
     - **engine**: an engine is clearly below the reference in the same view;
     - **drafter**: every cell is low (two or more cells);
     - **none**: every cell is ok, and every paired interval rules out a drop beyond the tolerance;
@@ -201,7 +209,7 @@ def diagnose(
     """
 
     states = {key: cell_state(r, thresholds, confidence) for key, r in cells.items()}
-    views = sorted({v for v, _ in cells}, key=lambda v: ("raw", "resolved").index(v) if v in ("raw", "resolved") else 9)
+    views = sorted({v for v, _ in cells}, key=lambda v: (("raw", "resolved").index(v) if v in ("raw", "resolved") else 9, v))
     engines = sorted({b for _, b in cells if b != REFERENCE})
     intervals: list[dict[str, Any]] = []
 
@@ -224,8 +232,10 @@ def diagnose(
             gap = pair((view, REFERENCE), (view, engine))
             if gap is not None and gap.clearly_below(SAME_TOLERANCE) and states[(view, REFERENCE)][0] != LOW:
                 engine_gaps.append((view, engine, gap))
+    runner_gap = _runner_gap(cells, states, base, pair, confidence)
+    readings = {v: (r.to_dict() if hasattr(r, "to_dict") else dict(r)) for v, r in (runners or {}).items()}
     common = dict(rewritten=list(rewrites), intervals=intervals, config_class=config_class, confidence=confidence,
-                  cells={cell_name(*k): s for k, (s, _) in states.items()})
+                  cells={cell_name(*k): s for k, (s, _) in states.items()}, runners=readings)
 
     def ci(p: Any) -> str:
         return f"paired {confidence:.0%} CI of the ratio {p.interval[0]:.2f}-{p.interval[1]:.2f}, {p.prompts} prompts"
@@ -244,6 +254,9 @@ def diagnose(
         if engine_text:
             detail += f"; also {engine_text}"
         return Diagnosis(CONFIG_REWRITE, FAIL, reason + detail, **common)
+    if runner_gap is not None:
+        return Diagnosis(RUNNER, FAIL, _runner_reason(runner_gap, base, readings, ci) + (
+            f"; also {engine_text}" if engine_text else ""), **common)
     if engine_gaps:
         return Diagnosis(ENGINE, FAIL, f"{engine_text}: the drafter is fine as the reference runs it; "
                          f"{ENGINE_HINT}", **common)
@@ -268,6 +281,46 @@ def diagnose(
                          **common)
     return Diagnosis(None, INCONCLUSIVE, f"no cause decided ({taus}); run more prompts or longer outputs, or set "
                      "--min-acceptance-length / --baseline", **common)
+
+
+RUNNER_NAME = {"v1": "V1", "v2": "V2"}
+
+
+def _runner_gap(cells: dict[tuple[str, str], AcceptanceResult], states: dict[tuple[str, str], tuple[str, str]],
+                base: str, pair: Any, confidence: float) -> tuple[str, str, Any] | None:
+    """(the runner that drops, the one that does not, their paired interval) when the v1 and v2 cells
+    of ``base`` show one runner clearly below the other, or low while the other is ok; else None."""
+    a, b = ("v1", base), ("v2", base)
+    if a not in cells or b not in cells:
+        return None
+    forward = pair(a, b)  # v2 against v1
+    backward = paired_interval(cells[b].per_prompt, cells[a].per_prompt, names=(cell_name(*b), cell_name(*a)),
+                               confidence=confidence)
+    for bad, good, gap in (("v2", "v1", forward), ("v1", "v2", backward)):
+        good_state, bad_state = states[(good, base)][0], states[(bad, base)][0]
+        if good_state == LOW:
+            continue  # both low is the drafter's fault, not a runner's
+        if (gap is not None and gap.clearly_below(SAME_TOLERANCE)) or (bad_state == LOW and good_state == OK):
+            return bad, good, gap
+    return None
+
+
+def _runner_reason(found: tuple[str, str, Any], base: str, readings: dict[str, Any], ci: Any) -> str:
+    """'collapse on the V2 model runner only: it reads aux ids [..] where V1 reads [..]', with τ."""
+    bad, good, gap = found
+    how = readings.get(bad, {}).get("how")
+    ids_bad, ids_good = readings.get(bad, {}).get("aux_ids"), readings.get(good, {}).get("aux_ids")
+    good_how = readings.get(good, {}).get("how")
+    reading = (f": it reads aux ids {ids_bad} where {RUNNER_NAME[good]} reads {ids_good} ({RUNNER_NAME[bad]} {how}; "
+               f"{RUNNER_NAME[good]} {good_how})" if how and ids_bad is not None else "")
+    taus = ""
+    if gap is not None:
+        hi, lo = gap.tau_a, gap.tau_b  # the interval is τ_bad / τ_good
+        taus = (f"; τ {hi:.2f} as the {RUNNER_NAME[good]} runner reads the head, {lo:.2f} as {RUNNER_NAME[bad]} "
+                f"does ({_pct(lo / hi - 1 if hi else 0.0)}) in the {base} backend [{ci(gap)}]")
+    return (f"collapse on the {RUNNER_NAME[bad]} model runner only{reading}{taus}; the weights are fine as "
+            f"{RUNNER_NAME[good]} feeds them: state the aux ids at the top level "
+            "(`eagle_aux_hidden_state_layer_ids`), which both runners read")
 
 
 def cell_summary(result: AcceptanceResult, confidence: float = 0.95) -> dict[str, Any]:

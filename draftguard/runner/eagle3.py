@@ -119,7 +119,10 @@ def eagle3_generate(
 class Eagle3Backend:
     """The reference backend for an EAGLE-3 head: ``ReferenceBackend``'s interface (``run_prompt``,
     ``run_prompt_views``, ``tokenizer``, ``target``, ``block_size``) over ``eagle3_generate``. A head
-    has one config view here: the LLaMA config class rewrites none of the keys it reads.
+    has one config view here: the LLaMA config class rewrites none of the keys it reads. ``aux_ids``
+    maps views to the aux ids the head reads in each (``--model-runner both``: "v1" and "v2", as each
+    vLLM runner reads the head's config, ``runner/model_runners.py``); each view then runs the head
+    on the same target with its own features (no replay: each drafts other tokens to verify).
 
     Example::
 
@@ -130,14 +133,16 @@ class Eagle3Backend:
     name = "reference"
 
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
-                 num_speculative_tokens: int | None = None):
+                 num_speculative_tokens: int | None = None, aux_ids: dict[str, Sequence[int]] | None = None):
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
-        self.device, self.views = device, ("resolved",)
+        self.device, self.views = device, tuple(aux_ids or ("resolved",))
         self.target, self.tokenizer = load_target(target, device, dtype)
         if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
             torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
-        self.drafter = load_eagle3(drafter, self.target, device)
+        self.drafters = {v: load_eagle3(drafter, self.target, device, aux_ids=(aux_ids or {}).get(v))
+                         for v in self.views}
+        self.drafter = self.drafters[self.views[0]]
         self.k = num_speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
         self.replayed_steps = 0
@@ -147,10 +152,12 @@ class Eagle3Backend:
         return self.k + 1
 
     def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
-                   block_size: int | None = None, label: str | None = None) -> tuple[PromptResult, list[int]]:
+                   block_size: int | None = None, label: str | None = None,
+                   view: str | None = None) -> tuple[PromptResult, list[int]]:
         k = block_size - 1 if block_size else self.k
+        head = self.drafters[view] if view is not None else self.drafter
         t0 = time.perf_counter()
-        tokens, c = eagle3_generate(self.target, self.drafter, input_ids, max_new_tokens, num_speculative_tokens=k,
+        tokens, c = eagle3_generate(self.target, head, input_ids, max_new_tokens, num_speculative_tokens=k,
                                     stop_ids=self.stop_ids)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -162,4 +169,5 @@ class Eagle3Backend:
     def run_prompt_views(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
                          block_size: int | None = None, label: str | None = None
                          ) -> dict[str, tuple[PromptResult, list[int]]]:
-        return {"resolved": self.run_prompt(index, input_ids, max_new_tokens, block_size=block_size, label=label)}
+        return {v: self.run_prompt(index, input_ids, max_new_tokens, block_size=block_size, label=label, view=v)
+                for v in self.views}

@@ -20,6 +20,8 @@ from draftguard.snapshot import BadInput, load_snapshot
 
 INSTALL_HINT = install_hint("vllm")
 MODEL_RUNNERS = ("auto", "v1", "v2")
+# What --model-runner takes: one runner, or both (each measured, runner/model_runners.py).
+MODEL_RUNNER_CHOICES = (*MODEL_RUNNERS, "both")
 # vLLM reads this when the engine starts; unset means vLLM's own default for the model.
 RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 # Where vLLM's logger writes; its default is stdout, which must carry only the result (--format json).
@@ -71,8 +73,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                    "FLASHINFER, TRITON_ATTN (default: vLLM picks)")
     g.add_argument("--draft-attention-backend", metavar="NAME",
                    help="attention backend for the drafter only (vLLM's speculative_config.attention_backend)")
-    g.add_argument("--model-runner", choices=MODEL_RUNNERS, default="auto",
-                   help=f"vLLM's model runner: v1 or v2 ({RUNNER_ENV}=0/1); default: vLLM's choice")
+    # No argparse choices: a bad value is one line and exit 2 (check_model_runner), not a usage block.
+    g.add_argument("--model-runner", default="auto", metavar="{" + ",".join(MODEL_RUNNER_CHOICES) + "}",
+                   help=f"vLLM's model runner: v1 or v2 ({RUNNER_ENV}=0/1); both: each in its own engine, and the "
+                   "reference feeds an EAGLE-3 head the aux layers each runner reads, to name the runner that "
+                   "collapses (docs/acceptance.md); default: vLLM's choice")
     g.add_argument("--max-model-len", type=int, metavar="N", help="vLLM max_model_len (default: the target's)")
     g.add_argument("--long-context-tokens", type=int, metavar="N",
                    help="add one prompt of N tokens, longer than the drafter's sliding window "
@@ -97,10 +102,12 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         ...
         draftguard.errors.VllmOptionError: --max-model-len must be a positive number of tokens, got 0
     """
+    runner = check_model_runner(getattr(args, "model_runner", None) or "auto")
     opts = EngineOptions(
         attention_backend=getattr(args, "attention_backend", None),
         draft_attention_backend=getattr(args, "draft_attention_backend", None),
-        model_runner=getattr(args, "model_runner", None) or "auto",
+        # both: each engine gets one runner (runs.run_cells sets it per view); the options stay neutral.
+        model_runner="auto" if runner == "both" else runner,
         max_model_len=getattr(args, "max_model_len", None),
         long_context_tokens=getattr(args, "long_context_tokens", None),
         num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
@@ -113,6 +120,20 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     )
     validate_options(opts)
     return opts
+
+
+def check_model_runner(value: str) -> str:
+    """``--model-runner``'s value, or VllmOptionError (one line, exit 2) naming the choices.
+
+    Example::
+
+        >>> check_model_runner("both")
+        'both'
+    """
+    if value not in MODEL_RUNNER_CHOICES:
+        raise VllmOptionError(f"--model-runner must be one of {', '.join(MODEL_RUNNER_CHOICES)}, got {value!r}",
+                              key="model_runner")
+    return value
 
 
 def validate_options(opts: EngineOptions) -> None:

@@ -49,7 +49,7 @@ def _summary_rows(r: AcceptanceResult) -> list[tuple[str, str]]:
     if t.bar is not None:
         rows.append(("bar", number_text(t.bar) + (f" ({t.tolerance:g} x baseline {number_text(t.baseline_mean_acceptance_length)})"
                                          if t.baseline_mean_acceptance_length is not None else "")))
-    for key in ("backend", "target", "drafter", "config_view", "device", "block_size"):
+    for key in ("backend", "target", "drafter", "config_view", "model_runner", "device", "block_size"):
         if key in r.run:
             rows.append((key.replace("_", " "), str(r.run[key])))
     return rows
@@ -70,6 +70,8 @@ def render_text(result: AcceptanceResult, out: IO[str]) -> None:
     console.print(f"[{style}]acceptance test: {status}[/]{said}")
     if table_lines:
         console.print("\n".join(table_lines) + "\n", markup=False)
+    for note in result.run.get("notes") or []:  # what could not run here, said plainly
+        console.print(f"note: {note}\n", markup=False)
     table = Table(show_header=False, box=None, pad_edge=False)
     for k, v in _summary_rows(result):
         table.add_row(k, v)
@@ -88,6 +90,7 @@ def render_markdown(result: AcceptanceResult) -> str:
     table_lines = diagnosis_table(result.views, result.diagnosis)
     lines = [f"### {_ICON.get(status, '⚠️')} Acceptance test: {status}", ""]
     lines += [*table_lines, ""] if table_lines else [result.verdict.reason, ""]
+    lines += [f"> **note:** {note}" for note in result.run.get("notes") or []] + ([""] if result.run.get("notes") else [])
     lines += ["| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _summary_rows(result)]
     if result.per_position_acceptance:

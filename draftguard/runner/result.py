@@ -82,7 +82,8 @@ PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 STATUSES = (PASS, FAIL, INCONCLUSIVE)
 # What a diagnosis can blame (draftguard.runner.diagnosis.diagnose).
 NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC = "none", "config-rewrite", "engine", "drafter", "catastrophic"
-CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC)
+RUNNER = "runner"  # one vLLM model runner reads the drafter so that acceptance drops (--model-runner both)
+CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC, RUNNER)
 CONFIG_VIEWS = ("raw", "resolved")
 
 

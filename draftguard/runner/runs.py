@@ -18,7 +18,9 @@ from typing import Any, Callable, Sequence
 
 from draftguard.runner import differential
 from draftguard.runner.diagnosis import REFERENCE, diagnose, light_check_rewrites, raw_view_folder, with_diagnosis
+from draftguard.errors import EngineStartError
 from draftguard.runner.engine_options import engine_options, long_context_length, long_context_prompt
+from draftguard.runner.model_runners import RUNNERS, runner_readings
 from draftguard.runner.prompts import encode_all
 from draftguard.runner.result import CATASTROPHIC, FAIL, AcceptanceResult, PromptResult, Thresholds
 from draftguard.runner.stats import EARLY_STOP_CONFIDENCE, EarlyStop, verdict
@@ -121,7 +123,8 @@ def _note_catastrophic(result: AcceptanceResult, view: str, backend: str, thresh
         result.diagnosis = d.to_dict()
 
 
-def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = None) -> Any:
+def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = None,
+                       runners: dict[str, Any] | None = None) -> Any:
     import torch  # torch: the runner extra only
 
     from draftguard.runner.reference import ReferenceBackend  # torch, only when the reference backend runs
@@ -130,8 +133,15 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
     if getattr(args, "method", None) == "eagle3":
         from draftguard.runner.eagle3 import Eagle3Backend  # torch, only when the reference backend runs
 
+        # The aux ids each view's head reads: each runner's reading (--model-runner both), or the one
+        # runner asked for; else the head as V1 reads it (read_eagle3_spec).
+        asked = getattr(args, "model_runner", "auto")
+        if runners is None and asked in RUNNERS:
+            runners = runner_readings(args.drafter, args.target, "eagle3")
+            views = (asked,)
+        aux = {v: runners[v].aux_ids for v in views or () if runners and v in runners} or None
         return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
-                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None))
+                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux)
     return ReferenceBackend(args.target, args.drafter, device=args.device, view=args.config_view, dtype=dtype,
                             views=views)
 
@@ -264,7 +274,10 @@ def _engine_backend(args: argparse.Namespace, view: str, rewrites: Sequence[Any]
     drafter = args.drafter
     if view == "raw" and rewrites:
         drafter = raw_view_folder(args.drafter, rewrites, str(Path(scratch) / "raw-view"))
-    return VllmBackend(args.target, drafter, _engine_options(args), block_size=args.block_size, console=console)
+    opts = _engine_options(args)
+    if view in RUNNERS:  # --model-runner both: this engine runs one runner (VLLM_USE_V2_MODEL_RUNNER)
+        opts.model_runner = view
+    return VllmBackend(args.target, drafter, opts, block_size=args.block_size, console=console)
 
 
 def _engine_console() -> Any:
@@ -273,13 +286,17 @@ def _engine_console() -> Any:
 
 def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresholds, run: dict[str, Any],
               views: Sequence[str], *, config_class: str | None = None, rewrites: Sequence[Any] = (),
-              engine: Callable[[str], Any] | None = None) -> AcceptanceResult:
+              engine: Callable[[str], Any] | None = None, runners: dict[str, Any] | None = None) -> AcceptanceResult:
     """Config views x backends on the same prompts, then one diagnosis (draftguard.runner.differential).
 
     The reference runs every view on one target load (``run_prompts_views``). An engine (vLLM for
     ``--backend vllm|both``; ``engine`` builds one per view instead, as tests do with a simulated
     fault) runs each view in turn over the same prompts, without early stop so the prompts pair up.
     The result's top-level figures are the served cell's: the resolved view, the engine's when one ran.
+
+    Views "v1" and "v2" are vLLM's model runners (``--model-runner both``, ``runners`` their readings):
+    an engine per runner, and an engine that cannot start on one runner (V2 on CPU: no Triton) is
+    left out with a note in ``run.notes`` while the other runner's cells still run.
     """
     cells: dict[tuple[str, str], AcceptanceResult] = {}
     tokens: dict[tuple[str, str], list[list[int]]] = {}
@@ -288,12 +305,26 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
     use_engine = args.backend in ("vllm", "both") or engine is not None
     use_reference = args.backend in ("reference", "both")
     engine_name = None
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="draftguard-views-") as scratch:
         for view in views if use_engine else ():
             # vLLM prints to stdout, which carries only the result; its console sends it all to stderr.
             with contextlib.nullcontext() if engine is not None else _engine_console() as console:
-                backend = (engine(view) if engine is not None
-                           else _engine_backend(args, view, rewrites, scratch, console=console))
+                try:
+                    backend = (engine(view) if engine is not None
+                               else _engine_backend(args, view, rewrites, scratch, console=console))
+                except EngineStartError as exc:
+                    if view not in RUNNERS or (view == views[-1] and not cells):
+                        raise  # a config view the engine refuses, or no runner at all: nothing to compare
+                    notes.append(runner_not_runnable(view, str(exc), reference=use_reference))
+                    continue
+                used = backend.model_runner_used() if view in RUNNERS and hasattr(backend, "model_runner_used") else None
+                if used is not None and used != view:  # vLLM chose the other runner: never measure one twice
+                    if hasattr(backend, "close"):
+                        backend.close()
+                    notes.append(runner_not_runnable(view, f"vLLM's worker built the {used.upper()} runner when "
+                                                     f"{view.upper()} was asked", reference=use_reference))
+                    continue
                 engine_name = getattr(backend, "name", "engine")
                 if prompts is None:
                     prompts, labels = _engine_prompts(args, specs, backend)
@@ -310,7 +341,7 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
                     if hasattr(backend, "close"):
                         backend.close()  # frees the engine's memory for the next view or the reference
     if use_reference:
-        backend = _reference_backend(args, views)
+        backend = _reference_backend(args, views, runners)
         if prompts is None:
             from draftguard.runner.dflash_model import text_config  # torch, only when the reference backend runs
 
@@ -321,8 +352,8 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         def settled(done: dict[str, list[PromptResult]]) -> bool:
             partial = {(v, REFERENCE): AcceptanceResult.from_prompts(ps, wall_seconds=0.0)
                        for v, ps in done.items()}
-            return diagnose(partial, thresholds, rewrites=rewrites,
-                                         confidence=EARLY_STOP_CONFIDENCE).cause is not None
+            return diagnose(partial, thresholds, rewrites=rewrites, runners=runners,
+                            confidence=EARLY_STOP_CONFIDENCE).cause is not None
         try:
             per_view = run_prompts_views(
                 backend, prompts, labels, max_new_tokens=args.max_new_tokens, thresholds=thresholds,
@@ -335,17 +366,36 @@ def run_cells(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
             finish()
         for view, (result, toks) in per_view.items():
             cells[(view, REFERENCE)], tokens[(view, REFERENCE)] = result, toks
-    diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class)
+    if use_engine and engine_name is None and not use_reference:  # every runner left out: nothing measured
+        raise EngineStartError("; ".join(notes) or "no engine ran")
+    diagnosis = diagnose(cells, thresholds, rewrites=rewrites, config_class=config_class, runners=runners)
     served_view = "resolved" if "resolved" in views else views[0]
-    if use_engine and use_reference:
+    if engine_name is not None and (served_view, engine_name) not in cells:
+        served_view = next(v for v, b in cells if b == engine_name)  # the runner that ran
+    if engine_name is not None and use_reference:
         key_ref, key_eng = (served_view, REFERENCE), (served_view, engine_name or "engine")
         diff = differential.compare(cells[key_ref], cells[key_eng], reference_tokens=tokens[key_ref],
                                     engine_tokens=tokens[key_eng])
         served = differential.combine(cells[key_ref], cells[key_eng], diff)
     else:
-        served = cells[(served_view, engine_name if use_engine else REFERENCE)]
+        served = cells[(served_view, engine_name if engine_name is not None else REFERENCE)]
     served.run["config_view"] = run.get("config_view", "both" if len(views) > 1 else views[0])
+    if notes:
+        served.run["notes"] = [*served.run.get("notes", []), *notes]
     return with_diagnosis(served, cells, diagnosis)
+
+
+def runner_not_runnable(view: str, reason: str, *, reference: bool) -> str:
+    """The run note for a model runner vLLM would not start here (``--model-runner both``).
+
+    Example::
+
+        >>> runner_not_runnable("v2", "... ValidationError: Value error, Model Runner V2 requires Triton.", reference=False)
+        'the V2 model runner cannot run here, so vLLM measured V1 alone (... ValidationError: Value error, Model Runner V2 requires Triton.)'
+    """
+    name, other = ("V2", "V1") if view == "v2" else ("V1", "V2")
+    also = f"; the reference still measured the head as {name} reads it" if reference else ""
+    return f"the {name} model runner cannot run here, so vLLM measured {other} alone ({reason}){also}"
 
 
 def _engine_prompts(args: argparse.Namespace, specs: Sequence[Any], backend: Any) -> tuple[list[list[int]], list[str]]:

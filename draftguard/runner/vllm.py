@@ -76,6 +76,8 @@ def import_vllm() -> ModuleType:
 # An exception as a log line shows it: "RuntimeError: ...", "torch.OutOfMemoryError: ...", with or
 # without vLLM's "(EngineCore pid=1) ERROR 11-30 20:00:00 [core.py:1]" prefix in front.
 _EXCEPTION_LINE = re.compile(r"(?:^|[\s\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (\S.*)$")
+# What vLLM's GPU, CPU and XPU workers log when they build the V2 model runner (logger.info_once).
+V2_RUNNER_LOG = b"Using V2 Model Runner"
 # Exceptions that only say the engine died or failed, never why.
 _ENVELOPES = ("EngineDeadError", "EngineGenerateError")
 
@@ -103,6 +105,8 @@ class EngineConsole:
         self._saved: tuple[int, int] | None = None
         self._python_stdout: Any = None
         self._last_read = 0.0
+        # Which model runner the worker built, as it logged (kept apart from the last lines, which roll).
+        self.v2_runner_logged = self.info_logged = False
 
     def __enter__(self) -> "EngineConsole":
         sys.stdout.flush()
@@ -131,6 +135,8 @@ class EngineConsole:
                     pass
                 *done, self._partial = (self._partial + chunk).split(b"\n")
                 self._lines.extend(line.decode("utf-8", "replace") for line in done)
+                self.v2_runner_logged = self.v2_runner_logged or any(V2_RUNNER_LOG in line for line in done)
+                self.info_logged = self.info_logged or any(b" INFO " in line for line in done)
         finally:
             os.close(read_end)
             os.close(out)
@@ -297,6 +303,11 @@ class VllmBackend:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        envs = sys.modules.get("vllm.envs")
+        if envs is not None and getattr(envs, "_is_envs_cache_enabled", lambda: False)():
+            # An engine core that ran in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0) froze vLLM's
+            # variables; this engine's runner (--model-runner both) must be read afresh.
+            envs.disable_envs_cache()
         self.kwargs = llm_kwargs(target, drafter, self.options, num_speculative_tokens=self.num_speculative_tokens,
                                  tokenizer=self.tokenizer, revision=revision, drafter_revision=drafter_revision)
         self.llm: Any = None
@@ -368,9 +379,20 @@ class VllmBackend:
         return prompt_result(index, change, new_tokens=len(tokens), wall_seconds=wall, label=label,
                              positions=self.num_speculative_tokens), tokens
 
+    def model_runner_used(self) -> str | None:
+        """The runner the engine's worker says it built: "v2" when it logged "Using V2 Model Runner"
+        (vLLM's GPU, CPU and XPU workers do), "v1" when vLLM logged at INFO without it, None when
+        there is no console or no INFO line to tell by."""
+        if self.console is None:
+            return None
+        if self.console.v2_runner_logged:
+            return "v2"
+        return "v1" if self.console.info_logged else None
+
     def run_info(self) -> dict[str, Any]:
         """What the ``run`` block of the AcceptanceResult records about this engine."""
         return {
+            "model_runner_used": self.model_runner_used(),
             "backend": self.name,
             "vllm_version": self.version,
             "num_speculative_tokens": self.num_speculative_tokens,
