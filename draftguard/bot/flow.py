@@ -191,8 +191,8 @@ class PullRequestFlow:
                 # A rerun of this head is queued or running: this press joins it (one at a time per head).
                 del sections["acceptance"]
                 gpu_job = None
-        else:
-            sections["acceptance"] = None
+        else:  # no GPU test asked for: none, or the drafters' plain reason (check_sections)
+            sections.setdefault("acceptance", None)
         host.upsert_sticky(lambda old: update_sticky(old, **sections))
         suggest = getattr(host, "post_suggestions", None)
         if suggest is not None:
