@@ -146,8 +146,8 @@ class DrafterFormat:
             return self.eagle3_refusal
         return {
             "eagle": "EAGLE 1/2 heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
-            "mtp": ("MTP heads are not run: they are layers of the model itself, and vLLM's CPU build serves no "
-                    "MTP model, so draftguard accept has no backend to measure them on (docs/acceptance.md)"),
+            "mtp": ("MTP heads are not run: they are layers of the target model itself, not a drafter folder, and "
+                    "draftguard accept has no MTP drafting of its own to judge vLLM's against (docs/acceptance.md)"),
             "medusa": "Medusa heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
         }.get(self.family, f"{self.label} drafters are not run by draftguard accept")
     @property
