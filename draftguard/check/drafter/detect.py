@@ -262,16 +262,22 @@ def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> Draft
 # value the reference's head stands for.
 EAGLE3_UNBUILT_OPTIONS = (("norm_before_fc", False), ("fc_norm", False), ("norm_output", False),
                           ("use_aux_hidden_state", True))
+# The architectures vLLM builds as llama_eagle3's one LLaMA layer, whatever model_type the file copied
+# from its target (SpecForge's phi4 and QwQ heads say phi3 and qwen2): the head the reference builds.
+LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+# RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts).
+PLAIN_ROPE = (None, "default", "mrope")
 
 
 def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | None:
-    """Why the reference backend's EAGLE-3 head (one LLaMA decoder layer, ``runner/eagle3_model.py``)
-    cannot be built from this config, or None. Read from the config alone, as the bot decides
-    before it fetches any weights: a head whose weights then do not fit is refused by the run."""
+    """Why the reference backend's EAGLE-3 head (one LLaMA decoder layer, plain RoPE,
+    ``runner/eagle3_model.py``) cannot be built from this config, or None. Read from the config alone,
+    as the bot decides before it fetches any weights: a head whose weights then do not fit is refused
+    by the run (exit 2, its reason in the comment)."""
     if label == "P-EAGLE":
         return "P-EAGLE heads draft in parallel; draftguard accept runs EAGLE-3's chain drafting only"
     model_type = raw.get("model_type", "llama")
-    if model_type != "llama" or (arch and "deepseek" in arch.lower()):
+    if arch not in LLAMA_EAGLE3_ARCHITECTURES and (arch is not None or model_type != "llama"):
         return (f"an EAGLE-3 head with a {arch or model_type} decoder layer (model_type {model_type!r}); "
                 "draftguard accept builds the LLaMA layer of LlamaForCausalLMEagle3 heads only")
     layer_count = raw.get("num_hidden_layers", 1)
@@ -284,6 +290,11 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
         if isinstance(value, bool) and value != built:
             return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant whose extra norm or "
                     "features draftguard accept's reference head does not build")
+    rope = raw.get("rope_scaling") or raw.get("rope_parameters")
+    rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
+    if rope_type not in PLAIN_ROPE:
+        return (f"its RoPE is scaled ({rope_type}), and draftguard accept's reference head builds plain RoPE "
+                "only, so its τ would not be the head's")
     return None
 
 
