@@ -69,7 +69,8 @@ def test_every_documented_accept_command_is_run_or_skipped_with_a_reason():
     found = documented_commands()
     assert len(found) >= 6
     unlisted = [f"{where}: {cmd}" for where, cmd in found if cmd not in RUN and cmd not in SKIPPED]
-    assert not unlisted, "add each to RUN (it runs on CPU with the fixtures) or SKIPPED (why not):\n" + "\n".join(unlisted)
+    assert not unlisted, ("add each to RUN (it runs on CPU with the fixtures) or SKIPPED (why not):\n"
+                          + "\n".join(unlisted))
     shown = {cmd for _, cmd in found}
     assert not [c for c in (*RUN, *SKIPPED) if c not in shown], "a listed command is no longer in the docs"
 

@@ -402,5 +402,6 @@ def render_untested_section(untested: Mapping[str, str]) -> str:
         <BLANKLINE>
         :fast_forward: **skipped**: mtp/config.json: MTP heads are not run.
     """
-    return render_acceptance_section("skipped", detail="; ".join(f"{p}: {why}" for p, why in sorted(untested.items())) + ".")
+    reasons = "; ".join(f"{path}: {why}" for path, why in sorted(untested.items()))
+    return render_acceptance_section("skipped", detail=reasons + ".")
 
