@@ -471,6 +471,9 @@ def test_acceptance_mode_runs_an_eagle3_head(tmp_path, api):
     (checkout.dir / "eagle3").mkdir()
     for name, data in drafter.items():
         (checkout.dir / "eagle3" / name).write_bytes(data)
+    (checkout.dir / "mtp").mkdir()  # beside it, a model with MTP layers (real config): not run, and said so
+    (checkout.dir / "mtp" / "config.json").write_bytes(
+        (ROOT / "tests/data/real-drafters/mtp-minimax-m2.7/config.json").read_bytes())
     git(checkout.dir, "add", "-A")
     git(checkout.dir, "commit", "-q", "-m", "eagle3 head")
     checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
@@ -480,6 +483,7 @@ def test_acceptance_mode_runs_an_eagle3_head(tmp_path, api):
     [comment] = api.comments_on(REPO, 7)
     section = parse_sticky(comment["body"])["acceptance"]
     assert "**pass**" in section and "EAGLE-3 chain drafting, 3 draft tokens per step" in section
+    assert "Not run: mtp/config.json: MTP heads are not run" in section
     [entry] = json.loads(Path(run.outputs["report-json"]).read_text())["results"]
     assert entry["drafter"] == "eagle3/config.json" and entry["result"]["run"]["method"] == "eagle3"
 

@@ -32,7 +32,7 @@ from draftguard.check.run import check
 from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
-from draftguard.report.comment import matrix_note, render_acceptance_section, render_untested_section
+from draftguard.report.comment import esc, matrix_note, render_acceptance_section, render_untested_section
 from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
@@ -284,6 +284,8 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
         status = str((result.get("verdict") or {}).get("status", "inconclusive"))
         statuses.append(status)
         parts.append(render_acceptance_section("done", result, detail=f"drafter {drafter}"))
+    if untested:  # beside the drafters that ran: the others, and why they did not
+        parts.append(esc("Not run: " + "; ".join(f"{p}: {why}" for p, why in sorted(untested.items())) + "."))
     section = "\n\n".join(parts)
     commands.summary.append(section)
     Path(report_path).write_text(json.dumps({"results": results, "errors": problems}, indent=2) + "\n",
