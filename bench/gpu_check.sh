@@ -7,17 +7,30 @@
 #    and the three seeded faults, float32 (must match the CPU's τ) and bfloat16 (what real runs use);
 # 2. the same healthy run on CPU in the same session: the baseline for the CUDA speed-up and for τ;
 # 3. where vLLM is installed: `--backend both` on the healthy drafter and the window-lost one, so the
-#    differential verdict is exercised on a real engine.
+#    differential verdict is exercised on a real engine;
+# 4. EAGLE-3 (issue 33): the shipped head and its faults (tests/fixtures/vllm-models, made by
+#    tests/fixtures/make_eagle3_models.py) on the device, and `--backend both` on the healthy head
+#    where vLLM is installed;
+# 5. with GPU_CHECK_HUB=1 (the Hub reachable, HF_TOKEN set for a gated target): a real public EAGLE-3
+#    pair, by default the EAGLE authors' head yuhuili/EAGLE3-LLaMA3.1-Instruct-8B on its target
+#    meta-llama/Llama-3.1-8B-Instruct (gated: accept Meta's licence first), under the reference
+#    (bfloat16) and vLLM; GPU_CHECK_EAGLE3_TARGET / GPU_CHECK_EAGLE3_DRAFTER name another pair. The
+#    reference reads safetensors only: a head that ships pytorch_model.bin alone is recorded as refused.
 #
 # Every run is a separate `draftguard accept` process with a time limit; a failing run is recorded
 # (exit code and its one-line reason) and the check goes on. The file is markdown, ready for the
-# README's performance section. GPU_CHECK_DEVICE=cpu runs the whole script on CPU (to test the script).
+# README's performance section. GPU_CHECK_DEVICE=cpu runs the whole script on CPU (to test the script);
+# GPU_CHECK_DRY_RUN=1 writes each run's command into the table instead of running it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 FIX=tests/fixtures/models
+EAGLE_FIX=tests/fixtures/vllm-models
+EAGLE3_TARGET=${GPU_CHECK_EAGLE3_TARGET:-meta-llama/Llama-3.1-8B-Instruct}
+EAGLE3_DRAFTER=${GPU_CHECK_EAGLE3_DRAFTER:-yuhuili/EAGLE3-LLaMA3.1-Instruct-8B}
+DRY=${GPU_CHECK_DRY_RUN:-0}
 NEW_TOKENS=${GPU_CHECK_NEW_TOKENS:-32}
 LIMIT=${GPU_CHECK_RUN_LIMIT:-150}
 OUT=${1:-bench/results/gpu-check-$(date -u +%Y%m%dT%H%M%SZ).md}
@@ -53,15 +66,22 @@ has_vllm=$("$PY" -c "import vllm" >/dev/null 2>&1 && echo yes || echo no)
 } > "$OUT"
 
 # run NAME BACKEND DEVICE DTYPE DRAFTER [extra accept options...]
+# (RUN_FIX: the fixtures' folder, default $FIX; RUN_TARGET / RUN_DRAFTER: a target and a drafter by
+# name instead, for the Hub pair; RUN_ARGS: the prompts and the bar, default the fixtures' and τ ≥ 3)
 run() {
   local name=$1 backend=$2 device=$3 dtype=$4 drafter=$5
   shift 5
-  local json="$WORK/$name.json" err="$WORK/$name.err" t0 rc wall
+  local json="$WORK/$name.json" err="$WORK/$name.err" t0 rc wall fix=${RUN_FIX:-$FIX}
+  local cmd=(timeout "$LIMIT" "$PY" -m draftguard accept --target "${RUN_TARGET:-$fix/target}"
+    --drafter "${RUN_DRAFTER:-$fix/$drafter}" ${RUN_ARGS:---prompts $FIX/prompts.jsonl --min-acceptance-length 3}
+    --max-new-tokens "$NEW_TOKENS" --no-early-stop --quiet
+    --backend "$backend" --device "$device" --dtype "$dtype" --format json --settings "$WORK" "$@")
+  if [ "$DRY" = 1 ]; then
+    echo "| $name | $backend | $device | $dtype | - | - | - | - | dry run: ${cmd[*]:2} |" >> "$OUT"
+    return
+  fi
   t0=$(date +%s.%N)
-  timeout "$LIMIT" "$PY" -m draftguard accept --target "$FIX/target" --drafter "$FIX/$drafter" \
-    --prompts "$FIX/prompts.jsonl" --max-new-tokens "$NEW_TOKENS" --min-acceptance-length 3 --no-early-stop --quiet \
-    --backend "$backend" --device "$device" --dtype "$dtype" --format json --settings "$WORK" "$@" \
-    > "$json" 2> "$err"
+  "${cmd[@]}" > "$json" 2> "$err"
   rc=$?
   wall=$("$PY" -c "import time; print(f'{time.time() - $t0:.1f}')")
   "$PY" - "$json" "$err" "$name" "$backend" "$device" "$dtype" "$rc" "$wall" >> "$OUT" <<'EOF'
@@ -100,6 +120,26 @@ if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
   done
 else
   echo "| vLLM | - | - | - | - | - | - | - | not run: $([ "$has_vllm" = yes ] && echo "device is $DEVICE" || echo "vLLM not installed") |" >> "$OUT"
+fi
+
+# EAGLE-3: the shipped head (τ 4.00 on CPU with 3 draft tokens, so its bar is τ ≥ 3.9) and its seeded
+# faults; the shifted ids are refused before the run (DG103, exit 2), the others must fail the bar.
+EAGLE_ARGS="--prompts $FIX/prompts.jsonl --min-acceptance-length 3.9"
+for head in eagle3 eagle3-no-ids eagle3-bad-d2t eagle3-ids-shifted; do
+  RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "$head-$DEVICE-fp32" reference "$DEVICE" float32 "$head"
+done
+if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
+  RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "eagle3-vllm-both" both "$DEVICE" float32 eagle3 \
+    --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+fi
+if [ "${GPU_CHECK_HUB:-0}" = 1 ]; then
+  # The real pair: built-in prompts, no bar (its τ is the figure), bfloat16 as it is served.
+  for backend in reference vllm; do
+    RUN_TARGET=$EAGLE3_TARGET RUN_DRAFTER=$EAGLE3_DRAFTER RUN_ARGS="--prompts builtin" \
+      run "eagle3-hub-$backend" "$backend" "$DEVICE" bfloat16 - --max-model-len 4096
+  done
+else
+  echo "| eagle3-hub | - | - | - | - | - | - | - | not run: GPU_CHECK_HUB=1 runs $EAGLE3_DRAFTER on $EAGLE3_TARGET |" >> "$OUT"
 fi
 
 # The CUDA speed-up and τ agreement against the CPU baseline of the same session.

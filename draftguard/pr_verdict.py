@@ -51,7 +51,8 @@ class PullRequestReview:
 
     ``new`` holds the ids (``finding_id``) of the findings the pull request introduced, None when
     there was no base to compare with; ``files`` the head's config.json bytes by path (the bot's
-    matrix re-checks them); ``drafters`` the configs that are speculative-decoding drafters."""
+    matrix re-checks them); ``drafters`` the configs that are drafters ``draftguard accept`` runs,
+    ``untested`` the other drafters with why they are not run (``DrafterFormat.acceptance_refusal``)."""
 
     report: Report
     new: set[FindingId] | None
@@ -59,15 +60,17 @@ class PullRequestReview:
     notes: list[str]
     drafters: list[str] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+    untested: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def against_base(cls, report: Report, base_findings: Iterable[Finding] | None, settings: Settings,
                      notes: list[str], drafters: list[str] | None = None,
-                     files: dict[str, bytes] | None = None) -> "PullRequestReview":
+                     files: dict[str, bytes] | None = None,
+                     untested: dict[str, str] | None = None) -> "PullRequestReview":
         """The review of ``report`` (the head), its findings compared with ``base_findings`` (None:
         no base, so nothing is marked new)."""
         new = new_findings(report.findings, base_findings) if base_findings is not None else None
-        return cls(report, new, settings, notes, list(drafters or []), dict(files or {}))
+        return cls(report, new, settings, notes, list(drafters or []), dict(files or {}), dict(untested or {}))
 
     def fail_on(self, fail_on: str | None = None) -> str:
         """The severity that fails the check: the one asked for, else the settings', else error."""

@@ -458,6 +458,36 @@ def test_acceptance_mode_runs_draftguard_accept_and_updates_the_acceptance_secti
     assert json.loads(Path(run.outputs["report-json"]).read_text())["results"][0]["drafter"] == "drafter/config.json"
 
 
+@pytest.mark.skipif(not (ROOT / "tests/fixtures/vllm-models/eagle3").is_dir(), reason="no EAGLE-3 fixture")
+def test_acceptance_mode_runs_an_eagle3_head(tmp_path, api):
+    """An EAGLE-3 head in a pull request gets its acceptance test (issue 33): the method is found
+    in the head's files by the child's `draftguard accept`, and the comment says how it drafted."""
+    pytest.importorskip("torch")
+    fixtures = ROOT / "tests/fixtures/vllm-models"
+    drafter = {p.name: p.read_bytes() for p in (fixtures / "eagle3").iterdir() if p.is_file()}
+    checkout = Checkout(tmp_path, {".draftguard.yml": f"target: {fixtures / 'target'}\nbackend: reference\n"
+                                                      "min_acceptance_length: 3.0\nnum_prompts: 4\nmax_new_tokens: 16\n"
+                                                      f"prompts: {ROOT / 'tests/fixtures/models/prompts.jsonl'}\n"})
+    (checkout.dir / "eagle3").mkdir()
+    for name, data in drafter.items():
+        (checkout.dir / "eagle3" / name).write_bytes(data)
+    (checkout.dir / "mtp").mkdir()  # beside it, a model with MTP layers (real config): not run, and said so
+    (checkout.dir / "mtp" / "config.json").write_bytes(
+        (ROOT / "tests/data/real-drafters/mtp-minimax-m2.7/config.json").read_bytes())
+    git(checkout.dir, "add", "-A")
+    git(checkout.dir, "commit", "-q", "-m", "eagle3 head")
+    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, mode="acceptance")
+    assert run.code == 0 and run.outputs["verdict"] == "pass", run.stdout + run.stderr
+    [comment] = api.comments_on(REPO, 7)
+    section = parse_sticky(comment["body"])["acceptance"]
+    assert "**pass**" in section and "EAGLE-3 chain drafting, 3 draft tokens per step" in section
+    assert "Not run: mtp/config.json: MTP heads are not run" in section
+    [entry] = json.loads(Path(run.outputs["report-json"]).read_text())["results"]
+    assert entry["drafter"] == "eagle3/config.json" and entry["result"]["run"]["method"] == "eagle3"
+
+
 # --- action.yml and the example workflows -------------------------------------------------------
 
 def load_action() -> dict:

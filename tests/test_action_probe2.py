@@ -93,15 +93,19 @@ def test_the_light_check_reads_nothing_of_the_runner_outside_the_checkout(tmp_pa
 
 
 def test_acceptance_mode_runs_no_test_for_a_drafter_the_backends_do_not_run(tmp_path, api):
-    # The Action ran `draftguard accept` for an EAGLE-3 head, whose backends run DFlash only (and
-    # the bot queued nothing for it): both now ask DrafterFormat.acceptance_testable.
-    import json
-
-    eagle3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
-              "num_hidden_layers": 1, "num_attention_heads": 32, "draft_vocab_size": 32000, "vocab_size": 128256}
+    # The Action ran `draftguard accept` for a head its backends did not run (and the bot queued
+    # nothing for it): both ask DrafterFormat.acceptance_testable. EAGLE-3 heads run now (issue 33);
+    # a P-EAGLE head and an MTP model (real configs, tests/data/real-drafters) do not, and the
+    # summary and the comment say why in plain words.
+    data = Path(__file__).resolve().parent / "data" / "real-drafters"
     checkout = Checkout(tmp_path, {".draftguard.yml": "target: acme/target\nmin_acceptance_length: 2.0\n"})
-    checkout.push({"eagle/config.json": json.dumps(eagle3, indent=2)})
+    checkout.push({"peagle/config.json": (data / "specforge-qwen3-8b-peagle" / "config.json").read_text(),
+                   "mtp/config.json": (data / "mtp-minimax-m2.7" / "config.json").read_text()})
     add_pull(api, checkout)
-    run = run_action(tmp_path, checkout, api, mode="acceptance", comment="false")
+    run = run_action(tmp_path, checkout, api, mode="acceptance")
     assert run.code == 0 and run.outputs["verdict"] == "skipped", run.stdout + run.stderr
     assert "draftguard: " not in run.stdout  # no accept command was started
+    assert "P-EAGLE heads draft in parallel" in run.summary
+    assert "MTP heads are not run" in run.summary
+    [comment] = api.comments_on(REPO, 7)
+    assert "mtp/config.json: MTP heads are not run" in comment["body"]

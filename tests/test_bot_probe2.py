@@ -320,7 +320,9 @@ def test_a_writers_pull_request_from_someone_elses_fork_is_not_trusted_for_the_g
 
 # --- the bot and the Action agree on which drafters get a GPU test (issue 25, Deliver 1) -------
 
-def test_the_bot_queues_a_gpu_test_for_every_dflash_the_backends_run_and_no_other(world):
+def test_the_bot_queues_a_gpu_test_for_every_drafter_accept_runs_and_no_other(world):
+    # DFlash without its architecture name was refused before; EAGLE-3 heads were refused until
+    # issue 33 (accept runs them now); DFlash2 and P-EAGLE heads are still not run.
     from tests.test_bot import DRAFTER
     from tests.test_bot_hardening import gpu_jobs
 
@@ -328,12 +330,14 @@ def test_the_bot_queues_a_gpu_test_for_every_dflash_the_backends_run_and_no_othe
     dflash2 = dict(DRAFTER, architectures=["DFlash2DraftModel"])
     eagle3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
               "num_hidden_layers": 1, "num_attention_heads": 32, "draft_vocab_size": 32000, "vocab_size": 128256}
+    peagle = dict(eagle3, architectures=["PEagleDraftModel"], num_hidden_layers=4)
     heads = {}
-    for n, config in ((213, no_arch), (214, dflash2), (215, eagle3)):
+    for n, config in ((213, no_arch), (214, dflash2), (215, eagle3), (217, peagle)):
         heads[n] = open_pr(world, n, {"drafter/config.json": json.dumps(config, indent=2)})
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 213)] == [heads[213]]  # before: the bot said no
-    assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 215) == []
+    assert [j.head_sha for j in gpu_jobs(world, 215)] == [heads[215]]  # before issue 33: no
+    assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 217) == []
 
 
 def test_the_approval_rule_is_written_once_for_both_hosts():

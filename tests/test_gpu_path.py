@@ -52,16 +52,22 @@ SECRET = "gpu-path-webhook-secret-42"
 REPO = "acme/drafter"
 BASE, HEAD = "b" * 40, "c" * 40
 BACKENDS = [pytest.param("reference", id="reference"), pytest.param("vllm", id="vllm", marks=pytest.mark.vllm)]
+# (backend, drafter): DFlash and EAGLE-3 heads (issue 33) through the same path.
+DRAFTERS = [pytest.param("reference", "drafter", id="reference"),
+            pytest.param("vllm", "drafter", id="vllm", marks=pytest.mark.vllm),
+            pytest.param("reference", "eagle3", id="reference-eagle3"),
+            pytest.param("vllm", "eagle3", id="vllm-eagle3", marks=pytest.mark.vllm)]
 
 
-def drafter_files(backend: str) -> dict[str, bytes]:
-    """The drafter fixture the backend can run: vLLM's CPU build needs the head_dim-32, all-full one."""
-    folder = (VLLM_MODELS if backend == "vllm" else MODELS) / "drafter"
+def drafter_files(backend: str, drafter: str = "drafter") -> dict[str, bytes]:
+    """The drafter fixture the backend can run: vLLM's CPU build needs the head_dim-32, all-full one;
+    the EAGLE-3 head is trained on that target (tests/fixtures/make_eagle3_models.py)."""
+    folder = (VLLM_MODELS if backend == "vllm" or drafter != "drafter" else MODELS) / drafter
     return {name: (folder / name).read_bytes() for name in ("config.json", "model.safetensors")}
 
 
-def settings_yml(backend: str) -> str:
-    target = (VLLM_MODELS if backend == "vllm" else MODELS) / "target"
+def settings_yml(backend: str, drafter: str = "drafter") -> str:
+    target = (VLLM_MODELS if backend == "vllm" or drafter != "drafter" else MODELS) / "target"
     return (f"target: {target}\nbackend: {backend}\nmin_acceptance_length: 3.0\nnum_prompts: 4\n"
             "max_new_tokens: 24\nprompts: eval/prompts.jsonl\n")
 
@@ -115,16 +121,16 @@ def assert_acceptance_section(section: str, backend: str) -> None:
     assert "| 1 |" in section  # the per-position table
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp_path, backend):
+@pytest.mark.parametrize("backend,drafter", DRAFTERS)
+def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp_path, backend, drafter):
     api = FakeGitHub(token=GH_TOKEN).start()
-    files = drafter_files(backend)
+    files = drafter_files(backend, drafter)
     weights = files["model.safetensors"]
     pointer = api.add_lfs(weights)
     assert len(pointer) < 200  # what the contents API answers for the weights
     prompts = (MODELS / "prompts.jsonl").read_bytes()
     api.add_repo(REPO)
-    main = {".draftguard.yml": settings_yml(backend), "eval/prompts.jsonl": prompts}
+    main = {".draftguard.yml": settings_yml(backend, drafter), "eval/prompts.jsonl": prompts}
     api.set_files(REPO, "main", main)
     api.set_files(REPO, BASE, main)
     api.set_files(REPO, HEAD, {**main, "drafter/config.json": files["config.json"], "drafter/model.safetensors": pointer})
@@ -171,6 +177,8 @@ def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp
     assert len(sticky) == 1
     sections = parse_sticky(sticky[0]["body"])
     assert_acceptance_section(sections["acceptance"], backend)
+    # The child found the method in the head's files (no --method in its argv).
+    assert ("EAGLE-3 chain drafting" in sections["acceptance"]) == (drafter == "eagle3")
     assert "light" in sections
     runs = api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
     assert len(runs) == 1 and runs[0]["conclusion"] == "success" and runs[0]["status"] == "completed"
@@ -179,6 +187,40 @@ def test_github_pr_with_lfs_weights_runs_the_acceptance_test_on_a_gpu_worker(tmp
     # asked of the API host; the pointer alone would have been refused by accept).
     assert ("GET", f"/_media/{REPO}/{HEAD}/drafter/model.safetensors", None) in api.media_requests
     assert any(p == f"/repos/{REPO}/contents/eval/prompts.jsonl" for _, p in api.requests)
+
+
+def test_a_drafter_accept_does_not_run_gets_no_gpu_job_and_the_plain_reason(tmp_path):
+    """An MTP model and a P-EAGLE head (real configs) in a trusted pull request: no acceptance job is
+    queued, and the sticky comment and the check say why in plain words (issue 33)."""
+    data = ROOT / "tests" / "data" / "real-drafters"
+    api = FakeGitHub(token=GH_TOKEN).start()
+    api.add_repo(REPO)
+    main = {".draftguard.yml": settings_yml("reference")}
+    api.set_files(REPO, "main", main)
+    api.set_files(REPO, BASE, main)
+    api.set_files(REPO, HEAD, {**main, "mtp/config.json": (data / "mtp-minimax-m2.7" / "config.json").read_bytes(),
+                               "peagle/config.json": (data / "specforge-qwen3-8b-peagle" / "config.json").read_bytes()})
+    api.add_pull(REPO, 11, head=HEAD, base=BASE, author="mona")
+    api.set_permission(REPO, "mona", "maintain")
+    config = GitHubConfig(api_url=api.url, token=GH_TOKEN, webhook_secret=SECRET, timeout=5.0, write_interval=0,
+                          retry_base=0.2)
+    queue = Queue(f"sqlite:///{tmp_path}/queue.db")
+    queue.handlers["github"] = GitHubHandler(config)
+    server = BotServer(create_app(queue, [github_route(SECRET)], consumers={"cpu": 1, "gpu": 0}))
+    try:
+        with server:
+            assert post_webhook(server.url, "pull_request", pr_payload(REPO, 11, HEAD, BASE, author="mona"),
+                                secret=SECRET, delivery="pr-11").status_code == 202
+            assert queue.wait_idle(60, ids=["pr-11"])
+    finally:
+        api.stop()
+    assert not [j for j in queue.jobs() if j.kind == "acceptance"]
+    [sticky] = [c for c in api.comments_on(REPO, 11) if c["body"].startswith(MARKER)]
+    section = parse_sticky(sticky["body"])["acceptance"]
+    assert "**skipped**" in section, section
+    assert "mtp/config.json: MTP heads are not run" in section
+    assert "peagle/config.json: P-EAGLE heads draft in parallel" in section
+    assert not api.runs_for(REPO, HEAD, ACCEPTANCE_CHECK)
 
 
 def test_an_lfs_object_that_does_not_match_its_pointer_is_never_used(tmp_path):

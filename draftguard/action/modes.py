@@ -32,7 +32,7 @@ from draftguard.check.run import check
 from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
 from draftguard.report.annotations import render_annotations
-from draftguard.report.comment import matrix_note, render_acceptance_section
+from draftguard.report.comment import esc, matrix_note, render_acceptance_section, render_untested_section
 from draftguard.report.engines import render_engines_section
 from draftguard.report.fixes import fixes_markdown
 from draftguard.report.json import render_json
@@ -201,9 +201,10 @@ def _report_path(env: Mapping[str, str]) -> str:
 ACTION_BACKEND = "vllm"
 
 
-def find_drafters(root: Path, targets: list[str]) -> list[str]:
+def find_drafters(root: Path, targets: list[str], untested: dict[str, str] | None = None) -> list[str]:
     """The targets that are drafters the acceptance backends run (``acceptance_testable``, as the
-    bot asks): an EAGLE-3 head or a DFlash2 is not handed to ``draftguard accept``."""
+    bot asks); each other drafter goes into ``untested`` with the reason it is not run (an EAGLE 1/2
+    or MTP head, a DFlash2), the words the bot's comment shows too."""
     out = []
     for t in targets:
         try:
@@ -213,6 +214,8 @@ def find_drafters(root: Path, targets: list[str]) -> list[str]:
         fmt = detect_drafter(raw)
         if fmt is not None and fmt.acceptance_testable:
             out.append(t)
+        elif fmt is not None and untested is not None:
+            untested[t] = fmt.acceptance_refusal or "not run by draftguard accept"
     return out
 
 
@@ -226,13 +229,16 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
                           f"{SETTINGS_FILE} on the default branch")
     notes = [note, UNTRUSTED_SETTINGS_NOTE] if note else []
     changed = changed_files(root, base) if base else None
-    drafters = find_drafters(root, select_targets(root, inputs, changed, notes))
+    untested: dict[str, str] = {}
+    drafters = find_drafters(root, select_targets(root, inputs, changed, notes), untested)
     report_path = _report_path(commands.env)
     if not drafters:
-        section = render_acceptance_section("skipped", detail="no drafter config that the acceptance backends run (DFlash) to test")
+        section = render_untested_section(untested) if untested else render_acceptance_section(
+            "skipped", detail="no drafter config that draftguard accept runs (DFlash, EAGLE-3) to test")
         commands.summary.append(section)
-        Path(report_path).write_text(json.dumps({"skipped": "no drafter", "results": []}) + "\n", encoding="utf-8")
-        return Outcome(EXIT_OK, "skipped", 0, 0, {}, report_path)
+        Path(report_path).write_text(json.dumps({"skipped": "no drafter", "untested": untested, "results": []})
+                                     + "\n", encoding="utf-8")
+        return Outcome(EXIT_OK, "skipped", 0, 0, {"acceptance": section} if untested else {}, report_path)
     if comment is not None:
         comment({"acceptance": render_acceptance_section(
             "running", detail=f"{', '.join(drafters)} against {inputs.target or settings.target}")})
@@ -278,6 +284,8 @@ def acceptance_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Wo
         status = str((result.get("verdict") or {}).get("status", "inconclusive"))
         statuses.append(status)
         parts.append(render_acceptance_section("done", result, detail=f"drafter {drafter}"))
+    if untested:  # beside the drafters that ran: the others, and why they did not
+        parts.append(esc("Not run: " + "; ".join(f"{p}: {why}" for p, why in sorted(untested.items())) + "."))
     section = "\n\n".join(parts)
     commands.summary.append(section)
     Path(report_path).write_text(json.dumps({"results": results, "errors": problems}, indent=2) + "\n",

@@ -176,7 +176,8 @@ class PullRequestFlow:
                               queue="gpu", repo=job.repo, number=job.number, head_sha=head, base_sha=base,
                               installation_id=job.installation_id, data=Acceptance(outcome.drafters).to_data())
                 sections["acceptance"] = render_acceptance_section(
-                    "queued", detail=f"waiting for a GPU worker ({why})")
+                    "queued", detail=f"waiting for a GPU worker ({why})" + "".join(
+                        f"; not run: {path}: {reason}" for path, reason in sorted(outcome.untested.items())))
             else:
                 sections["acceptance"] = render_acceptance_section("skipped", detail=f"{why}. {host.trust_hint}")
                 ran = queue.get(gpu_job_id(job.source, job, head, None))
@@ -191,8 +192,8 @@ class PullRequestFlow:
                 # A rerun of this head is queued or running: this press joins it (one at a time per head).
                 del sections["acceptance"]
                 gpu_job = None
-        else:
-            sections["acceptance"] = None
+        else:  # no GPU test asked for: none, or the drafters' plain reason (check_sections)
+            sections.setdefault("acceptance", None)
         host.upsert_sticky(lambda old: update_sticky(old, **sections))
         suggest = getattr(host, "post_suggestions", None)
         if suggest is not None:

@@ -27,7 +27,7 @@ from draftguard.hosts.files import MAX_FILE_BYTES
 from draftguard.hosts.github import GitHubConfig
 from draftguard.hosts.hub import HubConfig
 from draftguard.hosts.retry import DelayOf
-from draftguard.report.comment import render_matrix_section
+from draftguard.report.comment import render_matrix_section, render_untested_section
 from draftguard.report.engines import render_engines_section
 from draftguard.pr_verdict import PullRequestReview, PullRequestSource, matrix_markdown, settings_problem
 from draftguard.secrets import scrub
@@ -142,6 +142,7 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
+    untested: dict[str, str] = {}  # drafters draftguard accept does not run, and why
     files: dict[str, bytes] = {}
     spent = 0
     for path in configs:
@@ -170,6 +171,8 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         fmt = detect_drafter(snap.load_json())
         if fmt is not None and fmt.acceptance_testable:  # the Action asks the same
             drafters.append(path)
+        elif fmt is not None:
+            untested[path] = fmt.acceptance_refusal or "not run by draftguard accept"
         try:
             base_bytes = client.read_file(path, base, max_bytes=max(0, min(MAX_FILE_BYTES, MAX_BYTES_PER_PR - spent)))
             spent += len(base_bytes or b"")
@@ -180,21 +183,25 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         if base_bytes is not None:
             base_findings += run([_snapshot(client, base, path, base_bytes)], drafter_failed=lambda s, exc: None).findings
     return PullRequestReview.against_base(report, base_findings if have_base else None, settings, notes,
-                                          drafters, files)
+                                          drafters, files, untested)
 
 
 def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[dict[str, str | None], bool]:
     """The sticky comment's sections for a checked PR head (GitHub or Hub): the light check, the
     transformers matrix and what the engines serve (settings ``transformers:`` and ``engines:``; None
     removes a section the settings no longer ask for), and whether the repo's settings ask for a GPU
-    acceptance test of its drafters."""
+    acceptance test of its drafters. A drafter that ``draftguard accept`` does not run gets no GPU
+    job; where the settings ask for one, the acceptance section says why (``render_untested_section``)."""
     settings = outcome.settings
     sections = {
         "light": outcome.light_section(head, base),
         "matrix": matrix_section(outcome.files, settings.transformers) if settings.transformers else None,
         "engines": render_engines_section(outcome.report),
     }
-    wants_gpu = bool(outcome.drafters) and bool(settings.target and (settings.min_acceptance_length or settings.baseline))
+    asks = bool(settings.target and (settings.min_acceptance_length or settings.baseline))
+    wants_gpu = bool(outcome.drafters) and asks
+    if asks and not outcome.drafters and outcome.untested:
+        sections["acceptance"] = render_untested_section(outcome.untested)
     return sections, wants_gpu
 
 

@@ -349,8 +349,10 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     out.append("")
     thresholds = result.get("thresholds") or {}
     interval = verdict.get("interval")
-    facts = [
-        f"draft acceptance rate {number_text(result.get('draft_acceptance_rate'), 3)}",
+    run = result.get("run") if isinstance(result.get("run"), dict) else {}
+    facts = [f"{drafting_text(run)}, draft acceptance rate {number_text(result.get('draft_acceptance_rate'), 3)}"
+             if run.get("method") else
+             f"draft acceptance rate {number_text(result.get('draft_acceptance_rate'), 3)}",
         f"{result.get('accepted_tokens', 0)} of {result.get('draft_tokens', 0)} drafted tokens accepted "
         f"over {result.get('drafts', 0)} drafts",
         f"{len(result.get('per_prompt') or [])} prompts, {number_text(result.get('tokens_per_second'), 1)} tokens/s, "
@@ -372,3 +374,34 @@ def render_acceptance_section(state: str, result: Mapping[str, Any] | None = Non
     if detail:
         out.append(esc(detail))
     return "\n".join(out).rstrip()
+
+
+def drafting_text(run: Mapping[str, Any]) -> str:
+    """How the result's drafter drafted, from its ``run`` record: the method and its block.
+
+    Example::
+
+        >>> drafting_text({"method": "eagle3", "block_size": 4}), drafting_text({"method": "dflash", "block_size": 16})
+        ('EAGLE-3 chain drafting, 3 draft tokens per step', 'DFlash block drafting, block of 16')
+    """
+    block = run.get("block_size")
+    if run.get("method") == "eagle3":
+        return "EAGLE-3 chain drafting" + (f", {block - 1} draft tokens per step" if isinstance(block, int) else "")
+    return f"{esc(run.get('method') or 'dflash').replace('dflash', 'DFlash')} block drafting" + (
+        f", block of {block}" if isinstance(block, int) else "")
+
+
+def render_untested_section(untested: Mapping[str, str]) -> str:
+    """The acceptance section for drafters that ``draftguard accept`` does not run: skipped, each
+    with its reason (the bot and the Action show the same words).
+
+    Example::
+
+        >>> print(render_untested_section({"mtp/config.json": "MTP heads are not run"}))
+        ### Acceptance test
+        <BLANKLINE>
+        :fast_forward: **skipped**: mtp/config.json: MTP heads are not run.
+    """
+    reasons = "; ".join(f"{path}: {why}" for path, why in sorted(untested.items()))
+    return render_acceptance_section("skipped", detail=reasons + ".")
+

@@ -9,7 +9,8 @@ back when an engine is dropped, and the reference backend holds its models on th
 that ran jobs in process would leak memory and mix counters from one job into the next. The child
 loads a pull request's config and weights, so it gets no token and no secret (``child_env``): this
 parent downloads the target with the runner's token (``fetch_target``) and hands the child its folder,
-with huggingface_hub offline.
+with huggingface_hub offline. The argv names no drafting method: the child's ``draftguard accept``
+reads it from the drafter folder's config.json (DFlash or EAGLE-3, ``engine_options.drafting_method``).
 
 The runner picks what the repo does not say, through its environment (``runner/draftguard-runner.env``):
 

@@ -102,6 +102,7 @@ class DrafterFormat:
     target_hidden: Stated | None = None
     verifier: str | None = None
     architecture: str | None = None
+    eagle3_refusal: str | None = None  # why the reference's EAGLE-3 head cannot be built (``_eagle3_refusal``)
 
     @property
     def is_dflash(self) -> bool:
@@ -109,20 +110,46 @@ class DrafterFormat:
 
     @property
     def acceptance_testable(self) -> bool:
-        """Whether the acceptance backends run this drafter: DFlash (z-lab's, with or without its
-        architecture name, and the speculators form). DFlash2's candidate heads are refused by the
-        reference backend and by vLLM's V1 runner; DSpark, Domino, EAGLE, MTP are not run. The bot
-        and the Action both ask this, so they agree on which drafters get a GPU test.
+        """Whether ``draftguard accept`` runs this drafter: DFlash (z-lab's, with or without its
+        architecture name, and the speculators form) and EAGLE-3 heads in the layout its reference
+        backend builds (``acceptance_refusal`` says why any other is not). The bot and the Action
+        both ask this, so they agree on which drafters get a GPU test.
 
         Example::
 
             >>> [detect_drafter(c).acceptance_testable for c in ({"dflash_config": {}},
             ...     {"architectures": ["DFlash2DraftModel"]}, {"architectures": ["Qwen3DSparkModel"]},
-            ...     {"architectures": ["LlamaForCausalLMEagle3"]})]
-            [True, False, False, False]
+            ...     {"architectures": ["LlamaForCausalLMEagle3"]}, {"architectures": ["EagleLlamaForCausalLM"]})]
+            [True, False, False, True, False]
         """
-        return self.kind in ("dflash", "speculators-dflash") and self.label not in UNTESTABLE_DFLASH
+        return self.acceptance_refusal is None
 
+    @property
+    def acceptance_refusal(self) -> str | None:
+        """Why ``draftguard accept`` does not run this drafter, in a sentence the bot's comment and
+        the Action's summary show; None when it does. DFlash2's candidate heads, DSpark, Domino and
+        DFlare draft otherwise than DFlash's block; EAGLE 1/2, Medusa and MTP heads are not run; an
+        EAGLE-3 head runs when it is the one-layer LLaMA head with ``midlayer.*`` weights that
+        SpecForge, the EAGLE authors and AngelSlim publish (``runner/eagle3_model.py``).
+
+        Example::
+
+            >>> detect_drafter({"architectures": ["EagleLlamaForCausalLM"]}).acceptance_refusal
+            'EAGLE 1/2 heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads'
+        """
+        if self.family == "dflash":
+            if self.kind in ("dflash", "speculators-dflash") and self.label not in UNTESTABLE_DFLASH:
+                return None
+            return (f"{self.label} drafters are not run: draftguard accept runs DFlash's block drafting, "
+                    "which DFlash2's candidate heads, DSpark, Domino and DFlare do not follow")
+        if self.family == "eagle3":
+            return self.eagle3_refusal
+        return {
+            "eagle": "EAGLE 1/2 heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
+            "mtp": ("MTP heads are not run: they are layers of the target model itself, not a drafter folder, and "
+                    "draftguard accept has no MTP drafting of its own to judge vLLM's against (docs/acceptance.md)"),
+            "medusa": "Medusa heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
+        }.get(self.family, f"{self.label} drafters are not run by draftguard accept")
     @property
     def article(self) -> str:
         """"a" or "an" before the label: "an EAGLE-3 drafter", "a z-lab DFlash drafter"."""
@@ -189,6 +216,7 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
     if eagle3_arch or aux or raw.get("draft_vocab_size") is not None:
         label = "P-EAGLE" if eagle3_arch and "peagle" in eagle3_arch.lower() else "EAGLE-3"
         fmt = DrafterFormat(kind="eagle3", family="eagle3", label=label, aux_ids=aux, architecture=eagle3_arch)
+        fmt.eagle3_refusal = _eagle3_refusal(raw, label, eagle3_arch)
         fmt.target_hidden = _first(raw, ("target_hidden_size",))
         # DeepSpec's Qwen3Eagle3Model states 0-based `target_layer_ids` (any number) and the target's depth.
         fmt.target_ids = stated(raw, ("target_layer_ids",))
@@ -222,7 +250,52 @@ def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> Draft
     fmt.target_hidden = _first(raw, ("target_hidden_size",))
     verifier = get_key(raw, "speculators_config.verifier.name_or_path")
     fmt.verifier = verifier if isinstance(verifier, str) and verifier else None
+    if family == "eagle3":
+        fmt.eagle3_refusal = (
+            f"the speculators library's {spec_type} layout (weights under layers.0.*, its own norm options) is "
+            "not built by draftguard accept's reference EAGLE-3 head, which reads the SpecForge/EAGLE layout "
+            "(midlayer.*); vLLM serves that layout")
     return fmt
+
+
+# EAGLE-3 options the reference head does not build (vLLM's llama_eagle3.py reads them), each with the
+# value the reference's head stands for.
+EAGLE3_UNBUILT_OPTIONS = (("norm_before_fc", False), ("fc_norm", False), ("norm_output", False),
+                          ("use_aux_hidden_state", True))
+# The architectures vLLM builds as llama_eagle3's one LLaMA layer, whatever model_type the file copied
+# from its target (SpecForge's phi4 and QwQ heads say phi3 and qwen2): the head the reference builds.
+LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+# RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts).
+PLAIN_ROPE = (None, "default", "mrope")
+
+
+def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | None:
+    """Why the reference backend's EAGLE-3 head (one LLaMA decoder layer, plain RoPE,
+    ``runner/eagle3_model.py``) cannot be built from this config, or None. Read from the config alone,
+    as the bot decides before it fetches any weights: a head whose weights then do not fit is refused
+    by the run (exit 2, its reason in the comment)."""
+    if label == "P-EAGLE":
+        return "P-EAGLE heads draft in parallel; draftguard accept runs EAGLE-3's chain drafting only"
+    model_type = raw.get("model_type", "llama")
+    if arch not in LLAMA_EAGLE3_ARCHITECTURES and (arch is not None or model_type != "llama"):
+        return (f"an EAGLE-3 head with a {arch or model_type} decoder layer (model_type {model_type!r}); "
+                "draftguard accept builds the LLaMA layer of LlamaForCausalLMEagle3 heads only")
+    layer_count = raw.get("num_hidden_layers", 1)
+    if layer_count != 1:
+        return (f"an EAGLE-3 head of {layer_count} decoder layers; draftguard accept builds EAGLE-3's "
+                "one-layer head only")
+    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    for key, built in EAGLE3_UNBUILT_OPTIONS:
+        value = eagle.get(key, raw.get(key, built))
+        if isinstance(value, bool) and value != built:
+            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant whose extra norm or "
+                    "features draftguard accept's reference head does not build")
+    rope = raw.get("rope_scaling") or raw.get("rope_parameters")
+    rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
+    if rope_type not in PLAIN_ROPE:
+        return (f"its RoPE is scaled ({rope_type}), and draftguard accept's reference head builds plain RoPE "
+                "only, so its τ would not be the head's")
+    return None
 
 
 def _dflash_marker(arch: str) -> str | None:

@@ -1,0 +1,64 @@
+"""Which real published drafters the bot and the Action hand to `draftguard accept`
+(``DrafterFormat.acceptance_testable``, issue 33), read from their config.json as the bot reads them
+before any weights are fetched (tests/data/real-drafters, each with its SOURCE.md). A drafter that is
+not run carries the reason the comment shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from draftguard.check.drafter.detect import detect_drafter
+
+DATA = Path(__file__).resolve().parent / "data" / "real-drafters"
+
+RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
+    "specforge-llama3-8b-eagle3", "specforge-qwen3-8b-eagle3", "specforge-gpt-oss-20b-eagle3",
+    "specforge-deepseek-v3-671b-eagle3", "angelslim-qwen3-4b-eagle3", "angelslim-hunyuan-7b-eagle3",
+    "eagle-authors-llama3.1-8b-eagle3", "torchspec-qwen3-8b-eagle3", "specforge-qwen3-8b-dflash",
+    "specforge-phi4-eagle3", "specforge-qwq-32b-eagle3",  # model_type copied from the target; a LLaMA layer
+    "angelslim-qwen3-vl-8b-eagle3-mrope",  # an mrope section: plain RoPE on text prompts
+]
+NOT_RUN = {  # folder -> words the reason holds
+    "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
+    "speculators-qwen3-moe-eagle3": "speculators library's eagle3 layout",
+    "redhatai-gemma-4-31b-it-speculator.eagle3": "speculators library's eagle3 layout",
+    "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
+    "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
+    "specforge-llama3-70b-eagle3": "RoPE is scaled (llama3)",
+    "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
+    "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
+    "specforge-qwen3-30b-a3b-eagle3.1": "fc_norm: true",
+    "mtp-minimax-m2.7": "MTP heads are not run",
+    "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
+    "zlab-dflash2": "drafters are not run",
+    "medusa-vicuna-7b-v1.3": "Medusa heads are not run",
+}
+
+
+def fmt(folder: str):
+    found = detect_drafter(json.loads((DATA / folder / "config.json").read_text()))
+    assert found is not None, folder
+    return found
+
+
+@pytest.mark.parametrize("folder", RUN)
+def test_heads_accept_builds_are_run(folder):
+    found = fmt(folder)
+    assert found.acceptance_testable and found.acceptance_refusal is None, found.acceptance_refusal
+
+
+@pytest.mark.parametrize("folder", sorted(NOT_RUN))
+def test_other_drafters_are_not_run_and_say_why(folder):
+    found = fmt(folder)
+    assert not found.acceptance_testable
+    assert NOT_RUN[folder] in found.acceptance_refusal, found.acceptance_refusal
+    assert "`" not in found.acceptance_refusal  # the comment escapes backticks: plain words only
+
+
+def test_the_shipped_eagle3_fixtures_are_run():
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "vllm-models"
+    for head in ("eagle3", "eagle3-no-ids", "eagle3-bad-d2t", "eagle3-ids-shifted"):
+        assert detect_drafter(json.loads((fixtures / head / "config.json").read_text())).acceptance_testable
