@@ -40,6 +40,10 @@ SKIPPED = {
     "--backend both --enforce-eager --min-acceptance-length 3":
         "needs vLLM's CPU build in .venv-vllm; tests/test_vllm_engine.py "
         "(test_the_documented_cpu_example_runs_as_written_and_the_healthy_pair_passes) runs it as written",
+    f"draftguard accept {FIX}/eagle3-nested-ids --prompts tests/fixtures/models/prompts.jsonl --max-new-tokens 96 "
+    "--model-runner both":
+        "tests/test_runners.py (test_the_documented_command_runs_as_written) runs it as written and asserts "
+        "the runner diagnosis",
 }
 
 
