@@ -120,3 +120,14 @@ def test_early_stop_waits_for_min_prompts_and_a_settled_verdict():
     assert not EarlyStop(Thresholds(bar=2.4), min_prompts=6).settled(mixed)
     assert not EarlyStop(Thresholds(bar=None), min_prompts=1).settled(good)  # no bar: nothing to settle
     assert not EarlyStop(Thresholds(bar=2.0), min_prompts=6, enabled=False).settled(good)
+
+
+def test_the_broken_drafter_hint_is_said_only_where_tau_reads_broken():
+    """Before: every fail said "a broken drafter or drafter config reads 1.0-1.5", also at τ 3.5
+    against a bar of 3.9 (a degraded head, not a broken one)."""
+    degraded = [prompt(i, [9, 8, 8]) for i in range(12)]  # τ 3.5
+    v = verdict(degraded, Thresholds(bar=3.9))
+    assert v.status == "fail" and "broken" not in v.reason
+    broken = [prompt(i, [1, 0, 0]) for i in range(12)]  # τ 1.1
+    v = verdict(broken, Thresholds(bar=3.0))
+    assert v.status == "fail" and "τ 1.0-1.5 is what a broken drafter or drafter config reads" in v.reason

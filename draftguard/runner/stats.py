@@ -60,6 +60,8 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP, WILSON = "bootstrap over prompts", "wilson per position"
 PAIRED = "paired bootstrap over prompts"
 MIN_FIRST_POSITION = 0.2
+# The τ a broken drafter or drafter config reads (nearly nothing accepted): the fail verdict says so at or below it.
+BROKEN_TAU = 1.5
 
 
 def make_thresholds(
@@ -325,8 +327,9 @@ def verdict(prompts: Sequence[PromptResult], thresholds: Thresholds, confidence:
     if lo >= bar:
         return Verdict(PASS, f"{shown} is at or above the bar {bar:.2f} ({source})", interval, confidence, method)
     if hi < bar:
-        return Verdict(FAIL, f"{shown} is below the bar {bar:.2f} ({source}); a broken drafter or drafter config "
-                       "reads 1.0-1.5", interval, confidence, method)
+        # Only where it fits: at τ 3.48 against a bar of 3.9 the hint misled (a degraded head, not a broken one).
+        broken = "; τ 1.0-1.5 is what a broken drafter or drafter config reads" if tau <= BROKEN_TAU else ""
+        return Verdict(FAIL, f"{shown} is below the bar {bar:.2f} ({source}){broken}", interval, confidence, method)
     return Verdict(INCONCLUSIVE, f"{shown} straddles the bar {bar:.2f} ({source}); run more prompts "
                    "(--num-prompts) or longer outputs (--max-new-tokens)", interval, confidence, method)
 
