@@ -459,6 +459,31 @@ def test_kill_9_with_hub_jobs_queued_and_running_loses_nothing_and_posts_once(tm
     assert TOKEN not in log and SECRET not in log
 
 
+def test_a_job_killed_after_its_check_runs_again_to_done_and_another_delivery_is_skipped(bot):
+    """The once-flaky kill -9 test: a job killed after it marked its head checked, before its record
+    said done, was then skipped by its own mark ("already checked") on recovery. Its own mark is no
+    reason to skip; another job's for the same head still is. Fails before (skipped)."""
+    from draftguard.jobs import QUEUED, Job
+
+    bot.hub.open_pr(REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+    assert bot.post(discussion_payload(3)).status_code == 202
+    bot.settle()
+    [job] = bot.queue.jobs()
+    assert job.state == DONE, job.result
+    job.state, job.result = QUEUED, None  # as recovery finds it after the kill
+    bot.queue.save(job)
+    bot.queue.enqueue(job)
+    bot.settle()
+    again = bot.queue.get(job.id)
+    assert again.state == DONE, again.result
+    bot.sticky()  # still one sticky comment: the rerun edited it
+    other = Job(id=job.id + ":again", source=job.source, kind=job.kind, repo=job.repo, number=job.number,
+                data=job.data)
+    assert bot.queue.submit(other)
+    bot.settle()
+    assert bot.queue.get(other.id).result.endswith("already checked"), bot.queue.get(other.id).result
+
+
 def test_serve_and_worker_refuse_a_hub_setup_without_a_token_in_one_line(tmp_path):
     import subprocess
     import sys

@@ -243,3 +243,33 @@ def test_targets_beside_a_launch_get_engine_views_only_when_asked():
     done = run("check", "examples/qwen3-swa-drafter", "--launch-file", "tests/data/launch/serve-long.sh",
                "--format", "json")
     assert sorted({f["rule"] for f in json.loads(done.stdout)["findings"]}) == ["DG001", "DG005", "DG301"]
+
+
+def test_the_draft_rename_is_vllms_eagle_config():
+    from draftguard.check.launch.light import renamed_draft
+
+    # vllm/transformers_utils/configs/eagle.py (0.32.0): an Eagle3 name keeps its name under "eagle", and
+    # LiLiCorrDraftModel is exempt from the DFlash prefix; the hand-written rename got both wrong.
+    assert renamed_draft("Eagle3LlamaForCausalLM", "eagle") == "Eagle3LlamaForCausalLM"
+    assert renamed_draft("LiLiCorrDraftModel", "dflash") == "LiLiCorrDraftModel"
+    assert renamed_draft("LlamaForCausalLM", "eagle3") == "Eagle3LlamaForCausalLM"
+
+
+def test_the_draft_registry_is_the_asked_vllm_versions(tmp_path):
+    # DFlashQwen3XPressModel is registered in vLLM 0.33.0, not 0.32.0 (the generated registries in
+    # draftguard/check/engines/data/): the light tier reads the version the launch is checked against,
+    # where a hand list of 0.32.0's draft architectures refused it under both.
+    from draftguard.check.engines.specs import parse_engines
+
+    drafter = tmp_path / "drafter"
+    shutil.copytree(ROOT / "tests/fixtures/vllm-models/drafter", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(json.dumps({**config, "architectures": ["DFlashQwen3XPressModel"]}))
+    command = (f"vllm serve {ROOT / 'tests/fixtures/vllm-models/target'} --speculative-config "
+               f"'{{\"method\": \"dflash\", \"model\": \"{drafter}\", \"num_speculative_tokens\": 5}}'")
+    refused = "Model architectures ['DFlashQwen3XPressModel'] are not supported for now."
+    old = launch_report([], [command], parse_engines("vllm==0.32.0"), None).findings
+    assert any(refused in f.message for f in old), [(f.rule, f.message) for f in old]
+    new = launch_report([], [command], parse_engines("vllm==0.33.0"), None).findings
+    assert not any(refused in f.message for f in new), [(f.rule, f.message) for f in new]
+    assert "DG307" in [f.rule for f in new]  # judged past the registry: the layers the drafter is fed

@@ -83,14 +83,18 @@ def race_for_an_expired_lock(url: str, takers: int = 8, rounds: int = 15) -> lis
     return holders
 
 
-def test_an_expired_lock_is_taken_over_by_exactly_one_taker_on_sqlite(tmp_path):
-    holders = race_for_an_expired_lock(f"sqlite:///{tmp_path}/q.db")
-    assert holders == [1] * len(holders)
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request, tmp_path) -> str:
+    """Each store the queue runs on: a SQLite file, a real redis-server on loopback."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/q.db"
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    return request.getfixturevalue("redis_url")
 
 
-@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
-def test_an_expired_lock_is_taken_over_by_exactly_one_taker_on_redis(redis_url):
-    holders = race_for_an_expired_lock(redis_url)
+def test_an_expired_lock_is_taken_over_by_exactly_one_taker(store_url):
+    holders = race_for_an_expired_lock(store_url)
     assert holders == [1] * len(holders)
 
 

@@ -23,7 +23,8 @@ from typing import Any, Callable
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
-from draftguard.jobs import FAILED, FINISHED, Job, Queue, QueueConfigError
+from draftguard.errors import QueueConfigError
+from draftguard.jobs import FAILED, FINISHED, Job, Queue
 from draftguard.payloads import AuditChunk
 from draftguard.check import resolver
 from draftguard.snapshot import BadInput

@@ -24,8 +24,10 @@ from draftguard.bot.platforms import NO_CREDENTIALS, PLATFORMS, configs_from_env
 from draftguard.bot.server import run_server
 from draftguard.bot.workers import ProcessConsumer, WorkerProcesses
 from draftguard.check import resolver
+from draftguard.errors import QueueConfigError
 from draftguard.hosts.github import BotConfigError
-from draftguard.jobs import Handler, Queue, QueueConfigError, parse_queue_url
+from draftguard.jobs import Handler, Queue
+from draftguard.queue_store import parse_queue_url
 
 EXIT_BAD_INPUT = 2
 

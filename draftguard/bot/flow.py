@@ -140,7 +140,10 @@ class PullRequestFlow:
                 return f"skipped: superseded by {head[:12]}", None
             # When the bot first learnt of this head: its delivery's arrival, else now (kept if earlier).
             queue.mark_head_seen(job.source, job.repo, job.number, head, job.created if job.head_sha == head else None)
-            if call is None and host.announces_heads_twice and _peek(queue, _key("checked", job)) == head:
+            checked, by = (_peek(queue, _key("checked", job)) or "").partition(" ")[::2]
+            # Another job checked this head; this one's own mark (it died after writing it, before its
+            # record said done) is no reason to skip: it runs again, and its writes are idempotent.
+            if call is None and host.announces_heads_twice and checked == head and by != job.id:
                 return f"skipped: {head[:12]} already checked", None
             return self._check_head(job, queue, host, head, call, trust, approval), head
 
@@ -149,7 +152,7 @@ class PullRequestFlow:
         base = host.base()
         relevant = [(p, s) for p, s in host.changed_files(base, head) if is_model_file(p)]
         if not relevant and call is None:
-            queue.put(_key("checked", job), head.encode())
+            queue.put(_key("checked", job), f"{head} {job.id}".encode())  # the head, and which job checked it
             # A later push can take the model files out of the PR: then the old findings must go.
             if host.find_sticky() is None:
                 return "skipped: no model files changed"
@@ -212,7 +215,7 @@ class PullRequestFlow:
                 if gpu_job is not None:
                     publish(ACCEPTANCE_CHECK, head, status="queued", title="queued",
                             summary="Waiting for a GPU worker.", external_id=pr_id)
-        queue.put(_key("checked", job), head.encode())
+        queue.put(_key("checked", job), f"{head} {job.id}".encode())  # the head, and which job checked it
         if gpu_job is not None:
             queue.put(_key("gpu", job) + f"@{head}", gpu_job.id.encode())  # this head's latest GPU job
             queue.submit(gpu_job)  # after the comment says "queued", so "done" can never be overwritten

@@ -118,12 +118,10 @@ def _parser(server_args: Any) -> Any:
 
 def launch(server_args: Any, model_config_class: Any, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """One SGLang launch as SGLang reads it: its refusal in its own words, or what it serves."""
-    from vllm_probe import _words  # the sibling main() put on the path; draftguard never imports this file
+    from vllm_probe import _words, launch_environment  # the sibling main() put on the path; draftguard never imports this file
 
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
     view: dict[str, Any] = {"tier": "engine"}
-    try:
+    with launch_environment(env):
         try:
             sa = server_args.from_cli_args(_parser(server_args).parse_args(argv))
             config = model_config_class.from_server_args(sa)
@@ -140,12 +138,6 @@ def launch(server_args: Any, model_config_class: Any, argv: list[str], env: dict
             view.update(draft_architecture=(getattr(draft.hf_config, "architectures", None) or [None])[0],
                         draft_max_model_len=int(draft.context_len))
         return view
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def main() -> None:

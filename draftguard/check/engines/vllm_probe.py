@@ -20,6 +20,8 @@ import os
 import sys
 import traceback
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -214,6 +216,23 @@ def _v1_refusal(cfg: Any) -> str | None:
     return f"Model Runner V1 does not support: {', '.join(unsupported)}" if unsupported else None
 
 
+@contextmanager
+def launch_environment(env: dict[str, str]) -> Iterator[None]:
+    """The launch's variables set in ``os.environ`` for the block, then each put back as it was (unset
+    again where it was unset). Engines read their variables when asked, so this is enough; the SGLang
+    worker uses it too (it imports this sibling)."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _words(exc: BaseException) -> str:
     """The engine's own sentence: for pydantic's wrapper, the "Value error, ..." line it wraps."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -268,10 +287,8 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 
     parser = Parser(prog="vllm")
     ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
     view: dict[str, Any] = {"tier": "engine"}
-    try:
+    with launch_environment(env):
         try:
             args = parser.parse_args(["serve", *argv])
             if getattr(args, "model_tag", None):  # ServeSubcommand.cmd: the positional model wins
@@ -308,12 +325,6 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
                     aux = list(_build(cfg).get_eagle3_default_aux_hidden_state_layers())
                 view["layers_read"] = [i - 1 for i in aux]
         return view
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def main() -> None:

@@ -148,7 +148,7 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
         draft_raw, draft_values = _read(draft)
     env = {k: v for k, (v, _) in launch.env.items()}
     if launch.engine == "vllm":
-        view = vllm_view(flags, env, raw, values, draft_raw, draft_values, spec.shown)
+        view = vllm_view(flags, env, raw, values, draft_raw, draft_values, spec.shown, spec.version)
     else:
         view = sglang_view(flags, env, raw, values, draft_raw, spec.shown)
     answer = real.launch(spec, _argv(launch, flags, target, draft), env, launch.file) if real is not None else None

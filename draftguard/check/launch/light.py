@@ -6,10 +6,12 @@ marked ``vllm`` holds the two equal on every launch in tests/data.
 Rules, with vLLM 0.32.0's source:
 - length: ``--max-model-len`` above the derived length (``check.engines.light.vllm_max_len``) is
   refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` (vllm/config/model.py ``_get_and_verify_max_len``);
-- dtype: float16 is refused for gemma2, gemma3, gemma3_text and glm4 (``_FLOAT16_NOT_SUPPORTED_MODELS``);
-- speculative: the draft architecture is renamed by method (``EAGLEConfig``: ``Eagle``+X, ``Eagle3``+X
-  unless it starts or ends with Eagle3, ``DFlash``+X unless it starts or ends with DFlash) and must be
-  registered; EAGLE/EAGLE-3 drafts take the target's length, DFlash ``min(draft, target)``
+- dtype: float16 is refused for the model types of ``_FLOAT16_NOT_SUPPORTED_MODELS`` (gemma2, gemma3,
+  gemma3_text, glm4 in 0.32.0), read from the version's generated registry (``check.engines.registry``);
+- speculative: the draft architecture is renamed by method (``EAGLEConfig``: ``Eagle``+X unless it starts
+  with Eagle, ``Eagle3``+X unless it starts or ends with Eagle3, ``DFlash``+X unless it starts or ends with
+  DFlash or is LiLiCorrDraftModel; ``check.engines.registry.draft_architecture``) and must be in the
+  version's registry (the generated one: a new release needs no hand list); EAGLE/EAGLE-3 drafts take the target's length, DFlash ``min(draft, target)``
   (``_maybe_override_draft_max_model_len``); the runner is V2 unless ``VLLM_USE_V2_MODEL_RUNNER`` says
   otherwise or V2 lacks a feature; which target layers each runner reads is ``check.engines.light``'s.
 
@@ -26,6 +28,7 @@ from typing import Any
 from draftguard.check.drafter.engines import dflash_v1_refusal, eagle3_default_aux_ids
 from draftguard.check.engines.light import (DTYPES, _draft_layer_windows, declared_dtype, dflash_vllm_aux,
                                            sglang_max_len, vllm_max_len)
+from draftguard.check.engines.registry import data, draft_architecture
 from draftguard.check.engines.view import text_values
 from draftguard.check.findings import is_int
 from draftguard.check.launch.flags import Flags, human_int, unknown_option
@@ -33,16 +36,6 @@ from draftguard.check.launch.flags import Flags, human_int, unknown_option
 # The engine versions whose launch code these rules encode: a launch asks these unless --engine names
 # another (vLLM 0.33.0's serve and speculative code was not read for launches; its registry is).
 LAUNCH_RULES = {"vllm": "0.32.0", "sglang": "0.5.23"}
-FLOAT16_REFUSED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
-FLOAT16_REASON = "Numerical instability. Please use bfloat16 or float32 instead."
-# vLLM 0.32.0's registered speculative architectures (ModelRegistry, those a method's rename can reach).
-VLLM_DRAFT_ARCHS = frozenset("""
-DFlash2DraftModel DFlashDraftModel DFlashLagunaForCausalLM DFlashMuseGlimmerAssistantModel DSparkDraftModel
-DSparkV41DraftModel Eagle3DeepseekV2ForCausalLM Eagle3DeepseekV3ForCausalLM Eagle3LlamaForCausalLM
-Eagle3MiniMaxM2ForCausalLM Eagle3Qwen2_5vlForCausalLM Eagle3Qwen3ForCausalLM Eagle3Qwen3vlForCausalLM
-EagleCohereForCausalLM EagleDeepSeekMTPModel EagleLlama4ForCausalLM EagleLlamaForCausalLM EagleMiniCPMForCausalLM
-EagleMistralForCausalLM EagleMistralLarge3ForCausalLM LlamaForCausalLMEagle3 PEagleDraftModel
-PeagleLlamaForCausalLM PeagleQwen3ForCausalLM""".split())
 TRUE = ("1", "true", "yes", "on")
 
 
@@ -71,7 +64,7 @@ class LaunchView:
 
 
 def renamed_draft(arch: str | None, method: str) -> str | None:
-    """The architecture vLLM builds for a draft under ``method`` (EAGLEConfig).
+    """The architecture vLLM builds for a draft under ``method`` (EAGLEConfig); other methods keep it.
 
     Example::
 
@@ -80,10 +73,7 @@ def renamed_draft(arch: str | None, method: str) -> str | None:
     """
     if arch is None or method not in ("eagle", "eagle3", "dflash"):
         return arch
-    if method == "eagle":
-        return arch if arch.startswith("Eagle") and not arch.startswith("Eagle3") else f"Eagle{arch}"
-    marker = "Eagle3" if method == "eagle3" else "DFlash"
-    return arch if arch.startswith(marker) or arch.endswith(marker) else f"{marker}{arch}"
+    return draft_architecture(arch, method)
 
 
 def _dashed(unknown: str, flags: Flags) -> str:
@@ -99,7 +89,12 @@ def _env_true(env: dict[str, str], name: str) -> bool | None:
 
 def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: dict[str, Any],
               draft_raw: dict[str, Any] | None, draft_values: dict[str, Any] | None,
-              engine: str = "vLLM 0.32.0") -> LaunchView:
+              engine: str = "vLLM 0.32.0", version: str = LAUNCH_RULES["vllm"]) -> LaunchView:
+    """vLLM ``version``'s light view; its float16 refusals and registered architectures are that
+    version's generated registry's (every version ``specs.KNOWN`` names ships one)."""
+    facts = data("vllm", version)
+    if facts is None:
+        raise ValueError(f"vLLM {version} has no generated registry (draftguard/check/engines/data/)")
     view = LaunchView(engine, "light")
     if (unknown := unknown_option(flags)) is not None:
         view.refusal = f"vllm serve: error: unrecognized arguments: {_dashed(unknown, flags)}"
@@ -120,8 +115,9 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
     stated = declared_dtype(raw)
     view.dtype = DTYPES.get(dtype) or ({"float32": "bfloat16"}.get(stated or "", stated) if dtype == "auto" else dtype)
     model_type = text.get("model_type") or raw.get("model_type")
-    if view.dtype == "float16" and model_type in FLOAT16_REFUSED:
-        view.refusal = f"The model type {model_type!r} does not support float16. Reason: {FLOAT16_REASON}"
+    no_fp16 = facts["float16_not_supported"]
+    if view.dtype == "float16" and isinstance(model_type, str) and model_type in no_fp16:
+        view.refusal = f"The model type {model_type!r} does not support float16. Reason: {no_fp16[model_type]}"
         view.refusal_where = "vllm/config/model.py _check_valid_dtype"
         return view
     spec = flags.data("speculative-config")
@@ -138,7 +134,7 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
         return view
     draft_arch = (draft_raw.get("architectures") or [None])[0]
     view.draft_architecture = renamed_draft(draft_arch, method)
-    if view.draft_architecture not in VLLM_DRAFT_ARCHS:
+    if view.draft_architecture not in facts["architectures"]:
         view.refusal = f"Model architectures [{view.draft_architecture!r}] are not supported for now."
         view.refusal_where = "vllm/model_executor/models/registry.py, for the draft model"
         return view
