@@ -431,21 +431,29 @@ def test_acceptance_mode_needs_a_target(tmp_path, api):
     assert api.comments_on(REPO, 7) == []
 
 
+def drafter_pull(tmp_path, api, target: Path, drafter: Path, bar: float, also: dict | None = None) -> "Checkout":
+    """A pull request adding the fixture folder ``drafter`` (and the files ``also``) to a repo whose
+    .draftguard.yml names ``target``, the reference backend, a bar and 4 short prompts."""
+    prompts = ROOT / "tests/fixtures/models/prompts.jsonl"
+    checkout = Checkout(tmp_path, {".draftguard.yml": f"target: {target}\nbackend: reference\n"
+                                                      f"min_acceptance_length: {bar}\nnum_prompts: 4\n"
+                                                      f"max_new_tokens: 16\nprompts: {prompts}\n"})
+    files = {f"{drafter.name}/{p.name}": p.read_bytes() for p in drafter.iterdir() if p.is_file()}
+    for name, data in {**files, **(also or {})}.items():
+        (checkout.dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkout.dir / name).write_bytes(data)
+    git(checkout.dir, "add", "-A")
+    git(checkout.dir, "commit", "-q", "-m", f"add {drafter.name}")
+    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
+    add_pull(api, checkout)
+    return checkout
+
+
 @pytest.mark.skipif(not (ROOT / "tests/fixtures/models/target").is_dir(), reason="no tiny fixture models")
 def test_acceptance_mode_runs_draftguard_accept_and_updates_the_acceptance_section(tmp_path, api):
     pytest.importorskip("torch")
     fixtures = ROOT / "tests/fixtures/models"
-    drafter = {p.name: p.read_bytes() for p in (fixtures / "drafter").iterdir() if p.is_file()}
-    checkout = Checkout(tmp_path, {".draftguard.yml": f"target: {fixtures / 'target'}\nbackend: reference\n"
-                                                      "min_acceptance_length: 2.0\nnum_prompts: 4\nmax_new_tokens: 16\n"
-                                                      f"prompts: {fixtures / 'prompts.jsonl'}\n"})
-    (checkout.dir / "drafter").mkdir()
-    for name, data in drafter.items():
-        (checkout.dir / "drafter" / name).write_bytes(data)
-    git(checkout.dir, "add", "-A")
-    git(checkout.dir, "commit", "-q", "-m", "drafter")
-    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
-    add_pull(api, checkout)
+    checkout = drafter_pull(tmp_path, api, fixtures / "target", fixtures / "drafter", 2.0)
     light = update_sticky(None, light="### Light check\n\nkept")
     api.add_comment(REPO, 7, light, user="draftguard[bot]", user_type="Bot")
     run = run_action(tmp_path, checkout, api, mode="acceptance")
@@ -464,20 +472,9 @@ def test_acceptance_mode_runs_an_eagle3_head(tmp_path, api):
     in the head's files by the child's `draftguard accept`, and the comment says how it drafted."""
     pytest.importorskip("torch")
     fixtures = ROOT / "tests/fixtures/vllm-models"
-    drafter = {p.name: p.read_bytes() for p in (fixtures / "eagle3").iterdir() if p.is_file()}
-    checkout = Checkout(tmp_path, {".draftguard.yml": f"target: {fixtures / 'target'}\nbackend: reference\n"
-                                                      "min_acceptance_length: 3.0\nnum_prompts: 4\nmax_new_tokens: 16\n"
-                                                      f"prompts: {ROOT / 'tests/fixtures/models/prompts.jsonl'}\n"})
-    (checkout.dir / "eagle3").mkdir()
-    for name, data in drafter.items():
-        (checkout.dir / "eagle3" / name).write_bytes(data)
-    (checkout.dir / "mtp").mkdir()  # beside it, a model with MTP layers (real config): not run, and said so
-    (checkout.dir / "mtp" / "config.json").write_bytes(
-        (ROOT / "tests/data/real-drafters/mtp-minimax-m2.7/config.json").read_bytes())
-    git(checkout.dir, "add", "-A")
-    git(checkout.dir, "commit", "-q", "-m", "eagle3 head")
-    checkout.head = git(checkout.dir, "rev-parse", "HEAD").strip()
-    add_pull(api, checkout)
+    # Beside it, a model with MTP layers (real config): not run, and said so.
+    mtp = {"mtp/config.json": (ROOT / "tests/data/real-drafters/mtp-minimax-m2.7/config.json").read_bytes()}
+    checkout = drafter_pull(tmp_path, api, fixtures / "target", fixtures / "eagle3", 3.0, also=mtp)
     run = run_action(tmp_path, checkout, api, mode="acceptance")
     assert run.code == 0 and run.outputs["verdict"] == "pass", run.stdout + run.stderr
     [comment] = api.comments_on(REPO, 7)
