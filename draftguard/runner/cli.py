@@ -32,7 +32,7 @@ from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
-from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, runner_readings, target_layers
+from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
 from draftguard.runner.result import FAIL, PASS, AcceptanceResult
@@ -128,13 +128,13 @@ def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
     (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more."""
     if finding.rule != "DG102" or finding.key != NESTED_KEY:
         return False
-    nested = snapshot.load_json().get("eagle_config") or {}
-    ids = nested.get("eagle_aux_hidden_state_layer_ids") if isinstance(nested, dict) else None
+    nested = snapshot.load_json().get("eagle_config")
+    ids = int_list(nested.get("eagle_aux_hidden_state_layer_ids")) if isinstance(nested, dict) else None
     try:
         n = target_layers(target)
     except BadInput:
         return False
-    return isinstance(ids, list) and bool(ids) and all(isinstance(i, int) and 1 <= i <= n for i in ids)
+    return ids is not None and all(1 <= i <= n for i in ids)
 
 
 def _runner_views(args: argparse.Namespace) -> tuple[tuple[str, ...], None, list[Any], dict[str, Any]]:

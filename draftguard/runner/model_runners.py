@@ -57,7 +57,8 @@ def target_layers(target: str) -> int:
     return n
 
 
-def _ids(value: Any) -> list[int] | None:
+def int_list(value: Any) -> list[int] | None:
+    """``value`` as a non-empty list of ints, or None when it is not one."""
     if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         return list(value)
     return None
@@ -78,14 +79,14 @@ def runner_readings(drafter: str, target: str, method: str) -> dict[str, RunnerR
     raw = load_snapshot(drafter).load_json()
     n = target_layers(target)
     eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
-    top, nested = _ids(raw.get("eagle_aux_hidden_state_layer_ids")), _ids(eagle.get("eagle_aux_hidden_state_layer_ids"))
+    top, nested = int_list(raw.get("eagle_aux_hidden_state_layer_ids")), int_list(eagle.get("eagle_aux_hidden_state_layer_ids"))
     if method == "eagle3":
-        readings = eagle3_readings(top, nested, n, None)
-        v1, v2 = (readings[0], readings[0]) if len(readings) == 1 else (readings[0], readings[1])
+        readings = eagle3_readings(top, nested, n, None)  # one reading where both runners agree, else V1, V2
+        v1, v2 = readings[0], readings[-1]
         return {"v1": RunnerReading("v1", [i + 1 for i in v1.layers], v1.how),
                 "v2": RunnerReading("v2", [i + 1 for i in v2.layers], v2.how)}
     block = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
-    layer_ids = _ids(block.get("target_layer_ids"))
+    layer_ids = int_list(block.get("target_layer_ids"))
     base = (top, "reads `eagle_aux_hidden_state_layer_ids` as aux ids") if top else (
         ([i + 1 for i in layer_ids], "reads `dflash_config.target_layer_ids` + 1") if layer_ids else
         (None, "finds no layer ids"))
