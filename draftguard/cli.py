@@ -26,11 +26,12 @@ from draftguard.audit.cli import add_audit_parser
 from draftguard.audit.queue import SOURCE as AUDIT_SOURCE
 from draftguard.audit.queue import AuditJobHandler
 from draftguard.check import matrix
+from draftguard.check.engines import installed as engines_cli
 from draftguard.check.engines import parse_engines
+from draftguard.check.engines.specs import KNOWN, EngineSpec
 from draftguard.check.engines.real import RealEngines
 from draftguard.check import policy
 from draftguard.check.launch import launch_report
-from draftguard.check.launch.light import LAUNCH_RULES
 from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
@@ -185,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
         "sticky comment. Configured by the environment only; see draftguard/action/.",
     )
     action.set_defaults(func=cmd_action)
+
+    engines_cli.add_parser(sub)
 
     worker = sub.add_parser("worker", help="consume bot jobs from a shared (Redis) queue (needs the bot extra)")
     worker.add_argument("--queue", choices=["cpu", "gpu"], default="cpu",
@@ -401,16 +404,22 @@ def _config_file(path: str) -> str:
 
 
 def _engines(option: str | None, settings: Settings, launching: bool = False):
-    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``; a launch asks
-    the vLLM and SGLang versions whose launch code the light tier encodes) and the real engines
-    installed for them (None where only the light tier can run, which stderr says)."""
+    """The engines a check asked for (``--engine``, else .draftguard.yml ``engines:``) and the real
+    engines installed for them (None where only the light tier can run, which stderr says). A launch
+    asked of no engine is judged under the release it pins (``check.launch.check.judged_release``):
+    the specs are then None, and the real engines are every installed one draftguard knows."""
     if option is not None:
         specs = parse_engines(option)
+    elif settings.engines:
+        specs = parse_engines(settings.engines, source=settings.source or ".draftguard.yml")
+    elif launching:
+        every = [EngineSpec(name, version, tf) for name, versions in KNOWN.items() for version, tf in versions.items()]
+        real = RealEngines.installed(every)
+        for line in real.notes([s for s in every if s in real.pythons or s in real.sglang]):
+            print(f"draftguard: {line} (for the launches that pin it)", file=sys.stderr)
+        return None, real
     else:
-        if not settings.engines and not launching:
-            return None, None
-        specs = parse_engines(settings.engines or ",".join(f"{k}=={v}" for k, v in LAUNCH_RULES.items()),
-                              source=settings.source or ".draftguard.yml")
+        return None, None
     real = RealEngines.find(specs)
     for line in real.notes(specs):
         print(f"draftguard: {line}", file=sys.stderr)

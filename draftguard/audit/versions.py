@@ -20,6 +20,7 @@ import sys
 from typing import Any, Callable
 
 from draftguard.audit.record import Regression
+from draftguard.check.engines.specs import sort_key
 from draftguard.check.matrix import parse_versions
 from draftguard.snapshot import BadInput
 
@@ -79,7 +80,7 @@ def engine_regressions(found: dict[Any, list[Any]]) -> list[Any]:
     """
     out: list[Any] = []
     for name in sorted({spec.name for spec in found}):
-        specs = sorted((s for s in found if s.name == name), key=lambda s: tuple(int(p) for p in s.version.split(".")))
+        specs = sorted((s for s in found if s.name == name), key=lambda s: sort_key(s.version))
         if len(specs) < 2:
             continue
         seen: dict[tuple[str, str], Any] = {}

