@@ -287,6 +287,9 @@ RULES: dict[str, Rule] = {
              "drafter's own)."),
         Rule("DG308", "launch-override-undoes", Severity.WARNING,
              "A flag or override undoes a setting of the repo's config.json."),
+        Rule("DG309", "launch-upgrade-breaks", Severity.WARNING,
+             "A newer engine release refuses what this launch's pinned release takes: an option, a value, a "
+             "speculative method (the first refusing release named)."),
     ]
 }
 

@@ -105,6 +105,9 @@ def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSp
     weights_dtype = _weights_dtype(snapshot) if family is None and light.declared_dtype(raw) is None else None
     views: list[EngineView] = []
     for spec in specs:
+        if (gone := removed_method(spec, fmt)) is not None:  # the release has no method to serve it with
+            views.append(gone)
+            continue
         # vLLM serves a DSpark drafter with its own method ("dspark"), not as a DFlash one
         method = "dspark" if fmt is not None and fmt.label == "DSpark" and family == "dflash" else family
         got = real.views(spec, folder, method, target_folder) if real is not None else None
@@ -121,6 +124,35 @@ def check_engines(snapshot: Snapshot, result: TargetResult, specs: list[EngineSp
     for finding in findings:
         finding.key = prefix + finding.key
     return findings, views
+
+
+# The vLLM speculative method each drafter family is served with.
+SERVED_WITH = {"medusa": "medusa", "mlp_speculator": "mlp_speculator", "eagle": "eagle", "eagle3": "eagle3",
+               "dflash": "dflash", "mtp": "mtp"}
+
+
+def removed_method(spec: EngineSpec, fmt: Any) -> EngineView | None:
+    """A refusal view where vLLM release ``spec`` has no speculative method for the drafter's family
+    (Medusa and MLPSpeculator heads from vLLM 0.33.0 on): the release's methods are its own code's
+    (``releases``), and the message names the last release that served it. None where it has one, or
+    the release's methods are not known."""
+    from draftguard.check.engines import releases
+    from draftguard.check.engines.specs import sort_key
+
+    method = SERVED_WITH.get(fmt.family) if fmt is not None and spec.name == "vllm" else None
+    if method is None or spec.version not in releases.known("vllm"):
+        return None
+    methods = releases.facts("vllm", spec.version).speculative_methods
+    if not methods or method in methods:
+        return None
+    served = [v for v in releases.known("vllm") if method in (releases.facts("vllm", v).speculative_methods or ())]
+    older = [v for v in served if sort_key(v) < sort_key(spec.version)]
+    view = EngineView(spec.shown, spec.transformers, light.LIGHT, architecture=fmt.architecture)
+    view.refusal = (f"vLLM {spec.version} has no speculative method {method!r} to serve this {fmt.label} drafter"
+                    + (f" (last served by vLLM {older[-1]})" if older else ""))
+    view.refusal_where = (f"vllm/config/speculative.py SpeculativeConfig.method, whose methods in vLLM {spec.version} "
+                          "are read from its own code, at configuration")
+    return view
 
 
 def _target(snapshot: Snapshot, fmt: Any, target: str | None, trust_remote_code: bool,

@@ -3,7 +3,7 @@ manifest, or one command line) will serve, asked of the engine itself where it i
 tier) and of that version's code as rules elsewhere (the light tier). docs/launch.md.
 
 In: launch files (globs) and command lines, the engine specs asked for, the real engines.
-Out: ``launch_report`` -> the ``Report`` (findings DG300-DG308 on the launch files' lines; bad files
+Out: ``launch_report`` -> the ``Report`` (findings DG300-DG309 on the launch files' lines; bad files
 are ``InputError``s with file and line).
 """
 

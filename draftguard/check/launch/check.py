@@ -1,6 +1,6 @@
 """A launch checked: its model references resolved as the engine resolves them, the engine asked
 (the real tier: vLLM's own parser and ``create_engine_config()`` through ``RealEngines.launch``; else
-the light tier's rules), and the answer judged into findings DG300-DG308 on the launch file's lines.
+the light tier's rules), and the answer judged into findings DG300-DG309 on the launch file's lines.
 
 Model references: a local folder (relative to the launch file's folder; a container path mapped back
 through a compose volume, a ``docker run -v`` or a hostPath mount), else a Hub repo id read through
@@ -19,22 +19,48 @@ from typing import Any
 
 from draftguard.check import resolver
 from draftguard.check.drafter.detect import detect_drafter
-from draftguard.check.engines.specs import KNOWN, EngineSpec
-from draftguard.check.findings import InputError, Report, TargetResult
-from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, read_flags
+from draftguard.check.engines import releases
+from draftguard.check.engines.specs import KNOWN, EngineSpec, sort_key
+from draftguard.check.engines.specs import newest as newest_release
+from draftguard.check.engines.specs import oldest as oldest_release
+from draftguard.check.findings import RULES, Finding, InputError, Report, TargetResult
+from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, parser_options, read_flags
 from draftguard.check.launch.judge import judge
-from draftguard.check.launch.light import LAUNCH_RULES, LaunchView, sglang_view, vllm_view
+from draftguard.check.launch.light import LaunchView, sglang_view, vllm_view
 from draftguard.check.launch.sources import Launch
 from draftguard.check.run import check
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 
-def _spec(engine: str, specs: list[EngineSpec] | None) -> EngineSpec:
-    for spec in specs or []:
-        if spec.name == engine:
-            return spec
-    version = LAUNCH_RULES[engine]
+def _release_spec(engine: str, version: str) -> EngineSpec:
     return EngineSpec(engine, version, KNOWN[engine][version])
+
+
+def judged_release(launch: Launch, specs: list[EngineSpec] | None) -> tuple[EngineSpec, str, EngineSpec | None]:
+    """The release a launch is judged under, why (the words the output shows), and the newer release
+    its upgrade notes are for (None: it is judged under the newest asked or known).
+
+    ``--engine`` (or settings ``engines:``) overrides: the oldest release asked for the launch's
+    engine is judged, and the newest asked gives the upgrade notes (``--engine vllm==A,vllm==B``).
+    Else the release the launch pins (an image tag, ``vllm@X``, ``pip install vllm==X``, a
+    requirements file: ``Launch.release``), read as the known release it means; ``latest``, ``nightly``
+    and no pin mean the newest known release."""
+    engine = launch.engine
+    asked = sorted((s for s in specs or [] if s.name == engine), key=lambda s: sort_key(s.version))
+    if asked:
+        return asked[0], "asked with --engine", (asked[-1] if len(asked) > 1 else None)
+    newest = _release_spec(engine, newest_release(engine))
+    pin, where = getattr(launch, "release", None), getattr(launch, "release_source", "") or ""
+    if not pin:
+        why = f"{where}: " if where else ""
+        return newest, f"{why}no release pinned, so the newest known release", None
+    version = releases.resolve(engine, pin)
+    if version is None or version not in KNOWN[engine]:
+        return newest, (f"{pin} (pinned by {where}) is not a release draftguard knows (vLLM {oldest_release(engine)}"
+                        f" to {newest.version}): judged under the newest"), None
+    said = f"pinned by {where}" + (f" ({pin} read as {version})" if pin.lstrip("v") != version else "")
+    judged = _release_spec(engine, version)
+    return judged, said, (newest if sort_key(version) < sort_key(newest.version) else None)
 
 
 def resolve_model(ref: str, line: int, launch: Launch, revision: str | None, what: str,
@@ -130,8 +156,8 @@ def _argv(launch: Launch, flags: Flags, target: Snapshot, draft: Snapshot | None
 def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: Any = None,
                  confine: Path | None = None) -> TargetResult:
     """Findings for one launch. Raises BadInput (file and line) for a reference that cannot be read."""
-    flags = read_flags(launch)
-    spec = _spec(launch.engine, specs)
+    spec, why, upgrade = judged_release(launch, specs)
+    flags = read_flags(launch, spec.version)
     model = flags.model
     if model is None:
         raise BadInput(f"{launch.file}:{launch.line}: the {spec.shown} launch names no model", file=launch.file,
@@ -161,9 +187,61 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
     fmt = detect_drafter(draft_raw) if draft_raw is not None else None
     result = TargetResult(source=launch.file, file=launch.file, revision=flags.value("revision"),
                           model_type=raw.get("model_type"), config_class=_served(view), values=None)
+    view.notes.insert(0, f"{spec.shown}: {why}")
     result.findings = judge(view, launch, flags, raw, values, draft_raw, draft_values, fmt)
+    if upgrade is not None:
+        result.findings += upgrade_notes(launch, flags, spec, upgrade)
     result.launch_view = view  # for the tier comparison; the text views render engine_views, not these
     return result
+
+
+def upgrade_notes(launch: Launch, flags: Flags, judged: EngineSpec, upgrade: EngineSpec) -> list[Finding]:
+    """DG309 warnings: what the launch's flags meet in ``upgrade`` that ``judged`` takes: an option its
+    parser refuses, a value no longer among an option's choices, a speculative method it no longer has;
+    each with the first known release that refuses it (all releases between the two are searched)."""
+    out: list[Finding] = []
+    newer = read_flags(launch, upgrade.version)
+    _, accepted, _ = parser_options(launch.engine, judged.version)
+    _, known, choices = parser_options(launch.engine, upgrade.version)
+    rule = RULES["DG309"]
+    where = f" [{launch.where}]" if launch.where else ""
+
+    def add(key: str, line: int, raw: Any, message: str) -> None:
+        out.append(Finding("DG309", rule.severity, key, raw, None, launch.file, line,
+                           f"{upgrade.shown} (upgrade from {judged.version}){where}: {message}"))
+
+    for flag in newer.options.values():
+        base = flag.name.split(".", 1)[0]
+        if not flag.long:
+            continue
+        if base not in known and not any(o.startswith(base) for o in known) and (
+                base in accepted or any(o.startswith(base) for o in accepted)):
+            first = releases.first_refusing(launch.engine, base, after=judged.version) or upgrade.version
+            add(f"--{base}", flag.line, flag.value,
+                f"--{base} is accepted by {judged.version} and refused from {first} on (\"unrecognized arguments: "
+                f"--{base}\"). Fix: drop it before upgrading" + _deprecated_words(launch.engine, judged.version, base))
+        allowed = choices.get(flag.name)
+        if allowed and flag.value is not None and flag.value not in allowed:
+            first = next((v for v in releases.known(launch.engine) if sort_key(judged.version) < sort_key(v)
+                          and releases.refuses_value(launch.engine, v, flag.name, flag.value)), upgrade.version)
+            add(f"--{flag.name}", flag.line, flag.value,
+                f"--{flag.name} {flag.value} is accepted by {judged.version} and refused from {first} on (invalid "
+                f"choice: {flag.value!r})")
+    method = (flags.data("speculative-config") or {}).get("method") if isinstance(flags.data("speculative-config"), dict) else None
+    if isinstance(method, str) and launch.engine == "vllm":
+        now, then = releases.facts("vllm", judged.version), releases.facts("vllm", upgrade.version)
+        if method in (now.speculative_methods or ()) and then.speculative_methods and method not in then.speculative_methods:
+            first = next((v for v in releases.known("vllm") if sort_key(judged.version) < sort_key(v)
+                          and method not in (releases.facts("vllm", v).speculative_methods or (method,))), upgrade.version)
+            spec_flag = flags.get("speculative-config")
+            add("--speculative-config", spec_flag.line if spec_flag else launch.line, method,
+                f"the speculative method {method!r} is served by {judged.version} and removed from {first} on")
+    return out
+
+
+def _deprecated_words(engine: str, version: str, option: str) -> str:
+    words = (releases.facts(engine, version).deprecated or {}).get(option)
+    return f" ({version} already says: {words})" if words else ""
 
 
 def _served(view: LaunchView) -> str:

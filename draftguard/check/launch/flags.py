@@ -3,7 +3,9 @@ option with its value and line (the last one given wins, as in argparse), the mo
 ``model_tag`` or ``--model``; SGLang's ``--model-path``), JSON options parsed (vLLM's
 ``--speculative-config`` and ``--hf-overrides``, with its dotted ``--speculative-config.method x``
 form merged in; SGLang's ``--json-model-override-args``). vLLM's parser takes ``--max_model_len``
-for ``--max-model-len``; switches are told from options by ``known_flags``.
+for ``--max-model-len``. Switches are told from options, and an option the parser refuses from one it
+takes, by the parser of the release the launch is judged under (``engines.releases``: each release's
+options generated from its own code); with no release, by ``known_flags`` (the rules' own release).
 
 In: a ``Launch``.
 Out: ``read_flags`` -> ``Flags``; ``BadInput`` (file, line) for an option's JSON that does not parse.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from draftguard.check.launch.known_flags import NO_VALUE, OPTIONS
@@ -36,9 +39,25 @@ class Flag:
     long: bool = True  # written with "--" (short options such as -tp are not checked against the list)
 
 
+@lru_cache(maxsize=None)
+def parser_options(engine: str, version: str | None) -> tuple[frozenset[str], frozenset[str], dict[str, list[str]]]:
+    """(switches, every long option, option -> choices) of ``engine``'s launcher in release ``version``:
+    that release's generated data where it is known, else ``known_flags`` (the rules' own release)."""
+    if version is not None:
+        from draftguard.check.engines import releases
+
+        if version in releases.known(engine):
+            options = releases.facts(engine, version).options
+            switches = frozenset(n for n, kind in options.items() if kind == "switch")
+            choices = {n: list(kind) for n, kind in options.items() if isinstance(kind, (list, tuple))}
+            return switches, frozenset(options), choices
+    return frozenset(NO_VALUE[engine]), frozenset(OPTIONS[engine]), {}
+
+
 @dataclass
 class Flags:
     engine: str
+    version: str | None = None  # the release whose parser read them (None: known_flags' release)
     options: dict[str, Flag] = field(default_factory=dict)
     positional: list[Word] = field(default_factory=list)
     positional_at: list[int] = field(default_factory=list)
@@ -66,7 +85,7 @@ class Flags:
         return None
 
 
-def read_flags(launch: Launch) -> Flags:
+def read_flags(launch: Launch, version: str | None = None) -> Flags:
     """The launch's options and positional words.
 
     Example::
@@ -80,8 +99,8 @@ def read_flags(launch: Launch) -> Flags:
         ('Qwen/Qwen3-8B', '4096', {'method': 'eagle3'})
     """
     engine = launch.engine
-    flags = Flags(engine)
-    switches = NO_VALUE[engine]
+    flags = Flags(engine, version)
+    switches, known, _ = parser_options(engine, version)
     words = launch.args
     i = 0
     while i < len(words):
@@ -96,8 +115,8 @@ def read_flags(launch: Launch) -> Flags:
         head, dot, rest = raw_name.partition(".")  # vLLM reads --max_model_len as --max-model-len (not the keys)
         name = (head.replace("_", "-") if engine == "vllm" else head) + dot + rest
         base = name.split(".", 1)[0]
-        if text.startswith("--") and base not in OPTIONS[engine]:  # argparse takes an unambiguous prefix
-            whole = [o for o in OPTIONS[engine] if o.startswith(base)]
+        if text.startswith("--") and base not in known:  # argparse takes an unambiguous prefix
+            whole = [o for o in known if o.startswith(base)]
             if len(whole) == 1:
                 name, base = whole[0] + name[len(base):], whole[0]
         at = [i]
@@ -139,7 +158,7 @@ def unknown_option(flags: Flags) -> str | None:
         >>> unknown_option(read_flags(command_launches("vllm serve m --max-model 9 --bogus-flag 3")[0]))
         'bogus-flag'
     """
-    known = OPTIONS[flags.engine]
+    _, known, _ = parser_options(flags.engine, flags.version)
     extra = flags.positional[1:] if flags.engine == "vllm" else flags.positional
     if extra:  # `vllm serve` takes one positional (the model); SGLang's launcher none
         return extra[0].text
@@ -147,6 +166,25 @@ def unknown_option(flags: Flags) -> str | None:
         base = flag.name.split(".", 1)[0]
         if flag.long and base not in known and not any(option.startswith(base) for option in known):
             return base
+    return None
+
+
+def invalid_choice(flags: Flags) -> tuple[str, str, list[str]] | None:
+    """The first option whose value the release's parser refuses as not one of its ``choices`` (vLLM's
+    ``--quantization bitsandbytes`` from the release that dropped the method): (option, value, choices),
+    or None. Only the releases whose generated data carries choices are judged.
+
+    Example::
+
+        >>> from draftguard.check.launch.sources import command_launches
+        >>> invalid_choice(read_flags(command_launches("vllm serve m --max-model-len 9")[0])) is None
+        True
+    """
+    _, _, choices = parser_options(flags.engine, flags.version)
+    for flag in flags.options.values():
+        allowed = choices.get(flag.name)
+        if allowed and flag.value is not None and flag.value not in allowed:
+            return flag.name, flag.value, allowed
     return None
 
 

@@ -1,4 +1,4 @@
-"""A launch's view judged: rules DG300-DG308, each finding on the launch file's line of the flag (or
+"""A launch's view judged: rules DG300-DG309, each finding on the launch file's line of the flag (or
 environment variable) it is about, naming engine, version, runner and tier.
 
 In: the ``LaunchView`` (real or light tier), the ``Launch`` and its ``Flags``, the target's raw config
@@ -16,7 +16,7 @@ from draftguard.check.engines.light import declared_dtype, vllm_max_len
 from draftguard.check.engines.view import text_values
 from draftguard.check.findings import RULES, Finding, Severity, is_int
 from draftguard.check.launch.flags import Flags
-from draftguard.check.launch.light import LaunchView
+from draftguard.check.launch.light import LaunchView, is_mtp
 from draftguard.check.launch.sources import Launch
 
 # The method (vLLM "method", SGLang --speculative-algorithm) each drafter family is served with.
@@ -73,6 +73,7 @@ def judge(view: LaunchView, launch: Launch, flags: Flags, raw: dict[str, Any], v
         return out.found
     _context(out, flags, values, launch)
     _dtype(out, flags, raw)
+    _mtp_overrides(out, flags, view)
     if draft_values is not None and fmt is not None:
         _draft_len(out, flags, draft_values, view)
         _block(out, flags, fmt, view)
@@ -156,6 +157,22 @@ def _draft_len(out: _Out, flags: Flags, draft_values: dict[str, Any], view: Laun
     out.add("DG305", key, _flag_line(flags, "speculative-config", "speculative-draft-model-path"),
             own, served, f"the drafter was built for {own} positions and this launch serves {served}: {happens}; "
             f"past {own} the drafter runs positions it never trained on, and acceptance drops there")
+
+
+def _mtp_overrides(out: _Out, flags: Flags, view: LaunchView) -> None:
+    """vLLM's MTP draft is built from the target's config as config.json states it: a dict ``--hf-overrides``
+    that lengthens the target is not inherited (vllm-project/vllm 58080). Past the draft's own length it
+    drafts dummy token 0, and acceptance falls to about 0 there: an error."""
+    own, served = view.draft_max_model_len, view.max_model_len
+    if out.launch.engine != "vllm" or not is_mtp(view.method) or not isinstance(flags.data("hf-overrides"), dict):
+        return
+    if not (is_int(own) and is_int(served)) or served <= own:
+        return
+    out.add("DG305", "--hf-overrides", _flag_line(flags, "hf-overrides"), own, served,
+            f"--hf-overrides lengthens the target to {served} tokens, but the MTP draft does not inherit a dict "
+            f"--hf-overrides (vllm-project/vllm 58080): it keeps the {own} of config.json, and past {own} it drafts "
+            "dummy token 0, so acceptance falls to about 0 there. Fix: state the length in config.json (or serve "
+            f"--max-model-len {own} at most)", Severity.ERROR)
 
 
 def _block(out: _Out, flags: Flags, fmt: DrafterFormat, view: LaunchView) -> None:

@@ -31,7 +31,7 @@ from draftguard.check.engines.light import (DTYPES, _draft_layer_windows, declar
 from draftguard.check.engines.registry import data, draft_architecture
 from draftguard.check.engines.view import text_values
 from draftguard.check.findings import is_int
-from draftguard.check.launch.flags import Flags, human_int, unknown_option
+from draftguard.check.launch.flags import Flags, human_int, invalid_choice, unknown_option
 
 # The engine versions whose launch code these rules encode: a launch asks these unless --engine names
 # another (vLLM 0.33.0's serve and speculative code was not read for launches; its registry is).
@@ -82,6 +82,56 @@ def _dashed(unknown: str, flags: Flags) -> str:
         else unknown
 
 
+def with_overrides(values: dict[str, Any], overrides: Any) -> dict[str, Any]:
+    """The values vLLM's ``get_config`` makes of a dict ``--hf-overrides``: each key set, a dict value merged
+    into the sub-config it names (``ModelConfig._apply_dict_overrides``); anything else leaves them.
+
+    Example::
+
+        >>> with_overrides({"max_position_embeddings": 32768, "rope_parameters": {"rope_type": "default"}},
+        ...                {"max_position_embeddings": 65536, "rope_parameters": {"factor": 2.0}})
+        {'max_position_embeddings': 65536, 'rope_parameters': {'rope_type': 'default', 'factor': 2.0}}
+    """
+    if not isinstance(overrides, dict):
+        return values
+    out = dict(values)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = with_overrides(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def is_mtp(method: Any) -> bool:
+    """vLLM's MTP methods: ``mtp`` and the per-family ``*_mtp`` names (``deepseek_mtp``, ``qwen3_5_mtp``)."""
+    return isinstance(method, str) and (method == "mtp" or method.endswith("_mtp"))
+
+
+def _parser_refusal(view: LaunchView, flags: Flags, prog: str, where: str) -> bool:
+    """The release's parser refusing the launch at parse time, in argparse's words: an option it does
+    not know, or a value outside an option's choices. True when it refuses (``view`` then says so)."""
+    if (unknown := unknown_option(flags)) is not None:
+        view.refusal = f"{prog}: error: unrecognized arguments: {_dashed(unknown, flags)}"
+    elif (bad := invalid_choice(flags)) is not None:
+        name, value, allowed = bad
+        shown = ", ".join(repr(c) for c in allowed[:12]) + (", ..." if len(allowed) > 12 else "")
+        view.refusal = f"{prog}: error: argument --{name}: invalid choice: {value!r} (choose from {shown})"
+    else:
+        return False
+    view.refusal_where = where
+    return True
+
+
+def _release_methods(version: str) -> frozenset[str]:
+    """The speculative methods vLLM ``version``'s own code names (empty where the release is not known)."""
+    from draftguard.check.engines import releases
+
+    if version not in releases.known("vllm"):
+        return frozenset()
+    return frozenset(releases.facts("vllm", version).speculative_methods or ())
+
+
 def _env_true(env: dict[str, str], name: str) -> bool | None:
     value = env.get(name)
     return None if value is None else value.strip().lower() in TRUE
@@ -92,15 +142,16 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
               engine: str = "vLLM 0.32.0", version: str = LAUNCH_RULES["vllm"]) -> LaunchView:
     """vLLM ``version``'s light view; its float16 refusals and registered architectures are that
     version's generated registry's (every version ``specs.KNOWN`` names ships one)."""
-    facts = data("vllm", version)
-    if facts is None:
-        raise ValueError(f"vLLM {version} has no generated registry (draftguard/check/engines/data/)")
     view = LaunchView(engine, "light")
-    if (unknown := unknown_option(flags)) is not None:
-        view.refusal = f"vllm serve: error: unrecognized arguments: {_dashed(unknown, flags)}"
-        view.refusal_where = "argparse (vllm serve's parser)"
+    if _parser_refusal(view, flags, "vllm serve", f"argparse (vLLM {version}'s vllm serve parser)"):
         return view
-    text = text_values(values)
+    facts = data("vllm", version)
+    if facts is None:  # a release whose parser and methods were read, not its model registry
+        view.notes.append(f"vLLM {version}'s model registry was not generated: its architectures and float16 "
+                          "refusals are not judged")
+        facts = {"float16_not_supported": {}, "architectures": None}
+    own = text_values(values)
+    text = with_overrides(own, flags.data("hf-overrides"))
     archs = text.get("architectures") or raw.get("architectures") or [None]
     view.architecture = archs[0]
     derived, _ = vllm_max_len(text)
@@ -127,14 +178,22 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
         return view
     method = spec.get("method")
     view.method = method
+    methods = _release_methods(version)
+    if isinstance(method, str) and methods and method not in methods:
+        view.refusal = (f"speculative method {method!r} is not one of vLLM {version}'s methods "
+                        f"({', '.join(sorted(methods))})")
+        view.refusal_where = f"vllm/config/speculative.py SpeculativeConfig.method (vLLM {version})"
+        return view
     view.num_speculative_tokens = spec.get("num_speculative_tokens") if is_int(spec.get("num_speculative_tokens")) else None
     if method in ("suffix", "medusa", "mlp_speculator", "custom_class") and v2 is None:
         view.runner = "V1"
+    if is_mtp(method):  # the MTP draft's config is the target's as config.json states it (vllm-project/vllm 58080)
+        view.draft_max_model_len, _ = vllm_max_len(own)
     if draft_raw is None or draft_values is None or method not in ("eagle", "eagle3", "dflash"):
         return view
     draft_arch = (draft_raw.get("architectures") or [None])[0]
     view.draft_architecture = renamed_draft(draft_arch, method)
-    if view.draft_architecture not in facts["architectures"]:
+    if facts["architectures"] is not None and view.draft_architecture not in facts["architectures"]:
         view.refusal = f"Model architectures [{view.draft_architecture!r}] are not supported for now."
         view.refusal_where = "vllm/model_executor/models/registry.py, for the draft model"
         return view
@@ -170,9 +229,7 @@ def sglang_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: 
     against ``--context-length`` (refused above it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN),
     and the speculative algorithm."""
     view = LaunchView(engine, "light")
-    if (unknown := unknown_option(flags)) is not None:
-        view.refusal = f"sglang: error: unrecognized arguments: {_dashed(unknown, flags)}"
-        view.refusal_where = "argparse (ServerArgs.add_cli_args)"
+    if _parser_refusal(view, flags, "sglang", "argparse (ServerArgs.add_cli_args)"):
         return view
     text = text_values(values)
     view.architecture = (text.get("architectures") or [None])[0]
