@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from draftguard.check.agreement import attention_line as _attention_line, file_asked as _file_asked, shown_place as _shown_place
 from draftguard.check.context import Context, same
-from draftguard.check.findings import ABSENT, Finding, show
+from draftguard.check.findings import ABSENT, Finding, Severity, show
 
 
 def _parent(path: str) -> str:
@@ -243,11 +243,26 @@ def _generation_setting(ctx: Context, key: str, raw_value: Any, resolved: Any) -
     )
 
 
+# The soft-capping keys of the families whose eager attention alone caps the scores (Gemma 2, Grok).
+SOFTCAPPING = ("attn_logit_softcapping", "final_logit_softcapping")
+
+
 def _private_key(ctx: Context, key: str, raw_value: Any, resolved: Any) -> Finding | None:
     """Keys with a leading underscore (`_attn_implementation`) are a library's private state saved
     with the file, such as the attention kernel it last ran with; no model code reads them as a value."""
     if not key.rsplit(".", 1)[-1].startswith("_"):
         return None
+    capped = {k: ctx.raw.get(k) for k in SOFTCAPPING if isinstance(ctx.raw.get(k), (int, float))}
+    if key == "_attn_implementation" and raw_value == "eager" and resolved != raw_value and capped:
+        finding = ctx.finding(
+            "DG001", key, raw_value, None if resolved is ABSENT else resolved,
+            f"`{key}` \"eager\" is dropped by {ctx.config_class} (transformers {ctx.version}), and the model "
+            f"soft-caps its logits ({', '.join(f'{k} {v:g}' for k, v in capped.items())}), which only its eager "
+            "attention applies: loaded without it, transformers picks SDPA or FlashAttention, whose scores are "
+            "not capped, and the outputs change. Fix: load with attn_implementation=\"eager\" (the file can no "
+            "longer ask for it)")
+        finding.severity = Severity.WARNING
+        return finding
     return ctx.finding(
         "DG007", key, raw_value, resolved,
         f"`{key}` is private state saved with the file (a runtime choice such as the attention kernel); "
