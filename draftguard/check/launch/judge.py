@@ -47,7 +47,8 @@ def _refusal_line(view: LaunchView, flags: Flags) -> tuple[str, int | None]:
     """The flag a refusal is about, by the engine's words."""
     text = (view.refusal or "").lower()
     for word, names in (("max_model_len", ("max-model-len",)), ("context_length", ("context-length",)),
-                        ("float16", ("dtype",)), ("dtype", ("dtype",)), ("--", ())):
+                        ("float16", ("dtype",)), ("dtype", ("dtype",)), ("quantization method", ("quantization",)),
+                        ("--", ())):
         if word in text:
             if word == "--":
                 flag = next((n for n in flags.options if f"--{n}" in text), None)

@@ -123,13 +123,24 @@ def _parser_refusal(view: LaunchView, flags: Flags, prog: str, where: str) -> bo
     return True
 
 
-def _release_methods(version: str) -> frozenset[str]:
-    """The speculative methods vLLM ``version``'s own code names (empty where the release is not known)."""
+def _release_facts(version: str) -> Any:
+    """vLLM ``version``'s generated facts (``releases.ReleaseFacts``), or None where it has none."""
     from draftguard.check.engines import releases
 
-    if version not in releases.known("vllm"):
-        return frozenset()
-    return frozenset(releases.facts("vllm", version).speculative_methods or ())
+    return releases.facts("vllm", version) if version in releases.known("vllm") else None
+
+
+def _release_methods(version: str) -> frozenset[str]:
+    """The speculative methods vLLM ``version``'s own code names (empty where the release is not known)."""
+    facts = _release_facts(version)
+    return frozenset(facts.speculative_methods or ()) if facts is not None else frozenset()
+
+
+def _unknown_quantization(version: str, method: str) -> bool:
+    """A ``--quantization`` the release's methods lack (vLLM checks the asked method against them)."""
+    from draftguard.check.engines import releases
+
+    return _release_facts(version) is not None and releases.refuses_value("vllm", version, "quantization", method)
 
 
 def _env_true(env: dict[str, str], name: str) -> bool | None:
@@ -144,6 +155,12 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
     version's generated registry's (every version ``specs.KNOWN`` names ships one)."""
     view = LaunchView(engine, "light")
     if _parser_refusal(view, flags, "vllm serve", f"argparse (vLLM {version}'s vllm serve parser)"):
+        return view
+    quantization = (flags.value("quantization") or "").lower()
+    if quantization and _unknown_quantization(version, quantization):
+        methods = sorted(_release_facts(version).quantization_methods or ())
+        view.refusal = f"Unknown quantization method: {quantization}. Must be one of {methods}."
+        view.refusal_where = f"vllm/config/model.py ModelConfig._verify_quantization (vLLM {version}), at configuration"
         return view
     facts = data("vllm", version)
     if facts is None:  # a release whose parser and methods were read, not its model registry
