@@ -59,6 +59,13 @@ COMMANDS = [f"{env}vllm serve {target} --max-model-len 2048 --speculative-config
     f"vllm serve {TARGETS / 'qwen3-8b'} --max-model 4096 --max-num-seq 8",  # argparse's unambiguous prefixes
     f"vllm serve {TARGETS / 'qwen3-8b'} --max_model_len 4096 --enable-prefix-cache 1",  # a typo: refused
     f"vllm serve {TARGETS / 'qwen3-8b'} -tp 8",
+    # LongRoPE (Phi-3.5, trained to 131072): serves 4096 by default, takes its trained length when asked
+    f"vllm serve {ROOT / 'tests/data/real-configs/microsoft--phi-3.5-mini-instruct'} --max-model-len 131072",
+    f"vllm serve {ROOT / 'tests/data/real-configs/microsoft--phi-3.5-mini-instruct'} --max-model-len 140000",
+    f"vllm serve {ROOT / 'tests/data/real-configs/microsoft--phi-3.5-mini-instruct'}",
+    # a dict --hf-overrides lengthens the model before vLLM derives its length
+    f"vllm serve {TARGETS / 'qwen3-8b'} --hf-overrides '{{\"max_position_embeddings\": 65536}}' --max-model-len 65536",
+    f"vllm serve {TARGETS / 'qwen3-8b'} --quantization bitsandbytes",  # gone from 0.32.0's methods
 ]
 
 

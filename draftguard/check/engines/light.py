@@ -61,14 +61,19 @@ def _archs(values: dict[str, Any]) -> list[str]:
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
-def vllm_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
-    """vLLM's max_model_len for a config's resolved values, and why.
+def vllm_max_len(values: dict[str, Any], cap: bool = False) -> tuple[int | None, str]:
+    """vLLM's max_model_len for a config's resolved values, and why. With ``cap``, the longest it lets a
+    launch ask for: the same, except that a LongRoPE model serves its original length by default but
+    takes up to its trained (extended) length when asked (``_get_and_verify_max_len``).
 
     Example::
 
         >>> vllm_max_len({"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
         ...               "rope_parameters": {"rope_type": "longrope"}})
         (4096, 'LongRoPE: original_max_position_embeddings (vllm/config/model.py _get_and_verify_max_len)')
+        >>> vllm_max_len({"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        ...               "rope_parameters": {"rope_type": "longrope"}}, cap=True)[0]
+        131072
     """
     found = [(values[k], k) for k in VLLM_LEN_KEYS if is_int(values.get(k))]
     if not found:
@@ -78,7 +83,7 @@ def vllm_max_len(values: dict[str, Any]) -> tuple[int | None, str]:
     if is_int(values.get("model_max_length")):
         length, key = values["model_max_length"], "model_max_length"
     kind, rope = _rope(values)
-    if kind == "longrope":
+    if kind == "longrope" and not cap:
         original = rope.get("original_max_position_embeddings", values.get("original_max_position_embeddings"))
         if is_int(original):
             return original, ("LongRoPE: original_max_position_embeddings (vllm/config/model.py "

@@ -233,6 +233,24 @@ def launch_environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _longest(args: Any, default: int, served: int) -> int:
+    """The longest max_model_len vLLM takes for this model without VLLM_ALLOW_LONG_MAX_MODEL_LEN: its
+    default where the launch serves no more; else whether vLLM itself takes the served length (a LongRoPE
+    model serves its original length by default and takes up to its trained one)."""
+    if served <= default:
+        return default
+    from vllm.engine.arg_utils import EngineArgs
+
+    with launch_environment({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"}):
+        try:
+            EngineArgs(model=args.model, revision=args.revision, hf_overrides=args.hf_overrides, tokenizer=args.model,
+                       skip_tokenizer_init=True, trust_remote_code=args.trust_remote_code,
+                       max_model_len=served).create_model_config()
+        except Exception:  # vLLM's own refusal of the length: past what it derives
+            return default
+    return served
+
+
 def _words(exc: BaseException) -> str:
     """The engine's own sentence: for pydantic's wrapper, the "Value error, ..." line it wraps."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -304,7 +322,7 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
         derived = EngineArgs(model=args.model, revision=args.revision, hf_overrides=args.hf_overrides,
                              tokenizer=args.model, skip_tokenizer_init=True,
                              trust_remote_code=args.trust_remote_code).create_model_config()
-        view["derived_max_len"] = int(derived.max_model_len)
+        view["derived_max_len"] = _longest(args, int(derived.max_model_len), int(model.max_model_len))
         spec = cfg.speculative_config
         if spec is not None:
             view.update(method=spec.method, num_speculative_tokens=spec.num_speculative_tokens)

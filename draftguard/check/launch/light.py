@@ -158,8 +158,7 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
         return view
     quantization = (flags.value("quantization") or "").lower()
     if quantization and _unknown_quantization(version, quantization):
-        methods = sorted(_release_facts(version).quantization_methods or ())
-        view.refusal = f"Unknown quantization method: {quantization}. Must be one of {methods}."
+        view.refusal = f"Unknown quantization method: {quantization}."
         view.refusal_where = f"vllm/config/model.py ModelConfig._verify_quantization (vLLM {version}), at configuration"
         return view
     facts = data("vllm", version)
@@ -171,10 +170,12 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
     text = with_overrides(own, flags.data("hf-overrides"))
     archs = text.get("architectures") or raw.get("architectures") or [None]
     view.architecture = archs[0]
-    derived, _ = vllm_max_len(text)
-    view.derived_max_len = derived
+    default, _ = vllm_max_len(text)
+    derived, _ = vllm_max_len(text, cap=True)  # LongRoPE: the trained length, though it serves the original by default
     asked = human_int(flags.value("max-model-len"))
-    view.max_model_len = asked or derived
+    view.max_model_len = asked or default
+    # what vLLM derives for this launch: its default, or the length asked where the model takes it (LongRoPE)
+    view.derived_max_len = min(derived, asked) if asked and default and derived and asked > default else default
     if asked is not None and derived is not None and asked > derived and not _env_true(env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
         view.refusal = (f"User-specified max_model_len ({asked}) is greater than the derived max_model_len")
         view.refusal_where = "vllm/config/model.py _get_and_verify_max_len"
