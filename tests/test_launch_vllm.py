@@ -186,3 +186,13 @@ def test_real_sglang_launches_get_no_warning_from_sglang_itself(tmp_path, name):
     assert target["config_class"] == ("SGLang 0.5.23 launch (engine tier): LlamaForCausalLM, max_model_len 131072, "
                                       "bfloat16")
     assert [(f["rule"], f["severity"]) for f in report["findings"]] == [("DG302", "info")]
+
+
+def test_a_file_the_checker_lacks_is_not_the_engines_refusal():
+    """The Qwen3-8B folder here holds config.json only; under --reasoning-parser vLLM reads the tokenizer and
+    fails. That is this checkout's lack, not vLLM refusing the deployment: before, a false DG300."""
+    [launch] = command_launches(f"vllm serve {TARGETS / 'qwen3-8b'} --reasoning-parser deepseek_r1 --max-model-len 4096")
+    result = check_launch(launch, VLLM, engines())
+    assert [f.rule for f in result.findings if f.rule == "DG300"] == []
+    assert result.launch_view.tier == "light"
+    assert any("could not take this launch here" in n and "tokenizer" in n for n in result.launch_view.notes)

@@ -272,6 +272,9 @@ class RealEngines:
         SGLang: ``ServerArgs`` and ``ModelConfig``) under the launch's environment: a ``LaunchView``'s
         fields, or None (no real engine, or it failed: the light tier answers)."""
         answer = self.ask(spec, {"launch": list(argv), "env": dict(env)}, what)
+        if isinstance(answer, dict) and "error" in answer:  # the engine could not judge it here: not a refusal
+            self.fallbacks.append((spec, what, str(answer["error"])))
+            return None
         return answer if isinstance(answer, dict) and answer.get("tier") == "engine" else None
 
     def close(self) -> None:

@@ -233,6 +233,25 @@ def launch_environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+
+
+def _checker_lacks(exc: BaseException, model: Any) -> str | None:
+    """Why a failure is the checker's lack, not the engine's refusal of the launch: the engine read a file
+    the checked repo does not hold here (a tokenizer, under --reasoning-parser or --tool-call-parser; a file
+    of a gated or absent Hub repo). None where it is the engine's own refusal."""
+    text = str(exc)
+    folder = model if isinstance(model, str) and os.path.isdir(model) else None
+    if "tokenizer" in text.lower() and folder is not None and not any(
+            os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES):
+        return (f"vLLM read the tokenizer, which the model folder here lacks ({_words(exc)}): the deployment's "
+                "own copy of the model has it, so this is not vLLM's refusal of the launch")
+    if isinstance(exc, (FileNotFoundError, PermissionError)) or any(sign in text for sign in (
+            "does not appear to have a file named", "gated repo", "Cannot access gated repo", "401 Client Error")):
+        return f"vLLM could not read a file of the model here ({_words(exc)}), so it could not judge the launch"
+    return None
+
+
 def _longest(args: Any, default: int, served: int) -> int:
     """The longest max_model_len vLLM takes for this model without VLLM_ALLOW_LONG_MAX_MODEL_LEN: its
     default where the launch serves no more; else whether vLLM itself takes the served length (a LongRoPE
@@ -315,6 +334,8 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
         except MemoryError:  # the memory bound, not the engine's refusal: main() names it
             raise
         except Exception as exc:
+            if (lacking := _checker_lacks(exc, getattr(args, "model", None))) is not None:
+                return {"error": lacking}  # not the engine's refusal: the light tier answers, and says why
             return {**view, "refusal": _words(exc), "refusal_where": type(exc).__name__}
         model = cfg.model_config
         view.update(architecture=model.architecture, max_model_len=int(model.max_model_len),

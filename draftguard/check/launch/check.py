@@ -178,6 +178,11 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
     else:
         view = sglang_view(flags, env, raw, values, draft_raw, spec.shown)
     answer = real.launch(spec, _argv(launch, flags, target, draft), env, launch.file) if real is not None else None
+    if answer is None and real is not None:  # the engine ran and could not judge it here: the light view says so
+        said = [why for s, what, why in getattr(real, "fallbacks", []) if s == spec and what == launch.file]
+        if said:
+            view.notes.append(f"{spec.shown} itself could not take this launch here: {said[-1][:300]}; the light "
+                              "tier answers")
     if answer is not None:
         view = LaunchView(spec.shown, "engine", **{k: v for k, v in answer.items() if k in LaunchView.__dataclass_fields__
                                                    and k not in ("engine", "tier")})
