@@ -106,6 +106,18 @@ def _attribute_map(model_type: Any) -> dict[str, str]:
         return {}
 
 
+def with_aliases(values: dict[str, Any]) -> dict[str, Any]:
+    """The values as the engines read them off the config object: the class's ``attribute_map`` aliases
+    answer for the names they stand for (GPT-2 and GPT-J: ``num_attention_heads`` is ``n_head``,
+    ``num_hidden_layers`` is ``n_layer``), where the values hold the stored name only."""
+    amap = _attribute_map(values.get("model_type"))
+    out = dict(values)
+    for alias, stored in amap.items():
+        if alias not in out and stored in values:
+            out[alias] = values[stored]
+    return out
+
+
 # vLLM ModelArchConfigConvertor: MLA models size the KV cache by kv_lora_rank + qk_rope_head_dim.
 VLLM_MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear",
                   "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "glm4_moe_lite", "glm_moe_dsa")
@@ -224,9 +236,11 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
                  weights_dtype: str | None = None) -> list[EngineView]:
     """One view of a model (target or plain config) by one engine version; ``windows`` are
     transformers' effective per-layer windows (None: full)."""
-    values = text_values(values)
+    values = with_aliases(text_values(values))
     archs = _archs(values) or _archs(raw)
     view = EngineView(spec.shown, spec.transformers, LIGHT, architecture=archs[0] if archs else None)
+    if not windows and is_int(values.get("num_hidden_layers")) and not values.get("layer_types"):
+        windows = [None] * values["num_hidden_layers"]  # GPT-2's n_layer: no window, every layer full
     view.dtype, view.dtype_why = served_dtype(spec, raw, weights_dtype)
     refused = registry.unserved(spec, raw)
     if refused is not None:
