@@ -87,7 +87,7 @@ def read_flags(launch: Launch) -> Flags:
     while i < len(words):
         word = words[i]
         text = word.text
-        if not text.startswith("-") or text in ("-", "--") or _number(text):
+        if not text.startswith("-") or text in ("-", "--") or _number(text) or _spaced(text, engine):
             flags.positional.append(word)
             flags.positional_at.append(i)
             i += 1
@@ -148,6 +148,16 @@ def unknown_option(flags: Flags) -> str | None:
         if flag.long and base not in known and not any(option.startswith(base) for option in known):
             return base
     return None
+
+
+def _spaced(text: str, engine: str) -> bool:
+    """argparse's rule: a word that starts with "-" but holds a space, and is no known option (nor
+    ``--option=value``), is a positional (``vllm serve "$ARGS"`` gives vLLM one positional)."""
+    if " " not in text:
+        return False
+    name = text.lstrip("-").partition("=")[0]
+    name = name.replace("_", "-") if engine == "vllm" else name
+    return not ("=" in text and " " not in name and name in OPTIONS[engine])
 
 
 def _number(text: str) -> bool:
