@@ -125,6 +125,19 @@ def test_pixi_run_is_read_and_its_float16_on_gemma2_refused_on_the_dtype_line(hu
     assert judged(REAL / "spin_up_llm.sh", hub) == ([("DG300", 2, "--dtype")], [])
 
 
+def test_a_compose_service_built_from_the_engine_image_is_read_with_the_images_entrypoint():
+    # build: {context: ., dockerfile: docker/vllm-gemma4.Dockerfile}, FROM vllm/vllm-openai:nightly, and a
+    # folded `command: >` of flags only: the image's own `vllm serve` runs them
+    launches = read_launches(str(REAL / "gemma-inference" / "docker-compose.yml"))
+    [launch] = launches  # the backend and frontend services launch no engine
+    assert (launch.engine, launch.where, launch.line) == ("vllm", "service vllm", 5)
+    flags = read_flags(launch)
+    assert (flags.model.text, flags.model.line) == ("RedHatAI/gemma-4-31B-it-NVFP4", 15)
+    assert flags.get("max-model-len").line == 17 and flags.get("trust-remote-code").line == 20
+    assert launch.release is None and "image vllm/vllm-openai:nightly" in launch.release_source
+    assert "'nightly' names no release" in launch.release_source
+
+
 # --- the shell --------------------------------------------------------------------------------------------
 
 

@@ -38,14 +38,16 @@ def node_get(node: Any, key: str) -> Any:
     return None
 
 
-def over(built: Built, entry_node: Any, entry: list[Word], command_node: Any,
-          command: list[Word]) -> tuple[list[Word], list[Word]]:
+def over(built: Built, entry_node: Any, entry: list[Word], command_node: Any, command: list[Word],
+         line: int) -> tuple[list[Word], list[Word]]:
     """A built image's entrypoint and command under compose's or the kubelet's: an entrypoint set
-    there replaces the image's and drops its CMD; a command set there replaces the CMD."""
+    there replaces the image's and drops its CMD; a command set there replaces the CMD. Words taken
+    from the Dockerfile are placed on ``line`` (the ``build:`` or ``image:`` line of the file being
+    checked: findings name that file, and the Dockerfile's own lines mean nothing in it)."""
     if entry_node is None:
-        entry = list(built.entry or [])
+        entry = [Word(w.text, line, w.unset) for w in built.entry or []]
         if command_node is None:
-            command = list(built.cmd or [])
+            command = [Word(w.text, line, w.unset) for w in built.cmd or []]
     return entry, command
 
 

@@ -328,7 +328,7 @@ def _compose(services: yaml.MappingNode, text: str, path: str, folder: Path) -> 
         built = compose_build(_get(service, "build"), folder)
         pins: list[Pin] = []
         if built is not None:  # the image the service builds: its ENTRYPOINT, CMD and ENV under compose's
-            entry, command = over(built, entry_node, entry, command_node, command)
+            entry, command = over(built, entry_node, entry, command_node, command, _line(_get(service, "build")))
             env = {**built.env, **env}
             pins = built.pins
         elif image:
@@ -417,7 +417,7 @@ def _k8s_container(container: Any, doc: Any, text: str, path: str, folder: Path)
     pins: list[Pin] = []
     built = local_image(image, folder) if image and image_name(image) not in ENGINE_IMAGES else None
     if built is not None:  # an image this repository builds FROM an engine image
-        command, args = over(built, command_node, command, args_node, args)
+        command, args = over(built, command_node, command, args_node, args, _line(image_node))
         env = {**built.env, **env}
         pins = built.pins
     elif image:
