@@ -235,6 +235,16 @@ def test_a_locally_built_image_is_found_through_a_compose_image_and_build_pair(t
     assert launch.engine == "sglang" and launch.release == "v0.5.2"
 
 
+def test_docker_run_of_an_image_this_repository_builds_runs_its_dockerfile(tmp_path):
+    root = repo(tmp_path, {
+        "Dockerfile.my-vllm": "FROM vllm/vllm-openai:v0.10.1.1\nRUN pip install vllm==0.10.2\nCMD [\"org/default\"]\n",
+        "run.sh": "docker run --gpus all -e HF_HUB_OFFLINE=1 my-vllm:dev \\\n  org/m --max-model-len 4096\n"
+                  "docker run my-vllm\n"})
+    given, default = read_launches(str(root / "run.sh"))
+    assert (given.engine, words(given)) == ("vllm", [("org/m", 2), ("--max-model-len", 2), ("4096", 2)])
+    assert given.release == "0.10.2" and words(default) == [("org/default", 3)]
+
+
 # --- launchers --------------------------------------------------------------------------------------------
 
 

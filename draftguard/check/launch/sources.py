@@ -173,6 +173,10 @@ def _docker_run(words: list[Word], env: dict, file: str, folder: Path, volumes: 
     default = [] if entry is not None else IMAGE_ENTRYPOINTS.get(image_name(image), [])
     head = ([Word(entry, words[i].line)] if entry else []) + [Word(t, words[i].line) for t in default]
     pins = [p for p in [image_pin(image, f"{file} line {words[i].line}")] if p is not None]
+    built = local_image(image, folder) if image_name(image) not in ENGINE_IMAGES else None
+    if built is not None:  # docker run an image this repository builds: its ENTRYPOINT/CMD, its ENV under -e
+        head, rest = over(built, entry, head, rest or None, rest, words[i].line)
+        env, pins = {**built.env, **env}, built.pins
     return _launch_of(head + rest, env, file, folder, volumes, where, image, pins)
 
 
