@@ -21,6 +21,7 @@ from draftguard.check.launch import launch_report
 from draftguard.check.launch.flags import read_flags, unknown_option
 from draftguard.check.launch.shell import lex, run_script
 from draftguard.check.launch.sources import command_launches, read_launches
+from draftguard.errors import BadInput
 from draftguard.report.terminal import render_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,6 +195,16 @@ def test_a_multi_stage_dockerfile_runs_its_last_stage_with_arg_and_env_defaults(
     assert words(launch) == [("${SERVED}", 9), ("--max-model-len", 9), ("4096", 9)]
     assert launch.env["SERVED"] == ("org/model", 6) and launch.env["LEN"] == ("8192", 6)
     assert launch.release == "v0.10.1.1" and launch.release_source.startswith("image vllm/vllm-openai:v0.10.1.1")
+
+
+def test_a_dockerfile_that_runs_no_engine_says_what_it_runs_on_its_line(tmp_path):
+    root = repo(tmp_path, {"Dockerfile": "FROM python:3.12\nCOPY entry.sh /\nENTRYPOINT [\"/entry.sh\"]\n",
+                           "base.Dockerfile": "FROM vllm/vllm-openai:v0.10.1\nRUN pip install x\n"})
+    with pytest.raises(BadInput, match=r"Dockerfile:3: the image runs '/entry.sh' \(line 3\), which is no engine"):
+        read_launches(str(root / "Dockerfile"))
+    # FROM the engine image with no CMD: vllm serve with no model, read (the model check says so)
+    [launch] = read_launches(str(root / "base.Dockerfile"))
+    assert launch.args == [] and launch.release == "v0.10.1"
 
 
 def test_a_compose_service_that_builds_from_the_engine_image_runs_its_dockerfile(tmp_path):

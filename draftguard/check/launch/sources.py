@@ -199,7 +199,14 @@ def read_launches(path: str) -> list[Launch]:
     if is_dockerfile(file.name):
         built = read_dockerfile(text, path)
         found = _launch_of(built.words(), built.env, path, folder, {}, "", built.base, built.pins)
-        launches = [found] if found is not None else []
+        if found is None:  # say what the image runs instead, and where
+            runs = built.words()
+            what = (f"runs {' '.join(w.text for w in runs)[:80]!r} (line {runs[0].line})" if runs else
+                    f"sets no ENTRYPOINT or CMD and is built FROM {built.base} (line {built.base_line})")
+            raise BadInput(f"{path}:{runs[0].line if runs else built.base_line}: the image {what}, which is no "
+                           "engine command (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m "
+                           "sglang.launch_server, sglang serve)", file=path, line=runs[0].line if runs else built.base_line)
+        launches = [found]
     elif file.suffix in (".yml", ".yaml") or text.lstrip().startswith(("services:", "apiVersion:", "version:", "---")):
         launches = _yaml_launches(text, path, folder)
     else:
