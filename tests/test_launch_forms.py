@@ -240,7 +240,7 @@ def test_a_locally_built_image_is_found_through_a_compose_image_and_build_pair(t
         "serve/Containerfile": "FROM lmsysorg/sglang:v0.5.2-cu126\n",
         "compose.yml": "services:\n  s:\n    image: my-sglang:dev\n    build:\n      context: serve\n"
                        "      dockerfile: Containerfile\n",
-        "pod.yaml": "kind: Pod\nspec:\n  containers:\n    - image: my-sglang:dev\n"
+        "pod.yaml": "kind: Pod\nspec:\n  containers:\n    - image: docker.io/library/my-sglang:dev\n"
                     "      command: [python3, -m, sglang.launch_server, --model-path, org/m]\n"})
     [launch] = read_launches(str(root / "pod.yaml"))
     assert launch.engine == "sglang" and launch.release == "v0.5.2"

@@ -108,7 +108,7 @@ def local_image(image: str, folder: Path) -> Built | None:
         services = node_get(doc, "services")
         for _, service in services.value if isinstance(services, yaml.MappingNode) else []:
             node = node_get(service, "image")
-            if isinstance(node, yaml.ScalarNode) and node.value == image and node_get(service, "build") is not None:
+            if isinstance(node, yaml.ScalarNode) and _same(node.value, image) and node_get(service, "build") is not None:
                 built = compose_build(node_get(service, "build"), compose.parent)
                 if built is not None:
                     return built
@@ -117,3 +117,12 @@ def local_image(image: str, folder: Path) -> Built | None:
         if built is not None:
             return built
     return None
+
+
+def _same(a: str, b: str) -> bool:
+    """Two image references name the same image: ``docker.io/library/x:latest`` is ``x``."""
+    def norm(image: str) -> str:
+        name = image_name(image).removeprefix("library/")
+        last = image.split("@")[0].rsplit("/", 1)[-1]
+        return f"{name}:{last.rsplit(':', 1)[1] if ':' in last else 'latest'}"
+    return norm(a) == norm(b)
