@@ -38,9 +38,13 @@ def render_text(report: Report, file: TextIO) -> None:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
     beside = _beside(report)
     for t in report.targets:
-        findings = [f for f in report.findings if f.file == t.file]
+        if getattr(t, "launch_view", None) is not None:  # a compose file's services share the file, not findings
+            findings = [f for f in report.findings if any(f is g for g in t.findings)]
+        else:
+            findings = [f for f in report.findings if f.file == t.file]
         klass = t.config_class or "no config class"
-        console.print(Text.assemble((t.file, "bold"), f"  {klass}, model_type {t.model_type!r}"))
+        console.print(Text.assemble((t.source if getattr(t, "launch_view", None) is not None else t.file, "bold"),
+                                    f"  {klass}, model_type {t.model_type!r}"))
         if not findings:
             console.print("  nothing to say about this launch" if getattr(t, "launch_view", None) is not None
                           else "  no differences between config.json and what the model code reads")

@@ -24,7 +24,7 @@ from draftguard.check.engines.specs import KNOWN, EngineSpec, sort_key
 from draftguard.check.engines.specs import newest as newest_release
 from draftguard.check.engines.specs import oldest as oldest_release
 from draftguard.check.findings import RULES, Finding, InputError, Report, TargetResult
-from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, parser_options, read_flags
+from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, parser_options, read_flags, unknown_option
 from draftguard.check.launch.judge import judge
 from draftguard.check.launch.light import LaunchView, sglang_view, vllm_view
 from draftguard.check.launch.sources import Launch
@@ -158,6 +158,9 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
     """Findings for one launch. Raises BadInput (file and line) for a reference that cannot be read."""
     spec, why, upgrade = judged_release(launch, specs)
     flags = read_flags(launch, spec.version)
+    early = _refused_before_the_model(launch, flags, spec)
+    if early is not None:
+        return early
     model = flags.model
     if model is None:
         raise BadInput(f"{launch.file}:{launch.line}: the {spec.shown} launch names no model", file=launch.file,
@@ -190,7 +193,7 @@ def check_launch(launch: Launch, specs: list[EngineSpec] | None = None, real: An
             if view.refusal and snap is not None and snap.local_dir and ref_text:
                 view.refusal = view.refusal.replace(snap.local_dir, ref_text)
     fmt = detect_drafter(draft_raw) if draft_raw is not None else None
-    result = TargetResult(source=launch.file, file=launch.file, revision=flags.value("revision"),
+    result = TargetResult(source=_source(launch), file=launch.file, revision=flags.value("revision"),
                           model_type=raw.get("model_type"), config_class=_served(view), values=None)
     view.notes.insert(0, f"{spec.shown}: {why}")
     result.findings = judge(view, launch, flags, raw, values, draft_raw, draft_values, fmt)
@@ -247,6 +250,50 @@ def upgrade_notes(launch: Launch, flags: Flags, judged: EngineSpec, upgrade: Eng
 def _deprecated_words(engine: str, version: str, option: str) -> str:
     words = (releases.facts(engine, version).deprecated or {}).get(option)
     return f" ({version} already says: {words})" if words else ""
+
+
+def _refused_before_the_model(launch: Launch, flags: Flags, spec: EngineSpec) -> TargetResult | None:
+    """A launch its engine refuses before any model is read, as a finding: a model reference that is
+    neither a folder nor a repo id (``vllm serve "$ARGS"``: the whole quoted line is vLLM's one
+    positional, and huggingface_hub's repo id check, which vLLM's model config runs, refuses it), an
+    SGLang launch without ``--model-path`` (its parser requires it), or, with no model named, an
+    argument the parser does not take. None for every other launch."""
+    model, env = flags.model, {k: v for k, (v, _) in launch.env.items()}
+    view = LaunchView(spec.shown, "light")
+    if model is not None and (refusal := _not_a_model(model.text, launch)) is not None:
+        view.refusal, view.refusal_where = refusal, "huggingface_hub's repo id check (the engine's model config)"
+    elif model is None and launch.engine == "sglang":  # argparse checks required options before the rest
+        view.refusal = "sglang: error: the following arguments are required: --model-path/--model"
+        view.refusal_where = "argparse (SGLang's ServerArgs parser)"
+    elif model is None and unknown_option(flags) is not None:
+        view = vllm_view(flags, env, {}, {}, None, None, spec.shown, spec.version)
+    else:
+        return None
+    result = TargetResult(source=_source(launch), file=launch.file, revision=None, model_type=None,
+                          config_class=_served(view), values=None)
+    result.findings = judge(view, launch, flags, {}, {}, None, None, None)
+    result.launch_view = view
+    return result
+
+
+def _not_a_model(ref: str, launch: Launch) -> str | None:
+    """huggingface_hub's words for a reference that is no folder and no valid repo id, else None."""
+    if not ref or ref.startswith(("/", ".", "~")) or (launch.folder / ref).is_dir():
+        return None
+    # huggingface_hub: heavy to import; only a model reference that is not a folder pays it
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(ref)
+    except HFValidationError as exc:
+        return str(exc)
+    return None
+
+
+def _source(launch: Launch) -> str:
+    """The launch as a target is named: its file, and the service or container in it."""
+    return f"{launch.file} [{launch.where}]" if launch.where else launch.file
 
 
 def _served(view: LaunchView) -> str:

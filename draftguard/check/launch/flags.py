@@ -106,7 +106,7 @@ def read_flags(launch: Launch, version: str | None = None) -> Flags:
     while i < len(words):
         word = words[i]
         text = word.text
-        if not text.startswith("-") or text in ("-", "--") or _number(text):
+        if not text.startswith("-") or text in ("-", "--") or _number(text) or _spaced(text, engine, known):
             flags.positional.append(word)
             flags.positional_at.append(i)
             i += 1
@@ -186,6 +186,16 @@ def invalid_choice(flags: Flags) -> tuple[str, str, list[str]] | None:
         if allowed and flag.value is not None and flag.value not in allowed:
             return flag.name, flag.value, allowed
     return None
+
+
+def _spaced(text: str, engine: str, known: frozenset[str] | None = None) -> bool:
+    """argparse's rule: a word that starts with "-" but holds a space, and is no known option (nor
+    ``--option=value``), is a positional (``vllm serve "$ARGS"`` gives vLLM one positional)."""
+    if " " not in text:
+        return False
+    name = text.lstrip("-").partition("=")[0]
+    name = name.replace("_", "-") if engine == "vllm" else name
+    return not ("=" in text and " " not in name and name in (OPTIONS[engine] if known is None else known))
 
 
 def _number(text: str) -> bool:

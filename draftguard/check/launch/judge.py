@@ -46,6 +46,8 @@ def _flag_line(flags: Flags, *names: str) -> int | None:
 def _refusal_line(view: LaunchView, flags: Flags) -> tuple[str, int | None]:
     """The flag a refusal is about, by the engine's words."""
     text = (view.refusal or "").lower()
+    if "repo id" in (view.refusal_where or "") and flags.model is not None:  # the model reference itself
+        return "model", flags.model.line
     for word, names in (("max_model_len", ("max-model-len",)), ("context_length", ("context-length",)),
                         ("float16", ("dtype",)), ("dtype", ("dtype",)), ("quantization method", ("quantization",)),
                         ("--", ())):

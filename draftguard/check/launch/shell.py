@@ -50,12 +50,20 @@ class _Raw:
 
     parts: list[tuple[str, str]] = field(default_factory=list)
     line: int = 0
+    _open: list[tuple[str, list[str]]] = field(default_factory=list, repr=False)
 
     def add(self, kind: str, text: str) -> None:
-        if self.parts and self.parts[-1][0] == kind:
-            self.parts[-1] = (kind, self.parts[-1][1] + text)
+        # Pieces gather in lists and are joined once (``close``): adding to a string kept in a tuple
+        # copied the whole word per character, quadratic on a long word.
+        if self._open and self._open[-1][0] == kind:
+            self._open[-1][1].append(text)
         else:
-            self.parts.append((kind, text))
+            self._open.append((kind, [text]))
+
+    def close(self) -> "_Raw":
+        self.parts += [(kind, "".join(texts)) for kind, texts in self._open]
+        self._open = []
+        return self
 
     @property
     def literal(self) -> str:
@@ -63,10 +71,21 @@ class _Raw:
 
 
 def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | str]:
-    """Words and separators (a separator is a plain string from SEPARATORS)."""
+    """Words and separators (a separator is a plain string from SEPARATORS). Redirections are dropped
+    with their target (``> log``, ``2>&1``, ``&>> log``, ``< in``): they are the shell's, never the
+    command's arguments; a here-document's body (``<<EOF`` ... ``EOF``) is skipped, never read as
+    commands.
+
+    Example::
+
+        >>> [w.literal if isinstance(w, _Raw) else w for w in lex("vllm serve M > log 2>&1 &")]
+        ['vllm', 'serve', 'M', '&']
+    """
     out: list[_Raw | str] = []
     i, line, n = 0, first_line, len(text)
     word: _Raw | None = None
+    drop = ""  # "": keep the next word; ">": it is a redirection's target; "<<" / "<<-": a heredoc's delimiter
+    heredocs: list[tuple[str, bool]] = []  # delimiters whose bodies start on the next line
 
     def start() -> _Raw:
         nonlocal word
@@ -75,16 +94,20 @@ def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | s
         return word
 
     def end() -> None:
-        nonlocal word
+        nonlocal word, drop
         if word is not None:
-            out.append(word)
-            word = None
+            word.close()
+            if drop.startswith("<<"):
+                heredocs.append((word.literal, drop == "<<-"))
+            elif not drop:
+                out.append(word)
+            drop, word = "", None
 
     while i < n:
         c = text[i]
         if c == "\\":
-            if text.startswith("\n", i + 1):  # a continuation: neither character counts
-                i, line = i + 2, line + 1
+            if text.startswith("\n", i + 1) or i + 1 == n:  # a continuation (or the script's last byte)
+                i, line = i + 2, line + (i + 1 < n)
                 continue
             start().add("lit", text[i + 1:i + 2])
             i += 2
@@ -96,10 +119,16 @@ def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | s
             line += text.count("\n", i, close)
             i = close + 1
         elif c == '"':
-            w, i, line = start(), i + 1, line
+            w, i = start(), i + 1
             while True:
                 if i >= n:
                     raise BadInput(f"{file}:{w.line}: a double quote is never closed", file=file, line=w.line)
+                run = _DQ_RUN.match(text, i)
+                if run.end() > i:  # a run of plain characters at once
+                    w.add("dq", run.group(0))
+                    line += run.group(0).count("\n")
+                    i = run.end()
+                    continue
                 d = text[i]
                 if d == '"':
                     i += 1
@@ -111,8 +140,6 @@ def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | s
                         w.add("lit", text[i + 1])
                     i += 2
                     continue
-                if d == "\n":
-                    line += 1
                 w.add("dq", d)
                 i += 1
         elif c == "#" and word is None:
@@ -121,12 +148,31 @@ def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | s
         elif c in " \t\r":
             end()
             i += 1
+        elif c in "<>" or text.startswith("&>", i):
+            # a redirection: an all-digit word right before it is its file descriptor (2>&1)
+            if word is not None and not word._open[1:] and word._open and word._open[0][0] == "bare" \
+                    and "".join(word._open[0][1]).isdigit():
+                word = None
+            end()
+            op = _REDIRECT.match(text, i).group(0)
+            drop = op if op in ("<<", "<<-") else ">"
+            i += len(op)
         elif c == "\n" or c in ";&|":
             end()
+            drop = ""  # a redirection with no target before the separator: nothing to drop
             op = next(s for s in SEPARATORS if text.startswith(s, i))
             out.append(op)
             line += op == "\n"
             i += len(op)
+            if op == "\n" and heredocs:
+                i, line = _skip_heredocs(text, i, line, heredocs)
+                heredocs = []
+        elif text.startswith("${", i):
+            # a parameter expansion is one piece of its word, quotes inside it included: ${X:+--revision "$X"}
+            close = _brace_end(text, i)
+            start().add("bare", text[i:close])
+            line += text.count("\n", i, close)
+            i = close
         elif c == "$" and text.startswith("$(", i) or c == "`":
             # command substitution: kept as written (never run), nested parentheses matched
             close = _substitution_end(text, i)
@@ -134,10 +180,49 @@ def lex(text: str, first_line: int = 1, file: str = "<script>") -> list[_Raw | s
             line += text.count("\n", i, close)
             i = close
         else:
-            start().add("bare", c)
-            i += 1
+            run = _BARE_RUN.match(text, i)
+            start().add("bare", run.group(0))
+            i = run.end()
     end()
     return out
+
+
+_DQ_RUN = re.compile(r'[^"\\]*')
+_BARE_RUN = re.compile(r"[^\\'\"#\s<>;&|$`]+|.", re.S)
+_REDIRECT = re.compile(r"&>>?|<<<|<<-|<<|<>|<&|>>|>&|>\||<|>")
+
+
+def _brace_end(text: str, i: int) -> int:
+    """The end of the ``${...}`` at ``i``: its matching brace, quoted text and nested braces skipped."""
+    depth, j, n = 0, i + 1, len(text)
+    while j < n:
+        c = text[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c in "'\"":
+            close = text.find(c, j + 1)
+            j = n if close < 0 else close + 1
+            continue
+        depth += (c == "{") - (c == "}")
+        j += 1
+        if depth == 0:
+            return j
+    return n
+
+
+def _skip_heredocs(text: str, i: int, line: int, heredocs: list[tuple[str, bool]]) -> tuple[int, int]:
+    """Past the bodies of the here-documents opened on the line just ended: each runs to a line that is
+    its delimiter (leading tabs stripped for ``<<-``), or to the end of the script."""
+    for delimiter, tabs in heredocs:
+        while i < len(text):
+            stop = text.find("\n", i)
+            stop = len(text) if stop < 0 else stop
+            body_line = text[i:stop]
+            i, line = stop + 1, line + 1
+            if (body_line.lstrip("\t") if tabs else body_line) == delimiter:
+                break
+    return min(i, len(text)), line
 
 
 def _substitution_end(text: str, i: int) -> int:
@@ -199,7 +284,7 @@ def _braced(inner: str, env: dict[str, str], unset: list[str]) -> str:
     value = env.get(name)
     for op in (":-", ":=", ":+", "-", "=", "+"):
         if rest.startswith(op):
-            word = expand(rest[len(op):], env, unset)
+            word = _quoted_word(rest[len(op):], env, unset)
             empty = value is None or (op.startswith(":") and value == "")
             if op.endswith("+"):
                 return "" if empty else word
@@ -209,6 +294,15 @@ def _braced(inner: str, env: dict[str, str], unset: list[str]) -> str:
     if value is None:
         unset.append(name)
     return value or ""
+
+
+def _quoted_word(word: str, env: dict[str, str], unset: list[str]) -> str:
+    """The word of ``${NAME:-word}`` with its quotes removed, as the shell removes them: single-quoted
+    text kept as written, double-quoted and bare text expanded."""
+    out = []
+    for single, double, bare in re.findall(r"'([^']*)'|\"((?:[^\"\\]|\\.)*)\"|((?:[^'\"]|\\.)+)", word):
+        out.append(single if single else expand(double or bare, env, unset))
+    return "".join(out)
 
 
 def _fields(raw: _Raw, env: dict[str, str]) -> list[Word]:

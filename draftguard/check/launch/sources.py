@@ -28,20 +28,27 @@ from typing import Any
 
 import yaml
 
+from draftguard.check.launch.built import compose_build, local_image, over
+from draftguard.check.launch.built import node_get as _get
+from draftguard.check.launch.dockerfile import is_dockerfile, read_dockerfile
+from draftguard.check.launch.launchers import unwrap
+from draftguard.check.launch.pins import ENGINE_IMAGES, IMAGE_ENTRYPOINTS, Pin, decide, image_name, image_pin
 from draftguard.check.launch.shell import Word, expand, run_script
 from draftguard.errors import BadInput
 
 MAX_LAUNCH_BYTES = 1024 * 1024
-# The images' own entrypoints (vllm-project/vllm docker/Dockerfile: ENTRYPOINT ["vllm", "serve"];
-# the SGLang image has no entrypoint: its command names the launcher).
-IMAGE_ENTRYPOINTS = {"vllm/vllm-openai": ["vllm", "serve"], "vllm/vllm-openai-cpu": ["vllm", "serve"],
-                     "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo": ["vllm", "serve"]}
 WRAPPERS = ("exec", "nohup", "time", "sudo", "command", "then", "do", "else", "{", "(", "!", "stdbuf")
-# docker run options that take a value (the others are switches).
-DOCKER_VALUED = {"-p", "--publish", "--gpus", "--ipc", "--name", "--shm-size", "--runtime", "-w", "--workdir",
-                 "--network", "--net", "--entrypoint", "-u", "--user", "--device", "--ulimit", "--env-file",
-                 "--mount", "--platform", "--pull", "--restart", "--cpus", "-m", "--memory", "--label", "-l",
-                 "--hostname", "--cap-add", "--security-opt", "--log-driver", "--add-host", "--group-add"}
+SUDO_VALUED = {"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p",
+               "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T", "--command-timeout"}
+# docker (and podman) run's switches, the options that take no value (docker's `docker run` reference:
+# every other option takes one, as the next word or after "="). A list of the few switches rather than of
+# the ~100 valued options: a valued option missing from a hand list (--log-opt) lost the image.
+DOCKER_SWITCHES = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init",
+                   "-P", "--publish-all", "--read-only", "--sig-proxy", "--no-healthcheck", "--oom-kill-disable",
+                   "--disable-content-trust", "-q", "--quiet", "--help", "--use-api-socket",
+                   # podman's own switches
+                   "--replace", "--env-host", "--no-hosts", "--rootfs", "--read-only-tmpfs", "--http-proxy",
+                   "--tls-verify", "--passwd", "--rmi", "--privileged"}
 
 
 @dataclass
@@ -57,22 +64,32 @@ class Launch:
     volumes: dict[str, str] = field(default_factory=dict)  # container path -> host path
     where: str = ""  # "service vllm", "Deployment/llm container vllm", ""
     image: str | None = None
+    # The engine release it pins as written ("v0.10.1", "0.9.1"; None: none pinned) and where that was
+    # read, decided by pins.decide (sources: the launcher, the image built, the image, the repo's files).
+    release: str | None = None
+    release_source: str = ""
+    pins: list[Pin] = field(default_factory=list, repr=False)  # the candidates, in the order they win
 
 
 def _launch_of(words: list[Word], env: dict[str, tuple[str, int]], file: str, folder: Path,
-               volumes: dict[str, str], where: str = "", image: str | None = None) -> Launch | None:
-    """The engine launch a command's words make, or None."""
-    words = list(words)
+               volumes: dict[str, str], where: str = "", image: str | None = None,
+               pins: list[Pin] | None = None) -> Launch | None:
+    """The engine launch a command's words make, or None. ``pins``: the release pins the image it runs
+    in names (a built image's); a launcher's own pins go first."""
+    words, pins = list(words), list(pins or [])
     while words:
         head = words[0].text
         if head in WRAPPERS or (head == "env" and len(words) > 1):
             words.pop(0)
+            while head != "env" and words and words[0].text.startswith("-"):  # sudo -E -u me, stdbuf -oL, time -p
+                words = words[1 + (head == "sudo" and words[0].text in SUDO_VALUED and len(words) > 1):]
             while head == "env" and words and ("=" in words[0].text and not words[0].text.startswith("-")):
                 name, _, value = words.pop(0).text.partition("=")
                 env = {**env, name: (value, words[0].line if words else 0)}
             continue
-        if head in ("uv", "poetry", "pdm") and len(words) > 1 and words[1].text == "run":
-            words = words[2:]
+        unwrapped = unwrap(words, file)
+        if unwrapped is not None:
+            words, pins = unwrapped[0], unwrapped[1] + pins
             continue
         break
     if not words:
@@ -84,16 +101,17 @@ def _launch_of(words: list[Word], env: dict[str, tuple[str, int]], file: str, fo
         at = flags_c[0]
         if at + 1 < len(words):
             inner = words[at + 1]
-            return _first([_launch_of(c.words, {**env, **c.env}, file, folder, volumes, where, image)
+            return _first([_launch_of(c.words, {**env, **c.env}, file, folder, volumes, where, image, pins)
                            for c in run_script(inner.text, env, first_line=inner.line, file=file)])
         return None
+
     def made(engine: str, rest: list[Word]) -> Launch:
-        return Launch(engine, rest, env, file, words[0].line, folder, volumes, where, image)
+        return Launch(engine, rest, env, file, words[0].line, folder, volumes, where, image, pins=pins)
     if name == "vllm" and len(texts) > 1 and texts[1] == "serve":
         return made("vllm", words[2:])
     if name == "sglang" and len(texts) > 1 and texts[1] == "serve":
         return made("sglang", words[2:])
-    if re.fullmatch(r"python(\d(\.\d+)?)?", name):
+    if re.fullmatch(r"python(\d(\.\d+)?)?", name):  # python -u -m, python3.11 -m
         module = next((i for i, t in enumerate(texts) if t == "-m"), None)
         if module is not None and module + 1 < len(texts):
             mod = texts[module + 1]
@@ -113,13 +131,30 @@ def _first(found: list[Launch | None]) -> Launch | None:
     return next((f for f in found if f is not None), None)
 
 
+def _docker_valued(flag: str) -> tuple[str, str | None]:
+    """A docker run option word read as docker's parser reads it: (the option, its value written in the
+    same word or None when it takes the next word, "" for a switch). ``-it``, ``-dit``: switches;
+    ``-p8000:8000``: -p with its value; ``-itp 80:80``: -p takes the next word."""
+    if flag.startswith("--") or len(flag) == 2:
+        return flag, "" if flag in DOCKER_SWITCHES else None
+    for at, letter in enumerate(flag[1:], 1):
+        if f"-{letter}" not in DOCKER_SWITCHES:
+            rest = flag[at + 1:]
+            return f"-{letter}", rest or None
+    return flag, ""
+
+
 def _docker_run(words: list[Word], env: dict, file: str, folder: Path, volumes: dict, where: str) -> Launch | None:
     env, volumes, entry = dict(env), dict(volumes), None
     i = 0
     while i < len(words) and words[i].text.startswith("-"):
         flag, eq, value = words[i].text.partition("=")
-        if not eq and (flag in DOCKER_VALUED or flag in ("-e", "--env", "-v", "--volume")) and i + 1 < len(words):
-            i, value = i + 1, words[i + 1].text
+        if not eq:
+            flag, attached = _docker_valued(flag)
+            if attached is None and i + 1 < len(words):
+                i, value = i + 1, words[i + 1].text
+            else:
+                value = attached or ""
         if flag in ("-e", "--env") and "=" in value:
             name, _, val = value.partition("=")
             env[name] = (val, words[i].line)
@@ -135,17 +170,14 @@ def _docker_run(words: list[Word], env: dict, file: str, folder: Path, volumes: 
         return None
     image = words[i].text
     rest = words[i + 1:]
-    default = [] if entry is not None else IMAGE_ENTRYPOINTS.get(_image_name(image), [])
+    default = [] if entry is not None else IMAGE_ENTRYPOINTS.get(image_name(image), [])
     head = ([Word(entry, words[i].line)] if entry else []) + [Word(t, words[i].line) for t in default]
-    return _launch_of(head + rest, env, file, folder, volumes, where, image)
-
-
-def _image_name(image: str) -> str:
-    """``vllm/vllm-openai:v0.10.1`` -> ``vllm/vllm-openai`` (docker.io/ dropped)."""
-    name = image.split("@")[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
-    return name.removeprefix("docker.io/")
+    pins = [p for p in [image_pin(image, f"{file} line {words[i].line}")] if p is not None]
+    built = local_image(image, folder) if image_name(image) not in ENGINE_IMAGES else None
+    if built is not None:  # docker run an image this repository builds: its ENTRYPOINT/CMD, its ENV under -e
+        head, rest = over(built, entry, head, rest or None, rest, words[i].line)
+        env, pins = {**built.env, **env}, built.pins
+    return _launch_of(head + rest, env, file, folder, volumes, where, image, pins)
 
 
 # --- files --------------------------------------------------------------------------------------------------
@@ -164,16 +196,34 @@ def read_launches(path: str) -> list[Launch]:
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})", file=path) from None
     folder = file.resolve().parent
-    if file.suffix in (".yml", ".yaml") or text.lstrip().startswith(("services:", "apiVersion:", "version:", "---")):
+    if is_dockerfile(file.name):
+        built = read_dockerfile(text, path)
+        found = _launch_of(built.words(), built.env, path, folder, {}, "", built.base, built.pins)
+        if found is None:  # say what the image runs instead, and where
+            runs = built.words()
+            what = (f"runs {' '.join(w.text for w in runs)[:80]!r} (line {runs[0].line})" if runs else
+                    f"sets no ENTRYPOINT or CMD and is built FROM {built.base} (line {built.base_line})")
+            raise BadInput(f"{path}:{runs[0].line if runs else built.base_line}: the image {what}, which is no "
+                           "engine command (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m "
+                           "sglang.launch_server, sglang serve)", file=path, line=runs[0].line if runs else built.base_line)
+        launches = [found]
+    elif file.suffix in (".yml", ".yaml") or text.lstrip().startswith(("services:", "apiVersion:", "version:", "---")):
         launches = _yaml_launches(text, path, folder)
     else:
         launches = [found for c in run_script(text, file=path)
                     if (found := _launch_of(c.words, c.env, path, folder, {})) is not None]
     if not launches:
         raise BadInput(f"{path}: launches no engine (looked for vllm serve, python -m vllm.entrypoints.openai."
-                       "api_server, python -m sglang.launch_server, sglang serve, and the vllm/vllm-openai and "
-                       "lmsysorg/sglang images)", file=path)
-    return launches
+                       "api_server, python -m sglang.launch_server, sglang serve, launchers such as uv run, uvx, "
+                       "pixi run and conda run, Dockerfile ENTRYPOINT/CMD, and the vllm/vllm-openai and "
+                       "lmsysorg/sglang images and images built FROM them)", file=path)
+    return [_pinned(launch) for launch in launches]
+
+
+def _pinned(launch: Launch) -> Launch:
+    """The launch with its release decided (pins.decide: the one place that decides it)."""
+    launch.release, launch.release_source = decide(launch.engine, launch.pins, launch.folder)
+    return launch
 
 
 def command_launches(command: str, name: str = "--launch") -> list[Launch]:
@@ -184,7 +234,7 @@ def command_launches(command: str, name: str = "--launch") -> list[Launch]:
     if not launches:
         raise BadInput(f"{name}: not an engine command (vllm serve ..., python -m sglang.launch_server ...)",
                        file=name)
-    return launches
+    return [_pinned(launch) for launch in launches]
 
 
 def _yaml_launches(text: str, path: str, folder: Path) -> list[Launch]:
@@ -206,14 +256,6 @@ def _yaml_launches(text: str, path: str, folder: Path) -> list[Launch]:
             launches += [found for c in _containers(doc)
                          if (found := _k8s_container(c, doc, text, path, folder)) is not None]
     return launches
-
-
-def _get(node: Any, key: str) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return v
-    return None
 
 
 def _line(node: Any) -> int:
@@ -264,14 +306,15 @@ def _words(node: Any, text: str, interpolate: dict[str, str] | None, path: str) 
 
 
 def _dotenv(folder: Path) -> dict[str, str]:
-    env: dict[str, str] = {}
+    """The ``.env`` beside a compose file, read by python-dotenv (quotes, ``export``, inline comments,
+    multi-line values as compose reads them); a variable without a value is left out."""
+    from dotenv import dotenv_values  # python-dotenv; only compose files pay its import
+
     dotenv = folder / ".env"
-    if dotenv.is_file():
-        for line in dotenv.read_text(encoding="utf-8", errors="replace").splitlines():
-            name, eq, value = line.strip().removeprefix("export ").partition("=")
-            if eq and not name.startswith("#"):
-                env[name.strip()] = value.strip().strip("'\"")
-    return env
+    if not dotenv.is_file():
+        return {}
+    with open(dotenv, encoding="utf-8", errors="replace") as stream:
+        return {k: v for k, v in dotenv_values(stream=stream, interpolate=False).items() if v is not None}
 
 
 def _interpolate(value: str, env: dict[str, str]) -> str:
@@ -287,15 +330,24 @@ def _compose(services: yaml.MappingNode, text: str, path: str, folder: Path) -> 
         if not isinstance(service, yaml.MappingNode):
             continue
         image_node = _get(service, "image")
-        image = image_node.value if isinstance(image_node, yaml.ScalarNode) else None
+        image = _interpolate(image_node.value, dotenv) if isinstance(image_node, yaml.ScalarNode) else None
         env = _compose_env(_get(service, "environment"), dotenv)
         volumes = _compose_volumes(_get(service, "volumes"), folder, dotenv)
-        entry = _words(_get(service, "entrypoint"), text, dotenv, path)
-        command = _words(_get(service, "command"), text, dotenv, path)
-        if not entry and image:
+        entry_node, command_node = _get(service, "entrypoint"), _get(service, "command")
+        entry = _words(entry_node, text, dotenv, path)
+        command = _words(command_node, text, dotenv, path)
+        built = compose_build(_get(service, "build"), folder)
+        pins: list[Pin] = []
+        if built is not None:  # the image the service builds: its ENTRYPOINT, CMD and ENV under compose's
+            entry, command = over(built, entry_node, entry, command_node, command, _line(_get(service, "build")))
+            env = {**built.env, **env}
+            pins = built.pins
+        elif image:
             line = _line(image_node)
-            entry = [Word(t, line) for t in IMAGE_ENTRYPOINTS.get(_image_name(_interpolate(image, dotenv)), [])]
-        found = _launch_of(entry + command, env, path, folder, volumes, f"service {key.value}", image)
+            pins = [p for p in [image_pin(image, f"{path} line {line}")] if p is not None]
+            if entry_node is None:
+                entry = [Word(t, line) for t in IMAGE_ENTRYPOINTS.get(image_name(image), [])]
+        found = _launch_of(entry + command, env, path, folder, volumes, f"service {key.value}", image, pins)
         if found is not None:
             out.append(found)
     return out
@@ -368,18 +420,27 @@ def _k8s_container(container: Any, doc: Any, text: str, path: str, folder: Path)
                             lambda m: "$" if m.group(0) == "$$" else plain.get(m.group(1), m.group(0)), w.text),
                      w.line) for w in words]
 
-    command = kube(_words(_get(container, "command"), text, None, path))
-    args = kube(_words(_get(container, "args"), text, None, path))
+    command_node, args_node = _get(container, "command"), _get(container, "args")
+    command = kube(_words(command_node, text, None, path))
+    args = kube(_words(args_node, text, None, path))
     image_node = _get(container, "image")
     image = image_node.value if isinstance(image_node, yaml.ScalarNode) else None
-    if not command and image:
-        command = [Word(t, _line(image_node)) for t in IMAGE_ENTRYPOINTS.get(_image_name(image), [])]
+    pins: list[Pin] = []
+    built = local_image(image, folder) if image and image_name(image) not in ENGINE_IMAGES else None
+    if built is not None:  # an image this repository builds FROM an engine image
+        command, args = over(built, command_node, command, args_node, args, _line(image_node))
+        env = {**built.env, **env}
+        pins = built.pins
+    elif image:
+        pins = [p for p in [image_pin(image, f"{path} line {_line(image_node)}")] if p is not None]
+        if not command:
+            command = [Word(t, _line(image_node)) for t in IMAGE_ENTRYPOINTS.get(image_name(image), [])]
     kind, meta = _get(doc, "kind"), _get(doc, "metadata")
     name = _get(meta, "name") if meta is not None else None
     cname = _get(container, "name")
     where = "/".join(n.value for n in (kind, name) if isinstance(n, yaml.ScalarNode))
     where += f" container {cname.value}" if isinstance(cname, yaml.ScalarNode) else ""
-    return _launch_of(command + args, env, path, folder, _host_paths(doc, container), where, image)
+    return _launch_of(command + args, env, path, folder, _host_paths(doc, container), where, image, pins)
 
 
 def _host_paths(doc: Any, container: Any) -> dict[str, str]:
