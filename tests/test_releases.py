@@ -75,10 +75,20 @@ def test_first_refusing_names_the_first_known_release_that_refuses():
         between = [r for r in vllm if Version("0.10.1.1") <= Version(r) < Version(first)]
         assert all(option_kind("vllm", r, option) is not None for r in between), option
         last = last_accepting("vllm", option)
-        assert Version(last) < Version(first) and option_kind("vllm", last, option) is not None
+        assert last == [r for r in vllm if option_kind("vllm", r, option) is not None][-1], option
     assert first_refusing("vllm", "max-model-len", after=vllm[0]) is None
     assert last_accepting("vllm", "max-model-len") == vllm[-1]
     assert last_accepting("vllm", "no-such-flag-anywhere") is None
+
+
+def test_0_33_pairs_enable_with_disable_so_disable_log_requests_is_accepted_again():
+    # a fact of the data (issue 39 measured 0.20.0 and 0.32.0 only): 0.33.0's parser pairs every
+    # --enable-x with --disable-x and still accepts the --no-enable-x it hides from help
+    assert option_kind("vllm", "0.33.0", "disable-log-requests") == "switch"
+    assert option_kind("vllm", "0.33.0", "no-enable-log-requests") == "switch"
+    assert option_kind("vllm", "0.32.0", "no-enable-log-requests") == "switch"
+    assert first_refusing("vllm", "disable-log-requests", after="0.32.0") is None
+    assert last_accepting("vllm", "disable-log-requests") == newest("vllm")
 
 
 def test_bitsandbytes_is_a_quantization_method_of_0_20_and_not_of_0_32():
