@@ -397,6 +397,17 @@ def extract_sglang() -> dict:
         if isinstance(options.get(option), list):
             data[key] = options[option]
             data["source"] += f"; {key}: --{option} choices"
+    if "speculative_methods" not in data:  # no choices: SpeculativeAlgorithm.from_string's builtin names
+        try:
+            from sglang.srt.speculative import spec_info
+
+            names = {m.name for m in spec_info.SpeculativeAlgorithm if m.name != "NONE"}
+            names |= set(getattr(spec_info, "_RESERVED_ALIASES", ()))
+            data["speculative_methods"] = sorted(names)
+            data["source"] += ("; speculative_methods: sglang.srt.speculative.spec_info.SpeculativeAlgorithm members "
+                               "and _RESERVED_ALIASES (upper case, read case-insensitively; plugins may register more)")
+        except Exception as exc:  # recorded, never guessed
+            data.setdefault("missing", {})["speculative_methods"] = f"{type(exc).__name__}: {exc}"[:200]
     return _common(data)
 
 
