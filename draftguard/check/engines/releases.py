@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion, Version  # a base dependency through transformers and huggingface_hub
 
 DATA = Path(__file__).resolve().parent / "data" / "releases"
 NEWEST_WORDS = ("latest", "nightly")
