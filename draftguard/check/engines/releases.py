@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion, Version  # a base dependency through transformers and huggingface_hub
 
 DATA = Path(__file__).resolve().parent / "data" / "releases"
 NEWEST_WORDS = ("latest", "nightly")
@@ -96,6 +96,11 @@ def _releases(engine: str) -> dict[str, ReleaseFacts]:
     return out
 
 
+@lru_cache(maxsize=None)
+def _parsed(engine: str) -> tuple[tuple[str, Version], ...]:
+    return tuple((r, Version(r)) for r in _releases(engine))
+
+
 def known(engine: str) -> list[str]:
     """The releases known for ``engine``, oldest first (empty for an engine with no data)."""
     return list(_releases(engine))
@@ -127,7 +132,7 @@ def resolve(engine: str, text: str) -> str | None:
     wanted = parse_version(text)
     if wanted is None:
         return None
-    parsed = [(r, Version(r)) for r in releases]
+    parsed = _parsed(engine)
     for rule in (lambda v: v == wanted, lambda v: v.release == wanted.release,
                  lambda v: v.release[:3] == wanted.release[:3]):
         same = [r for r, v in parsed if rule(v)]
