@@ -45,27 +45,47 @@ def rules(report) -> list[tuple[str, str, int]]:
 
 
 def test_a_pinned_release_takes_what_it_took_and_the_upgrade_is_a_warning(tmp_path):
-    """Done when: a compose file pinning vllm/vllm-openai:v0.10.1.1 with --disable-log-requests gets no
-    error, and a warning that names the first release refusing it; the same file on latest, the error."""
-    first = releases.first_refusing("vllm", "disable-log-requests", after="0.10.1.1")
+    """Done when: a compose file pinning vllm/vllm-openai:v0.10.1.1 with a flag later releases refuse gets no
+    error, and a warning naming the first release that refuses it; the same file on latest, the error.
+    --swap-space: accepted by 0.10.1.1, refused from 0.18.1 on (each release's own parser)."""
+    first = releases.first_refusing("vllm", "swap-space", after="0.10.1.1")
     assert first is not None and sort_key(first) <= sort_key("0.20.0")
-    pinned = launch_report([str(compose(tmp_path, "vllm/vllm-openai:v0.10.1.1", "--disable-log-requests"))],
+    assert releases.option_kind("vllm", releases.newest("vllm"), "swap-space") is None
+    pinned = launch_report([str(compose(tmp_path, "vllm/vllm-openai:v0.10.1.1", "--swap-space", "4"))],
                            [], None, None)
     found = rules(pinned)
     assert not [r for r in found if r[1] == "error"], pinned.findings
     [upgrade] = [f for f in pinned.findings if f.rule == "DG309"]
-    assert upgrade.severity.value == "warning" and upgrade.line == 6 and upgrade.key == "--disable-log-requests"
+    assert upgrade.severity.value == "warning" and upgrade.line == 6 and upgrade.key == "--swap-space"
     assert f"refused from {first} on" in upgrade.message and "accepted by 0.10.1.1" in upgrade.message
-    [view] = pinned.targets[0].engine_views if pinned.targets[0].engine_views else [pinned.targets[0].launch_view]
+    view = pinned.targets[0].launch_view
     assert view.engine == "vLLM 0.10.1.1"
-    assert any("pinned by" in n and "v0.10.1.1" in n for n in view.notes), view.notes
+    assert any("pinned by image vllm/vllm-openai:v0.10.1.1" in n for n in view.notes), view.notes
 
-    latest = launch_report([str(compose(tmp_path / "l", "vllm/vllm-openai:latest", "--disable-log-requests"))],
+    latest = launch_report([str(compose(tmp_path / "l", "vllm/vllm-openai:latest", "--swap-space", "4"))],
                            [], None, None)
     [refused] = [f for f in latest.findings if f.rule == "DG300"]
-    assert refused.severity.value == "error" and "unrecognized arguments: --disable-log-requests" in refused.message
-    assert releases.newest("vllm") in refused.message
+    assert refused.severity.value == "error" and "unrecognized arguments: --swap-space" in refused.message
+    assert f"vLLM {releases.newest('vllm')}" in refused.message
     assert not [f for f in latest.findings if f.rule == "DG309"]
+    assert any("no release pinned" in n or "latest" in n for n in latest.targets[0].launch_view.notes)
+
+
+def test_a_flag_refused_on_the_way_and_taken_again(tmp_path):
+    """--disable-log-requests: accepted by 0.10.1.1, refused from 0.17.1 to 0.32.0, and taken again from
+    0.33.0 (its --enable-log-requests/--disable-log-requests pair): the data, not the issue's expectation.
+    Pinned to 0.10.1.1 it is no error, and the releases on the way are said as info; pinned to 0.32.0 it
+    is the error."""
+    assert releases.option_kind("vllm", "0.32.0", "disable-log-requests") is None
+    assert releases.option_kind("vllm", releases.newest("vllm"), "disable-log-requests") == "switch"
+    path = compose(tmp_path, "vllm/vllm-openai:v0.10.1.1", "--disable-log-requests")
+    found = launch_report([str(path)], [], None, None).findings
+    assert [f.rule for f in found if f.severity.value == "error"] == []
+    [note] = [f for f in found if f.rule == "DG309"]
+    assert note.severity.value == "info" and "refused by 0.17.1 to 0.32.0" in note.message
+    old = launch_report([str(compose(tmp_path / "o", "vllm/vllm-openai:v0.32.0", "--disable-log-requests"))],
+                        [], None, None).findings
+    assert [f.rule for f in old if f.severity.value == "error"] == ["DG300"]
 
 
 def test_a_value_a_newer_release_dropped(tmp_path):
@@ -82,7 +102,7 @@ def test_a_value_a_newer_release_dropped(tmp_path):
 
 
 def test_engine_overrides_the_pin_and_two_releases_compare(tmp_path):
-    path = compose(tmp_path, "vllm/vllm-openai:v0.10.1.1", "--disable-log-requests")
+    path = compose(tmp_path, "vllm/vllm-openai:v0.10.1.1", "--swap-space", "4")
     both = launch_report([str(path)], [], parse_engines("vllm==0.10.1.1,vllm==0.32.0"), None).findings
     assert [(f.rule, f.severity.value) for f in both if f.rule in ("DG300", "DG309")] == [("DG309", "warning")]
     assert "vLLM 0.32.0 (upgrade from 0.10.1.1)" in [f for f in both if f.rule == "DG309"][0].message
@@ -126,8 +146,7 @@ def test_a_medusa_head_under_the_release_that_removed_the_method():
     done = run("check", str(MEDUSA), "--engine", "vllm==0.32.0,vllm==0.33.0", "--format", "json")
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
-    [target] = data["targets"]
-    refused = [f for f in target["findings"] if f["rule"] == "DG200"]
+    refused = [f for f in data["findings"] if f["rule"] == "DG200"]
     assert len(refused) == 1 and "vLLM 0.33.0" in refused[0]["message"]
     assert "last served by vLLM 0.32.0" in refused[0]["message"]
 

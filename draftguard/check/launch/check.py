@@ -23,7 +23,7 @@ from draftguard.check.engines import releases
 from draftguard.check.engines.specs import KNOWN, EngineSpec, sort_key
 from draftguard.check.engines.specs import newest as newest_release
 from draftguard.check.engines.specs import oldest as oldest_release
-from draftguard.check.findings import RULES, Finding, InputError, Report, TargetResult
+from draftguard.check.findings import RULES, Finding, InputError, Report, Severity, TargetResult
 from draftguard.check.launch.flags import MODEL_OPTIONS, Flags, parser_options, read_flags, unknown_option
 from draftguard.check.launch.judge import judge
 from draftguard.check.launch.light import LaunchView, sglang_view, vllm_view
@@ -210,31 +210,41 @@ def upgrade_notes(launch: Launch, flags: Flags, judged: EngineSpec, upgrade: Eng
     out: list[Finding] = []
     newer = read_flags(launch, upgrade.version)
     _, accepted, _ = parser_options(launch.engine, judged.version)
-    _, known, choices = parser_options(launch.engine, upgrade.version)
+    _, known, _ = parser_options(launch.engine, upgrade.version)
     rule = RULES["DG309"]
     where = f" [{launch.where}]" if launch.where else ""
 
-    def add(key: str, line: int, raw: Any, message: str) -> None:
-        out.append(Finding("DG309", rule.severity, key, raw, None, launch.file, line,
+    def add(key: str, line: int, raw: Any, message: str, severity: Any = None) -> None:
+        out.append(Finding("DG309", severity or rule.severity, key, raw, None, launch.file, line,
                            f"{upgrade.shown} (upgrade from {judged.version}){where}: {message}"))
 
+    between = [v for v in releases.known(launch.engine)
+               if sort_key(judged.version) < sort_key(v) <= sort_key(upgrade.version)]
     for flag in newer.options.values():
         base = flag.name.split(".", 1)[0]
-        if not flag.long:
+        if not flag.long or not (base in accepted or any(o.startswith(base) for o in accepted)):
             continue
-        if base not in known and not any(o.startswith(base) for o in known) and (
-                base in accepted or any(o.startswith(base) for o in accepted)):
+        if base not in known and not any(o.startswith(base) for o in known):
             first = releases.first_refusing(launch.engine, base, after=judged.version) or upgrade.version
             add(f"--{base}", flag.line, flag.value,
                 f"--{base} is accepted by {judged.version} and refused from {first} on (\"unrecognized arguments: "
                 f"--{base}\"). Fix: drop it before upgrading" + _deprecated_words(launch.engine, judged.version, base))
-        allowed = choices.get(flag.name)
-        if allowed and flag.value is not None and flag.value not in allowed:
-            first = next((v for v in releases.known(launch.engine) if sort_key(judged.version) < sort_key(v)
-                          and releases.refuses_value(launch.engine, v, flag.name, flag.value)), upgrade.version)
-            add(f"--{flag.name}", flag.line, flag.value,
-                f"--{flag.name} {flag.value} is accepted by {judged.version} and refused from {first} on (invalid "
-                f"choice: {flag.value!r})")
+            continue
+        refusing = [v for v in between if releases.option_kind(launch.engine, v, base) is None]
+        if refusing:  # refused on the way, taken again by the release upgraded to
+            add(f"--{base}", flag.line, flag.value,
+                f"--{base} is accepted by {judged.version} and {upgrade.version}, but refused by {refusing[0]}"
+                + (f" to {refusing[-1]}" if len(refusing) > 1 else "") + ": moving the pin to one of those "
+                "releases breaks this launch", Severity.INFO)
+        value = flag.value.lower() if flag.value is not None and base == "quantization" else flag.value
+        if value is not None and judged.version in releases.known(launch.engine) and not releases.refuses_value(
+                launch.engine, judged.version, base, value) and releases.refuses_value(
+                launch.engine, upgrade.version, base, value):
+            first = next((v for v in between if releases.refuses_value(launch.engine, v, base, value)),
+                         upgrade.version)
+            why = "no longer one of its quantization methods" if base == "quantization" else f"invalid choice: {value!r}"
+            add(f"--{base}", flag.line, flag.value,
+                f"--{base} {flag.value} is accepted by {judged.version} and refused from {first} on ({why})")
     method = (flags.data("speculative-config") or {}).get("method") if isinstance(flags.data("speculative-config"), dict) else None
     if isinstance(method, str) and launch.engine == "vllm":
         now, then = releases.facts("vllm", judged.version), releases.facts("vllm", upgrade.version)
