@@ -329,9 +329,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_fix(args: argparse.Namespace) -> int:
     """Fix each PATH; the diff on stdout (or the files written), what was chosen and what is left on
-    stderr. Exit 0 when every file is clean after its fixes, 1 when findings remain, 2 for bad input."""
+    stderr. Exit 0 when every file is clean (with --write: after its fixes); 1 when findings remain
+    with no safe fix, or, without --write, when a fix is pending (the diff is not empty); 2 for bad
+    input. ``.draftguard.yml``'s ``rules:`` and ``ignore:`` apply, as they do for ``check``."""
     try:
-        settings, root = check_settings(args.paths)  # the same file `check` reads, by the same rule
+        settings, root = check_settings(args.paths or args.launch_file)  # the file `check` reads, by its rule
+        policy.validate(settings)
         versions = matrix.requested_versions(args.transformers, root or ".")
         target = args.target or _settings_target(settings, root, args.paths)
     except BadInput as exc:
@@ -340,11 +343,11 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if not args.paths and not args.launch_file:
         print("draftguard: fix needs a PATH or --launch-file", file=sys.stderr)
         return EXIT_BAD_INPUT
-    bad = left = False
+    bad = left = pending = False
     for path in args.launch_file:
         try:
             before = open(path, encoding="utf-8").read() if os.path.isfile(path) else None
-            after, said = fix_launch(path)
+            after, said = fix_launch(path, settings=settings, root=root)
         except (BadInput, OSError, UnicodeDecodeError) as exc:
             print(f"draftguard: {path}: {exc}" if not isinstance(exc, BadInput) else f"draftguard: {exc}", file=sys.stderr)
             bad = True
@@ -358,6 +361,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
             print(f"{path}: written", file=sys.stderr)
         elif after is not None:
             sys.stdout.write(launch_diff(path, before or "", after))
+            pending = True
     for path in args.paths:
         try:
             if not os.path.exists(path):
@@ -368,7 +372,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 text = snapshot.files["config.json"].decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BadInput(f"{shown} is not UTF-8 text (byte {exc.start})", file=shown) from None
-            checker = fix.snapshot_checker(snapshot, versions=versions, target=target)
+            checker = fix.snapshot_checker(snapshot, versions=versions, target=target, settings=settings,
+                                           settings_root=root)
             outcome = fix.fix_text(text, checker, prefer=args.prefer, file=shown)
         except BadInput as exc:
             print(f"draftguard: {exc}", file=sys.stderr)
@@ -391,9 +396,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
             print(f"{shown}: written", file=sys.stderr)
         else:
             sys.stdout.write(outcome.diff())
+            pending = True
     if bad:
         return EXIT_BAD_INPUT
-    return EXIT_FAIL if left else EXIT_OK
+    return EXIT_FAIL if left or pending else EXIT_OK
 
 
 def _config_file(path: str) -> str:

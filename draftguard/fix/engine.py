@@ -16,11 +16,13 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
+from draftguard.check import policy
 from draftguard.check.findings import Finding, Report, Severity
 from draftguard.check.run import check as check_sources
 from draftguard.check.run import target_masks
 from draftguard.fix.proposals import propose
 from draftguard.fix.text import Edit, EditError, apply_edits, lines
+from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 Checker = Callable[[str], "list[Finding]"]
@@ -170,17 +172,21 @@ def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str 
 
 
 def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, target: str | None = None,
-                     trust_remote_code: bool = False) -> Checker:
+                     trust_remote_code: bool = False, settings: Settings | None = None,
+                     settings_root: str | None = None) -> Checker:
     """A ``Checker`` that runs the whole check (config and drafter rules) on an edited config.json in
     place of the snapshot's own, beside the snapshot's other files (weights, tokenizer, settings):
-    in this process, or under each of ``versions`` through the version matrix."""
+    in this process, or under each of ``versions`` through the version matrix. ``settings``' rules and
+    exceptions (paths relative to ``settings_root``) apply as they do for ``check``: a finding they
+    silence is neither fixed nor left."""
     fetched: dict = {}  # the drafter's target, fetched once for every recheck
     reserved: list[dict[int, str]] = []  # the target's mask tokens, read once
 
     def check(text: str) -> list[Finding]:
         snap = replace(snapshot, files={**snapshot.files, "config.json": text.encode("utf-8")}, _lines={})
-        return _findings(check_sources([snap], versions=versions, drafter_target=target,
-                                       trust_remote_code=trust_remote_code, cache=fetched))
+        found = _findings(check_sources([snap], versions=versions, drafter_target=target,
+                                        trust_remote_code=trust_remote_code, cache=fetched))
+        return policy.apply_findings(found, settings, settings_root)[0]
 
     def masks() -> dict[int, str]:
         """Mask tokens the drafter's target reserves: special added tokens named like a mask (read in
