@@ -161,6 +161,26 @@ def _no_alias_loader() -> type:
                                                   event.start_mark)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+            """Refuse a key written twice in one mapping: YAML would keep the last silently, and a
+            setting that silently loses is a check silently turned off."""
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so
+                    break
+                if first is not key_node.start_mark:
+                    raise DuplicateKey(key, first, key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    class DuplicateKey(yaml.constructor.ConstructorError):
+        def __init__(self, key: Any, first: Any, again: Any):
+            super().__init__(None, None, f"duplicate key `{key}`", again)
+            self.key, self.first = key, first
+
+    NoAliasLoader.DuplicateKey = DuplicateKey  # type: ignore[attr-defined]
     return NoAliasLoader
 
 
@@ -188,6 +208,11 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     try:
         root = yaml.compose(text, Loader=_no_alias_loader())
         data = yaml.load(text, Loader=_no_alias_loader())
+    except _no_alias_loader().DuplicateKey as exc:  # type: ignore[attr-defined]
+        line = _line(text, exc.problem_mark)
+        raise BadInput(f"{source}:{line}: duplicate key `{exc.key}` (first on line {_line(text, exc.first)}); "
+                       "YAML would keep the last one silently: keep one", file=source, line=line,
+                       key=str(exc.key)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = _line(text, mark) if mark is not None else None
