@@ -13,11 +13,11 @@ the line and the nearest rule for a rule the settings name that does not exist.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections import Counter
 
 from draftguard.check.findings import RULES, Finding, Report, Severity
+from draftguard.check.rule_docs import nearest_rules
 from draftguard.errors import BadInput
 from draftguard.settings import Settings
 
@@ -52,7 +52,7 @@ def validate(settings: Settings) -> None:
         if rule_ids(rule):
             continue
         source = settings.source or ".draftguard.yml"
-        near = difflib.get_close_matches(rule, [*RULES, *_BY_NAME], n=1, cutoff=0.6)
+        near = [n.split()[-1] if n[:2] == "DG" and " " in n else n for n in nearest_rules(rule)]
         hint = f"; did you mean `{near[0]}`?" if near else f" (rules are DG001-{max(RULES)} or their names)"
         raise BadInput(f"{source}:{line or 1}: `{where_key}`: no rule `{rule}`{hint}", file=source, line=line,
                        key=where_key)
