@@ -14,6 +14,7 @@ stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import sys
@@ -34,15 +35,15 @@ from draftguard.check.launch.light import LAUNCH_RULES
 from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
-from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain,
-                                     cmd_settings_check, cmd_settings_schema)
+from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain, cmd_rules,
+                                     cmd_settings_check, cmd_settings_schema, render_statistics)
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.report.annotations import render_annotations
 from draftguard.report.json import render_json
 from draftguard.report.markdown import render_markdown
 from draftguard.report.terminal import render_text
 from draftguard.runner.cli import add_accept_parser
-from draftguard.report.sarif import render_sarif
+from draftguard.report.sarif import SARIF_LEVELS, render_sarif
 from draftguard.settings import Settings, repository_root
 from draftguard.errors import install_hint
 from draftguard.snapshot import BadInput, load_snapshot
@@ -109,6 +110,20 @@ def _parser() -> argparse.ArgumentParser:
         "list of .draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
         "else the light tier: that engine version's code as rules",
     )
+    check.add_argument("--select", action="append", default=[], metavar="RULES",
+                       help="report only these rules: ids (DG005), names (sliding-layer-runs-full) or id prefixes "
+                       "(DG3: every launch rule), comma-separated or repeated")
+    check.add_argument("--ignore", action="append", default=[], metavar="RULES",
+                       help="leave these rules out (ids, names or prefixes, as --select)")
+    check.add_argument("--config", metavar="FILE",
+                       help="the settings file to run under instead of the repository's .draftguard.yml")
+    check.add_argument("--statistics", action="store_true",
+                       help="print how many findings each rule has (text, or a JSON list with --format json) "
+                       "instead of the findings")
+    check.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
+    check.add_argument("--sarif-level", choices=SARIF_LEVELS, default="warning",
+                       help="--format sarif: the least severe finding the log carries (default warning: "
+                       "info notes go to code scanning only when asked)")
     check.set_defaults(func=cmd_check)
 
     fixer = sub.add_parser(
@@ -135,6 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         "turns the window on, off makes the file say no layer slides (default: what the file's other keys say)",
     )
     fixer.add_argument("--target", metavar="TARGET", help="a drafter's target model, as for `check`")
+    fixer.add_argument("--config", metavar="FILE",
+                       help="the settings file to run under instead of the repository's .draftguard.yml")
     fixer.set_defaults(func=cmd_fix)
 
     explain = sub.add_parser(
@@ -143,6 +160,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("rule", metavar="RULE")
     explain.set_defaults(func=cmd_explain)
+
+    rules = sub.add_parser("rules", help="list every rule: id, name, level and summary",
+                           description="List every rule draftguard has: id, name, default level and summary "
+                           "(docs/rules.md has each one's section; `draftguard explain RULE` prints it).")
+    rules.add_argument("--format", choices=["text", "json"], default="text")
+    rules.set_defaults(func=cmd_rules)
 
     settings = sub.add_parser("settings", help="check a .draftguard.yml, or print its JSON Schema")
     settings_sub = settings.add_subparsers(dest="settings_command", metavar="ACTION")
@@ -262,7 +285,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not args.targets:
             return EXIT_OK  # only model files with no config.json beside them: nothing to check
     try:
-        settings, root = check_settings(args.targets or args.launch_file)
+        settings, root = check_settings(args.targets or args.launch_file, config=args.config)
+        policy.selected_ids(args.select, "--select"), policy.selected_ids(args.ignore, "--ignore")
+        if args.statistics and args.format not in ("text", "json"):
+            raise BadInput(f"--statistics prints text or json, not {args.format}")
         if not args.targets and not args.launch_file and not args.launch:
             if not settings.launch:
                 print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
@@ -285,6 +311,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if launching:  # the launch's findings under the same rules and exceptions as the files'
             report = policy.apply(launch_report(args.launch_file, args.launch, engines, real, report),
                                   settings, root)
+        policy.select(report, args.select, args.ignore)
+        out = _output(args.output_file)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -300,19 +328,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for spec, folder, why in real.fallbacks:
             print(f"draftguard: {spec.shown} could not take {folder} here ({_first_line(why)}); its light tier's "
                   "view is shown for it", file=sys.stderr)
-    out = sys.stdout
-    if args.format == "json":
-        out.write(render_json(report))
-    elif args.format == "markdown":
-        out.write(render_markdown(report, fail_on=fail_on))
-    elif args.format == "github":
-        out.write(render_annotations(report))
-    elif args.format == "sarif":
-        local = [t for t in args.targets if os.path.exists(t)]
-        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
-        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd()))
-    else:
-        render_text(report, out)
+    with out as stream:
+        _render(args, report, root, fail_on, stream)
     if args.format != "text":
         for line in report.silenced:
             print(f"draftguard: {line}", file=sys.stderr)
@@ -321,6 +338,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_BAD_INPUT
     return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
+
+
+def _output(path: str | None):
+    """Where the report goes: stdout (left open), or ``--output-file``, made before the check runs."""
+    if path is None:
+        return contextlib.nullcontext(sys.stdout)
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--output-file {path}: {exc.strerror}", file=path) from None
+
+
+def _render(args: argparse.Namespace, report, root: str | None, fail_on: str, out) -> None:
+    if args.statistics:
+        out.write(render_statistics(report, args.format))
+    elif args.format == "json":
+        out.write(render_json(report))
+    elif args.format == "markdown":
+        out.write(render_markdown(report, fail_on=fail_on))
+    elif args.format == "github":
+        out.write(render_annotations(report))
+    elif args.format == "sarif":
+        local = [t for t in args.targets if os.path.exists(t)]
+        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
+        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd(), level=args.sarif_level))
+    else:
+        render_text(report, out)
 
 
 
@@ -333,7 +377,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
     with no safe fix, or, without --write, when a fix is pending (the diff is not empty); 2 for bad
     input. ``.draftguard.yml``'s ``rules:`` and ``ignore:`` apply, as they do for ``check``."""
     try:
-        settings, root = check_settings(args.paths or args.launch_file)  # the file `check` reads, by its rule
+        settings, root = check_settings(args.paths or args.launch_file, config=args.config)  # as `check` reads it
         policy.validate(settings)
         versions = matrix.requested_versions(args.transformers, root or ".")
         target = args.target or _settings_target(settings, root, args.paths)

@@ -13,10 +13,12 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 from draftguard.check import matrix, policy, rule_docs
+from draftguard.check.findings import RULES, Report
 from draftguard.check.engines import parse_engines
 from draftguard.settings import Settings, find_settings, load_settings, settings_keys, settings_schema
 from draftguard.snapshot import CONFIG_NAME, MODEL_FILES, SETTINGS_NAME, BadInput
@@ -33,11 +35,47 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def check_settings(targets: Sequence[str]) -> tuple[Settings, str | None]:
-    """The .draftguard.yml a local check runs under, by one rule for every key: the first local
+def cmd_rules(args: argparse.Namespace) -> int:
+    """``draftguard rules``: every rule, its name, default level and one-line summary, as text
+    (aligned columns) or a JSON list; each one's docs/rules.md section is ``explain``'s."""
+    rows = [{"id": r.id, "name": r.name, "level": r.severity.value, "summary": r.summary} for r in RULES.values()]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        sys.stdout.write(f"{r['id']}  {r['name']:<{width}}  {r['level']:<7}  {r['summary']}\n")
+    return EXIT_OK
+
+
+def render_statistics(report: Report, fmt: str) -> str:
+    """``check --statistics``: how many findings each rule has, most first (then by id), as text
+    (``count  id  name  level``) or a JSON list of ``{rule, name, level, count}``."""
+    counts = Counter(f.rule for f in report.findings)
+    order = sorted(counts, key=lambda rule: (-counts[rule], rule))
+    rows = [{"rule": rule, "name": RULES[rule].name if rule in RULES else rule,
+             "level": next(f.severity.value for f in report.findings if f.rule == rule), "count": counts[rule]}
+            for rule in order]
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    return "".join(f"{r['count']:>{width}}  {r['rule']}  {r['name']}  ({r['level']})\n" for r in rows)
+
+
+def check_settings(targets: Sequence[str], config: str | None = None) -> tuple[Settings, str | None]:
+    """The .draftguard.yml a local check runs under, by one rule for every key: ``config``
+    (``--config FILE``) where given, its paths relative to its own folder; else the first local
     target's repository file (``settings.find_settings``: the nearest folder upward holding one, never
     above the git root), else the current folder's; defaults when there is none. Returns the settings
-    and the folder their paths are relative to."""
+    and the folder their paths are relative to.
+
+    Raises:
+        BadInput: ``config`` is not a file, or the settings are not valid (file, line and key named).
+    """
+    if config is not None:
+        if not os.path.isfile(config):
+            raise BadInput(f"--config {config}: no such file", file=config)
+        return load_settings(Path(config)), str(Path(config).resolve().parent)
     local = [t for t in targets if os.path.exists(t)]
     found = find_settings(local[0] if local else ".")
     if found is None:

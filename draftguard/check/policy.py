@@ -131,3 +131,46 @@ def _relative(file: str, root: str | None) -> str:
         file = os.path.relpath(os.path.abspath(file), root)
     file = file.replace(os.sep, "/")
     return file[2:] if file.startswith("./") else file
+
+
+def selected_ids(selectors: list[str], option: str) -> set[str]:
+    """The rule ids a ``--select``/``--ignore`` list names: ids (``DG005``), names
+    (``sliding-layer-runs-full``) and id prefixes (``DG3``: every DG3xx; ``DG``: all), each item
+    comma-separated or repeated. Raises BadInput naming the option and the nearest rule for an item
+    that names none.
+
+    Example::
+
+        >>> sorted(selected_ids(["DG00", "value-overridden"], "--select"))[:3], len(selected_ids(["DG3"], "--select")) > 1
+        (['DG001', 'DG002', 'DG003'], True)
+    """
+    out: set[str] = set()
+    for item in (part.strip() for selector in selectors for part in selector.split(",")):
+        if not item:
+            continue
+        ids = rule_ids(item)
+        if not ids and item.upper().startswith("DG") and (item[2:].isdigit() or item[2:] == ""):
+            ids = [rule_id for rule_id in RULES if rule_id.startswith(item.upper())]
+        if not ids:
+            near = nearest_rules(item)
+            hint = f"; did you mean {near[0]}?" if near else f" (rules are DG001-{max(RULES)}, their names or id prefixes such as DG3)"
+            raise BadInput(f"{option}: no rule `{item}`{hint}", key=option)
+        out.update(ids)
+    return out
+
+
+def select(report: Report, select: list[str], ignore: list[str]) -> Report:
+    """Keep only the findings of the rules ``select`` names (every rule when empty), less those
+    ``ignore`` names (``check --select/--ignore``, as ruff reads them), in place; returns ``report``."""
+    if not select and not ignore:
+        return report
+    keep = selected_ids(select, "--select") if select else set(RULES)
+    keep -= selected_ids(ignore, "--ignore") if ignore else set()
+    left_out = 0
+    for target in report.targets:
+        left_out += sum(f.rule not in keep for f in target.findings)
+        target.findings = [f for f in target.findings if f.rule in keep]
+    if left_out:
+        asked = " and ".join(o for o, v in (("--select", select), ("--ignore", ignore)) if v)
+        report.silenced.append(f"{_n(left_out)} left out by {asked}")
+    return report
