@@ -23,6 +23,7 @@ from typing import Sequence
 from draftguard import __version__
 from draftguard import fix
 from draftguard.action import cmd_action as run_action
+from draftguard.action.git import discover
 from draftguard.audit.cli import add_audit_parser
 from draftguard.audit.queue import SOURCE as AUDIT_SOURCE
 from draftguard.audit.queue import AuditJobHandler
@@ -290,10 +291,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.statistics and args.format not in ("text", "json"):
             raise BadInput(f"--statistics prints text or json, not {args.format}")
         if not args.targets and not args.launch_file and not args.launch:
-            if not settings.launch:
-                print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
+            # No TARGET: the repository it stands in (else this folder), every model config and launch.
+            top = str(repository_root(".") or ".")
+            args.targets = discover(top, root=root or top, paths=settings.paths, exclude=settings.exclude)
+            args.launch_file = [os.path.relpath(os.path.join(root or ".", pattern)) for pattern in settings.launch]
+            if not args.targets and not args.launch_file:
+                print(f"draftguard: no model config.json in {os.path.abspath(top)} (nor a `launch:` in "
+                      ".draftguard.yml): name a TARGET, --launch-file or --launch", file=sys.stderr)
                 return EXIT_BAD_INPUT
-            args.launch_file = [os.path.join(root or ".", pattern) for pattern in settings.launch]
+        args.targets = _expand_folders(args.targets, settings, root)
         policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
@@ -338,6 +344,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_BAD_INPUT
     return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
+
+
+def _expand_folders(targets: list[str], settings: Settings, root: str | None) -> list[str]:
+    """Each local folder TARGET that holds no config.json of its own stands for the model configs
+    below it (a folder of model folders), less the settings' ``exclude:``; one with none stays, for
+    the check to say so."""
+    out: list[str] = []
+    for target in targets:
+        found = []
+        if os.path.isdir(target) and not os.path.isfile(os.path.join(target, "config.json")):
+            found = discover(target, root=root or target, exclude=settings.exclude)
+        out += [f for f in found or [target] if f not in out]
+    return out
 
 
 def _output(path: str | None):

@@ -74,6 +74,7 @@ class Settings:
     transformers: list[str] = field(default_factory=list)
     fail_on: str = "error"
     paths: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)  # globs `check` with no TARGET leaves out
     min_acceptance_length: float | None = None
     baseline: str | None = None
     tolerance: float = 0.95
@@ -103,6 +104,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "launch": (list,),
     "fail_on": (str,),
     "paths": (list,),
+    "exclude": (list,),
     "min_acceptance_length": (int, float),
     "baseline": (str,),
     "tolerance": (int, float),
@@ -125,7 +127,10 @@ HELP = {
     "launch": "Engine launches to check (globs, relative to the repository root): serve scripts, compose files, "
               "Kubernetes manifests (check --launch-file).",
     "fail_on": "The severity that fails a check: error, warning or never.",
-    "paths": "Folders the bot also checks on every pull request (relative to the repository root).",
+    "paths": "Folders the bot also checks on every pull request, and the only ones `check` with no TARGET "
+             "searches for model configs (relative to the repository root).",
+    "exclude": "Globs (relative to the repository root) `check` with no TARGET leaves out when it searches "
+               "for model configs: a folder's glob leaves out everything below it.",
     "min_acceptance_length": "The acceptance test's bar on the mean acceptance length (tau).",
     "baseline": "The acceptance test's baseline: a result JSON to compare with.",
     "tolerance": "The share of the baseline's tau a run must reach (0.95).",
@@ -254,7 +259,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",
                 file=source, line=line, key=key,
             )
-        if key in ("transformers", "paths", "engines", "launch"):
+        if key in ("transformers", "paths", "engines", "launch", "exclude"):
             bad = next((v for v in value if isinstance(v, (list, dict, bool)) or v is None), _NONE)
             if bad is not _NONE:
                 raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",
