@@ -164,7 +164,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
     if review.fails(fail_on):  # the proven fixes of what fails, as a diff to apply
         with _cwd(root):
-            fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target))
+            fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target,
+                                               settings=settings))
         commands.summary.extend([fixes] if fixes else [])
     Path(report_path).write_text(render_json(report), encoding="utf-8")
     # For code scanning (the `upload-sarif` input uploads it): paths from the checkout's root.

@@ -224,15 +224,16 @@ def _findings(report: Report) -> list[Finding]:
     return report.findings if report.matrix is not None else [f for t in report.targets for f in t.findings]
 
 
-def fix_targets(targets: list[str], *, versions: list[str] | None = None,
-                drafter_target: str | None = None) -> list[FixOutcome]:
-    """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written)."""
+def fix_targets(targets: list[str], *, versions: list[str] | None = None, drafter_target: str | None = None,
+                settings: Settings | None = None) -> list[FixOutcome]:
+    """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written),
+    under ``settings``' rules and exceptions (paths from the current folder, the checkout's root)."""
     outcomes = []
     for target in targets:
         try:
             snapshot = load_snapshot(target)
             text = snapshot.files["config.json"].decode("utf-8")
-            checker = snapshot_checker(snapshot, versions=versions, target=drafter_target)
+            checker = snapshot_checker(snapshot, versions=versions, target=drafter_target, settings=settings)
             outcomes.append(fix_text(text, checker, file=snapshot.path_of("config.json")))
         except (BadInput, UnicodeDecodeError):
             continue  # the check's own report names the file and why
