@@ -3,18 +3,19 @@
 In: the command line (``main(argv)``; ``entry`` reads ``sys.argv`` and hides torch first for
 ``check``, ``fix``, ``action`` and ``audit``). ``check`` and ``fix`` run here; ``accept`` (``runner.cli``), ``audit``
 (``audit.cli``), ``serve`` and ``worker`` (``bot.cli``) and ``action`` (``action``) are dispatched.
-Out: ``check``'s Report on stdout as text, json, markdown or GitHub annotations (``report/``);
-``fix``'s unified diff on stdout (or the files written) with what it chose on stderr (``fix/``); input
-errors on stderr, and the exit code.
+Out: ``check``'s Report on stdout (or ``--output-file``) as text, json, markdown, GitHub annotations,
+SARIF or per-rule counts (``report/``); ``fix``'s unified diff on stdout (or the files written) with
+what it chose and what it left on stderr (``fix/``); ``rules``' table; input errors on stderr, and the
+exit code.
 
-Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 bad input or usage (one line on
+Exit codes: 0 nothing at or above --fail-on (fix: nothing left, nothing pending); 1 something is (fix:
+a finding left with no safe fix, or a diff pending without --write); 2 bad input or usage (one line on
 stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import sys
@@ -37,14 +38,10 @@ from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
 from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain, cmd_rules,
-                                     cmd_settings_check, cmd_settings_schema, render_statistics)
+                                     cmd_settings_check, cmd_settings_schema, expand_folders, output, render)
 from draftguard.hub_access import hub_repos, require_hub
-from draftguard.report.annotations import render_annotations
-from draftguard.report.json import render_json
-from draftguard.report.markdown import render_markdown
-from draftguard.report.terminal import render_text
+from draftguard.report.sarif import SARIF_LEVELS
 from draftguard.runner.cli import add_accept_parser
-from draftguard.report.sarif import SARIF_LEVELS, render_sarif
 from draftguard.settings import Settings, repository_root
 from draftguard.errors import install_hint
 from draftguard.snapshot import BadInput, load_snapshot
@@ -67,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="diff config.json against what transformers resolves (CPU, seconds, no torch)",
         description="Diff each target's raw config.json against the config that its transformers class "
-        "resolves, and judge every difference. TARGET is a folder holding config.json, a config.json "
-        "file, or a Hugging Face Hub repo id (owner/name).",
+        "resolves, and judge every difference. TARGET is a folder holding config.json (or model folders), "
+        "a config.json file, or a Hugging Face Hub repo id (owner/name); with none, every model config and "
+        "launch of the repository it stands in (.gitignore, and .draftguard.yml's paths: and exclude:, honoured).",
     )
     check.add_argument("targets", nargs="*", metavar="TARGET")
     check.add_argument(
@@ -287,7 +285,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_OK  # only model files with no config.json beside them: nothing to check
     try:
         settings, root = check_settings(args.targets or args.launch_file, config=args.config)
-        policy.selected_ids(args.select, "--select"), policy.selected_ids(args.ignore, "--ignore")
+        policy.selected_ids(args.select, "--select")  # a selector that names no rule: before any work
+        policy.selected_ids(args.ignore, "--ignore")
         if args.statistics and args.format not in ("text", "json"):
             raise BadInput(f"--statistics prints text or json, not {args.format}")
         if not args.targets and not args.launch_file and not args.launch:
@@ -299,7 +298,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"draftguard: no model config.json in {os.path.abspath(top)} (nor a `launch:` in "
                       ".draftguard.yml): name a TARGET, --launch-file or --launch", file=sys.stderr)
                 return EXIT_BAD_INPUT
-        args.targets = _expand_folders(args.targets, settings, root)
+        args.targets = expand_folders(args.targets, settings, root)
         policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
@@ -318,7 +317,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             report = policy.apply(launch_report(args.launch_file, args.launch, engines, real, report),
                                   settings, root)
         policy.select(report, args.select, args.ignore)
-        out = _output(args.output_file)
+        out = output(args.output_file)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -335,7 +334,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"draftguard: {spec.shown} could not take {folder} here ({_first_line(why)}); its light tier's "
                   "view is shown for it", file=sys.stderr)
     with out as stream:
-        _render(args, report, root, fail_on, stream)
+        render(args, report, root, fail_on, stream)
     if args.format != "text":
         for line in report.silenced:
             print(f"draftguard: {line}", file=sys.stderr)
@@ -344,50 +343,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_BAD_INPUT
     return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
-
-
-def _expand_folders(targets: list[str], settings: Settings, root: str | None) -> list[str]:
-    """Each local folder TARGET that holds no config.json of its own stands for the model configs
-    below it (a folder of model folders), less the settings' ``exclude:``; one with none stays, for
-    the check to say so."""
-    out: list[str] = []
-    for target in targets:
-        found = []
-        if os.path.isdir(target) and not os.path.isfile(os.path.join(target, "config.json")):
-            found = discover(target, root=root or target, exclude=settings.exclude)
-        out += [f for f in found or [target] if f not in out]
-    return out
-
-
-def _output(path: str | None):
-    """Where the report goes: stdout (left open), or ``--output-file``, made before the check runs."""
-    if path is None:
-        return contextlib.nullcontext(sys.stdout)
-    try:
-        return open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--output-file {path}: {exc.strerror}", file=path) from None
-
-
-def _render(args: argparse.Namespace, report, root: str | None, fail_on: str, out) -> None:
-    if args.statistics:
-        out.write(render_statistics(report, args.format))
-    elif args.format == "json":
-        out.write(render_json(report))
-    elif args.format == "markdown":
-        out.write(render_markdown(report, fail_on=fail_on))
-    elif args.format == "github":
-        out.write(render_annotations(report))
-    elif args.format == "sarif":
-        local = [t for t in args.targets if os.path.exists(t)]
-        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
-        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd(), level=args.sarif_level))
-    else:
-        render_text(report, out)
-
-
-
-
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
