@@ -155,7 +155,8 @@ def test_container_paths_resolve_through_compose_volumes_and_env_counts(tmp_path
 def test_settings_launch_key_is_checked_when_no_target_is_given(tmp_path):
     shutil.copytree(LAUNCH, tmp_path / "deploy")
     shutil.copytree(ROOT / "tests" / "fixtures" / "vllm-models", tmp_path / "fixtures" / "vllm-models")
-    (tmp_path / ".draftguard.yml").write_text("launch: [\"deploy/serve-long.sh\"]\n")
+    # With no TARGET the repository's model configs are checked too (issue 42): the fixtures are left out.
+    (tmp_path / ".draftguard.yml").write_text("launch: [\"deploy/serve-long.sh\"]\nexclude: [fixtures]\n")
     # serve-long.sh names ../../fixtures/vllm-models/target from its folder
     (tmp_path / "deploy" / "serve-long.sh").write_text(
         (LAUNCH / "serve-long.sh").read_text().replace("../../fixtures", "../fixtures"))
