@@ -3,11 +3,13 @@
 In: the command line (``main(argv)``; ``entry`` reads ``sys.argv`` and hides torch first for
 ``check``, ``fix``, ``action`` and ``audit``). ``check`` and ``fix`` run here; ``accept`` (``runner.cli``), ``audit``
 (``audit.cli``), ``serve`` and ``worker`` (``bot.cli``) and ``action`` (``action``) are dispatched.
-Out: ``check``'s Report on stdout as text, json, markdown or GitHub annotations (``report/``);
-``fix``'s unified diff on stdout (or the files written) with what it chose on stderr (``fix/``); input
-errors on stderr, and the exit code.
+Out: ``check``'s Report on stdout (or ``--output-file``) as text, json, markdown, GitHub annotations,
+SARIF or per-rule counts (``report/``); ``fix``'s unified diff on stdout (or the files written) with
+what it chose and what it left on stderr (``fix/``); ``rules``' table; input errors on stderr, and the
+exit code.
 
-Exit codes: 0 nothing at or above --fail-on; 1 something is; 2 bad input or usage (one line on
+Exit codes: 0 nothing at or above --fail-on (fix: nothing left, nothing pending); 1 something is (fix:
+a finding left with no safe fix, or a diff pending without --write); 2 bad input or usage (one line on
 stderr, never a traceback); 3 a bug in draftguard (set DRAFTGUARD_DEBUG=1 for the traceback).
 """
 
@@ -22,6 +24,7 @@ from typing import Sequence
 from draftguard import __version__
 from draftguard import fix
 from draftguard.action import cmd_action as run_action
+from draftguard.action.git import discover
 from draftguard.audit.cli import add_audit_parser
 from draftguard.audit.queue import SOURCE as AUDIT_SOURCE
 from draftguard.audit.queue import AuditJobHandler
@@ -35,15 +38,11 @@ from draftguard.check.launch import launch_report
 from draftguard.fix.launch import fix_launch, launch_diff
 from draftguard.check.resolver import hide_torch
 from draftguard.check.run import check
-from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain,
-                                     cmd_settings_check, cmd_settings_schema)
+from draftguard.cli_settings import (_settings_target, changed_targets, check_settings, cmd_explain, cmd_rules,
+                                     cmd_settings_check, cmd_settings_schema, expand_folders, output, render)
 from draftguard.hub_access import hub_repos, require_hub
-from draftguard.report.annotations import render_annotations
-from draftguard.report.json import render_json
-from draftguard.report.markdown import render_markdown
-from draftguard.report.terminal import render_text
+from draftguard.report.sarif import SARIF_LEVELS
 from draftguard.runner.cli import add_accept_parser
-from draftguard.report.sarif import render_sarif
 from draftguard.settings import Settings, repository_root
 from draftguard.errors import install_hint
 from draftguard.snapshot import BadInput, load_snapshot
@@ -66,8 +65,9 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="diff config.json against what transformers resolves (CPU, seconds, no torch)",
         description="Diff each target's raw config.json against the config that its transformers class "
-        "resolves, and judge every difference. TARGET is a folder holding config.json, a config.json "
-        "file, or a Hugging Face Hub repo id (owner/name).",
+        "resolves, and judge every difference. TARGET is a folder holding config.json (or model folders), "
+        "a config.json file, or a Hugging Face Hub repo id (owner/name); with none, every model config and "
+        "launch of the repository it stands in (.gitignore, and .draftguard.yml's paths: and exclude:, honoured).",
     )
     check.add_argument("targets", nargs="*", metavar="TARGET")
     check.add_argument(
@@ -110,6 +110,20 @@ def _parser() -> argparse.ArgumentParser:
         "list of .draftguard.yml). Runs vLLM itself where it is installed (DRAFTGUARD_VLLM_PYTHON), "
         "else the light tier: that engine version's code as rules",
     )
+    check.add_argument("--select", action="append", default=[], metavar="RULES",
+                       help="report only these rules: ids (DG005), names (sliding-layer-runs-full) or id prefixes "
+                       "(DG3: every launch rule), comma-separated or repeated")
+    check.add_argument("--ignore", action="append", default=[], metavar="RULES",
+                       help="leave these rules out (ids, names or prefixes, as --select)")
+    check.add_argument("--config", metavar="FILE",
+                       help="the settings file to run under instead of the repository's .draftguard.yml")
+    check.add_argument("--statistics", action="store_true",
+                       help="print how many findings each rule has (text, or a JSON list with --format json) "
+                       "instead of the findings")
+    check.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
+    check.add_argument("--sarif-level", choices=SARIF_LEVELS, default="warning",
+                       help="--format sarif: the least severe finding the log carries (default warning: "
+                       "info notes go to code scanning only when asked)")
     check.set_defaults(func=cmd_check)
 
     fixer = sub.add_parser(
@@ -136,6 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         "turns the window on, off makes the file say no layer slides (default: what the file's other keys say)",
     )
     fixer.add_argument("--target", metavar="TARGET", help="a drafter's target model, as for `check`")
+    fixer.add_argument("--config", metavar="FILE",
+                       help="the settings file to run under instead of the repository's .draftguard.yml")
     fixer.set_defaults(func=cmd_fix)
 
     explain = sub.add_parser(
@@ -144,6 +160,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("rule", metavar="RULE")
     explain.set_defaults(func=cmd_explain)
+
+    rules = sub.add_parser("rules", help="list every rule: id, name, level and summary",
+                           description="List every rule draftguard has: id, name, default level and summary "
+                           "(docs/rules.md has each one's section; `draftguard explain RULE` prints it).")
+    rules.add_argument("--format", choices=["text", "json"], default="text")
+    rules.set_defaults(func=cmd_rules)
 
     settings = sub.add_parser("settings", help="check a .draftguard.yml, or print its JSON Schema")
     settings_sub = settings.add_subparsers(dest="settings_command", metavar="ACTION")
@@ -265,12 +287,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not args.targets:
             return EXIT_OK  # only model files with no config.json beside them: nothing to check
     try:
-        settings, root = check_settings(args.targets or args.launch_file)
+        settings, root = check_settings(args.targets or args.launch_file, config=args.config)
+        policy.selected_ids(args.select, "--select")  # a selector that names no rule: before any work
+        policy.selected_ids(args.ignore, "--ignore")
+        if args.statistics and args.format not in ("text", "json"):
+            raise BadInput(f"--statistics prints text or json, not {args.format}")
         if not args.targets and not args.launch_file and not args.launch:
-            if not settings.launch:
-                print("draftguard: check needs a TARGET, --launch-file or --launch", file=sys.stderr)
+            # No TARGET: the repository it stands in (else this folder), every model config and launch.
+            top = str(repository_root(".") or ".")
+            args.targets = discover(top, root=root or top, paths=settings.paths, exclude=settings.exclude)
+            args.launch_file = [os.path.relpath(os.path.join(root or ".", pattern)) for pattern in settings.launch]
+            if not args.targets and not args.launch_file:
+                print(f"draftguard: no model config.json in {os.path.abspath(top)} (nor a `launch:` in "
+                      ".draftguard.yml): name a TARGET, --launch-file or --launch", file=sys.stderr)
                 return EXIT_BAD_INPUT
-            args.launch_file = [os.path.join(root or ".", pattern) for pattern in settings.launch]
+        args.targets = expand_folders(args.targets, settings, root)
         policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
@@ -288,6 +319,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if launching:  # the launch's findings under the same rules and exceptions as the files'
             report = policy.apply(launch_report(args.launch_file, args.launch, engines, real, report),
                                   settings, root)
+        policy.select(report, args.select, args.ignore)
+        out = output(args.output_file)
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -303,19 +336,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for spec, folder, why in real.fallbacks:
             print(f"draftguard: {spec.shown} could not take {folder} here ({_first_line(why)}); its light tier's "
                   "view is shown for it", file=sys.stderr)
-    out = sys.stdout
-    if args.format == "json":
-        out.write(render_json(report))
-    elif args.format == "markdown":
-        out.write(render_markdown(report, fail_on=fail_on))
-    elif args.format == "github":
-        out.write(render_annotations(report))
-    elif args.format == "sarif":
-        local = [t for t in args.targets if os.path.exists(t)]
-        top = repository_root(local[0] if local else ".")  # code scanning reads paths from the repository root
-        out.write(render_sarif(report, root=str(top) if top else root or os.getcwd()))
-    else:
-        render_text(report, out)
+    with out as stream:
+        render(args, report, root, fail_on, stream)
     if args.format != "text":
         for line in report.silenced:
             print(f"draftguard: {line}", file=sys.stderr)
@@ -326,15 +348,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAIL if report.fails(fail_on) else EXIT_OK
 
 
-
-
-
-
 def cmd_fix(args: argparse.Namespace) -> int:
     """Fix each PATH; the diff on stdout (or the files written), what was chosen and what is left on
-    stderr. Exit 0 when every file is clean after its fixes, 1 when findings remain, 2 for bad input."""
+    stderr. Exit 0 when every file is clean (with --write: after its fixes); 1 when findings remain
+    with no safe fix, or, without --write, when a fix is pending (the diff is not empty); 2 for bad
+    input. ``.draftguard.yml``'s ``rules:`` and ``ignore:`` apply, as they do for ``check``."""
     try:
-        settings, root = check_settings(args.paths)  # the same file `check` reads, by the same rule
+        settings, root = check_settings(args.paths or args.launch_file, config=args.config)  # as `check` reads it
+        policy.validate(settings)
         versions = matrix.requested_versions(args.transformers, root or ".")
         target = args.target or _settings_target(settings, root, args.paths)
     except BadInput as exc:
@@ -343,11 +364,11 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if not args.paths and not args.launch_file:
         print("draftguard: fix needs a PATH or --launch-file", file=sys.stderr)
         return EXIT_BAD_INPUT
-    bad = left = False
+    bad = left = pending = False
     for path in args.launch_file:
         try:
             before = open(path, encoding="utf-8").read() if os.path.isfile(path) else None
-            after, said = fix_launch(path)
+            after, said = fix_launch(path, settings=settings, root=root)
         except (BadInput, OSError, UnicodeDecodeError) as exc:
             print(f"draftguard: {path}: {exc}" if not isinstance(exc, BadInput) else f"draftguard: {exc}", file=sys.stderr)
             bad = True
@@ -361,6 +382,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
             print(f"{path}: written", file=sys.stderr)
         elif after is not None:
             sys.stdout.write(launch_diff(path, before or "", after))
+            pending = True
     for path in args.paths:
         try:
             if not os.path.exists(path):
@@ -371,7 +393,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 text = snapshot.files["config.json"].decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise BadInput(f"{shown} is not UTF-8 text (byte {exc.start})", file=shown) from None
-            checker = fix.snapshot_checker(snapshot, versions=versions, target=target)
+            checker = fix.snapshot_checker(snapshot, versions=versions, target=target, settings=settings,
+                                           settings_root=root)
             outcome = fix.fix_text(text, checker, prefer=args.prefer, file=shown)
         except BadInput as exc:
             print(f"draftguard: {exc}", file=sys.stderr)
@@ -394,9 +417,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
             print(f"{shown}: written", file=sys.stderr)
         else:
             sys.stdout.write(outcome.diff())
+            pending = True
     if bad:
         return EXIT_BAD_INPUT
-    return EXIT_FAIL if left else EXIT_OK
+    return EXIT_FAIL if left or pending else EXIT_OK
 
 
 def _config_file(path: str) -> str:

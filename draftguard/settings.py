@@ -74,6 +74,7 @@ class Settings:
     transformers: list[str] = field(default_factory=list)
     fail_on: str = "error"
     paths: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)  # globs `check` with no TARGET leaves out
     min_acceptance_length: float | None = None
     baseline: str | None = None
     tolerance: float = 0.95
@@ -103,6 +104,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "launch": (list,),
     "fail_on": (str,),
     "paths": (list,),
+    "exclude": (list,),
     "min_acceptance_length": (int, float),
     "baseline": (str,),
     "tolerance": (int, float),
@@ -125,7 +127,10 @@ HELP = {
     "launch": "Engine launches to check (globs, relative to the repository root): serve scripts, compose files, "
               "Kubernetes manifests (check --launch-file).",
     "fail_on": "The severity that fails a check: error, warning or never.",
-    "paths": "Folders the bot also checks on every pull request (relative to the repository root).",
+    "paths": "Folders the bot also checks on every pull request, and the only ones `check` with no TARGET "
+             "searches for model configs (relative to the repository root).",
+    "exclude": "Globs (relative to the repository root) `check` with no TARGET leaves out when it searches "
+               "for model configs: a folder's glob leaves out everything below it.",
     "min_acceptance_length": "The acceptance test's bar on the mean acceptance length (tau).",
     "baseline": "The acceptance test's baseline: a result JSON to compare with.",
     "tolerance": "The share of the baseline's tau a run must reach (0.95).",
@@ -161,6 +166,26 @@ def _no_alias_loader() -> type:
                                                   event.start_mark)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+            """Refuse a key written twice in one mapping: YAML would keep the last silently, and a
+            setting that silently loses is a check silently turned off."""
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so
+                    break
+                if first is not key_node.start_mark:
+                    raise DuplicateKey(key, first, key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    class DuplicateKey(yaml.constructor.ConstructorError):
+        def __init__(self, key: Any, first: Any, again: Any):
+            super().__init__(None, None, f"duplicate key `{key}`", again)
+            self.key, self.first = key, first
+
+    NoAliasLoader.DuplicateKey = DuplicateKey  # type: ignore[attr-defined]
     return NoAliasLoader
 
 
@@ -188,6 +213,11 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
     try:
         root = yaml.compose(text, Loader=_no_alias_loader())
         data = yaml.load(text, Loader=_no_alias_loader())
+    except _no_alias_loader().DuplicateKey as exc:  # type: ignore[attr-defined]
+        line = _line(text, exc.problem_mark)
+        raise BadInput(f"{source}:{line}: duplicate key `{exc.key}` (first on line {_line(text, exc.first)}); "
+                       "YAML would keep the last one silently: keep one", file=source, line=line,
+                       key=str(exc.key)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = _line(text, mark) if mark is not None else None
@@ -229,7 +259,7 @@ def parse_settings(text: str, source: str = SETTINGS_NAME) -> Settings:
                 f"{where}: `{key}` must be {want}, got {type(value).__name__} {value!r}",
                 file=source, line=line, key=key,
             )
-        if key in ("transformers", "paths", "engines", "launch"):
+        if key in ("transformers", "paths", "engines", "launch", "exclude"):
             bad = next((v for v in value if isinstance(v, (list, dict, bool)) or v is None), _NONE)
             if bad is not _NONE:
                 raise BadInput(f"{where}: `{key}` must be a list of strings, got an item {type(bad).__name__}",

@@ -398,6 +398,19 @@ def test_settings_come_from_the_base_so_a_pull_request_cannot_relax_its_gate(tmp
     assert run.code == 1 and "fail on: error" in run.summary
 
 
+def test_a_config_that_cannot_be_read_is_verdict_error_with_one_error_line(tmp_path, api):
+    # Before (issue 42): verdict `fail` and two ::error:: lines (the file's, then "could not check 1 file(s)").
+    checkout = Checkout(tmp_path, {"model/config.json": HEALTHY})
+    checkout.push({"model/config.json": HEALTHY.replace('"model_type"', '"model_type",,', 1)})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false")
+    assert run.code == 2 and "Traceback" not in run.stderr
+    assert [line for line in run.stdout.splitlines() if line.startswith("::error")] == run.annotations("error")
+    [error] = run.annotations("error")
+    assert "file=model/config.json" in error and "invalid JSON" in error
+    assert run.outputs["verdict"] == "error"
+
+
 def test_bad_settings_and_inputs_are_one_clear_error(tmp_path, api):
     checkout = Checkout(tmp_path, {".draftguard.yml": "fail_on: error\nfial_on: never\n",
                                    "model/config.json": HEALTHY})

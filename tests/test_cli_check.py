@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -274,3 +275,15 @@ def test_lines_are_githubs_even_past_a_unicode_line_separator(tmp_path):
     proc = run("check", "--format", "github", str(tmp_path))
     line = text.split("\n").index('  "sliding_window": 2048,') + 1
     assert f"file={tmp_path / 'config.json'},line={line},title=DG001" in proc.stdout, proc.stdout
+
+
+def test_the_readmes_synopses_name_every_option_of_check_and_fix():
+    # Before (issue 42): the README's `check` synopsis left out --launch-file and --launch.
+    from draftguard.cli import _parser
+
+    readme = (ROOT / "README.md").read_text()
+    commands = next(a for a in _parser()._actions if a.dest == "command").choices
+    for name in ("check", "fix"):
+        synopsis = readme.split(f"```\ndraftguard {name} ", 1)[1].split("```", 1)[0]
+        options = {o for a in commands[name]._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+        assert sorted(options - set(re.findall(r"--[a-z][a-z-]*", synopsis))) == [], name

@@ -52,6 +52,21 @@ def test_an_unknown_rule_is_exit_2_with_the_nearest(query, near, capsys):
     assert err.count("\n") == 1 and f"no rule `{query}`" in err and near in err
 
 
+@pytest.mark.parametrize("query, near", [("DG07", "did you mean DG007?"), ("dg5", "did you mean DG005?"),
+                                         ("DG999", "(rules: DG001-")])
+def test_an_id_missing_its_zero_padding_gets_its_own_id_never_a_neighbour(query, near, capsys):
+    # Before (issue 42): DG07 -> "did you mean DG407?" (difflib's tie broken alphabetically), DG999 -> DG409.
+    assert main(["explain", query]) == 2
+    err = capsys.readouterr().err
+    assert near in err and "did you mean DG4" not in err
+
+
+def test_a_settings_rule_missing_its_zero_padding_gets_its_own_id(tmp_path, capsys):
+    (tmp_path / "s.yml").write_text("rules:\n  DG07: off\n")
+    assert main(["settings", "check", str(tmp_path / "s.yml")]) == 2
+    assert "s.yml:2: `rules`: no rule `DG07`; did you mean `DG007`?" in capsys.readouterr().err
+
+
 def test_explain_runs_as_a_command():
     done = subprocess.run([sys.executable, "-m", "draftguard", "explain", "DG012"], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

@@ -57,6 +57,10 @@ def test_the_schema_accepts_what_the_parser_accepts_and_refuses_a_typo():
     ("ignore:\n  - {rule: DG001, reasn: x}\n", "bad.yml:2: unknown key `reasn` in an `ignore` entry; did you mean `reason`?"),
     ("rules:\n  DG001: warning\n  swich-left-out: off\n", "bad.yml:3: `rules`: no rule `swich-left-out`; did you mean `switch-left-out`?"),
     ("engines: [vlm==0.32.0]\n", "bad.yml"),
+    # Before issue 42 each was valid, the last value winning: a gate silently relaxed.
+    ("fail_on: error\ntransformers: [5.24.0]\nfail_on: never\n", "bad.yml:3: duplicate key `fail_on` (first on line 1)"),
+    ("rules:\n  DG005: error\n  DG005: off\n", "bad.yml:3: duplicate key `DG005` (first on line 2)"),
+    ("ignore:\n  - {rule: DG001, reason: a, reason: b}\n", "bad.yml:2: duplicate key `reason` (first on line 2)"),
 ])
 def test_settings_check_is_exit_2_naming_the_line_and_the_nearest_key(tmp_path, capsys, text, message):
     (tmp_path / "bad.yml").write_text(text)
@@ -85,3 +89,12 @@ def test_the_readmes_settings_example_is_valid_settings():
     assert settings.rules == {"DG012": "off", "DG005": "warning"} and settings.ignore[0].reason
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(yaml.safe_load(block), json.loads(SHIPPED.read_text()))
+
+
+def test_check_refuses_settings_with_a_duplicate_key(tmp_path, capsys):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".draftguard.yml").write_text("fail_on: error\nfail_on: never\n")
+    (tmp_path / "config.json").write_text((Path(__file__).parent / "data/healthy/qwen3-8b.json").read_text())
+    assert main(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert ".draftguard.yml:2: duplicate key `fail_on` (first on line 1)" in err and err.count("\n") == 1

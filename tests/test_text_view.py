@@ -144,3 +144,22 @@ def test_the_sticky_comment_puts_the_cause_first_and_no_value_column_on_drafter_
     assert rows, body  # the pair's drafter has drafter findings (DG100, DG117, DG124)
     for row in rows:
         assert row.split(" | ")[5].strip() == "", row  # the config.json → model code column is empty
+
+
+def test_a_log_gets_no_trailing_spaces(tmp_path):
+    # Before (issue 42): rich padded every drawn line to 80 columns, so a CI log carried trailing spaces.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("FORCE_COLOR", None)
+    done = subprocess.run([sys.executable, "-m", "draftguard", "check", str(SWA), "--fail-on", "never"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "DG005" in done.stdout
+    padded = [line for line in done.stdout.splitlines() if line != line.rstrip()]
+    assert padded == []
+    buf = io.StringIO()  # the same for any stream that is not a terminal
+    report = Report(transformers_version="5.24.0")
+    render_text(report, buf)
+    assert buf.getvalue() == "0 error(s), 0 warning(s), 0 info in 0 config(s) (transformers 5.24.0)\n"

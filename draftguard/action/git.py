@@ -3,12 +3,15 @@
 In: the checkout's root, the ``Context`` (base and head) and the ``paths`` input.
 Out: the base commit (``find_base``), the changed and selected config files (``changed_files``,
 ``select_targets``), and those files written out at another commit (``materialize``), so the base can
-be checked the same way as the head.
+be checked the same way as the head; and, for ``draftguard check`` with no TARGET or a folder of
+model folders, every model config.json in a folder by the same globs and git's own file list
+(``discover``).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import posixpath
 import re
@@ -19,7 +22,7 @@ from typing import Iterator
 
 from draftguard.action.inputs import ActionInputs, Context
 from draftguard.errors import ActionError
-from draftguard.snapshot import MAX_CONFIG_BYTES, is_model_file
+from draftguard.snapshot import MAX_CONFIG_BYTES, MODEL_FILES, is_model_file
 
 
 # --- git ----------------------------------------------------------------------------------------
@@ -197,3 +200,71 @@ def materialize(root: Path, commit: str, targets: list[str], into: Path) -> list
         if (into / t).is_file():
             present.append(t)
     return present
+
+
+# --- discovery: `draftguard check` with no TARGET, or a folder of model folders ------------------
+
+# A config.json is a model's (or a drafter's) when it says so: keys that save_pretrained, the
+# speculators format or a remote-code repo write. Any other config.json (a tool's) is left alone.
+MODEL_KEYS = frozenset({"model_type", "architectures", "speculators_model_type", "auto_map", "transformers_version"})
+
+
+def repository_files(folder: Path) -> list[str]:
+    """The files under ``folder`` (posix paths relative to it) that a check may read: in a git
+    checkout, what git lists there, tracked or not, less what .gitignore and the like exclude
+    (``git ls-files --cached --others --exclude-standard``); elsewhere every file, less hidden folders."""
+    done = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode == 0:
+        return sorted({p for p in done.stdout.split("\0") if p and (folder / p).is_file()})
+    out = []
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = Path(here).relative_to(folder).as_posix()
+        out += [posixpath.join(rel, f) if rel != "." else f for f in files]
+    return sorted(out)
+
+
+def _matches(path: str, patterns: list[str]) -> bool:
+    """Whether ``path`` or a folder above it matches one of the globs (``drafters`` covers
+    ``drafters/a/config.json``; ``**/old/*`` covers ``x/old/y/config.json``)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(glob_regex(p.strip("/")).match(prefix) for p in patterns for prefix in prefixes)
+
+
+def is_model_config(path: Path) -> bool:
+    """Whether ``path`` (a config.json) is a model's: a JSON object holding one of ``MODEL_KEYS``,
+    or one that sits beside another model file (a tokenizer, weights' index...). A file that is not
+    JSON counts (the check then says what is wrong with it)."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            return True
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return True
+    if not isinstance(data, dict):
+        return False
+    return bool(MODEL_KEYS & data.keys()) or any((path.parent / name).is_file() for name in MODEL_FILES - {"config.json"})
+
+
+def discover(folder: str | Path, *, root: str | Path | None = None, paths: list[str] | None = None,
+             exclude: list[str] | None = None) -> list[str]:
+    """Every model config.json under ``folder`` (``repository_files``: .gitignore honoured in a
+    checkout), as paths from the current folder; only those under ``paths`` (folders or globs,
+    relative to ``root``, the settings file's folder) when given, less those ``exclude`` matches."""
+    folder = Path(folder)
+    base = Path(os.path.abspath(root if root is not None else folder))
+    found = []
+    for rel in repository_files(folder):
+        if posixpath.basename(rel) != "config.json":
+            continue
+        path = folder / rel
+        from_root = Path(os.path.relpath(os.path.abspath(path), base)).as_posix()
+        if paths and not _matches(from_root, paths):
+            continue
+        if exclude and _matches(from_root, exclude):
+            continue
+        if is_model_config(path):
+            found.append(os.path.relpath(path))
+    return found

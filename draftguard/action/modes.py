@@ -164,16 +164,16 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     commands.summary.append("\n\n".join(s for s in sections.values() if s))
     if review.fails(fail_on):  # the proven fixes of what fails, as a diff to apply
         with _cwd(root):
-            fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target))
+            fixes = fixes_markdown(fix_targets(targets, versions=versions, drafter_target=drafter_target,
+                                               settings=settings))
         commands.summary.extend([fixes] if fixes else [])
     Path(report_path).write_text(render_json(report), encoding="utf-8")
     # For code scanning (the `upload-sarif` input uploads it): paths from the checkout's root.
     Path(report_path).with_suffix(".sarif").write_text(render_sarif(report, root=str(root)), encoding="utf-8")
     counts = report.summary()
     errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)
-    if report.errors:
-        return Outcome(EXIT_BAD_INPUT, "fail", errors, warnings, sections, report_path,
-                       failure=f"draftguard could not check {len(report.errors)} file(s); see the annotations")
+    if report.errors:  # bad input: verdict `error` (docs/action.md), each file's own annotation the one ::error::
+        return Outcome(EXIT_BAD_INPUT, "error", errors, warnings, sections, report_path)
     if review.fails(fail_on):
         n_new = review.new_count()
         return Outcome(EXIT_FAIL, "fail", errors, warnings, sections, report_path,

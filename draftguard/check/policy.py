@@ -13,11 +13,11 @@ the line and the nearest rule for a rule the settings name that does not exist.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections import Counter
 
 from draftguard.check.findings import RULES, Finding, Report, Severity
+from draftguard.check.rule_docs import nearest_rules
 from draftguard.errors import BadInput
 from draftguard.settings import Settings
 
@@ -52,7 +52,7 @@ def validate(settings: Settings) -> None:
         if rule_ids(rule):
             continue
         source = settings.source or ".draftguard.yml"
-        near = difflib.get_close_matches(rule, [*RULES, *_BY_NAME], n=1, cutoff=0.6)
+        near = [n.split()[-1] if n[:2] == "DG" and " " in n else n for n in nearest_rules(rule)]
         hint = f"; did you mean `{near[0]}`?" if near else f" (rules are DG001-{max(RULES)} or their names)"
         raise BadInput(f"{source}:{line or 1}: `{where_key}`: no rule `{rule}`{hint}", file=source, line=line,
                        key=where_key)
@@ -131,3 +131,46 @@ def _relative(file: str, root: str | None) -> str:
         file = os.path.relpath(os.path.abspath(file), root)
     file = file.replace(os.sep, "/")
     return file[2:] if file.startswith("./") else file
+
+
+def selected_ids(selectors: list[str], option: str) -> set[str]:
+    """The rule ids a ``--select``/``--ignore`` list names: ids (``DG005``), names
+    (``sliding-layer-runs-full``) and id prefixes (``DG3``: every DG3xx; ``DG``: all), each item
+    comma-separated or repeated. Raises BadInput naming the option and the nearest rule for an item
+    that names none.
+
+    Example::
+
+        >>> sorted(selected_ids(["DG00", "value-overridden"], "--select"))[:3], len(selected_ids(["DG3"], "--select")) > 1
+        (['DG001', 'DG002', 'DG003'], True)
+    """
+    out: set[str] = set()
+    for item in (part.strip() for selector in selectors for part in selector.split(",")):
+        if not item:
+            continue
+        ids = rule_ids(item)
+        if not ids and item.upper().startswith("DG") and (item[2:].isdigit() or item[2:] == ""):
+            ids = [rule_id for rule_id in RULES if rule_id.startswith(item.upper())]
+        if not ids:
+            near = nearest_rules(item)
+            hint = f"; did you mean {near[0]}?" if near else f" (rules are DG001-{max(RULES)}, their names or id prefixes such as DG3)"
+            raise BadInput(f"{option}: no rule `{item}`{hint}", key=option)
+        out.update(ids)
+    return out
+
+
+def select(report: Report, select: list[str], ignore: list[str]) -> Report:
+    """Keep only the findings of the rules ``select`` names (every rule when empty), less those
+    ``ignore`` names (``check --select/--ignore``, as ruff reads them), in place; returns ``report``."""
+    if not select and not ignore:
+        return report
+    keep = selected_ids(select, "--select") if select else set(RULES)
+    keep -= selected_ids(ignore, "--ignore") if ignore else set()
+    left_out = 0
+    for target in report.targets:
+        left_out += sum(f.rule not in keep for f in target.findings)
+        target.findings = [f for f in target.findings if f.rule in keep]
+    if left_out:
+        asked = " and ".join(o for o, v in (("--select", select), ("--ignore", ignore)) if v)
+        report.silenced.append(f"{_n(left_out)} left out by {asked}")
+    return report

@@ -66,11 +66,35 @@ def find_rules(query: str) -> list[Rule]:
     named = [r for r in RULES.values() if r.name == wanted.lower()]
     if named:
         return named
-    ids = difflib.get_close_matches(wanted.upper(), list(RULES), n=3, cutoff=0.6)
-    names = difflib.get_close_matches(wanted.lower(), sorted({r.name for r in RULES.values()}), n=3, cutoff=0.6)
-    near = ids + [f"{r.id} {r.name}" for r in RULES.values() if r.name in names]
+    near = nearest_rules(wanted)
     hint = f"; did you mean {', '.join(near)}?" if near else f" (rules: {min(RULES)}-{max(RULES)}; see {DOC_NAME})"
     raise BadInput(f"no rule `{query}`{hint}", key=query)
+
+
+_ID_SHAPED = re.compile(r"^dg(\d+)$", re.I)
+
+
+def nearest_rules(query: str) -> list[str]:
+    """What a query that names no rule most likely meant: for an id-shaped query (``DG07``, ``dg5``)
+    the id its number spells with zero padding (``DG007``), not an id a digit away that merely looks
+    close (``DG407`` for ``DG07``, issue 42), and nothing for a number no rule has; else the ids and ``id name`` pairs of the closest ids
+    and names (``DG0055``: ``DG005``).
+
+    Example::
+
+        >>> nearest_rules("DG07"), nearest_rules("dg5"), nearest_rules("DG999"), nearest_rules("DG0055")[0]
+        (['DG007'], ['DG005'], [], 'DG005')
+        >>> nearest_rules("value-overriden")[0]
+        'DG001 value-overridden'
+    """
+    shaped = _ID_SHAPED.match(query.strip())
+    if shaped:
+        padded = f"DG{int(shaped.group(1)):03d}"
+        if padded in RULES or len(shaped.group(1)) <= 3:  # a number no rule has: no guess at another
+            return [padded] if padded in RULES else []
+    ids = difflib.get_close_matches(query.upper(), list(RULES), n=3, cutoff=0.6)
+    names = difflib.get_close_matches(query.lower(), sorted({r.name for r in RULES.values()}), n=3, cutoff=0.6)
+    return ids + [f"{r.id} {r.name}" for r in RULES.values() if r.name in names]
 
 
 def explain(query: str) -> str:

@@ -16,11 +16,13 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
+from draftguard.check import policy
 from draftguard.check.findings import Finding, Report, Severity
 from draftguard.check.run import check as check_sources
 from draftguard.check.run import target_masks
 from draftguard.fix.proposals import propose
 from draftguard.fix.text import Edit, EditError, apply_edits, lines
+from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 Checker = Callable[[str], "list[Finding]"]
@@ -170,17 +172,21 @@ def fix_text(text: str, check: Checker, *, prefer: str | None = None, file: str 
 
 
 def snapshot_checker(snapshot: Snapshot, *, versions: list[str] | None = None, target: str | None = None,
-                     trust_remote_code: bool = False) -> Checker:
+                     trust_remote_code: bool = False, settings: Settings | None = None,
+                     settings_root: str | None = None) -> Checker:
     """A ``Checker`` that runs the whole check (config and drafter rules) on an edited config.json in
     place of the snapshot's own, beside the snapshot's other files (weights, tokenizer, settings):
-    in this process, or under each of ``versions`` through the version matrix."""
+    in this process, or under each of ``versions`` through the version matrix. ``settings``' rules and
+    exceptions (paths relative to ``settings_root``) apply as they do for ``check``: a finding they
+    silence is neither fixed nor left."""
     fetched: dict = {}  # the drafter's target, fetched once for every recheck
     reserved: list[dict[int, str]] = []  # the target's mask tokens, read once
 
     def check(text: str) -> list[Finding]:
         snap = replace(snapshot, files={**snapshot.files, "config.json": text.encode("utf-8")}, _lines={})
-        return _findings(check_sources([snap], versions=versions, drafter_target=target,
-                                       trust_remote_code=trust_remote_code, cache=fetched))
+        found = _findings(check_sources([snap], versions=versions, drafter_target=target,
+                                        trust_remote_code=trust_remote_code, cache=fetched))
+        return policy.apply_findings(found, settings, settings_root)[0]
 
     def masks() -> dict[int, str]:
         """Mask tokens the drafter's target reserves: special added tokens named like a mask (read in
@@ -218,15 +224,16 @@ def _findings(report: Report) -> list[Finding]:
     return report.findings if report.matrix is not None else [f for t in report.targets for f in t.findings]
 
 
-def fix_targets(targets: list[str], *, versions: list[str] | None = None,
-                drafter_target: str | None = None) -> list[FixOutcome]:
-    """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written)."""
+def fix_targets(targets: list[str], *, versions: list[str] | None = None, drafter_target: str | None = None,
+                settings: Settings | None = None) -> list[FixOutcome]:
+    """The proven fixes of each local target, as ``draftguard fix`` finds them (nothing written),
+    under ``settings``' rules and exceptions (paths from the current folder, the checkout's root)."""
     outcomes = []
     for target in targets:
         try:
             snapshot = load_snapshot(target)
             text = snapshot.files["config.json"].decode("utf-8")
-            checker = snapshot_checker(snapshot, versions=versions, target=drafter_target)
+            checker = snapshot_checker(snapshot, versions=versions, target=drafter_target, settings=settings)
             outcomes.append(fix_text(text, checker, file=snapshot.path_of("config.json")))
         except (BadInput, UnicodeDecodeError):
             continue  # the check's own report names the file and why

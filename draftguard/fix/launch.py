@@ -20,8 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from draftguard.check import policy
 from draftguard.check.findings import Severity
 from draftguard.check.launch import launch_report
+from draftguard.errors import BadInput
 
 
 def _method_edit(line: str, asked: str, want: str) -> str | None:
@@ -44,11 +46,21 @@ def _method_edit(line: str, asked: str, want: str) -> str | None:
     return None
 
 
-def fix_launch(path: str, specs: list | None = None, real: Any = None) -> tuple[str | None, list[str]]:
+def fix_launch(path: str, specs: list | None = None, real: Any = None, settings: Any = None,
+               root: str | None = None) -> tuple[str | None, list[str]]:
     """The launch file's text with its proven fixes (None when nothing was fixed), and one line per
-    DG304 finding saying what was done."""
+    DG304 finding saying what was done, then one per other error or warning, which has no known fix
+    (``: not fixed:`` in each line left). ``settings`` (.draftguard.yml, its paths relative to ``root``)
+    set rules off and silence findings, as they do for ``check``.
+
+    Raises:
+        BadInput: The launch cannot be read, or a model it serves cannot be found.
+    """
     before = Path(path).read_text(encoding="utf-8")
-    report = launch_report([path], [], specs, real)
+    report = policy.apply(launch_report([path], [], specs, real), settings, root)
+    if report.errors:
+        error = report.errors[0]
+        raise BadInput(error.message, file=error.file, line=error.line, key=error.key)
     said: list[str] = []
     lines = before.splitlines(keepends=True)
     for finding in [f for f in report.findings if f.rule == "DG304"]:
@@ -67,6 +79,10 @@ def fix_launch(path: str, specs: list | None = None, real: Any = None) -> tuple[
             said.append(f"{path}:{index + 1}: fixed DG304: method {finding.raw!r} -> {finding.resolved!r}")
         else:
             said.append(f"{path}:{finding.line}: not fixed: DG304: the edited launch still fails or fails otherwise")
+    for finding in report.findings:
+        if finding.rule != "DG304" and finding.severity in (Severity.ERROR, Severity.WARNING):
+            said.append(f"{finding.file}:{finding.line or 1}: not fixed: {finding.rule} on `{finding.key}` "
+                        f"({finding.severity.value}): no known fix for a launch ({finding.message})")
     after = "".join(lines)
     return (after if after != before else None), said
 

@@ -3,8 +3,8 @@
 In: a ``Report`` and the folder the files' paths are made relative to (the repository root).
 Out: ``render_sarif`` -> the SARIF log as JSON text: one run whose ``tool.driver.rules`` holds every
 rule (id, name, short and full description, help as text and markdown from docs/rules.md, a
-``helpUri`` to its section, the default level) and whose ``results`` hold one result per finding
-(rule, level, message, the file relative to the root and the key's line, a fingerprint that survives
+``helpUri`` to its section, the default level) and whose ``results`` hold one result per finding at
+or above the level asked (``warning`` by default; ``info`` adds the notes) (rule, level, message, the file relative to the root and the key's line, a fingerprint that survives
 line moves); a file that could not be checked is an error notification of the invocation.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from draftguard import __version__
-from draftguard.check.findings import RULES, Finding, Report, Rule
+from draftguard.check.findings import RULES, Finding, Report, Rule, Severity
 from draftguard.check.rule_docs import anchor, rule_sections
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -77,8 +77,13 @@ def _result(finding: Finding, index: dict[str, int], root: str) -> dict[str, Any
     return result
 
 
-def sarif_log(report: Report, root: str = ".") -> dict[str, Any]:
-    """The SARIF log of a report, as a dict."""
+SARIF_LEVELS = ("error", "warning", "info")  # --sarif-level: the least severe finding a log carries
+
+
+def sarif_log(report: Report, root: str = ".", level: str = "warning") -> dict[str, Any]:
+    """The SARIF log of a report, as a dict: the findings at or above ``level`` (``warning`` by
+    default: info findings are notes no one acts on in code scanning, carried only when asked)."""
+    floor = Severity(level).rank
     rules = list(RULES.values())
     index = {rule.id: i for i, rule in enumerate(rules)}
     notifications = [
@@ -94,12 +99,12 @@ def sarif_log(report: Report, root: str = ".") -> dict[str, Any]:
         }},
         "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "The repository root."}}},
         "invocations": [{"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}],
-        "results": [_result(f, index, root) for f in report.findings],
+        "results": [_result(f, index, root) for f in report.findings if f.severity.rank >= floor],
         "properties": {"transformersVersion": report.transformers_version, "silenced": list(report.silenced)},
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def render_sarif(report: Report, root: str = ".") -> str:
+def render_sarif(report: Report, root: str = ".", level: str = "warning") -> str:
     """``sarif_log`` as indented JSON text."""
-    return json.dumps(sarif_log(report, root), indent=2) + "\n"
+    return json.dumps(sarif_log(report, root, level), indent=2) + "\n"

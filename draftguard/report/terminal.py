@@ -5,11 +5,14 @@ Out: ``render_text`` writes each target's findings (first those filed against th
 config.json, such as ``.draftguard.yml``; any other file's under its own name), causes before their
 symptoms, its attention table when layers differ, an effective-attention line per engine (with
 ``--engine``; ``report.engines``), the version matrix and a summary line
-to the stream; returns None.
+to the stream; returns None. At a terminal rich draws it as it likes; anywhere else (a CI log, a
+pipe, a file) the same lines without the spaces rich pads each line with to the width.
 """
 
 from __future__ import annotations
 
+import io
+import re
 from typing import TextIO
 
 from draftguard.check.findings import RULES, Finding, Report, attention_runs
@@ -29,11 +32,27 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 def render_text(report: Report, file: TextIO) -> None:
     from rich.console import Console  # rich: ~20 ms to import; only drawn output pays it
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
 
-    console = Console(file=file, highlight=False)
+    terminal = _is_terminal(file)
+    sink = file if terminal else io.StringIO()  # not a terminal (a CI log, a pipe): drawn, then trimmed
+    console = Console(file=sink, highlight=False)
+    _draw(console, report)
+    if not terminal:  # rich pads each line to the width; a log or a file keeps no trailing spaces
+        file.write(re.sub(r"[ \t]+$", "", sink.getvalue(), flags=re.M))
+
+
+def _is_terminal(file: TextIO) -> bool:
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _draw(console, report: Report) -> None:
+    from rich.padding import Padding  # rich: ~20 ms to import; only drawn output pays it
+    from rich.table import Table  # rich, as above
+    from rich.text import Text  # rich, as above
+
     for e in report.errors:
         console.print(Text.assemble(("cannot check ", "bold red"), e.message))
     beside = _beside(report)
