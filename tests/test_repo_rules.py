@@ -219,7 +219,7 @@ def test_glm_nvfp4_without_mtp_weights_is_caught(tmp_path):
     case = copy(CONFIGS / "nvidia--glm-5-nvfp4", tmp_path / "glm", "config.json")
     write_json(case / "model.safetensors.index.json", _glm_index(range(3), mtp=False))
     [found] = repo_findings(case)
-    assert (found.rule, found.severity.value, found.key) == ("DG404", "warning", "num_nextn_predict_layers")
+    assert (found.rule, found.severity.value, found.key) == ("DG404", "error", "num_nextn_predict_layers")
     assert "#35548" in found.message and "78" in found.message
     write_json(case / "model.safetensors.index.json", _glm_index(range(3), mtp=True))
     assert repo_findings(case) == []

@@ -233,13 +233,14 @@ RULES: dict[str, Rule] = {
         # family's router convention, the chat template against the stop tokens.
         Rule("DG400", "quant-ignore-unmatched", Severity.WARNING,
              "An entry of quantization_config's ignore list names no module of the checkpoint."),
-        Rule("DG401", "quant-mtp-left-out", Severity.WARNING,
-             "The MTP layers are stored unquantized, the rest quantized, and the ignore list leaves them out."),
+        Rule("DG401", "quant-mtp-left-out", Severity.ERROR,
+             "The MTP layers are stored unquantized while the rest is quantized and the ignore list leaves "
+             "them out, or stored quantized while it names them: the MTP head does not load, acceptance collapses."),
         Rule("DG402", "quant-group-size", Severity.ERROR,
              "A quantization group (or block) size does not divide the in-features of the layers it quantizes."),
         Rule("DG403", "quant-scales-missing", Severity.ERROR,
              "A packed quantized weight has no scale tensor beside it."),
-        Rule("DG404", "mtp-weights-missing", Severity.WARNING,
+        Rule("DG404", "mtp-weights-missing", Severity.ERROR,
              "config.json declares MTP layers, and the checkpoint holds none of their tensors."),
         Rule("DG405", "tied-embeddings-disagree", Severity.ERROR,
              "tie_word_embeddings at the root and in text_config disagree (warning when the checkpoint "

@@ -26,6 +26,10 @@ _SCALES = {
     "weight_packed": ("weight_scale",),  # compressed-tensors (int4/nvfp4 packed)
     "qweight": ("scales",),  # GPTQ / AWQ
 }
+# Modules no quantization scheme stores quantized: norms, embeddings, MoE router gates and the
+# small non-linear parameters of hybrid layers. A tensor of these with no scales is as it should be.
+_NEVER_QUANTIZED = re.compile(r"norm|^ln(?:_|\d|$)|embed|^gate$|^router$|^shared_expert_gate$|conv1d|^A_log$|^dt_bias$",
+                              re.I)
 # Names that mark a tensor as an MTP module's: DeepSeek/GLM put the MTP layers after the decoder
 # (layers.{num_hidden_layers}...), Qwen3.5 and MiMo under an `mtp` prefix.
 _MTP_SEGMENT = re.compile(r"(?:^|\.)(?:mtp|mtp_layers|nextn)(?:\.|$)")
@@ -71,9 +75,24 @@ def _ignore_list(quant: dict[str, Any]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _matches(entry: str, modules: set[str]) -> bool:
-    """Whether an ignore entry names any module: a `re:` pattern (compressed-tensors), a glob
-    (ModelOpt: ``*lm_head*``), or a dotted module name, found as a whole path or as its tail."""
+def never_quantized(module: str) -> bool:
+    """Whether a module is one that no scheme quantizes (a norm, an embedding, a router gate).
+
+    Example::
+
+        >>> never_quantized("mtp.pre_fc_norm_embedding"), never_quantized("mtp.fc")
+        (True, False)
+    """
+    return bool(_NEVER_QUANTIZED.search(module.rpartition(".")[2]))
+
+
+def _matches(entry: str, modules: set[str], *, substring: bool = False) -> bool:
+    """Whether an ignore entry names any module: a `re:` pattern (compressed-tensors, matched from
+    the start of the name as compressed-tensors and vLLM match it), a glob (ModelOpt: ``*lm_head*``),
+    or a dotted module name, found as a whole path or as its tail. ``substring``: AWQ's and GPTQ's
+    ``modules_to_not_convert``, which vLLM and transformers match as a substring of the layer's name."""
+    if substring and not entry.startswith("re:") and any(entry in m for m in modules):
+        return True
     if entry.startswith("re:"):
         try:
             pattern = re.compile(entry[3:])
@@ -96,12 +115,23 @@ def _modules(names: frozenset[str]) -> set[str]:
     return found
 
 
-def _quantized(names: frozenset[str]) -> set[str]:
-    """The modules whose weights are stored quantized, as their tensor names show."""
+# safetensors dtypes a weight is stored in only when it is quantized (FP8, FP4 and integer codes).
+QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I8", "U8", "I4", "U4"})
+_SCALE_LEAVES = ("weight_scale", "weight_scale_inv", "scales", "weight_scale_2")
+
+
+def _quantized(tensors: TensorNames) -> set[str]:
+    """The modules whose weights are stored quantized, as their tensors show: a packed weight or a
+    scale tensor beside it, or (where a header gave dtypes) a weight stored in an FP8, FP4 or
+    integer dtype."""
     found = set()
-    for name in names:
+    for name in tensors.names:
         module, _, leaf = name.rpartition(".")
-        if leaf in _SCALES or leaf in ("weight_scale", "weight_scale_inv", "scales", "weight_scale_2"):
+        if leaf in _SCALES or leaf in _SCALE_LEAVES:
+            found.add(module)
+    for name, dtype in (tensors.dtypes or {}).items():
+        module, _, leaf = name.rpartition(".")
+        if leaf == "weight" and dtype in QUANTIZED_DTYPES and not never_quantized(module):
             found.add(module)
     return found
 
@@ -167,7 +197,8 @@ def _ignore_entries(quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> 
         return
     key, entries = found
     modules = _modules(tensors.names)
-    unmatched = [e for e in entries if not _matches(e, modules)]
+    substring = _substring_scheme(quant)
+    unmatched = [e for e in entries if not _matches(e, modules, substring=substring)]
     if not unmatched or len(unmatched) == len(entries) and len(entries) > 3:
         return  # every entry unmatched: another naming scheme (a GGUF or a trimmed index), not a typo
     shown = ", ".join(f"`{e}`" for e in unmatched[:5]) + (f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else "")
@@ -179,10 +210,16 @@ def _ignore_entries(quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> 
          "weights use (or remove the entries for modules the model does not have).")
 
 
+def _substring_scheme(quant: dict[str, Any]) -> bool:
+    return str(quant.get("quant_method", "")).lower() in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round")
+
+
 def _mtp_left_out(raw: dict[str, Any], quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> None:
-    """DG401: MTP layers stored unquantized that the ignore list does not name: engines build them
-    quantized, fail to load their weights and drop the MTP head (sgl-project/sglang#35797: accept
-    length 1.000)."""
+    """DG401: the MTP layers stored one way and built the other. Stored unquantized while the rest is
+    quantized and the ignore list does not name them: engines build them quantized and fail to load
+    their weights. Stored quantized (``qweight``, ``weight_packed``) while the ignore list names them:
+    engines build them in full precision, with no parameter for the packed weights. Either way the MTP
+    head is dropped or drafts from weights it never loaded (sgl-project/sglang#35797: accept length 1.000)."""
     declared = mtp_declared(raw)
     if declared is None:
         return
@@ -190,19 +227,38 @@ def _mtp_left_out(raw: dict[str, Any], quant: dict[str, Any], tensors: TensorNam
     mtp = mtp_tensors(tensors.names, node.get("num_hidden_layers"), declared[1])
     if not mtp:
         return  # DG404 says the MTP weights are missing
-    quantized = _quantized(tensors.names)
-    main_quantized = any(not _MTP_SEGMENT.search(m) and m + ".weight" not in mtp for m in quantized)
+    quantized = _quantized(tensors)
+    mtp_modules = {n.rpartition(".")[0] for n in mtp}
+    main_quantized = any(m not in mtp_modules for m in quantized)
     mtp_linears = {n.rpartition(".")[0] for n in mtp if n.endswith((".weight", ".weight_packed", ".qweight"))
                    and any(p in n for p in ("proj", "experts", "eh_proj", "fc"))}
+    mtp_linears = {m for m in mtp_linears if not never_quantized(m)}
+    found = _ignore_list(quant)
+    entries = found[1] if found else []
+    substring = _substring_scheme(quant)
+    key = f"quantization_config.{found[0]}" if found else "quantization_config"
+
+    def ignored(module: str) -> bool:
+        return any(_matches(e, {module}, substring=substring) for e in entries)
+
+    packed = sorted(m for m in mtp_linears if m in quantized and ignored(m)
+                    and any(f"{m}.{leaf}" in tensors.names for leaf in _SCALES))
+    if packed:
+        leaf = next(leaf for leaf in _SCALES if f"{packed[0]}.{leaf}" in tensors.names)
+        emit("DG401", key, packed[:10], None,
+             f"`{key}` names the MTP module `{packed[0]}` ({declared[0]} = {declared[1]}), which {tensors.file} "
+             f"stores quantized (`{packed[0]}.{leaf}`; {len(packed)} such module(s)). Engines build a module "
+             "the ignore list names in full precision and look for its `.weight`: the packed weights have no "
+             "parameter to load into, so the MTP head fails to load or drafts from weights it never loaded, and "
+             "speculative decoding accepts nothing (sgl-project/sglang#35797, accept length 1.000). Fix: take "
+             f"`{packed[0]}` out of the ignore list, or store the MTP layers unquantized.")
+        return
     plain = sorted(m for m in mtp_linears if m not in quantized)
     if not main_quantized or not plain:
         return
-    found = _ignore_list(quant)
-    entries = found[1] if found else []
-    left_out = [m for m in plain if not any(_matches(e, {m}) for e in entries)]
+    left_out = [m for m in plain if not ignored(m)]
     if not left_out:
         return
-    key = f"quantization_config.{found[0]}" if found else "quantization_config"
     emit("DG401", key, left_out[:10], None,
          f"The MTP layers ({declared[0]} = {declared[1]}) are stored unquantized in {tensors.file} "
          f"(`{left_out[0]}` has no scales) while the rest of the model is quantized, and `{key}` does not "
