@@ -217,6 +217,10 @@ def _glm_index(layers: range, *, mtp: bool, quantized_mtp: bool = True) -> dict:
 def test_glm_nvfp4_without_mtp_weights_is_caught(tmp_path):
     # vllm-project/vllm#35548: the real GLM-5 NVFP4 config (78 layers + 1 MTP layer), an index without layer 78.
     case = copy(CONFIGS / "nvidia--glm-5-nvfp4", tmp_path / "glm", "config.json")
+    # The corpus copy of config.json carries no quantization_config; ModelOpt repos ship the scheme in
+    # hf_quant_config.json, which vLLM reads (without either, the NVFP4 scales are DG410's).
+    write_json(case / "hf_quant_config.json", {"producer": {"name": "modelopt"},
+                                               "quantization": {"quant_algo": "NVFP4", "group_size": 16}})
     write_json(case / "model.safetensors.index.json", _glm_index(range(3), mtp=False))
     [found] = repo_findings(case)
     assert (found.rule, found.severity.value, found.key) == ("DG404", "error", "num_nextn_predict_layers")

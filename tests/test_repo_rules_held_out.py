@@ -48,7 +48,14 @@ def index(folder: Path, names) -> None:
 
 def header_only(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
     """A safetensors file with the header and no weight bytes: names, dtypes and shapes only."""
-    header = {name: {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]} for name, (dtype, shape) in tensors.items()}
+    size = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "I32": 4, "U8": 1, "I8": 1}
+    header, at = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        count = size[dtype]
+        for d in shape:
+            count *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + count]}
+        at += count
     data = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(data)) + data)
 
@@ -128,3 +135,68 @@ def test_mtp_layers_left_unquantized_outside_the_ignore_list_and_mtp_declared_wi
                  if not n.startswith("mtp.")])
     found = findings(case)
     assert found["DG404"].severity.value == "error" and found["DG404"].key == "text_config.mtp_num_hidden_layers"
+
+
+# --- 2: quantization evidence from the tensors --------------------------------------------------------
+
+# DeepSeek-V3's MTP layer (model.layers.61) as deepseek-ai/DeepSeek-V3's index and headers hold it:
+# names, dtypes and shapes, trimmed to one expert.
+DSV3_MTP = {
+    "model.embed_tokens.weight": ("BF16", [129280, 7168]),
+    "model.norm.weight": ("BF16", [7168]),
+    "lm_head.weight": ("BF16", [129280, 7168]),
+    "model.layers.61.embed_tokens.weight": ("BF16", [129280, 7168]),
+    "model.layers.61.enorm.weight": ("BF16", [7168]),
+    "model.layers.61.hnorm.weight": ("BF16", [7168]),
+    "model.layers.61.eh_proj.weight": ("F8_E4M3", [7168, 14336]),
+    "model.layers.61.eh_proj.weight_scale_inv": ("F32", [56, 112]),
+    "model.layers.61.input_layernorm.weight": ("BF16", [7168]),
+    "model.layers.61.self_attn.q_a_proj.weight": ("F8_E4M3", [1536, 7168]),
+    "model.layers.61.self_attn.q_a_proj.weight_scale_inv": ("F32", [12, 56]),
+    "model.layers.61.self_attn.q_a_layernorm.weight": ("BF16", [1536]),
+    "model.layers.61.mlp.gate.weight": ("BF16", [256, 7168]),
+    "model.layers.61.mlp.gate.e_score_correction_bias": ("F32", [256]),
+    "model.layers.61.mlp.experts.0.gate_proj.weight": ("F8_E4M3", [2048, 7168]),
+    "model.layers.61.mlp.experts.0.gate_proj.weight_scale_inv": ("F32", [16, 56]),
+    "model.layers.61.shared_head.norm.weight": ("BF16", [7168]),
+    "model.layers.61.shared_head.head.weight": ("BF16", [129280, 7168]),
+}
+
+
+def _dsv3_mtp_export(folder: Path, *, with_quant: bool, scales: bool = True) -> Path:
+    """The real DeepSeek-V3 config, the MTP layer's tensors in one header-only shard behind an index."""
+    folder.mkdir(parents=True)
+    raw = json.loads((CONFIGS / "deepseek-ai--deepseek-v3" / "config.json").read_text())
+    if not with_quant:
+        raw.pop("quantization_config")
+    write_json(folder / "config.json", raw)
+    tensors = {n: v for n, v in DSV3_MTP.items() if scales or not n.endswith("weight_scale_inv")}
+    header_only(folder / "model-00001.safetensors", tensors)
+    index(folder, tensors)
+    return folder
+
+
+def test_fp8_tensors_without_a_quantization_config_are_an_error(tmp_path):
+    found = findings(_dsv3_mtp_export(tmp_path / "export", with_quant=False))
+    assert set(found) == {"DG410"}
+    assert found["DG410"].severity.value == "error" and found["DG410"].key == "quantization_config"
+    assert "model.layers.61.eh_proj.weight_scale_inv" in found["DG410"].message
+    assert "mtp.norm" not in found["DG410"].message and "enorm" not in found["DG410"].message
+    # The healthy control: the same tensors under the published quantization_config.
+    assert findings(_dsv3_mtp_export(tmp_path / "healthy", with_quant=True)) == {}
+
+
+def test_fp8_dtypes_in_the_shard_headers_are_evidence_without_any_scale_name(tmp_path):
+    # No scale tensor at all: only the headers' F8_E4M3 dtypes say the weights are quantized.
+    found = findings(_dsv3_mtp_export(tmp_path / "export", with_quant=False, scales=False))
+    assert "model.layers.61.eh_proj.weight (F8_E4M3)" in found["DG410"].message
+    # A bf16 checkpoint of the same names is silent.
+    bf16 = tmp_path / "bf16"
+    _dsv3_mtp_export(bf16, with_quant=False, scales=False)
+    header_only(bf16 / "model-00001.safetensors", {n: ("BF16", s) for n, (_, s) in DSV3_MTP.items()
+                                                   if not n.endswith("weight_scale_inv")})
+    assert findings(bf16) == {}
+    # A GPTQ repo that keeps its scheme in quantize_config.json (vLLM reads it) is not this case.
+    gptq = _dsv3_mtp_export(tmp_path / "gptq", with_quant=False)
+    write_json(gptq / "quantize_config.json", {"bits": 4, "group_size": 128})
+    assert "DG410" not in findings(gptq)

@@ -253,6 +253,9 @@ RULES: dict[str, Rule] = {
              "The chat template ends turns with a token that no stop token names: the model never stops."),
         Rule("DG409", "stop-token-generation-only", Severity.INFO,
              "Only generation_config.json names the template's turn-end token: engines that skip it never stop."),
+        Rule("DG410", "quant-config-missing", Severity.ERROR,
+             "The checkpoint's tensors are stored quantized (scales, packed weights, FP8 or integer dtypes) "
+             "and config.json has no quantization_config."),
         # What an engine serves (draftguard/check/engines/, asked with --engine).
         Rule("DG200", "engine-refuses", Severity.ERROR,
              "An engine version will not serve this config or pair; its own words are quoted."),

@@ -136,9 +136,17 @@ def _quantized(tensors: TensorNames) -> set[str]:
     return found
 
 
+# Files beside config.json that engines read a quantization scheme from (vLLM: GPTQ's
+# quantize_config.json, ModelOpt's hf_quant_config.json).
+QUANT_FILES = ("quantize_config.json", "quant_config.json", "hf_quant_config.json")
+
+
 def quantization(raw: dict[str, Any], files: RepoFiles, emit: Emit) -> None:
     quant = raw.get("quantization_config")
     if not isinstance(quant, dict):
+        text, _ = text_node(raw)
+        if not isinstance(text.get("quantization_config"), dict):
+            _config_missing(files, emit)
         return
     _group_sizes(raw, quant, emit)
     tensors = files.tensors()
@@ -147,6 +155,44 @@ def quantization(raw: dict[str, Any], files: RepoFiles, emit: Emit) -> None:
     _ignore_entries(quant, tensors, emit)
     _mtp_left_out(raw, quant, tensors, emit)
     _scales_missing(tensors, emit)
+
+
+def quantization_evidence(tensors: TensorNames) -> list[str]:
+    """The tensors that show a checkpoint is stored quantized: packed weights and their scales
+    (``weight_packed``, ``qweight``, ``weight_scale_inv``, ``weight_scale``, ``scales``), or a weight
+    whose header dtype is FP8, FP4 or an integer code. Norms, embeddings and router gates are left out."""
+    shown = []
+    for name in sorted(tensors.names):
+        module, _, leaf = name.rpartition(".")
+        if leaf in _SCALES or leaf in _SCALE_LEAVES and not never_quantized(module):
+            shown.append(name)
+    for name, dtype in sorted((tensors.dtypes or {}).items()):
+        module, _, leaf = name.rpartition(".")
+        if leaf == "weight" and dtype in QUANTIZED_DTYPES and not never_quantized(module):
+            shown.append(f"{name} ({dtype})")
+    return shown
+
+
+def _config_missing(files: RepoFiles, emit: Emit) -> None:
+    """DG410: the tensors are stored quantized and nothing says how: no quantization_config, no
+    quantization file an engine reads. Every reader builds full-precision layers."""
+    tensors = files.tensors()
+    if tensors is None or any(files.raw(name) is not None for name in QUANT_FILES):
+        return
+    evidence = quantization_evidence(tensors)
+    if not evidence:
+        return
+    emit("DG410", "quantization_config", ABSENT, None,
+         f"{tensors.file} stores quantized weights ({', '.join(f'`{e}`' for e in evidence[:3])}"
+         f"{f' and {len(evidence) - 3} more' if len(evidence) > 3 else ''}), but config.json has no "
+         "`quantization_config` and the repo no quantization file. Every reader then builds full-precision "
+         "layers: transformers loads the FP8 or integer codes as if they were bf16 values and drops the "
+         "scales as unexpected keys (the model serves garbage), vLLM and SGLang find no parameter for the "
+         "scales and refuse the checkpoint. A DeepSeek-V3 MTP layer exported with its FP8 `weight_scale_inv` "
+         "tensors and without the config's quantization_config is this case. Fix: copy the "
+         "`quantization_config` the checkpoint was quantized with into config.json (DeepSeek-V3: "
+         "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+         "\"weight_block_size\": [128, 128]}), or export the weights dequantized.")
 
 
 def _group_sizes(raw: dict[str, Any], quant: dict[str, Any], emit: Emit) -> None:
