@@ -200,3 +200,41 @@ def test_fp8_dtypes_in_the_shard_headers_are_evidence_without_any_scale_name(tmp
     gptq = _dsv3_mtp_export(tmp_path / "gptq", with_quant=False)
     write_json(gptq / "quantize_config.json", {"bits": 4, "group_size": 128})
     assert "DG410" not in findings(gptq)
+
+
+# --- 3: router semantics per family -------------------------------------------------------------------
+
+
+def _v3_labelled_v2(folder: Path, **drop_or_set) -> Path:
+    """deepseek-ai/DeepSeek-V3's real config exported under the V2 class's label, as
+    sgl-project/sglang#35160 describes: model_type deepseek_v2, topk_method and scoring_func left out."""
+    raw = json.loads((CONFIGS / "deepseek-ai--deepseek-v3" / "config.json").read_text())
+    raw.update(model_type="deepseek_v2", architectures=["DeepseekV2ForCausalLM"])
+    raw.pop("topk_method"), raw.pop("scoring_func"), raw.pop("auto_map", None), raw.pop("quantization_config")
+    raw.update(drop_or_set)
+    folder.mkdir(parents=True)
+    write_json(folder / "config.json", raw)
+    return folder
+
+
+def test_a_v3_architecture_export_labelled_deepseek_v2_routes_with_the_v2_defaults(tmp_path):
+    found = findings(_v3_labelled_v2(tmp_path / "v2label"))
+    assert set(found) == {"DG411"}
+    finding = found["DG411"]
+    assert (finding.severity.value, finding.key, finding.resolved) == ("error", "topk_method", "greedy")
+    assert "n_group` = 8" in finding.message and "#35160" in finding.message and "noaux_tc" in finding.message
+    # With the V3 checkpoint's correction bias in the index, the fix names sigmoid scoring too.
+    case = _v3_labelled_v2(tmp_path / "biased", n_group=1, topk_group=1)
+    index(case, ["model.embed_tokens.weight", "lm_head.weight", "model.layers.3.mlp.gate.weight",
+                 "model.layers.3.mlp.gate.e_score_correction_bias", "model.layers.61.eh_proj.weight"])
+    finding = findings(case)["DG411"]
+    assert "e_score_correction_bias" in finding.message and '"scoring_func": "sigmoid"' in finding.message
+
+
+def test_the_router_controls_of_the_family_are_silent(tmp_path):
+    # The file states its selection (its author's choice), a V2-Lite with one group, the real V3 file.
+    assert findings(_v3_labelled_v2(tmp_path / "stated", topk_method="noaux_tc", scoring_func="sigmoid")) == {}
+    assert findings(_v3_labelled_v2(tmp_path / "v2full", topk_method="group_limited_greedy")) == {}
+    for name in ("deepseek-ai--deepseek-v2-lite-chat", "deepseek-ai--deepseek-v3"):
+        folder = shutil.copytree(CONFIGS / name, tmp_path / name)
+        assert "DG411" not in findings(folder)

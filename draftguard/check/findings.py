@@ -256,6 +256,9 @@ RULES: dict[str, Rule] = {
         Rule("DG410", "quant-config-missing", Severity.ERROR,
              "The checkpoint's tensors are stored quantized (scales, packed weights, FP8 or integer dtypes) "
              "and config.json has no quantization_config."),
+        Rule("DG411", "router-class-defaults", Severity.ERROR,
+             "The file states group-limited MoE routing (n_group, topk_group, a correction bias) under a class "
+             "whose default topk_method reads none of it: the router serves other experts than in training."),
         # What an engine serves (draftguard/check/engines/, asked with --engine).
         Rule("DG200", "engine-refuses", Severity.ERROR,
              "An engine version will not serve this config or pair; its own words are quoted."),

@@ -17,7 +17,7 @@ from typing import Any
 
 from draftguard.check.findings import RULES, Finding, Severity
 from draftguard.check.repo.checkpoint import mtp_weights, quantization, tied_embeddings
-from draftguard.check.repo.conventions import router_defaults
+from draftguard.check.repo.conventions import router_class_defaults, router_defaults
 from draftguard.check.repo.files import RepoFiles
 from draftguard.check.repo.stops import stop_tokens
 from draftguard.snapshot import BadInput, Snapshot
@@ -56,5 +56,7 @@ def check_repo(snapshot: Snapshot, values: dict[str, Any] | None) -> list[Findin
     mtp_weights(raw, files, emit)
     tied_embeddings(raw, values, files, emit)
     router_defaults(raw, values, emit)
+    tensors = files.tensors()
+    router_class_defaults(raw, values, tensors.names if tensors else None, emit)
     stop_tokens(raw, files, emit)
     return found
