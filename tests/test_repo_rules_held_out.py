@@ -238,3 +238,43 @@ def test_the_router_controls_of_the_family_are_silent(tmp_path):
     for name in ("deepseek-ai--deepseek-v2-lite-chat", "deepseek-ai--deepseek-v3"):
         folder = shutil.copytree(CONFIGS / name, tmp_path / name)
         assert "DG411" not in findings(folder)
+
+
+# --- 4: stop tokens per consumer -------------------------------------------------------------------------
+
+QWEN3 = REPOS / "qwen--qwen3-4b"  # real config.json and tokenizer_config.json (SOURCE)
+SAKURA = REPOS / "sakurallm--sakura-14b-qwen2.5-v1.0"  # a real Qwen2.5 generation_config.json
+
+
+def test_a_qwen_generation_config_without_im_end_never_stops_in_transformers_and_mlx(tmp_path):
+    # Blaizzy/mlx-vlm#2112: generation_config.json lists only <|endoftext|> (151643); the template ends
+    # turns with <|im_end|> (151645), which config.json and the tokenizer's eos_token name.
+    case = shutil.copytree(QWEN3, tmp_path / "qwen3", ignore=shutil.ignore_patterns("SOURCE"))
+    assert findings(case) == {}  # the real files: config.json's list is what every consumer reads
+    write_json(case / "generation_config.json", {"bos_token_id": 151643, "eos_token_id": 151643, "pad_token_id": 151643})
+    found = findings(case)
+    assert set(found) == {"DG408"}
+    finding = found["DG408"]
+    assert finding.severity.value == "error" and finding.resolved == 151645 and finding.file.endswith("generation_config.json")
+    assert "transformers generate() and MLX stop only on that list and never stop" in finding.message
+    assert "vLLM and SGLang stop" in finding.message and "#2112" in finding.message
+    assert "config.json names it ([151645])" in finding.message
+    # The family's healthy generation_config.json (a real Qwen2.5 one, <|im_end|> first): silent.
+    shutil.copy(SAKURA / "generation_config.json", case / "generation_config.json")
+    assert findings(case) == {}
+
+
+def test_a_turn_end_token_only_config_json_names_stops_nowhere_once_generation_config_exists(tmp_path):
+    case = shutil.copytree(QWEN3, tmp_path / "qwen3", ignore=shutil.ignore_patterns("SOURCE"))
+    tokenizer = json.loads((case / "tokenizer_config.json").read_text())
+    tokenizer["eos_token"] = "<|endoftext|>"  # as a base model's tokenizer says
+    write_json(case / "tokenizer_config.json", tokenizer)
+    write_json(case / "generation_config.json", {"bos_token_id": 151643, "eos_token_id": 151643})
+    finding = findings(case)["DG408"]
+    assert "transformers generate(), MLX, vLLM and SGLang" in finding.message
+    assert "no reader takes config.json's list" in finding.message
+
+
+def test_the_existing_llama_stop_findings_keep_their_consumers():
+    assert findings(REPOS / "mattshumer--reflection-llama-3.1-70b") == {}
+    assert findings(SAKURA) == {}
