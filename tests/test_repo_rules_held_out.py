@@ -278,3 +278,62 @@ def test_a_turn_end_token_only_config_json_names_stops_nowhere_once_generation_c
 def test_the_existing_llama_stop_findings_keep_their_consumers():
     assert findings(REPOS / "mattshumer--reflection-llama-3.1-70b") == {}
     assert findings(SAKURA) == {}
+
+
+# --- 5: the fifth look's misses ------------------------------------------------------------------------
+
+LLAVA_FLAT = REPOS / "liuhaotian--llava-v1.5-7b"  # real, flat, as LLaVA's own code writes it
+
+
+def test_a_flat_llava_config_is_read_by_a_class_that_builds_text_config_from_defaults(tmp_path):
+    found = findings(LLAVA_FLAT)
+    finding = found["DG014"]
+    assert finding.severity.value == "error" and finding.file.endswith("config.json")
+    all_found = check_repo(load_snapshot(str(LLAVA_FLAT)), check_snapshot(load_snapshot(str(LLAVA_FLAT))).values)
+    by_key = {f.key: (f.raw, f.resolved) for f in all_found if f.rule == "DG014"}
+    assert by_key["max_position_embeddings"] == (4096, 2048) and by_key["rms_norm_eps"] == (1e-05, 1e-06)
+    assert "vocab_size" not in by_key  # 32000 is LlamaConfig's default too
+    # The fifth look's file: the same LLaVA-1.x config with 4 added tokens (vocab_size 32004).
+    case = tmp_path / "llava"
+    case.mkdir()
+    raw = json.loads((LLAVA_FLAT / "config.json").read_text())
+    raw["vocab_size"] = 32004
+    write_json(case / "config.json", raw)
+    all_found = check_repo(load_snapshot(str(case)), check_snapshot(load_snapshot(str(case))).values)
+    vocab = next(f for f in all_found if f.rule == "DG014" and f.key == "vocab_size")
+    assert (vocab.raw, vocab.resolved, vocab.line) == (32004, 32000, 41)
+    assert "text_config" in vocab.message and "LlamaConfig" in vocab.message
+
+
+def test_the_converted_llava_and_a_class_that_forwards_its_top_level_keys_are_silent(tmp_path):
+    # Healthy controls: the converted LLaVA-1.5 (nested text_config), Qwen2-VL's flat file (its class
+    # builds text_config from the top-level keys).
+    for name in ("llava-hf--llava-1.5-7b-hf", "qwen--qwen2-vl-2b-instruct", "qwen--qwen2.5-vl-7b-instruct"):
+        assert "DG014" not in findings(shutil.copytree(CONFIGS / name, tmp_path / name)), name
+
+
+def test_a_dflash_drafter_whose_verifier_is_a_local_path_is_still_checked(tmp_path, capsys):
+    # The fifth look: a speculators DFlash drafter naming its author's folder. The drafter's own rules
+    # still run: its aux ids out of order are DG101, beside the DG127 warning on the verifier key.
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_dflash import make_pair, speculators_config
+
+    from draftguard.cli import main
+
+    config = speculators_config([3, 1], verifier="/home/alice/ckpt/Qwen3-8B")
+    folder = tmp_path / "dflash"
+    folder.mkdir()
+    write_json(folder / "config.json", config)
+    assert main(["check", str(folder), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    rules = {f["rule"]: f for f in report["findings"]}
+    assert report["errors"] == [] and rules["DG127"]["severity"] == "warning"
+    assert rules["DG101"]["severity"] == "error"
+    # A verifier folder that is here is read as the target, as before: no DG127.
+    _, target = make_pair(tmp_path / "pair")
+    write_json(folder / "config.json", speculators_config([1, 3], verifier=str(target)))
+    main(["check", str(folder), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert "DG127" not in {f["rule"] for f in report["findings"]} and report["errors"] == []

@@ -154,6 +154,9 @@ RULES: dict[str, Rule] = {
         Rule("DG013", "engine-setting", Severity.INFO,
              "config.json sets a key the transformers model code does not read, which the serving engines "
              "read by name (model_max_length: the context length vLLM and SGLang serve)."),
+        Rule("DG014", "composite-top-level-unread", Severity.ERROR,
+             "A composite config states the language model's keys at the top level, while its class builds "
+             "the language sub-config from defaults: the model runs with the defaults."),
         # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),
@@ -222,6 +225,9 @@ RULES: dict[str, Rule] = {
         Rule("DG126", "no-config-class", Severity.INFO,
              "A drafter's model_type has no transformers config class: the drafter rules ran on its keys, "
              "the config rules only where an engine maps it onto a transformers class."),
+        Rule("DG127", "verifier-local-path", Severity.WARNING,
+             "The speculators verifier names a path on its author's machine, not a Hub repo id: the drafter "
+             "is checked on its own."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
              "The drafter and the target ship tokenizers with different vocabularies.",
              blocks_acceptance=False),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from draftguard.check.findings import RULES, Finding, Severity
+from draftguard.check.repo.composite import composite_top_level
 from draftguard.check.repo.checkpoint import mtp_weights, quantization, tied_embeddings
 from draftguard.check.repo.conventions import router_class_defaults, router_defaults
 from draftguard.check.repo.files import RepoFiles
@@ -52,6 +53,7 @@ def check_repo(snapshot: Snapshot, values: dict[str, Any] | None) -> list[Findin
                              message=message))
 
     values = values or {}
+    composite_top_level(raw, values, emit)
     quantization(raw, files, emit)
     mtp_weights(raw, files, emit)
     tied_embeddings(raw, values, files, emit)
