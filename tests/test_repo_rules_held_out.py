@@ -62,7 +62,9 @@ def header_only(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
 
 # --- 1: MTP weights: norms left out, packed layouts seen, severities ---------------------------------------
 
-# Qwen3.5's MTP module as Qwen/Qwen3.5-27B ships it (the 15 names, trimmed to distinct kinds).
+# Qwen3.5's MTP module names (mtp.fc, mtp.pre_fc_norm_*, mtp.norm, mtp.layers.0.*), the layout the
+# engines' Qwen3.5 MTP loaders read; a few of each kind. Written here: no public copy of an AWQ
+# Qwen3.5 index was found.
 QWEN35_MTP = ["mtp.fc", "mtp.norm", "mtp.pre_fc_norm_embedding", "mtp.pre_fc_norm_hidden",
               "mtp.layers.0.input_layernorm", "mtp.layers.0.post_attention_layernorm",
               "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.self_attn.k_proj", "mtp.layers.0.self_attn.o_proj",
@@ -139,8 +141,10 @@ def test_mtp_layers_left_unquantized_outside_the_ignore_list_and_mtp_declared_wi
 
 # --- 2: quantization evidence from the tensors --------------------------------------------------------
 
-# DeepSeek-V3's MTP layer (model.layers.61) as deepseek-ai/DeepSeek-V3's index and headers hold it:
-# names, dtypes and shapes, trimmed to one expert.
+# DeepSeek-V3's MTP layer (model.layers.61) in its published FP8 layout: e4m3 weights with F32
+# `weight_scale_inv` per 128x128 block, norms, router gate and embeddings in BF16, the correction
+# bias in F32; names, dtypes and shapes, trimmed to one expert. Written here (the real index is
+# larger than the data this project keeps); the names are the ones DeepSeek-V3's index uses.
 DSV3_MTP = {
     "model.embed_tokens.weight": ("BF16", [129280, 7168]),
     "model.norm.weight": ("BF16", [7168]),
