@@ -341,3 +341,15 @@ def test_a_dflash_drafter_whose_verifier_is_a_local_path_is_still_checked(tmp_pa
     main(["check", str(folder), "--format", "json"])
     report = json.loads(capsys.readouterr().out)
     assert "DG127" not in {f["rule"] for f in report["findings"]} and report["errors"] == []
+
+
+def test_an_ignore_list_that_names_an_fp8_mtp_module_is_an_error_too(tmp_path):
+    # The FP8 form of the packed case: DeepSeek-V3's published quantization_config with an ignore
+    # list naming the MTP layer's eh_proj, which the checkpoint stores in FP8 with weight_scale_inv.
+    case = _dsv3_mtp_export(tmp_path / "export", with_quant=True)
+    edit = json.loads((case / "config.json").read_text())
+    edit["quantization_config"]["modules_to_not_convert"] = ["model.layers.61.eh_proj"]
+    write_json(case / "config.json", edit)
+    finding = findings(case)["DG401"]
+    assert finding.severity.value == "error" and finding.raw == ["model.layers.61.eh_proj"]
+    assert "model.layers.61.eh_proj.weight_scale_inv" in finding.message

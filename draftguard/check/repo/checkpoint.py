@@ -287,10 +287,10 @@ def _mtp_left_out(raw: dict[str, Any], quant: dict[str, Any], tensors: TensorNam
     def ignored(module: str) -> bool:
         return any(_matches(e, {module}, substring=substring) for e in entries)
 
-    packed = sorted(m for m in mtp_linears if m in quantized and ignored(m)
-                    and any(f"{m}.{leaf}" in tensors.names for leaf in _SCALES))
+    packed = sorted(m for m in mtp_linears if m in quantized and ignored(m))
     if packed:
-        leaf = next(leaf for leaf in _SCALES if f"{packed[0]}.{leaf}" in tensors.names)
+        leaf = next((leaf for leaf in (*_SCALES, *_SCALE_LEAVES) if f"{packed[0]}.{leaf}" in tensors.names),
+                    f"weight ({(tensors.dtypes or {}).get(packed[0] + '.weight')})")
         emit("DG401", key, packed[:10], None,
              f"`{key}` names the MTP module `{packed[0]}` ({declared[0]} = {declared[1]}), which {tensors.file} "
              f"stores quantized (`{packed[0]}.{leaf}`; {len(packed)} such module(s)). Engines build a module "
