@@ -249,14 +249,22 @@ def test_eagle_1_2_heads_are_recognised_by_their_width_when_a_target_is_named(tm
     assert detect_drafter(vicuna_head, target_hidden_size=5120) is None
 
 
-def test_speculators_eagle3_verifier_path_that_is_not_here_is_bad_input(capsys):
+def test_speculators_eagle3_verifier_path_that_is_not_here_is_a_warning_and_the_head_is_checked(capsys):
+    # Issue 41: its author's local path (/model/from_s3) was exit 2, nothing judged. It is a DG127
+    # warning on that key, and the drafter's own rules run (no target to compare with).
     drafter = CORPUS / "speculators-qwen3-moe-eagle3"
     fmt = detect_drafter(json.loads((drafter / "config.json").read_text()))
     assert fmt.kind == "speculators-eagle3" and fmt.verifier == "/model/from_s3"
     assert [s.value for s in fmt.aux_ids] == [[2, 46, 91, 93]]
-    assert main(["check", str(drafter)]) == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
-    assert "speculators_config.verifier.name_or_path" in line and "/model/from_s3" in line
+    assert main(["check", str(drafter), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["errors"] == []
+    [warning] = [f for f in report["findings"] if f["severity"] == "warning"]
+    assert (warning["rule"], warning["key"], warning["raw"]) == (
+        "DG127", "speculators_config.verifier.name_or_path", "/model/from_s3")
+    line = (drafter / "config.json").read_text().splitlines()[warning["line"] - 1]
+    assert "/model/from_s3" in line
+    assert main(["check", str(drafter), "--fail-on", "warning"]) == 1
 
 
 def _write_checkpoint(folder: Path, header: dict) -> None:

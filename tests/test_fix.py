@@ -223,7 +223,12 @@ def test_real_configs_are_changed_only_where_the_check_finds_something_and_then_
         assert {(f.rule, f.key) for f in after} <= {(f.rule, f.key) for f in before}, folder.name
     # The one drafter among them: an EAGLE-3 head that names no layers (DG114). Without its target
     # the engines' default is unknown, so it is left, saying why.
-    assert sorted(fixed) == ["yuhuili--eagle3-llama3.1-instruct-8b"]
+    # Three flattened copies of composite configs (DG014, tests/test_repo_rules.py says why): moving
+    # the language model's keys into text_config is the author's edit, not fix's.
+    flat = ["glm-4.1v-9b", "stepfun-ai--step-3.7-flash", "stepfun-ai--step-3.7-flash-fp8"]
+    assert sorted(fixed) == flat + ["yuhuili--eagle3-llama3.1-instruct-8b"]
+    for name in flat:
+        assert not fixed[name].changed and {u.finding.rule for u in fixed[name].unfixed} == {"DG014"}, name
     outcome = fixed["yuhuili--eagle3-llama3.1-instruct-8b"]
     assert not outcome.changed and "give --target" in outcome.unfixed[0].reason
 

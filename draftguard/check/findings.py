@@ -154,6 +154,9 @@ RULES: dict[str, Rule] = {
         Rule("DG013", "engine-setting", Severity.INFO,
              "config.json sets a key the transformers model code does not read, which the serving engines "
              "read by name (model_max_length: the context length vLLM and SGLang serve)."),
+        Rule("DG014", "composite-top-level-unread", Severity.ERROR,
+             "A composite config states the language model's keys at the top level, while its class builds "
+             "the language sub-config from defaults: the model runs with the defaults."),
         # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),
@@ -222,6 +225,9 @@ RULES: dict[str, Rule] = {
         Rule("DG126", "no-config-class", Severity.INFO,
              "A drafter's model_type has no transformers config class: the drafter rules ran on its keys, "
              "the config rules only where an engine maps it onto a transformers class."),
+        Rule("DG127", "verifier-local-path", Severity.WARNING,
+             "The speculators verifier names a path on its author's machine, not a Hub repo id: the drafter "
+             "is checked on its own."),
         Rule("DG130", "tokenizer-vocab-differs", Severity.ERROR,
              "The drafter and the target ship tokenizers with different vocabularies.",
              blocks_acceptance=False),
@@ -233,13 +239,14 @@ RULES: dict[str, Rule] = {
         # family's router convention, the chat template against the stop tokens.
         Rule("DG400", "quant-ignore-unmatched", Severity.WARNING,
              "An entry of quantization_config's ignore list names no module of the checkpoint."),
-        Rule("DG401", "quant-mtp-left-out", Severity.WARNING,
-             "The MTP layers are stored unquantized, the rest quantized, and the ignore list leaves them out."),
+        Rule("DG401", "quant-mtp-left-out", Severity.ERROR,
+             "The MTP layers are stored unquantized while the rest is quantized and the ignore list leaves "
+             "them out, or stored quantized while it names them: the MTP head does not load, acceptance collapses."),
         Rule("DG402", "quant-group-size", Severity.ERROR,
              "A quantization group (or block) size does not divide the in-features of the layers it quantizes."),
         Rule("DG403", "quant-scales-missing", Severity.ERROR,
              "A packed quantized weight has no scale tensor beside it."),
-        Rule("DG404", "mtp-weights-missing", Severity.WARNING,
+        Rule("DG404", "mtp-weights-missing", Severity.ERROR,
              "config.json declares MTP layers, and the checkpoint holds none of their tensors."),
         Rule("DG405", "tied-embeddings-disagree", Severity.ERROR,
              "tie_word_embeddings at the root and in text_config disagree (warning when the checkpoint "
@@ -252,6 +259,12 @@ RULES: dict[str, Rule] = {
              "The chat template ends turns with a token that no stop token names: the model never stops."),
         Rule("DG409", "stop-token-generation-only", Severity.INFO,
              "Only generation_config.json names the template's turn-end token: engines that skip it never stop."),
+        Rule("DG410", "quant-config-missing", Severity.ERROR,
+             "The checkpoint's tensors are stored quantized (scales, packed weights, FP8 or integer dtypes) "
+             "and config.json has no quantization_config."),
+        Rule("DG411", "router-class-defaults", Severity.ERROR,
+             "The file states group-limited MoE routing (n_group, topk_group, a correction bias) under a class "
+             "whose default topk_method reads none of it: the router serves other experts than in training."),
         # What an engine serves (draftguard/check/engines/, asked with --engine).
         Rule("DG200", "engine-refuses", Severity.ERROR,
              "An engine version will not serve this config or pair; its own words are quoted."),

@@ -18,8 +18,8 @@ from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, 
 from draftguard.check.drafter.dflash import DFlashCheck
 from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MedusaCheck, MtpCheck
 from draftguard.check.drafter.rules import DrafterCheck
-from draftguard.check.drafter.target import TargetModel, find_target, load_target
-from draftguard.check.findings import Finding, TargetResult
+from draftguard.check.drafter.target import _HUB_ID, TargetModel, find_target, load_target
+from draftguard.check.findings import Finding, Severity, TargetResult
 from draftguard.check.weights import read_weights
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot  # noqa: F401  (the doctest uses it)
 
@@ -61,6 +61,7 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
     fmt = detect_drafter(raw)
     shown = snapshot.path_of("config.json")
     cache = {} if cache is None else cache
+    local = None  # a verifier path that is not here (DG127)
     if fmt is None:
         if not target:
             return []
@@ -78,6 +79,9 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
             )
     elif target_model is _FETCH:
         where = find_target(snapshot, fmt, target)
+        local = unreachable_verifier(where)
+        if local is not None:
+            where = None  # the drafter is checked on its own, and DG127 says why
         target_model = _cached_target(snapshot, where, cache, trust_remote_code, confine) if where is not None else None
     values = result.values
     if values is None:  # a result made elsewhere (the version matrix): resolve the same way
@@ -90,7 +94,48 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
             raise_if_over_budget(exc, shown)  # a spent time budget is an error on the file, not "no values"
             values = {}
     weights = read_weights(snapshot)
-    return CHECKS[fmt.family](snapshot, raw, fmt, result, target_model, weights, values).run()
+    found = CHECKS[fmt.family](snapshot, raw, fmt, result, target_model, weights, values).run()
+    if local is not None:
+        found.insert(0, _verifier_finding(snapshot, local))
+    return found
+
+
+_VERIFIER_KEY = "speculators_config.verifier.name_or_path"
+
+
+def unreachable_verifier(where: tuple[str, str, Path | None] | None) -> str | None:
+    """The verifier name when the target came from the speculators verifier key and names neither a
+    Hub repo id nor a path that exists here: its author's local path (``/home/me/models/Qwen3-8B``),
+    which no one else can read. None otherwise (a Hub id, or a folder that is here, is read as always).
+
+    Example::
+
+        >>> unreachable_verifier(("/home/me/models/Qwen3-8B", _VERIFIER_KEY, None))
+        '/home/me/models/Qwen3-8B'
+        >>> unreachable_verifier(("Qwen/Qwen3-8B", _VERIFIER_KEY, None)) is None
+        True
+    """
+    if where is None or where[1] != _VERIFIER_KEY:
+        return None
+    name, _, base = where
+    if _HUB_ID.match(name) and not name.startswith((".", "/", "~")):
+        return None
+    for candidate in (Path(name).expanduser(), (base / name) if base is not None else None):
+        if candidate is not None and candidate.exists():
+            return None
+    return name
+
+
+def _verifier_finding(snapshot: Snapshot, name: str) -> Finding:
+    shown = snapshot.path_of("config.json")
+    return Finding(rule="DG127", severity=Severity.WARNING, key=_VERIFIER_KEY, raw=name, resolved=None, file=shown,
+                   line=snapshot.line_of(_VERIFIER_KEY),
+                   message=f"`{_VERIFIER_KEY}` is {name!r}, a path on its author's machine: it is not here and is "
+                           "not a Hub repo id, so no one else can read the target it names. The drafter was "
+                           "checked on its own: the rules that compare it with its target (layer ids, hidden "
+                           "size, vocabulary, mask token) did not run. Serving the drafter alone, which reads the "
+                           "verifier from this key, fails the same way. Fix: write the target's Hub repo id (for example "
+                           "\"Qwen/Qwen3-8B\"), and pass --target to check the pair now.")
 
 
 def _cached_target(snapshot: Snapshot, where: tuple[str, str, Path | None], cache: dict[str, TargetModel],

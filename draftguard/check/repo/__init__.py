@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from draftguard.check.findings import RULES, Finding, Severity
+from draftguard.check.repo.composite import composite_top_level
 from draftguard.check.repo.checkpoint import mtp_weights, quantization, tied_embeddings
-from draftguard.check.repo.conventions import router_defaults
+from draftguard.check.repo.conventions import router_class_defaults, router_defaults
 from draftguard.check.repo.files import RepoFiles
 from draftguard.check.repo.stops import stop_tokens
 from draftguard.snapshot import BadInput, Snapshot
@@ -52,9 +53,12 @@ def check_repo(snapshot: Snapshot, values: dict[str, Any] | None) -> list[Findin
                              message=message))
 
     values = values or {}
+    composite_top_level(raw, values, emit)
     quantization(raw, files, emit)
     mtp_weights(raw, files, emit)
     tied_embeddings(raw, values, files, emit)
     router_defaults(raw, values, emit)
+    tensors = files.tensors()
+    router_class_defaults(raw, values, tensors.names if tensors else None, emit)
     stop_tokens(raw, files, emit)
     return found

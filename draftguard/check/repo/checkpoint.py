@@ -26,6 +26,10 @@ _SCALES = {
     "weight_packed": ("weight_scale",),  # compressed-tensors (int4/nvfp4 packed)
     "qweight": ("scales",),  # GPTQ / AWQ
 }
+# Modules no quantization scheme stores quantized: norms, embeddings, MoE router gates and the
+# small non-linear parameters of hybrid layers. A tensor of these with no scales is as it should be.
+_NEVER_QUANTIZED = re.compile(r"norm|^ln(?:_|\d|$)|embed|^gate$|^router$|^shared_expert_gate$|conv1d|^A_log$|^dt_bias$",
+                              re.I)
 # Names that mark a tensor as an MTP module's: DeepSeek/GLM put the MTP layers after the decoder
 # (layers.{num_hidden_layers}...), Qwen3.5 and MiMo under an `mtp` prefix.
 _MTP_SEGMENT = re.compile(r"(?:^|\.)(?:mtp|mtp_layers|nextn)(?:\.|$)")
@@ -71,9 +75,24 @@ def _ignore_list(quant: dict[str, Any]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _matches(entry: str, modules: set[str]) -> bool:
-    """Whether an ignore entry names any module: a `re:` pattern (compressed-tensors), a glob
-    (ModelOpt: ``*lm_head*``), or a dotted module name, found as a whole path or as its tail."""
+def never_quantized(module: str) -> bool:
+    """Whether a module is one that no scheme quantizes (a norm, an embedding, a router gate).
+
+    Example::
+
+        >>> never_quantized("mtp.pre_fc_norm_embedding"), never_quantized("mtp.fc")
+        (True, False)
+    """
+    return bool(_NEVER_QUANTIZED.search(module.rpartition(".")[2]))
+
+
+def _matches(entry: str, modules: set[str], *, substring: bool = False) -> bool:
+    """Whether an ignore entry names any module: a `re:` pattern (compressed-tensors, matched from
+    the start of the name as compressed-tensors and vLLM match it), a glob (ModelOpt: ``*lm_head*``),
+    or a dotted module name, found as a whole path or as its tail. ``substring``: AWQ's and GPTQ's
+    ``modules_to_not_convert``, which vLLM and transformers match as a substring of the layer's name."""
+    if substring and not entry.startswith("re:") and any(entry in m for m in modules):
+        return True
     if entry.startswith("re:"):
         try:
             pattern = re.compile(entry[3:])
@@ -96,19 +115,38 @@ def _modules(names: frozenset[str]) -> set[str]:
     return found
 
 
-def _quantized(names: frozenset[str]) -> set[str]:
-    """The modules whose weights are stored quantized, as their tensor names show."""
+# safetensors dtypes a weight is stored in only when it is quantized (FP8, FP4 and integer codes).
+QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I8", "U8", "I4", "U4"})
+_SCALE_LEAVES = ("weight_scale", "weight_scale_inv", "scales", "weight_scale_2")
+
+
+def _quantized(tensors: TensorNames) -> set[str]:
+    """The modules whose weights are stored quantized, as their tensors show: a packed weight or a
+    scale tensor beside it, or (where a header gave dtypes) a weight stored in an FP8, FP4 or
+    integer dtype."""
     found = set()
-    for name in names:
+    for name in tensors.names:
         module, _, leaf = name.rpartition(".")
-        if leaf in _SCALES or leaf in ("weight_scale", "weight_scale_inv", "scales", "weight_scale_2"):
+        if leaf in _SCALES or leaf in _SCALE_LEAVES:
+            found.add(module)
+    for name, dtype in (tensors.dtypes or {}).items():
+        module, _, leaf = name.rpartition(".")
+        if leaf == "weight" and dtype in QUANTIZED_DTYPES and not never_quantized(module):
             found.add(module)
     return found
+
+
+# Files beside config.json that engines read a quantization scheme from (vLLM: GPTQ's
+# quantize_config.json, ModelOpt's hf_quant_config.json).
+QUANT_FILES = ("quantize_config.json", "quant_config.json", "hf_quant_config.json")
 
 
 def quantization(raw: dict[str, Any], files: RepoFiles, emit: Emit) -> None:
     quant = raw.get("quantization_config")
     if not isinstance(quant, dict):
+        text, _ = text_node(raw)
+        if not isinstance(text.get("quantization_config"), dict):
+            _config_missing(files, emit)
         return
     _group_sizes(raw, quant, emit)
     tensors = files.tensors()
@@ -117,6 +155,44 @@ def quantization(raw: dict[str, Any], files: RepoFiles, emit: Emit) -> None:
     _ignore_entries(quant, tensors, emit)
     _mtp_left_out(raw, quant, tensors, emit)
     _scales_missing(tensors, emit)
+
+
+def quantization_evidence(tensors: TensorNames) -> list[str]:
+    """The tensors that show a checkpoint is stored quantized: packed weights and their scales
+    (``weight_packed``, ``qweight``, ``weight_scale_inv``, ``weight_scale``, ``scales``), or a weight
+    whose header dtype is FP8, FP4 or an integer code. Norms, embeddings and router gates are left out."""
+    shown = []
+    for name in sorted(tensors.names):
+        module, _, leaf = name.rpartition(".")
+        if leaf in _SCALES or leaf in _SCALE_LEAVES and not never_quantized(module):
+            shown.append(name)
+    for name, dtype in sorted((tensors.dtypes or {}).items()):
+        module, _, leaf = name.rpartition(".")
+        if leaf == "weight" and dtype in QUANTIZED_DTYPES and not never_quantized(module):
+            shown.append(f"{name} ({dtype})")
+    return shown
+
+
+def _config_missing(files: RepoFiles, emit: Emit) -> None:
+    """DG410: the tensors are stored quantized and nothing says how: no quantization_config, no
+    quantization file an engine reads. Every reader builds full-precision layers."""
+    tensors = files.tensors()
+    if tensors is None or any(files.raw(name) is not None for name in QUANT_FILES):
+        return
+    evidence = quantization_evidence(tensors)
+    if not evidence:
+        return
+    emit("DG410", "quantization_config", ABSENT, None,
+         f"{tensors.file} stores quantized weights ({', '.join(f'`{e}`' for e in evidence[:3])}"
+         f"{f' and {len(evidence) - 3} more' if len(evidence) > 3 else ''}), but config.json has no "
+         "`quantization_config` and the repo no quantization file. Every reader then builds full-precision "
+         "layers: transformers loads the FP8 or integer codes as if they were bf16 values and drops the "
+         "scales as unexpected keys (the model serves garbage), vLLM and SGLang find no parameter for the "
+         "scales and refuse the checkpoint. A DeepSeek-V3 MTP layer exported with its FP8 `weight_scale_inv` "
+         "tensors and without the config's quantization_config is this case. Fix: copy the "
+         "`quantization_config` the checkpoint was quantized with into config.json (DeepSeek-V3: "
+         "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+         "\"weight_block_size\": [128, 128]}), or export the weights dequantized.")
 
 
 def _group_sizes(raw: dict[str, Any], quant: dict[str, Any], emit: Emit) -> None:
@@ -167,7 +243,8 @@ def _ignore_entries(quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> 
         return
     key, entries = found
     modules = _modules(tensors.names)
-    unmatched = [e for e in entries if not _matches(e, modules)]
+    substring = _substring_scheme(quant)
+    unmatched = [e for e in entries if not _matches(e, modules, substring=substring)]
     if not unmatched or len(unmatched) == len(entries) and len(entries) > 3:
         return  # every entry unmatched: another naming scheme (a GGUF or a trimmed index), not a typo
     shown = ", ".join(f"`{e}`" for e in unmatched[:5]) + (f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else "")
@@ -179,10 +256,16 @@ def _ignore_entries(quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> 
          "weights use (or remove the entries for modules the model does not have).")
 
 
+def _substring_scheme(quant: dict[str, Any]) -> bool:
+    return str(quant.get("quant_method", "")).lower() in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round")
+
+
 def _mtp_left_out(raw: dict[str, Any], quant: dict[str, Any], tensors: TensorNames, emit: Emit) -> None:
-    """DG401: MTP layers stored unquantized that the ignore list does not name: engines build them
-    quantized, fail to load their weights and drop the MTP head (sgl-project/sglang#35797: accept
-    length 1.000)."""
+    """DG401: the MTP layers stored one way and built the other. Stored unquantized while the rest is
+    quantized and the ignore list does not name them: engines build them quantized and fail to load
+    their weights. Stored quantized (``qweight``, ``weight_packed``) while the ignore list names them:
+    engines build them in full precision, with no parameter for the packed weights. Either way the MTP
+    head is dropped or drafts from weights it never loaded (sgl-project/sglang#35797: accept length 1.000)."""
     declared = mtp_declared(raw)
     if declared is None:
         return
@@ -190,19 +273,38 @@ def _mtp_left_out(raw: dict[str, Any], quant: dict[str, Any], tensors: TensorNam
     mtp = mtp_tensors(tensors.names, node.get("num_hidden_layers"), declared[1])
     if not mtp:
         return  # DG404 says the MTP weights are missing
-    quantized = _quantized(tensors.names)
-    main_quantized = any(not _MTP_SEGMENT.search(m) and m + ".weight" not in mtp for m in quantized)
+    quantized = _quantized(tensors)
+    mtp_modules = {n.rpartition(".")[0] for n in mtp}
+    main_quantized = any(m not in mtp_modules for m in quantized)
     mtp_linears = {n.rpartition(".")[0] for n in mtp if n.endswith((".weight", ".weight_packed", ".qweight"))
                    and any(p in n for p in ("proj", "experts", "eh_proj", "fc"))}
+    mtp_linears = {m for m in mtp_linears if not never_quantized(m)}
+    found = _ignore_list(quant)
+    entries = found[1] if found else []
+    substring = _substring_scheme(quant)
+    key = f"quantization_config.{found[0]}" if found else "quantization_config"
+
+    def ignored(module: str) -> bool:
+        return any(_matches(e, {module}, substring=substring) for e in entries)
+
+    packed = sorted(m for m in mtp_linears if m in quantized and ignored(m))
+    if packed:
+        leaf = next((leaf for leaf in (*_SCALES, *_SCALE_LEAVES) if f"{packed[0]}.{leaf}" in tensors.names),
+                    f"weight ({(tensors.dtypes or {}).get(packed[0] + '.weight')})")
+        emit("DG401", key, packed[:10], None,
+             f"`{key}` names the MTP module `{packed[0]}` ({declared[0]} = {declared[1]}), which {tensors.file} "
+             f"stores quantized (`{packed[0]}.{leaf}`; {len(packed)} such module(s)). Engines build a module "
+             "the ignore list names in full precision and look for its `.weight`: the packed weights have no "
+             "parameter to load into, so the MTP head fails to load or drafts from weights it never loaded, and "
+             "speculative decoding accepts nothing (sgl-project/sglang#35797, accept length 1.000). Fix: take "
+             f"`{packed[0]}` out of the ignore list, or store the MTP layers unquantized.")
+        return
     plain = sorted(m for m in mtp_linears if m not in quantized)
     if not main_quantized or not plain:
         return
-    found = _ignore_list(quant)
-    entries = found[1] if found else []
-    left_out = [m for m in plain if not any(_matches(e, {m}) for e in entries)]
+    left_out = [m for m in plain if not ignored(m)]
     if not left_out:
         return
-    key = f"quantization_config.{found[0]}" if found else "quantization_config"
     emit("DG401", key, left_out[:10], None,
          f"The MTP layers ({declared[0]} = {declared[1]}) are stored unquantized in {tensors.file} "
          f"(`{left_out[0]}` has no scales) while the rest of the model is quantized, and `{key}` does not "

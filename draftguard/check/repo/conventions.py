@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from draftguard.check.findings import ABSENT, show
+from draftguard.check.findings import ABSENT, is_int, show
 
 # model_type -> {router key: the value every published config of the family states}
 CONVENTIONS: dict[str, dict[str, Any]] = {
@@ -29,6 +29,64 @@ CONVENTIONS: dict[str, dict[str, Any]] = {
     "glm_moe_dsa": {"norm_topk_prob": True, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
                     "routed_scaling_factor": 2.5},
 }
+
+
+# model_type -> the router selection its class fills in when the file leaves `topk_method` out, and
+# what that selection reads. transformers' DeepseekV2Config defaults to "greedy", and its router (and
+# the engines', which key the group-limited path and the correction bias on topk_method) then takes
+# the top-k of a softmax over all experts: n_group, topk_group and e_score_correction_bias unread.
+CLASS_ROUTERS: dict[str, dict[str, Any]] = {
+    "deepseek_v2": {"topk_method": "greedy", "scoring_func": "softmax"},
+}
+
+
+def _nodes(raw: dict[str, Any], values: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    nodes = [(raw, values, "")]
+    text, resolved = raw.get("text_config"), values.get("text_config")
+    if isinstance(resolved, dict) and isinstance(resolved.get("values"), dict):
+        resolved = resolved["values"]
+    if isinstance(text, dict):
+        nodes.append((text, resolved if isinstance(resolved, dict) else {}, "text_config."))
+    return nodes
+
+
+def router_class_defaults(raw: dict[str, Any], values: dict[str, Any], tensors: frozenset[str] | None,
+                          emit: Callable[..., None]) -> None:
+    """DG411: a file that states group-limited routing (``n_group`` > 1, ``topk_group`` below it) or
+    ships a correction bias, under a class whose default selection reads neither (a DeepSeek-V3
+    export labelled ``deepseek_v2`` without ``topk_method``: sgl-project/sglang#35160)."""
+    for node, got, prefix in _nodes(raw, values):
+        family = node.get("model_type") if isinstance(node.get("model_type"), str) else ""
+        defaults = CLASS_ROUTERS.get(family)
+        if not defaults or "topk_method" in node:
+            continue
+        method = got.get("topk_method", defaults["topk_method"])
+        if method != defaults["topk_method"]:
+            continue
+        groups, top = node.get("n_group"), node.get("topk_group")
+        grouped = is_int(groups) and groups > 1 and (not is_int(top) or top < groups)
+        bias = sorted(n for n in tensors or () if n.endswith("e_score_correction_bias"))
+        if not grouped and not bias:
+            continue
+        scoring = node.get("scoring_func", ABSENT)
+        reads = []
+        if grouped:
+            reads.append(f"`{prefix}n_group` = {groups} and `{prefix}topk_group` = {show(top)}")
+        if bias:
+            reads.append(f"the checkpoint's correction bias (`{bias[0]}`)")
+        v3 = '"topk_method": "noaux_tc"' + (', "scoring_func": "sigmoid"' if scoring is ABSENT else "")
+        fix = (f"{v3} (DeepSeek-V3's values)" if bias or scoring == "sigmoid" else
+               f"{v3} (DeepSeek-V3's values), or \"topk_method\": \"group_limited_greedy\" for a DeepSeek-V2 model")
+        emit("DG411", prefix + "topk_method", ABSENT, method,
+             f"`{prefix}topk_method` is not in config.json, so the {family} class fills in {show(method)}"
+             f"{'' if scoring is not ABSENT else ' and scores with ' + show(defaults['scoring_func'])}: the router "
+             f"takes the top-k of a softmax over all experts and reads none of {' and '.join(reads)}. The file "
+             "describes group-limited routing (a DeepSeek-V3-architecture export labelled "
+             f"{family}); transformers, vLLM and SGLang key the group selection and the correction bias on "
+             "topk_method, so every token goes to other experts than in training and the model serves garbage "
+             f"(sgl-project/sglang#35160). Fix: add {fix}, or label the file "
+             "\"model_type\": \"deepseek_v3\" if it is one.",
+             line_key=prefix + "model_type" if prefix else "model_type")
 
 
 def router_defaults(raw: dict[str, Any], values: dict[str, Any], emit: Callable[..., None]) -> None:

@@ -11,7 +11,8 @@ Hub request, so a clean check stays as fast and as offline as before.
 
 In: a ``Snapshot``.
 Out: ``RepoFiles``: ``json(name)`` (a dict or None), ``chat_template()`` (text or None),
-``tensors()`` (``TensorNames``: names and the file shown, or None when the checkpoint is not readable).
+``tensors()`` (``TensorNames``: names, the file shown, and dtypes where a header was read; None when
+the checkpoint is not readable).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from draftguard.check.weights import INDEX_FILE, MAX_INDEX_BYTES, SINGLE_FILE, read_local_header
+import struct
+
+from draftguard.check.weights import INDEX_FILE, MAX_HEADER_BYTES, MAX_INDEX_BYTES, SINGLE_FILE, parse_header
 from draftguard.errors import HeaderError
 from draftguard.snapshot import MAX_CONFIG_BYTES, BadInput, Snapshot, parse_json_object
 
@@ -28,6 +31,24 @@ GENERATION_CONFIG = "generation_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 _UNREAD = object()
+MAX_SHARDS = 16  # shard headers read for dtypes: each a few MB at most, never weight bytes
+
+
+def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """A local safetensors file's header (names, dtypes, shapes), checked as safetensors checks it
+    but for the weight bytes' presence: the repo rules never read them, and a header-only copy of a
+    checkpoint (names, dtypes and shapes, no weights) is read like the real file."""
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise HeaderError("too short for a safetensors header")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES:
+            raise HeaderError(f"the header length is {length:,} bytes")
+        head = f.read(length)
+    if len(head) < length:
+        raise HeaderError("the header is truncated")
+    return parse_header(head)
 
 
 @dataclass
@@ -105,12 +126,13 @@ class RepoFiles:
             except BadInput:
                 weight_map = None
             if isinstance(weight_map, dict) and weight_map:
-                found = TensorNames(frozenset(str(k) for k in weight_map), self.shown(INDEX_FILE))
+                found = TensorNames(frozenset(str(k) for k in weight_map), self.shown(INDEX_FILE),
+                                    self._shard_dtypes(weight_map))
         elif not self.snapshot.is_hub and self.snapshot.local_dir:
             single = Path(self.snapshot.local_dir) / SINGLE_FILE
             if single.is_file():
                 try:
-                    header = read_local_header(single)
+                    header = read_header(single)
                 except (HeaderError, OSError):
                     header = None  # DG120 (the drafter rules) says what is wrong with it
                 if header:
@@ -118,3 +140,21 @@ class RepoFiles:
                                         {name: dtype for name, (dtype, _) in header.items()})
         self._cache["__tensors__"] = found
         return found
+
+    def _shard_dtypes(self, weight_map: dict[str, Any]) -> dict[str, str] | None:
+        """The dtypes of the index's tensors, from the headers of the shards a local folder holds (the
+        first ``MAX_SHARDS``; headers only). None when none is here (a Hub snapshot, a trimmed folder)."""
+        if self.snapshot.is_hub or not self.snapshot.local_dir:
+            return None
+        dtypes: dict[str, str] = {}
+        shards = sorted({str(v) for v in weight_map.values() if isinstance(v, str)})[:MAX_SHARDS]
+        for shard in shards:
+            path = Path(self.snapshot.local_dir) / shard
+            if "/" in shard or ".." in shard or not path.is_file():
+                continue
+            try:
+                header = read_header(path)
+            except (HeaderError, OSError):
+                continue  # DG120 (the drafter rules) says what is wrong with it
+            dtypes.update({name: dtype for name, (dtype, _) in header.items()})
+        return dtypes or None

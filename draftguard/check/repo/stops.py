@@ -2,13 +2,16 @@
 give: config.json's and generation_config.json's ``eos_token_id`` and tokenizer_config.json's
 ``eos_token``.
 
-What an engine stops on: vLLM and SGLang stop on the tokenizer's eos token and on
-generation_config.json's ``eos_token_id`` (built from config.json when the repo has no
-generation_config.json); transformers' ``generate`` on the generation config's. A model whose
-template closes each turn with a token none of these name never stops (Llama 3 Instruct as first
-published: ``<|eot_id|>`` closes turns, every file says ``<|end_of_text|>``; vllm-project/vllm#4180).
-One whose turn-end token only generation_config.json names stops only where that file is read
-(vllm-project/vllm#45591: a Gemma model that never stops once it is not).
+What each consumer stops on, as its code reads the files: transformers' ``generate()`` on the
+generation config's ``eos_token_id`` only (generation_config.json, else built from config.json); MLX
+(mlx-lm, mlx-vlm) on that list too, the tokenizer's eos only where there is none; vLLM and SGLang on
+that list and the tokenizer's eos token. config.json's list is read by none of them once
+generation_config.json exists. A model whose template closes each turn with a token none of these
+name never stops (Llama 3 Instruct as first published: ``<|eot_id|>`` closes turns, every file says
+``<|end_of_text|>``; vllm-project/vllm#4180). One whose turn-end token only the tokenizer names stops
+in vLLM and SGLang and runs to the length limit in ``generate()`` and MLX (Blaizzy/mlx-vlm#2112): DG408
+names the consumers that never stop. One whose turn-end token only generation_config.json names stops
+only where that file is read (vllm-project/vllm#45591: a Gemma model that never stops once it is not).
 
 In: the raw config.json (dict), ``RepoFiles``; ``emit`` from ``check_repo``.
 Out: findings, through ``emit``.
@@ -84,11 +87,12 @@ def stop_tokens(raw: dict[str, Any], files: RepoFiles, emit: Callable[..., None]
     eos = _content(tokenizer.get("eos_token"))
     eos_id = specials.get(eos) if eos else None
     tokenizer_ids = {eos_id} if eos_id is not None else set()
-    served = generation_ids | tokenizer_ids  # what vLLM and SGLang stop on
-    if any(i in served for i in ends.values()) or (eos in ends):
-        if generation is not None and not any(i in config_ids | tokenizer_ids for i in ends.values()) \
-                and eos not in ends:
-            token, i = next(iter(ends.items()))
+    stops = consumer_stops(generation_ids, tokenizer_ids)
+    ended = set(ends.values())
+    never = [name for name, ids in stops.items() if not ids & ended and not (name in ENGINES and eos in ends)]
+    token, i = next(iter(ends.items()))
+    if not never:
+        if generation is not None and not ended & (config_ids | tokenizer_ids) and eos not in ends:
             emit("DG409", "eos_token_id", sorted(config_ids), sorted(generation_ids),
                  f"The chat template ends turns with `{token}` (id {i}), and only generation_config.json's "
                  f"`eos_token_id` ({sorted(generation_ids)}) names it: config.json says {sorted(config_ids) or 'none'}, "
@@ -98,15 +102,50 @@ def stop_tokens(raw: dict[str, Any], files: RepoFiles, emit: Callable[..., None]
                  f"{i} to config.json's `eos_token_id` as well.",
                  line_key="eos_token_id")
         return
-    token, i = next(iter(ends.items()))
     said = (f"generation_config.json's `eos_token_id` is {sorted(generation_ids)}" if generation is not None
             else f"config.json's `eos_token_id` is {sorted(config_ids) or 'absent'} (no generation_config.json)")
+    unread = (f" config.json names it ({sorted(config_ids & ended)}), but no reader takes config.json's list "
+              "once generation_config.json exists." if generation is not None and config_ids & ended else "")
+    where_fix = "generation_config.json" if generation is not None else "config.json"
+    if len(never) < len(stops):
+        stopping = [name for name in stops if name not in never]
+        emit("DG408", "eos_token_id", sorted(generation_ids), i,
+             f"The chat template ({where}) ends every turn with `{token}` (id {i}), and {said}: "
+             f"{_join(never)} stop only on that list and never stop, generating to the length limit "
+             f"(Blaizzy/mlx-vlm#2112). {_join(stopping)} stop, because they add tokenizer_config.json's "
+             f"`eos_token` ({eos!r}).{unread} Fix: add {i} to `eos_token_id` in {where_fix}.",
+             file=files.shown(GENERATION_CONFIG) if generation is not None else None,
+             line_key="eos_token_id")
+        return
     emit("DG408", "eos_token_id", sorted(config_ids), i,
          f"The chat template ({where}) ends every turn with `{token}` (id {i}), but no stop token names it: "
-         f"{said}, and tokenizer_config.json's `eos_token` is {eos!r}. The model writes `{token}` and goes on "
-         "generating until the length limit, in transformers, vLLM and SGLang alike (Llama 3 Instruct as "
+         f"{said}, and tokenizer_config.json's `eos_token` is {eos!r}.{unread} The model writes `{token}` and goes "
+         f"on generating until the length limit in {_join(never)} alike (Llama 3 Instruct as "
          "first published; vllm-project/vllm#4180). Fix: add "
          f"{i} to `eos_token_id` in generation_config.json (and config.json), or set tokenizer_config.json's "
          f"`eos_token` to {token!r}.",
          file=files.shown(GENERATION_CONFIG) if generation is not None else None,
          line_key="eos_token_id")
+
+
+ENGINES = ("vLLM", "SGLang")
+
+
+def consumer_stops(generation_ids: set[int], tokenizer_ids: set[int]) -> dict[str, set[int]]:
+    """The ids each consumer stops on, as its code reads them. ``generation_ids``: generation_config.json's
+    ``eos_token_id`` (config.json's where the repo has none, as ``GenerationConfig.from_model_config``
+    builds it). transformers' ``generate()`` stops on that list only; MLX (mlx-lm, mlx-vlm) on that list
+    where there is one, else the tokenizer's eos; vLLM and SGLang on that list and the tokenizer's eos.
+
+    Example::
+
+        >>> consumer_stops({151643}, {151645})["vLLM"], consumer_stops({151643}, {151645})["MLX"]
+        ({151643, 151645}, {151643})
+    """
+    return {"transformers generate()": set(generation_ids),
+            "MLX": set(generation_ids) if generation_ids else set(tokenizer_ids),
+            "vLLM": generation_ids | tokenizer_ids, "SGLang": generation_ids | tokenizer_ids}
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
