@@ -32,7 +32,7 @@ def engine_findings(target: Path | str, drafter_target: Path | None = None, engi
 def test_engine_specs_are_checked_not_guessed():
     assert [s.shown for s in BOTH] == ["vLLM 0.32.0", "SGLang 0.5.23"]
     assert BOTH[0].transformers == "5.19.0"
-    for bad in ("vllm==0.30.0", "tgi==1.0", "vllm>=0.32", ""):
+    for bad in ("vllm==0.7.0", "tgi==1.0", "vllm>=0.32", ""):
         with pytest.raises(BadInput):
             parse_engines(bad)
 

@@ -92,9 +92,12 @@ def test_vllm_assumes_2048_where_no_key_states_a_length_and_claims_nothing_for_a
     assert omni.max_model_len is None
 
 
-def test_vllm_0_33_is_known_from_its_code_and_a_bare_name_means_it():
+def test_vllm_0_33_is_known_from_its_code_and_a_bare_name_means_the_newest():
+    from draftguard.check.engines import releases
+
     [newest] = parse_engines("vllm")
-    assert (newest.version, newest.transformers) == ("0.33.0", "5.20.2")
+    assert newest.version == releases.newest("vllm") == "0.34.0"
+    assert parse_engines("vllm==0.33.0")[0].transformers == "5.20.2"
     kolibri = ROOT / "tests" / "data" / "engine-releases" / "kolibri1"
     old, new = _views(kolibri, engines=parse_engines("vllm==0.32.0,vllm==0.33.0")).engine_views
     assert "kolibri1" in old.refusal and new.refusal is None

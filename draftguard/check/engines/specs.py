@@ -30,11 +30,10 @@ def known() -> dict[str, dict[str, str]]:
         versions: dict[str, str] = {}
         for version in releases.known(name):
             versions[version] = releases.facts(name, version).transformers or ""
-        for path in registry.DATA.glob(f"{name}-*.json"):
+        for path in registry.DATA.glob(f"{name}-*.json"):  # the registry's: read with the transformers it installs
             version = path.stem[len(name) + 1:]
             facts = registry.data(name, version) or {}
-            if not versions.get(version):
-                versions[version] = str(facts.get("transformers") or "")
+            versions[version] = str(facts.get("transformers") or versions.get(version) or "")
         out[name] = dict(sorted(versions.items(), key=lambda kv: sort_key(kv[0])))
     return out
 
