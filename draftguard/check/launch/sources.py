@@ -20,6 +20,7 @@ Out: ``read_launches`` -> ``Launch`` list, or ``BadInput`` naming the file and l
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -28,10 +29,12 @@ from typing import Any
 
 import yaml
 
+from draftguard.check.launch import reading
+from draftguard.check.launch.reading import MAX_LAUNCH_BYTES
 from draftguard.check.launch.shell import Word, expand, run_script
 from draftguard.errors import BadInput
 
-MAX_LAUNCH_BYTES = 1024 * 1024
+PLACE_WINDOW = 4096  # how far past the previous word a word's source text is looked for
 # The images' own entrypoints (vllm-project/vllm docker/Dockerfile: ENTRYPOINT ["vllm", "serve"];
 # the SGLang image has no entrypoint: its command names the launcher).
 IMAGE_ENTRYPOINTS = {"vllm/vllm-openai": ["vllm", "serve"], "vllm/vllm-openai-cpu": ["vllm", "serve"],
@@ -155,12 +158,10 @@ def read_launches(path: str) -> list[Launch]:
     """Every engine launch in a launch file. Raises BadInput (file and line) for a file that cannot be
     read as its kind, or one that launches no engine."""
     file = Path(path)
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise BadInput(f"{path}: no such launch file", file=path)
-    if file.stat().st_size > MAX_LAUNCH_BYTES:
-        raise BadInput(f"{path}: {file.stat().st_size / 1e6:.1f} MB is not a launch file (limit 1 MB)", file=path)
-    try:
-        text = file.read_text(encoding="utf-8")
+    try:  # a regular file, inside the checkout (reading.confined), at most 1 MB
+        text = reading.read_bytes(file, path, MAX_LAUNCH_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})", file=path) from None
     folder = file.resolve().parent
@@ -189,7 +190,7 @@ def command_launches(command: str, name: str = "--launch") -> list[Launch]:
 
 def _yaml_launches(text: str, path: str, folder: Path) -> list[Launch]:
     try:
-        docs = [d for d in yaml.compose_all(text, Loader=yaml.SafeLoader) if d is not None]
+        docs = reading.compose_all(text, path)  # aliases within a budget
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -236,7 +237,8 @@ def _place(parts: list[str], node: Any, text: str) -> list[Word]:
     source = text[node.start_mark.index:node.end_mark.index]
     at, out = 0, []
     for part in parts:
-        found = source.find(part.split("\n")[0][:40] or part, at) if part else -1
+        key = part.split("\n")[0][:40] or part  # looked for near the last word only: linear, not quadratic
+        found = source.find(key, at, at + len(key) + PLACE_WINDOW) if part else -1
         if found >= 0:
             at = found
         out.append(Word(part, _line(node) + source.count("\n", 0, at)))
@@ -265,9 +267,9 @@ def _words(node: Any, text: str, interpolate: dict[str, str] | None, path: str) 
 
 def _dotenv(folder: Path) -> dict[str, str]:
     env: dict[str, str] = {}
-    dotenv = folder / ".env"
-    if dotenv.is_file():
-        for line in dotenv.read_text(encoding="utf-8", errors="replace").splitlines():
+    text = reading.dotenv_text(folder)  # a regular file inside the checkout, or an error on it
+    if text is not None:
+        for line in text.splitlines():
             name, eq, value = line.strip().removeprefix("export ").partition("=")
             if eq and not name.startswith("#"):
                 env[name.strip()] = value.strip().strip("'\"")
