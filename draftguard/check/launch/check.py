@@ -58,7 +58,7 @@ def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | No
         if reading.inside(path) is None:
             raise BadInput(f"{shown}: the {what} {ref} is {how} outside the checkout (or a system path), not read",
                            file=launch.file, line=line)
-        reading.check_folder(path, shown, what)
+        reading.check_folder(path, shown, what, launch.file, line)
         return load_snapshot(str(path))
 
     if ref.startswith("/"):

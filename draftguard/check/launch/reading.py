@@ -4,8 +4,9 @@ cost, whoever wrote it (a pull request's author, on the Action's runner). docs/s
 - Files (a launch file, the ``.env`` beside a compose file, a model folder and its config.json that a
   launch names) are read only as regular files; under a confinement root (the Action's checkout,
   ``confined``) only inside it: the path is resolved (symlinks followed) and must stay under the root,
-  so a symlink to ``/proc/self/environ``, ``../.git/config`` or a runner file is refused, never read.
-  ``/proc``, ``/sys`` and ``/dev`` are refused everywhere, as are FIFOs, sockets and devices. The
+  so a symlink to ``/proc/self/environ`` or a runner file is refused, never read. ``/proc``, ``/sys``,
+  ``/dev`` and any ``.git`` folder (``.git/config`` holds the checkout's token) are refused everywhere,
+  as are FIFOs, sockets and devices. The
   final open uses ``O_NOFOLLOW`` on the resolved path and reads at most the cap plus one byte.
 - YAML (``compose``): aliases are counted while composing (at most ``MAX_YAML_ALIASES``), an alias
   to a node still being composed (a recursive structure) is refused, and the document, with every
@@ -66,26 +67,27 @@ def inside(path: Path | str) -> Path | None:
     """``path`` resolved, when it may be read (under the root, off the special file systems); else None.
     Says nothing about whether it exists."""
     real = Path(os.path.realpath(path))
-    if any(real == s or real.is_relative_to(s) for s in SPECIAL):
-        return None
+    if any(real == s or real.is_relative_to(s) for s in SPECIAL) or ".git" in real.parts:
+        return None  # /proc, /sys, /dev; a repository's .git (where actions/checkout keeps its token)
     base = _ROOT.get()
     if base is not None and not (real == base or real.is_relative_to(base)):
         return None
     return real
 
 
-def check_folder(path: Path | str, shown: str, what: str) -> Path:
+def check_folder(path: Path | str, shown: str, what: str, file: str | None = None, line: int | None = None) -> Path:
     """A model folder (or config file) a launch names, resolved: refused (BadInput naming ``shown``)
     when it leaves the root or is a special file, or when its config.json does."""
     real = inside(path)
     if real is None:
-        raise BadInput(f"{shown}: the {what} is outside the checkout (or a system path), not read", file=shown)
+        raise BadInput(f"{shown}: the {what} is outside the checkout (or a system path), not read", file=file or shown,
+                       line=line)
     config = real / "config.json" if real.is_dir() else real
     if os.path.lexists(config):
         target = inside(config)
         if target is None or not stat.S_ISREG(os.stat(target).st_mode):
             raise BadInput(f"{shown}: the {what}'s config.json is a link out of the checkout or not a regular "
-                           "file, not read", file=shown)
+                           "file, not read", file=file or shown, line=line)
     return real
 
 
