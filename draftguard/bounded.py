@@ -44,7 +44,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
 from multiprocessing import process as mp_process
 from typing import Any, Callable
 
@@ -212,8 +212,6 @@ def _start_servers() -> None:
     environment without a secret (``secrets.is_secret_name``): both are exec'd with the environment
     of the moment, and every child forks from the forkserver. The secrets are taken out of this
     process's environment for the few milliseconds of the two starts, under a lock."""
-    from multiprocessing import resource_tracker
-
     with _SERVERS:
         if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None and getattr(
                 resource_tracker._resource_tracker, "_pid", None) is not None:

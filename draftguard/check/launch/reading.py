@@ -14,7 +14,9 @@ cost, whoever wrote it (a pull request's author, on the Action's runner). docs/s
   milliseconds.
 - JSON options (``--speculative-config``): at most ``MAX_JSON_DEPTH`` levels, checked before parsing.
 
-In: paths, text. Out: bytes / text / nodes, or ``BadInput`` naming the file (and line).
+In: paths, text.
+Out: ``read_bytes`` / ``dotenv_text`` / ``compose_all`` / ``json_depth_ok``, or ``BadInput`` naming the
+file (and line).
 """
 
 from __future__ import annotations
@@ -133,8 +135,9 @@ def dotenv_text(folder: Path) -> str | None:
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe composer, with aliases counted and recursive ones refused while composing."""
 
-    def __init__(self, stream: str):
+    def __init__(self, stream: str, path: str):
         super().__init__(stream)
+        self._path = path
         self._aliases = 0
         self._open: list[str] = []
 
@@ -143,9 +146,9 @@ class _BoundedLoader(yaml.SafeLoader):
             event = self.peek_event()
             self._aliases += 1
             if self._aliases > MAX_YAML_ALIASES:
-                raise _Refused(f"more than {MAX_YAML_ALIASES} YAML aliases", event.start_mark)
+                self._refuse(f"more than {MAX_YAML_ALIASES} YAML aliases", event.start_mark)
             if event.anchor in self._open:
-                raise _Refused(f"the alias *{event.anchor} refers to a node that contains it", event.start_mark)
+                self._refuse(f"the alias *{event.anchor} refers to a node that contains it", event.start_mark)
             return super().compose_node(parent, index)
         event = self.peek_event()
         anchor = getattr(event, "anchor", None)
@@ -157,26 +160,21 @@ class _BoundedLoader(yaml.SafeLoader):
             if anchor is not None:
                 self._open.pop()
 
-
-class _Refused(Exception):
-    def __init__(self, problem: str, mark: Any):
-        super().__init__(problem)
-        self.problem, self.mark = problem, mark
+    def _refuse(self, problem: str, mark: Any) -> None:
+        line = mark.line + 1 if mark is not None else 1
+        raise BadInput(f"{self._path}:{line}: {problem}, not read", file=self._path, line=line)
 
 
 def compose_all(text: str, path: str) -> list[Any]:
     """Every YAML document's node tree, within the alias and node budgets. Raises yaml.YAMLError for
     invalid YAML, BadInput (file, line) for a file past a budget."""
-    loader = _BoundedLoader(text)
+    loader = _BoundedLoader(text, path)
     docs = []
     try:
         while loader.check_node():
             doc = loader.get_node()
             if doc is not None:
                 docs.append(doc)
-    except _Refused as exc:
-        line = exc.mark.line + 1 if exc.mark is not None else 1
-        raise BadInput(f"{path}:{line}: {exc.problem}, not read", file=path, line=line) from None
     finally:
         loader.dispose()
     total = sum(_expanded_size(doc, {}) for doc in docs)
