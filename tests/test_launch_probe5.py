@@ -106,13 +106,17 @@ def test_a_model_folder_whose_config_links_out_of_the_checkout_is_not_read(tmp_p
     outside.parent.mkdir()
     outside.write_text(json.dumps({"model_type": HF_SECRET}))
     checkout = Checkout(tmp_path, {"README.md": "deployments\n"})
-    commit_links(checkout, {"models/evil/config.json": str(outside)},
-                 {"serve.sh": "vllm serve ./models/evil --max-model-len 128\n"})
+    commit_links(checkout, {"models/evil/config.json": str(outside),
+                            "models/other/tokenizer_config.json": "/proc/self/environ"},
+                 {"serve.sh": "vllm serve ./models/evil --max-model-len 128\n",
+                  "other.sh": "vllm serve ./models/other --max-model-len 128\n",
+                  "models/other/config.json": (FIXTURES / "target" / "config.json").read_text()})
     add_pull(api, checkout)
-    run = run_action(tmp_path, checkout, api, launch_files="serve.sh")
+    run = run_action(tmp_path, checkout, api, launch_files="serve.sh\nother.sh")
     assert HF_SECRET not in published(run, api)
-    [error] = [e for e in report_of(run)["errors"] if e["source"] == "serve.sh"]  # (and the config check's own)
-    assert error["file"] == "serve.sh" and "not read" in error["message"], error
+    errors = {e["source"]: e for e in report_of(run)["errors"]}  # (and the config check's own)
+    assert errors["serve.sh"]["file"] == "serve.sh" and "not read" in errors["serve.sh"]["message"], errors
+    assert "tokenizer_config.json is a link out of the checkout" in errors["other.sh"]["message"], errors
 
 
 # --- B7: a volume onto the runner ---------------------------------------------------------------------

@@ -36,6 +36,7 @@ MAX_LAUNCH_BYTES = 1024 * 1024  # a launch file, a .env
 MAX_YAML_ALIASES = 100
 MAX_YAML_NODES = 100_000
 MAX_JSON_DEPTH = 32
+MAX_FOLDER_ENTRIES = 10_000  # entries of a model folder a launch names, looked at for links out
 SPECIAL = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 _ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("draftguard_launch_root", default=None)
@@ -90,6 +91,14 @@ def check_folder(path: Path | str, shown: str, what: str, file: str | None = Non
         if target is None or not stat.S_ISREG(os.stat(target).st_mode):
             raise BadInput(f"{shown}: the {what}'s config.json is a link out of the checkout or not a regular "
                            "file, not read", file=file or shown, line=line)
+    if real.is_dir():  # the check reads more of the folder (weights' headers, tokenizer files): none may leave
+        for n, entry in enumerate(os.scandir(real)):
+            if n >= MAX_FOLDER_ENTRIES:
+                raise BadInput(f"{shown}: the {what}'s folder holds over {MAX_FOLDER_ENTRIES} entries, not read",
+                               file=file or shown, line=line)
+            if entry.is_symlink() and (inside(entry.path) is None or not os.path.isfile(entry.path)):
+                raise BadInput(f"{shown}: the {what}'s {entry.name} is a link out of the checkout or to no regular "
+                               "file, not read", file=file or shown, line=line)
     return real
 
 
