@@ -103,14 +103,12 @@ def test_the_healthy_pair_gets_no_warning():
 @pytest.fixture
 def hub_cache(tmp_path, monkeypatch):
     """A huggingface_hub cache holding Llama 3.1 8B Instruct's published config.json, offline."""
+    repo = tmp_path / "hub" / "models--meta-llama--Meta-Llama-3.1-8B-Instruct"
     commit = "0e9e39f249a16976918f6564b8830bc894c89659"
-    # a launch file's Hub models are read anonymously, from the anonymous reads' own cache
-    for cache in (tmp_path / "hub", tmp_path / "hub" / "draftguard-anonymous"):
-        repo = cache / "models--meta-llama--Meta-Llama-3.1-8B-Instruct"
-        (repo / "snapshots" / commit).mkdir(parents=True)
-        shutil.copy(LLAMA, repo / "snapshots" / commit / "config.json")
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    shutil.copy(LLAMA, repo / "snapshots" / commit / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
     return {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
 
 

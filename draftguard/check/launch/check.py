@@ -89,10 +89,11 @@ def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | No
             raise BadInput(f"{shown}: the {what} {ref} is not a folder beside the launch file", file=launch.file,
                            line=line)
         return local(path, "a folder")
-    try:  # a Hub repo a launch file names: read anonymously, never with the workflow's or the bot's token
+    try:  # a Hub repo a pull request's launch file names (the Action: a checkout root) is read anonymously,
+        # never with the workflow's token; the CLI on its user's own files reads as its user
         if ref.count("/") != 1 or ref.endswith(".json") or not _REPO_ID.match(ref):
             raise BadInput(f"{ref}: no such file or folder, and not a Hub repo id (owner/name)", file=ref)
-        return hub_snapshot(ref, revision, (CONFIG_NAME,), token=False)
+        return hub_snapshot(ref, revision, (CONFIG_NAME,), token=False if reading.root() is not None else None)
     except BadInput as exc:
         raise BadInput(f"{shown}: the {what} {ref}: {exc}", file=launch.file, line=line) from None
 
