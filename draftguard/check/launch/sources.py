@@ -235,13 +235,14 @@ def _scalar_words(node: yaml.ScalarNode, text: str, interpolate: dict[str, str] 
 def _place(parts: list[str], node: Any, text: str) -> list[Word]:
     """Words at the lines where their text first appears in ``node``'s source, in order."""
     source = text[node.start_mark.index:node.end_mark.index]
-    at, out = 0, []
+    at, lines, out = 0, 0, []
     for part in parts:
         key = part.split("\n")[0][:40] or part  # looked for near the last word only: linear, not quadratic
         found = source.find(key, at, at + len(key) + PLACE_WINDOW) if part else -1
         if found >= 0:
+            lines += source.count("\n", at, found)  # counted from the last word, not from the start
             at = found
-        out.append(Word(part, _line(node) + source.count("\n", 0, at)))
+        out.append(Word(part, _line(node) + lines))
     return out
 
 
