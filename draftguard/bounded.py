@@ -44,11 +44,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
 from multiprocessing import process as mp_process
 from typing import Any, Callable
 
 from draftguard.errors import BadInput
+from draftguard.secrets import is_secret_name, without_secrets
 
 MEMORY_ENV, CPU_ENV, BUDGET_ENV = "DRAFTGUARD_CHECK_MEMORY", "DRAFTGUARD_CHECK_CPU_SECONDS", "DRAFTGUARD_CHECK_SECONDS"
 DEFAULT_MEMORY, DEFAULT_CPU, DEFAULT_BUDGET = 2 * 10**9, 30.0, 20.0
@@ -203,13 +204,33 @@ def _context() -> Any:
     return _CONTEXT
 
 
+_SERVERS = threading.Lock()
+
+
+def _start_servers() -> None:
+    """Start multiprocessing's forkserver and its resource tracker (if not running) from an
+    environment without a secret (``secrets.is_secret_name``): both are exec'd with the environment
+    of the moment, and every child forks from the forkserver. The secrets are taken out of this
+    process's environment for the few milliseconds of the two starts, under a lock."""
+    with _SERVERS:
+        if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None and getattr(
+                resource_tracker._resource_tracker, "_pid", None) is not None:
+            return  # both running (a dead one is started again by the next ensure_running, here)
+        hidden = {k: os.environ.pop(k) for k in list(os.environ) if is_secret_name(k)}
+        try:
+            resource_tracker.ensure_running()
+            forkserver.ensure_running()
+        finally:
+            os.environ.update(hidden)
+
+
 def start() -> None:
     """Start the forkserver now, in the background (it imports ``PRELOAD`` while the caller goes on
     reading its files), where children will come from it: in a process with threads. Does nothing
     once it runs, or in a process of one thread (its children fork from it)."""
     if threading.active_count() > 1:
         _context()
-        forkserver.ensure_running()
+        _start_servers()
 
 
 class _Popen(popen_forkserver.Popen):
@@ -310,12 +331,19 @@ class Child:
             # so fork this process itself; the child shares what it imported and imports the rest.
             self.conn, theirs = multiprocessing.get_context("fork").Pipe()
             self.proc = _ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn), daemon=True)
-        else:  # threads (a bot's workers): a child from the forkserver, which has none
+        else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
             self.conn, theirs = _context().Pipe()
-            self.proc = _Process(target=_serve, args=(theirs, self.limits, dict(os.environ), None), daemon=True)
+            _start_servers()
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, self._environ(), None), daemon=True)
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
+
+    def _environ(self) -> dict[str, str]:
+        """The environment a call runs with: the caller's, less its secrets where the child comes
+        from the forkserver (a child forked from a caller of one thread has its memory anyway)."""
+        forked = isinstance(self.proc, _ForkProcess)
+        return dict(os.environ) if forked else without_secrets(os.environ)
 
     def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
             object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
@@ -335,7 +363,7 @@ class Child:
             self.calls = 0
         self.calls += 1
         try:
-            self.conn.send((function, args, dict(os.environ)))
+            self.conn.send((function, args, self._environ()))
             return self._wait(handlers or {}, object_hook, where or {})
         except BaseException:
             self.close()  # whatever stopped this call ends the child: the next call starts afresh

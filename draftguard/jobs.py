@@ -52,6 +52,9 @@ FINISHED = (DONE, FAILED, SKIPPED)
 KINDS = ("cpu", "gpu")
 # With backoff doubling to a 2-minute cap, 20 attempts ride out about half an hour of GitHub trouble.
 MAX_ATTEMPTS = 20
+# A job whose pull request another job holds goes back to the queue: after 2 s, the wait doubling every
+# 10 tries up to a minute; after 100 tries (about an hour) it fails, saying so, instead of forever.
+MAX_BUSY, MAX_BUSY_DELAY = 100, 60.0
 # How long a claim on a running job holds before another worker may take the job over.
 LEASE_SECONDS = {"cpu": 600.0, "gpu": 3600.0}
 TASK_NAME = "draftguard.run_job"
@@ -84,6 +87,7 @@ class Job:
     finished: float | None = None
     result: str | None = None  # one line: what the job did, or why it failed
     deaths: int = 0  # times the worker process running it died under it (bot/workers.py)
+    busy: int = 0  # times it found its pull request busy (MAX_BUSY)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -361,10 +365,13 @@ class Queue:
             try:
                 outcome = handler(job, self)
             except Busy as exc:  # another job holds the pull request: back to the queue, not an attempt
-                job.state, job.attempts, job.result = QUEUED, job.attempts - 1, str(exc)
+                job.state, job.attempts, job.result, job.busy = QUEUED, job.attempts - 1, str(exc), job.busy + 1
+                if job.busy > MAX_BUSY:
+                    return self._finish(job, FAILED, f"its pull request stayed busy: gave up after {MAX_BUSY} tries")
+                delay = min(exc.delay * 2 ** (job.busy // 10), MAX_BUSY_DELAY)
                 self.save(job)
-                log.info("job %s: %s; runs again in %.1fs", job.id, exc, exc.delay)
-                return exc.delay
+                log.info("job %s: %s; runs again in %.1fs", job.id, exc, delay)
+                return delay
             except Retry as exc:
                 if job.attempts >= MAX_ATTEMPTS:
                     return self._finish(job, FAILED, f"gave up after {job.attempts} attempts: {exc}")

@@ -10,7 +10,33 @@ Used by the bot's logging, its job records, the Action's messages and the hosts'
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Iterable, Mapping
+
+# Environment variables that hold a secret, or lead to one: any token (HF_TOKEN, GITHUB_TOKEN, GH_TOKEN,
+# ...), the App's key and its file, the webhook secrets, the queue's URL (it may hold a password), a
+# token file's path, and anything named like a secret. No process that parses a stranger's files
+# starts with one (runner/gpu_job.child_env, bounded's forkserver and children).
+SECRET_ENV = frozenset({"DRAFTGUARD_QUEUE", "DRAFTGUARD_QUEUE_URL", "DRAFTGUARD_GITHUB_APP_ID",
+                        "DRAFTGUARD_GITHUB_PRIVATE_KEY_FILE", "HF_TOKEN_PATH", "GIT_ASKPASS", "SSH_AUTH_SOCK",
+                        "REDIS_URL"})
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret.
+
+    Example::
+
+        >>> [is_secret_name(n) for n in ("HF_TOKEN", "DRAFTGUARD_HUB_WEBHOOK_SECRET", "TOKENIZERS_PARALLELISM")]
+        [True, True, False]
+    """
+    upper = name.upper()
+    return (upper in SECRET_ENV or upper.endswith(("_TOKEN", "_KEY", "PASSWORD", "_PAT")) or upper == "TOKEN"
+            or any(w in upper for w in ("SECRET", "PRIVATE_KEY", "CREDENTIAL")))
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` less every variable ``is_secret_name`` names."""
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

@@ -111,7 +111,7 @@ def event_file(tmp: Path, checkout: Checkout, number: int = 7, fork: bool = Fals
 
 
 def run_action(tmp: Path, checkout: Checkout, api: FakeGitHub | None, *, event: Path | None = None,
-               event_name: str = "pull_request", **inputs: str) -> Run:
+               event_name: str = "pull_request", extra_env: dict[str, str] | None = None, **inputs: str) -> Run:
     summary, output = tmp / "summary.md", tmp / "output.txt"
     for f in (summary, output):
         f.unlink(missing_ok=True)
@@ -136,6 +136,7 @@ def run_action(tmp: Path, checkout: Checkout, api: FakeGitHub | None, *, event: 
         "PYTHONPATH": str(ROOT),
     })
     env.update({"INPUT_" + k.upper(): v for k, v in inputs.items()})
+    env.update(extra_env or {})  # the runner's own environment (a token, the Hub's endpoint)
     done = subprocess.run([sys.executable, "-m", "draftguard", "action"], cwd=checkout.dir, env=env,
                           capture_output=True, text=True, timeout=120)
     return Run(done, summary, output)

@@ -148,3 +148,27 @@ def test_a_strangers_rechecks_on_the_hub_are_limited_the_same_way(monkeypatch, t
         assert sum(r.startswith("skipped: eve ran") for r in results) == 2, results
         notes = [c for c in bot.bot_comments() if "commands on this pull request" in c["data"]["latest"]["raw"]]
         assert len(notes) == 1 and "@eve" in notes[0]["data"]["latest"]["raw"]
+
+
+def test_commands_on_one_pull_request_are_limited_whoever_runs_them(monkeypatch, tmp_path):
+    """Issue 40: on the Hub anyone may /recheck, and each new account had its own 6 an hour, so one
+    person with many accounts forced checks without end. Now everyone's commands on one pull request
+    count together too: 3 here; the fourth gets one note, the fifth nothing. Before: 5 checks."""
+    from tests.test_bot_hub import BROKEN_CONFIG, REPO as HUB_REPO
+    from tests.test_bot_hub import Bot as HubBot
+    from tests.test_bot_hub import comment_payload as hub_comment, discussion_payload
+
+    monkeypatch.setenv("DRAFTGUARD_COMMANDS_PER_PR_HOUR", "3")
+    with HubBot(monkeypatch, tmp_path) as bot:
+        bot.hub.open_pr(HUB_REPO, 3, {"drafter/config.json": BROKEN_CONFIG}, author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle()
+        for n in range(5):
+            c = bot.hub.add_comment(HUB_REPO, 3, "/recheck", author=f"sock{n}")  # a new account each time
+            assert bot.post(hub_comment(3, c)).status_code == 202
+            bot.settle()
+        results = sorted(j.result for j in bot.queue.jobs() if j.kind == "comment")
+        assert sum(r.startswith("done") for r in results) == 3, results
+        assert sum("commands on this pull request within the hour (limit 3, everyone's)" in r for r in results) == 2
+        notes = [c for c in bot.bot_comments() if "run on this pull request" in c["data"]["latest"]["raw"]]
+        assert len(notes) == 1 and "@sock3" in notes[0]["data"]["latest"]["raw"]

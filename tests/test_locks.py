@@ -119,3 +119,31 @@ def test_a_claim_past_its_lease_is_taken_by_one_worker(tmp_path):
     for t in threads:
         t.join()
     assert len(won) == 1
+
+
+def test_a_job_whose_pull_request_stays_busy_backs_off_and_then_fails(tmp_path):
+    """Issue 40: a job whose pull request stayed busy went back to the queue every 2 s, without end.
+    Now the wait doubles every 10 tries up to a minute, and after MAX_BUSY tries the job fails, saying
+    why. A real queue, a real lock held by another holder, the job run as a worker runs it."""
+    from draftguard.jobs import FAILED, MAX_BUSY, MAX_BUSY_DELAY, QUEUED, Job
+
+    queue = Queue(f"sqlite:///{tmp_path}/q.db")
+
+    def handler(job: Job, q: Queue) -> str:
+        with q.lock(f"pr:{job.repo}#{job.number}", wait=0.0):
+            return "done"
+
+    queue.handlers = {"github": handler}
+    queue.add(Job(id="j1", source="github", kind="pull_request", repo="acme/m", number=1))
+    delays = []
+    with queue.lock("pr:acme/m#1", ttl=600.0):  # another job holds the pull request all along
+        for _ in range(MAX_BUSY + 5):
+            delay = queue.run("j1")
+            if delay is None:
+                break
+            delays.append(delay)
+            assert queue.get("j1").state == QUEUED
+    assert len(delays) == MAX_BUSY
+    assert delays[0] == 2.0 and delays == sorted(delays) and delays[-1] == MAX_BUSY_DELAY
+    job = queue.get("j1")
+    assert job.state == FAILED and "stayed busy" in job.result and job.attempts == 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 DEFAULT_PER_HOUR = 6
+DEFAULT_PER_PR_HOUR = 20
 WINDOW = 3600.0
 
 
@@ -40,6 +41,15 @@ def limit_from_env(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     raw = (env.get("DRAFTGUARD_COMMANDS_PER_HOUR") or "").strip()
     return int(raw) if raw.isdigit() else DEFAULT_PER_HOUR
+
+
+def pr_limit_from_env(env: Mapping[str, str] | None = None) -> int:
+    """``DRAFTGUARD_COMMANDS_PER_PR_HOUR``: commands on one pull request per hour, whoever runs them
+    (20 when unset; 0 turns it off). Each new account gets its own per-person count; this one does not
+    grow with the accounts."""
+    env = os.environ if env is None else env
+    raw = (env.get("DRAFTGUARD_COMMANDS_PER_PR_HOUR") or "").strip()
+    return int(raw) if raw.isdigit() else DEFAULT_PER_PR_HOUR
 
 
 def take(queue: Any, who: str, limit: int, window: float = WINDOW) -> Taken:
@@ -60,6 +70,13 @@ def take(queue: Any, who: str, limit: int, window: float = WINDOW) -> Taken:
         if (queue.put_if_empty(key, new) if old is None else queue.swap(key, old, new)):
             count += 1
             return Taken(count <= limit, count == limit + 1, count)
+
+
+def note_pr(by: str, command: str, limit: int, window: float = WINDOW) -> str:
+    """The one reply to the first command over the pull request's limit (all authors together)."""
+    return (f"@{by}, {limit} commands have been run on this pull request in the last {window / 60:.0f} minutes, "
+            f"the most for one pull request; this {command} was not run, and further ones in the next hour are "
+            "ignored without a reply. A new push is still checked.")
 
 
 def note(by: str, command: str, limit: int, window: float = WINDOW) -> str:

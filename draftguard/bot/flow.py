@@ -72,6 +72,7 @@ class PullRequestFlow:
         self.acceptance_runner = acceptance_runner or run_acceptance_subprocess
         self.handlers = {kind: getattr(self, name) for kind, name in self.HANDLERS.items()}
         self.command_limit = command_limit.limit_from_env()  # per pull request and author, per hour
+        self.pr_command_limit = command_limit.pr_limit_from_env()  # per pull request, everyone's, per hour
 
     def host_for(self, job: Job) -> Any:
         raise NotImplementedError  # each host's handler gives its PullRequestHost
@@ -92,6 +93,13 @@ class PullRequestFlow:
             if taken.tell and call.comment_id is not None:
                 host.reply_once(call.comment_id, command_limit.note(call.by, call.label, self.command_limit))
             return f"skipped: {call.by} ran {taken.count} commands on this pull request within the hour (limit {self.command_limit})"
+        # and everyone's together: a new account per command (the Hub) gets no more than this
+        every = command_limit.take(queue, f"{job.source}:{job.repo}#{job.number}", self.pr_command_limit)
+        if not every.ok:
+            if every.tell and call.comment_id is not None:
+                host.reply_once(call.comment_id, command_limit.note_pr(call.by, call.label, self.pr_command_limit))
+            return (f"skipped: {every.count} commands on this pull request within the hour "
+                    f"(limit {self.pr_command_limit}, everyone's)")
         trust = host.may_command(call)
         if not trust.ok and not host.strangers_may_recheck:
             if call.comment_id is not None:

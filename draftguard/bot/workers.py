@@ -134,8 +134,11 @@ class WorkerProcesses:
         self._stop = threading.Event()
 
     def _spawn(self, kind: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "draftguard", "worker", "--queue", kind, "--queue-url",
-                                 self.queue_url, "--workers", str(self.kinds[kind]), "--parent-pid", str(os.getpid())])
+        # The queue's URL (it may hold a password) through the environment, never the command line
+        # that anyone on the host can read (/proc/<pid>/cmdline, ps).
+        return subprocess.Popen([sys.executable, "-m", "draftguard", "worker", "--queue", kind,
+                                 "--workers", str(self.kinds[kind]), "--parent-pid", str(os.getpid())],
+                                env={**os.environ, "DRAFTGUARD_QUEUE": self.queue_url})
 
     def start(self) -> "WorkerProcesses":
         for kind in self.kinds:

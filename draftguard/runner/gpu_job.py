@@ -48,6 +48,7 @@ from typing import Any, Mapping
 
 from draftguard.errors import AcceptanceJobError, TransientHubError
 from draftguard.hub_access import hub_api, hub_problem, hub_repos
+from draftguard.secrets import is_secret_name
 from draftguard.runner.result import AcceptanceResult
 from draftguard.snapshot import BadInput
 
@@ -156,9 +157,7 @@ _NOT_READ = ["original/*", "*.gguf", "*.onnx", "*.h5", "*.msgpack", "*.ot", "*.t
 
 
 def _secret(name: str) -> bool:
-    upper = name.upper()
-    return (upper in _DROPPED or upper.endswith(("_TOKEN", "_KEY", "PASSWORD", "_PAT")) or upper == "TOKEN"
-            or any(w in upper for w in ("SECRET", "PRIVATE_KEY", "CREDENTIAL")))
+    return name.upper() in _DROPPED or is_secret_name(name)
 
 
 def child_env(env: Mapping[str, str], home: str | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.findings import InputError, Report
+from draftguard.check.launch import reading
 from draftguard.check.launch.check import check_launches
 from draftguard.check.launch.sources import command_launches, read_launches
 from draftguard.errors import BadInput
@@ -38,11 +39,16 @@ def launch_report(files: list[str], commands: list[str], specs: list | None, rea
     report = report or Report(transformers_version="")
     named = [(f"--launch {i}" if len(commands) > 1 else "--launch", c) for i, c in enumerate(commands, 1)]
     sources: list[tuple[str, str | None]] = [(f, None) for f in launch_files(files)] + named
-    for name, command in sources:
-        try:
-            launches = read_launches(name) if command is None else command_launches(command, name)
-        except BadInput as exc:
-            report.errors.append(InputError.of(name, exc))
-            continue
-        check_launches(launches, specs, real, report, confine)
+    with reading.confined(confine):  # what a launch names is read only inside the checkout
+        for name, command in sources:
+            try:
+                launches = read_launches(name) if command is None else command_launches(command, name)
+            except BadInput as exc:
+                named = exc if exc.file else BadInput(f"{name}: {exc}", file=name, line=exc.line)  # a bound in shell
+                report.errors.append(InputError.of(name, named))
+                continue
+            except Exception as exc:  # noqa: BLE001 (one file's failure is an error on it; the run goes on)
+                report.errors.append(InputError.of(name, BadInput(reading.failure(name, exc), file=name)))
+                continue
+            check_launches(launches, specs, real, report, confine)
     return report

@@ -21,9 +21,11 @@ from typing import Any
 
 import yaml
 
+from draftguard.check.launch import reading
 from draftguard.check.launch.dockerfile import Built, read_dockerfile
 from draftguard.check.launch.pins import checkout_root, image_name
 from draftguard.check.launch.shell import Word
+from draftguard.errors import BadInput
 
 MAX_DOCKERFILE_BYTES = 1024 * 1024
 # Dockerfiles searched for a locally built image (a Kubernetes container's image:), at most this many entries
@@ -74,7 +76,11 @@ def built_from(dockerfile: Path, folder: Path) -> Built | None:
         return None
     shown = os.path.relpath(dockerfile)
     shown = str(dockerfile) if shown.startswith("..") else shown
-    return read_dockerfile(dockerfile.read_text(encoding="utf-8", errors="replace"), shown)
+    try:  # the same bounded read as every launch file (O_NOFOLLOW, regular files only, size-capped)
+        text = reading.read_bytes(dockerfile, shown, MAX_DOCKERFILE_BYTES).decode("utf-8", errors="replace")
+    except BadInput:
+        return None
+    return read_dockerfile(text, shown)
 
 
 def local_image(image: str, folder: Path) -> Built | None:
@@ -101,10 +107,12 @@ def local_image(image: str, folder: Path) -> Built | None:
     for compose in composes:
         if compose.is_symlink() or compose.stat().st_size > MAX_DOCKERFILE_BYTES:
             continue
-        try:
-            doc = yaml.compose(compose.read_text(encoding="utf-8", errors="replace"), Loader=yaml.SafeLoader)
-        except yaml.YAMLError:
+        try:  # within the alias and node budgets: a compose file found by walking the repo is a stranger's too
+            text = reading.read_bytes(compose, str(compose), MAX_DOCKERFILE_BYTES).decode("utf-8", errors="replace")
+            docs = reading.compose_all(text, str(compose))
+        except (yaml.YAMLError, BadInput):
             continue
+        doc = docs[0] if docs else None
         services = node_get(doc, "services")
         for _, service in services.value if isinstance(services, yaml.MappingNode) else []:
             node = node_get(service, "image")

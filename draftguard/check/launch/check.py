@@ -29,7 +29,8 @@ from draftguard.check.launch.judge import judge
 from draftguard.check.launch.light import LaunchView, sglang_view, vllm_view
 from draftguard.check.launch.sources import Launch
 from draftguard.check.run import check
-from draftguard.snapshot import BadInput, Snapshot, load_snapshot
+from draftguard.check.launch import reading
+from draftguard.snapshot import _REPO_ID, CONFIG_NAME, BadInput, Snapshot, hub_snapshot, load_snapshot
 
 
 def _release_spec(engine: str, version: str) -> EngineSpec:
@@ -78,27 +79,47 @@ def resolve_model(ref: str, line: int, launch: Launch, revision: str | None, wha
 def _resolve(ref: str, shown: str, line: int, launch: Launch, revision: str | None, what: str) -> Snapshot:
     if not ref:
         raise BadInput(f"{shown}: the {what} is empty (a variable nothing in the file sets?)", file=launch.file, line=line)
+
+    def local(path: Path, how: str) -> Snapshot:  # read only inside the checkout: nothing outside is even looked at
+        if reading.inside(path) is None:
+            raise BadInput(f"{shown}: the {what} {ref} is {how} outside the checkout (or a system path), not read",
+                           file=launch.file, line=line)
+        reading.check_folder(path, shown, what, launch.file, line)
+        return load_snapshot(str(path))
+
     if ref.startswith("/"):
         mounted = max((c for c in launch.volumes if ref == c or ref.startswith(c.rstrip("/") + "/")), key=len,
                       default=None)
         if mounted is not None:
             host = Path(launch.volumes[mounted]) / ref[len(mounted):].lstrip("/")
+            if reading.inside(host) is None:
+                raise BadInput(f"{shown}: the {what} {ref} is on a volume whose host path is outside the checkout, "
+                               "not read", file=launch.file, line=line)
             if host.is_dir():
-                return load_snapshot(str(host))
-            raise BadInput(f"{shown}: the {what} {ref} is {host} through the volume {mounted}, which holds no "
-                           "model folder here", file=launch.file, line=line)
+                return local(host, "through a volume")
+            raise BadInput(f"{shown}: the {what} {ref} is in the volume {mounted}, which holds no model folder here",
+                           file=launch.file, line=line)
+        if reading.inside(ref) is None:
+            raise BadInput(f"{shown}: the {what} {ref} is outside the repository, not read", file=launch.file,
+                           line=line)
         if Path(ref).is_dir():
-            return load_snapshot(ref)
+            return local(Path(ref), "a path")
         raise BadInput(f"{shown}: the {what} {ref} is a path in the container that no volume maps to a folder "
                        "here", file=launch.file, line=line)
-    local = launch.folder / ref
-    if ref.startswith((".", "~")) or local.is_dir():
-        if not local.is_dir():
+    path = launch.folder / ref
+    if ref.startswith((".", "~")) or (reading.inside(path) is not None and path.is_dir()):
+        if reading.inside(path) is None:
+            raise BadInput(f"{shown}: the {what} {ref} is outside the checkout (or a system path), not read",
+                           file=launch.file, line=line)
+        if not path.is_dir():
             raise BadInput(f"{shown}: the {what} {ref} is not a folder beside the launch file", file=launch.file,
                            line=line)
-        return load_snapshot(str(local))
-    try:
-        return load_snapshot(ref, revision)
+        return local(path, "a folder")
+    try:  # a Hub repo a pull request's launch file names (the Action: a checkout root) is read anonymously,
+        # never with the workflow's token; the CLI on its user's own files reads as its user
+        if ref.count("/") != 1 or ref.endswith(".json") or not _REPO_ID.match(ref):
+            raise BadInput(f"{ref}: no such file or folder, and not a Hub repo id (owner/name)", file=ref)
+        return hub_snapshot(ref, revision, (CONFIG_NAME,), token=False if reading.root() is not None else None)
     except BadInput as exc:
         raise BadInput(f"{shown}: the {what} {ref}: {exc}", file=launch.file, line=line) from None
 
@@ -326,4 +347,7 @@ def check_launches(launches: list[Launch], specs: list[EngineSpec] | None = None
             report.targets.append(check_launch(launch, specs, real, confine))
         except BadInput as exc:
             report.errors.append(InputError.of(launch.file, exc))
+        except Exception as exc:  # noqa: BLE001 (one launch's failure is an error on its file; the run goes on)
+            report.errors.append(InputError.of(launch.file, BadInput(reading.failure(launch.file, exc),
+                                                                     file=launch.file, line=launch.line)))
     return report

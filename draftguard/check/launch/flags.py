@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from draftguard.check.launch import reading
 from draftguard.check.launch.known_flags import NO_VALUE, OPTIONS
 from draftguard.check.launch.shell import Word
 from draftguard.check.launch.sources import Launch
@@ -139,6 +140,9 @@ def read_flags(launch: Launch, version: str | None = None) -> Flags:
             continue
         flag = Flag(name, value, word.line, at=at, long=text.startswith("--"))
         if name in JSON_OPTIONS[engine] and value is not None:
+            if not reading.json_depth_ok(value):
+                raise BadInput(f"{launch.file}:{word.line}: --{name} nests JSON past {reading.MAX_JSON_DEPTH} levels "
+                               "(the limit), not read", file=launch.file, line=word.line, key=f"--{name}")
             try:
                 flag.data = json.loads(value)
             except ValueError as exc:
@@ -209,6 +213,8 @@ def _number(text: str) -> bool:
 def _scalar(value: str | None) -> Any:
     if value is None:
         return True
+    if not reading.json_depth_ok(value):  # kept as text: too deep to be a value the engine takes
+        return value
     try:
         return json.loads(value)
     except ValueError:

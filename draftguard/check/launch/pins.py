@@ -30,6 +30,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from draftguard.check.launch import reading
+from draftguard.errors import BadInput
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -143,8 +146,8 @@ def _regular_text(path: Path, root: Path) -> str | None:
             return None
         if path.stat().st_size > MAX_DEPENDENCY_BYTES:
             return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return reading.read_bytes(path, str(path), MAX_DEPENDENCY_BYTES).decode("utf-8", errors="replace")
+    except (OSError, BadInput):
         return None
 
 

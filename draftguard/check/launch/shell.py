@@ -22,6 +22,7 @@ from draftguard.errors import BadInput
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+MAX_WORD_BYTES = 1024 * 1024  # a word or variable's value after expansion
 SEPARATORS = (";;", "&&", "||", ";", "&", "|", "\n")
 
 
@@ -249,8 +250,11 @@ def expand(text: str, env: dict[str, str], unset: list[str]) -> str:
         >>> expand("${MODEL:-Qwen/Qwen3-8B} $PORT ${X-}", {"PORT": "8000"}, [])
         'Qwen/Qwen3-8B 8000 '
     """
-    out, i = [], 0
+    out, i, grown = [], 0, 0
     while i < len(text):
+        grown += len(out[-1]) if out else 0  # each pass adds one piece: the size checked as it grows
+        if grown > MAX_WORD_BYTES:
+            break
         if text[i] != "$":
             out.append(text[i])
             i += 1
@@ -273,7 +277,10 @@ def expand(text: str, env: dict[str, str], unset: list[str]) -> str:
         else:
             out.append("$")
             i += 1
-    return "".join(out)
+    word = "".join(out)
+    if len(word) > MAX_WORD_BYTES:
+        raise BadInput(f"a word or variable expands past {MAX_WORD_BYTES // (1024 * 1024)} MB (the limit), not read")
+    return word
 
 
 def _braced(inner: str, env: dict[str, str], unset: list[str]) -> str:

@@ -20,6 +20,7 @@ Out: ``read_launches`` -> ``Launch`` list, or ``BadInput`` naming the file and l
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -28,15 +29,17 @@ from typing import Any
 
 import yaml
 
+from draftguard.check.launch import reading
 from draftguard.check.launch.built import compose_build, local_image, over
 from draftguard.check.launch.built import node_get as _get
 from draftguard.check.launch.dockerfile import is_dockerfile, read_dockerfile
 from draftguard.check.launch.launchers import unwrap
 from draftguard.check.launch.pins import ENGINE_IMAGES, IMAGE_ENTRYPOINTS, Pin, decide, image_name, image_pin
+from draftguard.check.launch.reading import MAX_LAUNCH_BYTES
 from draftguard.check.launch.shell import Word, expand, run_script
 from draftguard.errors import BadInput
 
-MAX_LAUNCH_BYTES = 1024 * 1024
+PLACE_WINDOW = 4096  # how far past the previous word a word's source text is looked for
 WRAPPERS = ("exec", "nohup", "time", "sudo", "command", "then", "do", "else", "{", "(", "!", "stdbuf")
 SUDO_VALUED = {"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p",
                "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T", "--command-timeout"}
@@ -187,12 +190,10 @@ def read_launches(path: str) -> list[Launch]:
     """Every engine launch in a launch file. Raises BadInput (file and line) for a file that cannot be
     read as its kind, or one that launches no engine."""
     file = Path(path)
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise BadInput(f"{path}: no such launch file", file=path)
-    if file.stat().st_size > MAX_LAUNCH_BYTES:
-        raise BadInput(f"{path}: {file.stat().st_size / 1e6:.1f} MB is not a launch file (limit 1 MB)", file=path)
-    try:
-        text = file.read_text(encoding="utf-8")
+    try:  # a regular file, inside the checkout (reading.confined), at most 1 MB
+        text = reading.read_bytes(file, path, MAX_LAUNCH_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})", file=path) from None
     folder = file.resolve().parent
@@ -239,7 +240,7 @@ def command_launches(command: str, name: str = "--launch") -> list[Launch]:
 
 def _yaml_launches(text: str, path: str, folder: Path) -> list[Launch]:
     try:
-        docs = [d for d in yaml.compose_all(text, Loader=yaml.SafeLoader) if d is not None]
+        docs = reading.compose_all(text, path)  # aliases within a budget
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -276,12 +277,14 @@ def _scalar_words(node: yaml.ScalarNode, text: str, interpolate: dict[str, str] 
 def _place(parts: list[str], node: Any, text: str) -> list[Word]:
     """Words at the lines where their text first appears in ``node``'s source, in order."""
     source = text[node.start_mark.index:node.end_mark.index]
-    at, out = 0, []
+    at, lines, out = 0, 0, []
     for part in parts:
-        found = source.find(part.split("\n")[0][:40] or part, at) if part else -1
+        key = part.split("\n")[0][:40] or part  # looked for near the last word only: linear, not quadratic
+        found = source.find(key, at, at + len(key) + PLACE_WINDOW) if part else -1
         if found >= 0:
+            lines += source.count("\n", at, found)  # counted from the last word, not from the start
             at = found
-        out.append(Word(part, _line(node) + source.count("\n", 0, at)))
+        out.append(Word(part, _line(node) + lines))
     return out
 
 
@@ -306,15 +309,17 @@ def _words(node: Any, text: str, interpolate: dict[str, str] | None, path: str) 
 
 
 def _dotenv(folder: Path) -> dict[str, str]:
-    """The ``.env`` beside a compose file, read by python-dotenv (quotes, ``export``, inline comments,
-    multi-line values as compose reads them); a variable without a value is left out."""
+    """The ``.env`` beside a compose file, read only as a regular file inside the checkout (``reading``),
+    then by python-dotenv (quotes, ``export``, inline comments, multi-line values as compose reads them); a
+    variable without a value is left out."""
+    import io
+
     from dotenv import dotenv_values  # python-dotenv; only compose files pay its import
 
-    dotenv = folder / ".env"
-    if not dotenv.is_file():
+    text = reading.dotenv_text(folder)  # a regular file inside the checkout, or an error on it
+    if text is None:
         return {}
-    with open(dotenv, encoding="utf-8", errors="replace") as stream:
-        return {k: v for k, v in dotenv_values(stream=stream, interpolate=False).items() if v is not None}
+    return {k: v for k, v in dotenv_values(stream=io.StringIO(text), interpolate=False).items() if v is not None}
 
 
 def _interpolate(value: str, env: dict[str, str]) -> str:
