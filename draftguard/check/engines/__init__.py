@@ -18,9 +18,9 @@ from draftguard.check import resolver
 from draftguard.check.drafter.check import _cached_target
 from draftguard.check.drafter.detect import detect_drafter, layer_config
 from draftguard.check.drafter.target import find_target
-from draftguard.check.engines import light
+from draftguard.check.engines import light, releases
 from draftguard.check.engines.rules import judge_views
-from draftguard.check.engines.specs import EngineSpec, parse_engines
+from draftguard.check.engines.specs import EngineSpec, parse_engines, sort_key
 from draftguard.check.engines.view import EngineView, transformers_windows
 from draftguard.check.findings import Finding, TargetResult, is_int
 from draftguard.check.weights import read_weights
@@ -136,9 +136,6 @@ def removed_method(spec: EngineSpec, fmt: Any) -> EngineView | None:
     (Medusa and MLPSpeculator heads from vLLM 0.33.0 on): the release's methods are its own code's
     (``releases``), and the message names the last release that served it. None where it has one, or
     the release's methods are not known."""
-    from draftguard.check.engines import releases
-    from draftguard.check.engines.specs import sort_key
-
     method = SERVED_WITH.get(fmt.family) if fmt is not None and spec.name == "vllm" else None
     if method is None or spec.version not in releases.known("vllm"):
         return None

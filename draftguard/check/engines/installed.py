@@ -7,9 +7,9 @@
   (``$DRAFTGUARD_CACHE_DIR/envs/vllm-X``), where the real tier (``real.vllm_python``) finds it: the launch
   and config checks then ask that release's own code through the same bounded worker as 0.32.0's.
 
-In: parsed CLI arguments. Out: text or JSON on stdout, one line per problem on stderr; exit 0, or 2
-for an unknown release, a release with no CPU build, or an install that failed (the installer's last
-words said, never a traceback).
+In: parsed CLI arguments.
+Out: text or JSON on stdout, one line per problem on stderr; exit 0, or 2 for an unknown release, a
+release with no CPU build, or an install that failed (the installer's last words said, never a traceback).
 """
 
 from __future__ import annotations

@@ -8,13 +8,16 @@ Out: ``EngineSpec`` (engine, version, the transformers that version installs, th
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterable
 
 from packaging.version import InvalidVersion, Version
 
+from draftguard.check.engines import releases
 from draftguard.snapshot import BadInput
 
 # The engine releases the light tier knows, and the transformers each installs: every release whose data
@@ -23,16 +26,15 @@ from draftguard.snapshot import BadInput
 @lru_cache(maxsize=None)
 def known() -> dict[str, dict[str, str]]:
     """engine -> {release: the transformers it installs}, oldest first."""
-    from draftguard.check.engines import registry, releases
-
+    registries = Path(__file__).resolve().parent / "data"  # registry.DATA (registry imports this module)
     out: dict[str, dict[str, str]] = {}
     for name in SHOWN:
         versions: dict[str, str] = {}
         for version in releases.known(name):
             versions[version] = releases.facts(name, version).transformers or ""
-        for path in registry.DATA.glob(f"{name}-*.json"):  # the registry's: read with the transformers it installs
+        for path in registries.glob(f"{name}-*.json"):  # the registry's: read with the transformers it installs
             version = path.stem[len(name) + 1:]
-            facts = registry.data(name, version) or {}
+            facts = json.loads(path.read_text())
             versions[version] = str(facts.get("transformers") or versions.get(version) or "")
         out[name] = dict(sorted(versions.items(), key=lambda kv: sort_key(kv[0])))
     return out

@@ -258,7 +258,7 @@ def _longest(args: Any, default: int, served: int) -> int:
     model serves its original length by default and takes up to its trained one)."""
     if served <= default:
         return default
-    from vllm.engine.arg_utils import EngineArgs
+    from vllm.engine.arg_utils import EngineArgs  # vLLM: only in the engine's own environment
 
     with launch_environment({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"}):
         try:

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from draftguard.check.launch import reading
+from draftguard.check.engines import releases
 from draftguard.check.launch.known_flags import NO_VALUE, OPTIONS
 from draftguard.check.launch.shell import Word
 from draftguard.check.launch.sources import Launch
@@ -45,8 +46,6 @@ def parser_options(engine: str, version: str | None) -> tuple[frozenset[str], fr
     """(switches, every long option, option -> choices) of ``engine``'s launcher in release ``version``:
     that release's generated data where it is known, else ``known_flags`` (the rules' own release)."""
     if version is not None:
-        from draftguard.check.engines import releases
-
         if version in releases.known(engine):
             options = releases.facts(engine, version).options
             switches = frozenset(n for n, kind in options.items() if kind == "switch")

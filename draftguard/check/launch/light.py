@@ -28,6 +28,7 @@ from typing import Any
 from draftguard.check.drafter.engines import dflash_v1_refusal, eagle3_default_aux_ids
 from draftguard.check.engines.light import (DTYPES, _draft_layer_windows, declared_dtype, dflash_vllm_aux,
                                            sglang_max_len, vllm_max_len)
+from draftguard.check.engines import releases
 from draftguard.check.engines.registry import data, draft_architecture
 from draftguard.check.engines.view import text_values
 from draftguard.check.findings import is_int
@@ -125,8 +126,6 @@ def _parser_refusal(view: LaunchView, flags: Flags, prog: str, where: str) -> bo
 
 def _release_facts(version: str) -> Any:
     """vLLM ``version``'s generated facts (``releases.ReleaseFacts``), or None where it has none."""
-    from draftguard.check.engines import releases
-
     return releases.facts("vllm", version) if version in releases.known("vllm") else None
 
 
@@ -138,8 +137,6 @@ def _release_methods(version: str) -> frozenset[str]:
 
 def _unknown_quantization(version: str, method: str) -> bool:
     """A ``--quantization`` the release's methods lack (vLLM checks the asked method against them)."""
-    from draftguard.check.engines import releases
-
     return _release_facts(version) is not None and releases.refuses_value("vllm", version, "quantization", method)
 
 

@@ -21,6 +21,7 @@ Out: ``read_launches`` -> ``Launch`` list, or ``BadInput`` naming the file and l
 from __future__ import annotations
 
 import os
+import io
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -312,8 +313,6 @@ def _dotenv(folder: Path) -> dict[str, str]:
     """The ``.env`` beside a compose file, read only as a regular file inside the checkout (``reading``),
     then by python-dotenv (quotes, ``export``, inline comments, multi-line values as compose reads them); a
     variable without a value is left out."""
-    import io
-
     from dotenv import dotenv_values  # python-dotenv; only compose files pay its import
 
     text = reading.dotenv_text(folder)  # a regular file inside the checkout, or an error on it
