@@ -165,15 +165,14 @@ def install_stubs() -> None:
 
 
 def _type_name(action: argparse.Action) -> str:
+    """"int" or "float" only where argparse converts with exactly that type; "json" for a JSON reader."""
     kind = action.type
     if kind in (int, float, str):
         return kind.__name__ if kind is not str else "value"
     name = getattr(kind, "__name__", "") or ""
     if "json" in name.lower() or name in ("loads",):
         return "json"
-    if name == "human_readable_int" or name.endswith("human_readable_int"):
-        return "int"
-    return "value"
+    return "value"  # any other converter (vLLM's human_readable_int takes "32k": not an int to argparse's int)
 
 
 def parser_options(parser: argparse.ArgumentParser) -> tuple[dict, dict]:

@@ -107,6 +107,20 @@ def test_values_are_judged_against_the_releases_choices():
     assert not refuses_value("vllm", "0.10.1.1", "task", "generate")
     assert not refuses_value("vllm", "0.32.0", "max-model-len", "4096")  # no bound on its values
     assert not refuses_value("vllm", "0.32.0", "no-such-option", "x")  # the option's refusal is option_kind's
+    assert facts("vllm", "0.32.0").options["gpu-memory-utilization"] == "float"
+    assert refuses_value("vllm", "0.32.0", "gpu-memory-utilization", "most")  # argparse's type= refuses it
+    assert not refuses_value("vllm", "0.32.0", "gpu-memory-utilization", "0.9")
+    assert refuses_value("vllm", "0.32.0", "max-num-seqs", "1.5") and not refuses_value("vllm", "0.32.0", "max-num-seqs", "256")
+    # vLLM reads these token counts with its own converter, which takes "8k": no bound recorded
+    assert not refuses_value("vllm", "0.32.0", "max-num-batched-tokens", "8k")
+    assert not refuses_value("vllm", "0.32.0", "max-model-len", "32k")
+
+
+def test_an_old_option_may_live_on_as_the_prefix_of_a_new_one():
+    # --device left vLLM after 0.9.2; from 0.30.0 argparse reads it as the one option it begins
+    assert "device" in facts("vllm", "0.9.2").options and "device" not in facts("vllm", "0.30.0").options
+    longer = [o for o in facts("vllm", "0.30.0").options if o.startswith("device")]
+    assert len(longer) == 1 and option_kind("vllm", "0.30.0", "--device") == "value"
 
 
 def test_option_names_follow_the_parsers_rules():
@@ -136,3 +150,16 @@ def test_every_release_says_how_it_was_read_and_the_data_is_small():
             assert set(release.deprecated) <= set(release.options)
     size = sum(path.stat().st_size for path in Path(releases.DATA).glob("*.json"))
     assert size <= 2 * 1024 * 1024, size
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_first_refusing_and_last_accepting_agree_with_each_release_for_every_option(engine):
+    versions = known(engine)
+    every = sorted({name for version in versions for name in facts(engine, version).options})
+    for option in every:  # accepted as itself or as the unambiguous prefix of a longer option (argparse)
+        accepting = [v for v in versions if option_kind(engine, v, option) is not None]
+        assert last_accepting(engine, option) == accepting[-1], option
+        first = first_refusing(engine, option, after=accepting[0])
+        later = [v for v in versions if Version(v) > Version(accepting[0])]
+        refusing = [v for v in later if option_kind(engine, v, option) is None]
+        assert first == (refusing[0] if refusing else None), option

@@ -217,9 +217,10 @@ def last_accepting(engine: str, option: str) -> str | None:
 
 
 def refuses_value(engine: str, version: str, option: str, value: str) -> bool:
-    """Whether the release refuses ``value`` for ``option``: not among the option's choices, or, for
-    ``--quantization``, not among its quantization methods. False where the release puts no bound on the
-    option's values, or does not know the option (that is ``option_kind``'s answer)."""
+    """Whether the release's parser refuses ``value`` for ``option``: not among the option's choices, not a
+    number where its type is int or float, or, for ``--quantization``, not among its quantization methods.
+    False where the release puts no bound on the option's values, or does not know the option (that is
+    ``option_kind``'s answer)."""
     release = facts(engine, version)
     name = _option(release, option)
     if name is None:
@@ -233,4 +234,9 @@ def refuses_value(engine: str, version: str, option: str, value: str) -> bool:
         return True
     if name == "quantization" and release.quantization_methods is not None:
         return value not in release.quantization_methods
+    if kind in ("int", "float"):  # argparse's type= conversion refuses what is not a number of that kind
+        try:
+            (int if kind == "int" else float)(value)
+        except ValueError:
+            return True
     return False
