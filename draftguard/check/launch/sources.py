@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from draftguard.check.launch import reading
+from draftguard.check.launch import reading, stacks
 from draftguard.check.launch.built import compose_build, local_image, over
 from draftguard.check.launch.built import node_get as _get
 from draftguard.check.launch.dockerfile import is_dockerfile, read_dockerfile
@@ -254,6 +254,11 @@ def _yaml_launches(text: str, path: str, folder: Path) -> list[Launch]:
         services = _get(doc, "services")
         if isinstance(services, yaml.MappingNode):
             launches += _compose(services, text, path, folder)
+        elif stacks.is_stack(doc):  # the vLLM production stack's Helm values: one launch per modelSpec
+            found, _ = stacks.production_stack(doc, path)
+            launches += [launch for s in found if (launch := _launch_of(
+                s.words, s.env, path, folder, {}, s.where, s.image,
+                [p for p in [image_pin(s.image, f"{path} line {s.image_line}")] if p] if s.image else [])) is not None]
         else:
             launches += [found for c in _containers(doc)
                          if (found := _k8s_container(c, doc, text, path, folder)) is not None]
