@@ -684,3 +684,23 @@ def test_a_pull_request_that_breaks_a_launch_file_gets_its_findings_on_the_flag_
         light = parse_sticky(bot.sticky()["body"])["light"]
         assert "DG300" not in light and "DG304" not in light and HEAD2[:12] in light, light
         assert bot.api.runs_for(REPO, HEAD2, CONFIG_CHECK)[0]["conclusion"] == "success"
+
+
+def test_a_launch_files_env_that_links_out_of_the_repo_is_an_error_on_the_launch_file(tmp_path):
+    from tests.fakes.github import Symlink
+
+    deploy = {".draftguard.yml": "launch: ['deploy/*.yml']\n", "deploy/.env": "MODELS=./models\n",
+              **{f"deploy/models/{m}/config.json": (_VLLM_MODELS / m / "config.json").read_text()
+                 for m in ("target", "drafter")}, "deploy/docker-compose.yml": _COMPOSE}
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", deploy)
+        bot.api.set_files(REPO, BASE, deploy)
+        bot.api.set_files(REPO, HEAD, {**deploy, "deploy/.env": Symlink("/proc/self/environ"),
+                                       "deploy/docker-compose.yml": "# moved\n" + _COMPOSE})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="l3")
+        bot.settle()
+        assert bot.queue.get("l3").state == DONE, bot.queue.get("l3").result
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert "deploy/.env" in light and "symlink" in light and TOKEN not in light, light
+        assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["conclusion"] == "failure"
