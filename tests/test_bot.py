@@ -632,3 +632,75 @@ def test_a_pull_request_that_breaks_the_settings_gets_the_settings_check_message
         light = parse_sticky(bot.sticky()["body"])["light"]
         assert ".draftguard.yml:2: unknown key &#96;fial_on&#96;; did you mean &#96;fail_on&#96;?" in light, light
         assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[-1]["conclusion"] == "failure"
+
+
+_VLLM_MODELS = Path(__file__).resolve().parent / "fixtures" / "vllm-models"
+# A deployment repo: the compose file takes its model folders from the .env beside it.
+_COMPOSE = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.32.0
+    volumes:
+      - ${MODELS}/target:/models/target
+      - ${MODELS}/drafter:/models/drafter
+    command: >
+      /models/target --max-model-len 128
+      --speculative-config '{"method": "dflash", "model": "/models/drafter", "num_speculative_tokens": 3}'
+"""
+
+
+def test_a_pull_request_that_breaks_a_launch_file_gets_its_findings_on_the_flag_line_and_then_fixed(tmp_path):
+    """The bot checks the launch files the default branch's `launch:` globs list, as the Action does:
+    read over the API with the .env and model folders they name, findings on the launch file's line,
+    compared with the base (before, the bot read only config.json files and skipped this PR)."""
+    deploy = {".draftguard.yml": "launch: ['deploy/*.yml']\n", "deploy/.env": "MODELS=./models\n",
+              **{f"deploy/models/{m}/config.json": (_VLLM_MODELS / m / "config.json").read_text()
+                 for m in ("target", "drafter")}}
+    healthy, broken = {**deploy, "deploy/docker-compose.yml": _COMPOSE}, dict(deploy)
+    broken["deploy/docker-compose.yml"] = _COMPOSE.replace('"dflash"', '"eagle3"')
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", healthy)
+        bot.api.set_files(REPO, BASE, healthy)
+        bot.api.set_files(REPO, HEAD, broken)
+        bot.api.set_files(REPO, HEAD2, healthy | {"deploy/docker-compose.yml": "# fixed\n" + _COMPOSE})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="l1")
+        bot.settle()
+        assert bot.queue.get("l1").state == DONE, bot.queue.get("l1").result
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        rows = [line for line in light.splitlines() if "DG300" in line]
+        assert rows and all("**new**" in r and "deploy/docker-compose.yml" in r for r in rows), light
+        assert "2 new in this pull request" in light and "draftguard-launch-" not in light
+        [run] = bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)
+        assert run["conclusion"] == "failure"
+        got = {(a["path"], a["start_line"], a["annotation_level"]) for a in run["annotations"]}
+        assert ("deploy/docker-compose.yml", 9, "failure") in got, run["annotations"]
+        # The launch folder and its models were read at the head and the base, never past the budget.
+        assert bot.api.count("GET", r"/contents/deploy/\.env") >= 2
+
+        bot.api.add_pull(REPO, 7, head=HEAD2, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD2, BASE, action="synchronize"), delivery="l2")
+        bot.settle()
+        assert bot.queue.get("l2").state == DONE, bot.queue.get("l2").result
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert "DG300" not in light and "DG304" not in light and HEAD2[:12] in light, light
+        assert bot.api.runs_for(REPO, HEAD2, CONFIG_CHECK)[0]["conclusion"] == "success"
+
+
+def test_a_launch_files_env_that_links_out_of_the_repo_is_an_error_on_the_launch_file(tmp_path):
+    from tests.fakes.github import Symlink
+
+    deploy = {".draftguard.yml": "launch: ['deploy/*.yml']\n", "deploy/.env": "MODELS=./models\n",
+              **{f"deploy/models/{m}/config.json": (_VLLM_MODELS / m / "config.json").read_text()
+                 for m in ("target", "drafter")}, "deploy/docker-compose.yml": _COMPOSE}
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", deploy)
+        bot.api.set_files(REPO, BASE, deploy)
+        bot.api.set_files(REPO, HEAD, {**deploy, "deploy/.env": Symlink("/proc/self/environ"),
+                                       "deploy/docker-compose.yml": "# moved\n" + _COMPOSE})
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="l3")
+        bot.settle()
+        assert bot.queue.get("l3").state == DONE, bot.queue.get("l3").result
+        light = parse_sticky(bot.sticky()["body"])["light"]
+        assert "deploy/.env" in light and "symlink" in light and TOKEN not in light, light
+        assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["conclusion"] == "failure"

@@ -62,3 +62,29 @@ def test_a_model_outside_the_checkout_is_not_read(tmp_path, api):
     add_pull(api, checkout)
     run = run_action(tmp_path, checkout, api, comment="false", **{"launch_files": "serve.sh"})
     assert run.code == 2 and "outside the repository, not read" in run.stdout + run.stderr
+
+
+def test_a_launch_finding_already_on_the_base_is_not_new(tmp_path, api):
+    # The base already sends the DFlash drafter as EAGLE-3; the PR only adds a comment above it (the
+    # lines move by one). Compared with the base's same launch file, nothing is new: before, every
+    # launch finding counted as new.
+    broken = COMPOSE.replace('"dflash"', '"eagle3"')
+    checkout = Checkout(tmp_path, {**_models(), "docker-compose.yml": broken})
+    checkout.push({"docker-compose.yml": "# serve the drafter\n" + broken})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, **{"launch_files": "docker-compose.yml"})
+    assert run.code == 1, run.stderr
+    report = json.loads(Path(run.outputs["report-json"]).read_text())
+    assert [(f["rule"], f["line"]) for f in report["findings"]] == [("DG304", 10), ("DG300", 10)]
+    assert "0 new in this pull request" in run.summary and "**new**" not in run.summary
+    sticky = parse_sticky(api.comments_on(REPO, 7)[0]["body"])
+    assert "0 new in this pull request" in sticky["light"]
+
+
+def test_a_launch_finding_the_pull_request_brings_is_new(tmp_path, api):
+    checkout = Checkout(tmp_path, {**_models(), "docker-compose.yml": COMPOSE})
+    checkout.push({"docker-compose.yml": COMPOSE.replace('"dflash"', '"eagle3"')})
+    add_pull(api, checkout)
+    run = run_action(tmp_path, checkout, api, comment="false", **{"launch_files": "docker-compose.yml"})
+    assert run.code == 1, run.stderr
+    assert "2 new in this pull request" in run.summary and "**new**" in run.summary

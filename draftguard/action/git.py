@@ -156,15 +156,36 @@ def select_targets(root: Path, inputs: ActionInputs, changed: list[str] | None,
 def select_launch_files(root: Path, globs: list[str], changed: list[str] | None, notes: list[str]) -> list[str]:
     """Launch files to check, relative to the repo root: the tracked files the globs match that the pull
     request changed (every match when there is no base to diff against)."""
-    files = tracked_files(root)
+    return match_launch_files(tracked_files(root), globs, changed, notes)
+
+
+def match_launch_files(files: list[str], globs: list[str], changed: list[str] | None,
+                       notes: list[str] | None = None) -> list[str]:
+    """The ``files`` (repo paths) the launch globs match, in glob order, each once, only those in
+    ``changed`` (None: all). The Action passes the tracked files; the bot, which has no checkout, the
+    pull request's changed files. With ``notes``, a glob that matches none of ``files`` says so."""
     chosen: list[str] = []
     for pattern in globs:
         rx = glob_regex(pattern)
         matched = [f for f in files if rx.match(f)]
-        if not matched:
+        if not matched and notes is not None:
             notes.append(f"launch glob {pattern!r} matches no tracked file")
         chosen += [f for f in matched if f not in chosen and (changed is None or f in changed)]
     return chosen
+
+
+def blob_at(root: Path, commit: str, path: str, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file ``path`` at ``commit`` (at most ``max_bytes``), or None: not there,
+    not a regular file (a symlink, a submodule) or larger. For launch files checked at the base commit."""
+    listing = subprocess.run(["git", "-C", str(root), "ls-tree", "-l", "-z", commit, "--", path], capture_output=True)
+    entry = listing.stdout.split(b"\0")[0].decode("utf-8", "replace") if listing.returncode == 0 else ""
+    meta, _, name = entry.partition("\t")
+    parts = meta.split()
+    if name != path or len(parts) != 4 or parts[0] not in ("100644", "100755") or not parts[3].isdigit():
+        return None
+    if int(parts[3]) > max_bytes:
+        return None
+    return git_bytes(root, "cat-file", "blob", parts[2])
 
 
 @contextmanager

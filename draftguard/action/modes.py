@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from draftguard.action.git import (_cwd, changed_files, find_base, git, materialize, select_launch_files,
-                                   select_targets)
+from draftguard.action.git import (_cwd, blob_at, changed_files, find_base, git, materialize,
+                                   select_launch_files, select_targets)
 from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
                                       ActionInputs, Context, WorkflowCommands)
 from draftguard.check import matrix, policy
@@ -28,6 +28,8 @@ from draftguard.check.drafter import detect_drafter
 from draftguard.check.engines import parse_engines
 from draftguard.check.findings import Finding, Report
 from draftguard.check.launch import launch_report
+from draftguard.check.launch.fetched import materialize_launch
+from draftguard.check.launch.reading import MAX_LAUNCH_BYTES
 from draftguard.check.run import check
 from draftguard.errors import ActionError
 from draftguard.fix import fix_targets
@@ -156,6 +158,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             if present:
                 with _cwd(tmp):
                     base_findings = run_check(present, versions, drafter_target, engines, settings).findings
+            if launches:  # the same launch files at the base, so a finding already there is not new
+                base_findings += base_launch_findings(root, base, launches, engines, settings, Path(tmp, "launch"))
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
     review = PullRequestReview.against_base(report, base_findings, settings, notes)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
@@ -180,6 +184,22 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
                        failure=f"draftguard: {errors} error(s), {warnings} warning(s) (fail-on: {fail_on})"
                        + (f", {n_new} new in this pull request" if n_new is not None else ""))
     return Outcome(EXIT_OK, "pass", errors, warnings, sections, report_path)
+
+
+def base_launch_findings(root: Path, base: str, launches: list[str], engines: list | None, settings: Settings,
+                         into: Path) -> list[Finding]:
+    """The findings of ``launches`` at the base commit, under the same rules, from what each launch needs
+    written out of git into ``into`` (``check.launch.fetched``: the launch file, its ``.env``, the model
+    folders' config.json). A launch file the base lacks has none."""
+    def read(path: str) -> bytes | None:
+        return blob_at(root, base, path, MAX_LAUNCH_BYTES)
+
+    present = [p for p in launches if materialize_launch(p, read, into)]
+    if not present:
+        return []
+    with _cwd(into):
+        report = launch_report(present, [], engines, None, Report(transformers_version=""), confine=into)
+    return policy.apply(report, settings).findings
 
 
 def _absolute_target(root: Path, target: str | None) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any, Callable
 from draftguard.bot import command_limit
 from draftguard.bot.approvals import Approval, gpu_job_id, judge_command
 from draftguard.bot.commands import OK_TO_TEST
-from draftguard.bot.pr_check import check_pull_request, check_sections, read_settings, run_job
+from draftguard.bot.pr_check import check_pull_request, check_sections, launch_paths, read_settings, run_job
 from draftguard.check.findings import Report
 from draftguard.hosts.base import CommandCall, PullRequestHost, Trust
 from draftguard.hosts.retry import DelayOf
@@ -158,8 +158,13 @@ class PullRequestFlow:
     def _check_head(self, job: Job, queue: Queue, host: PullRequestHost, head: str, call: CommandCall | None,
                     trust: Trust | None, approval: Approval | None) -> str:
         base = host.base()
-        relevant = [(p, s) for p, s in host.changed_files(base, head) if is_model_file(p)]
-        if not relevant and call is None:
+        listing = host.changed_files(base, head)
+        relevant = [(p, s) for p, s in listing if is_model_file(p)]
+        changed = [p for p, _ in listing]
+        # A pull request that changes no model file is still checked when it changes a launch file the
+        # default branch's settings list under `launch:` (one settings read, only then).
+        launches = bool(changed) and not relevant and call is None and bool(launch_paths(read_settings(host), changed))
+        if not relevant and call is None and not launches:
             queue.put(_key("checked", job), f"{head} {job.id}".encode())  # the head, and which job checked it
             # A later push can take the model files out of the PR: then the old findings must go.
             if host.find_sticky() is None:
@@ -168,7 +173,7 @@ class PullRequestFlow:
                     "file (config.json, safetensors index, tokenizer, .draftguard.yml); nothing to check.")
             host.upsert_sticky(lambda old: update_sticky(old, light=note, matrix=None, acceptance=None))
             return "done: no model files changed any more"
-        outcome = check_pull_request(host, head, base, relevant, forced=call is not None)
+        outcome = check_pull_request(host, head, base, relevant, forced=call is not None, changed=changed)
         if call is not None and not hasattr(host, "react"):
             # Without reactions, the comment itself shows that the command ran, and on what.
             outcome.notes.append(f"Rechecked at `{head[:12]}` for @{call.by}.")

@@ -10,17 +10,23 @@ the settings' ``engines:`` serve) and the check's title, each config checked by 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
+import tempfile
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from draftguard.action.git import match_launch_files
 from draftguard.jobs import Job, Queue, Retry
 from draftguard.check import policy, resolver
 from draftguard.check.drafter import DrafterFormat, TargetModel, detect_drafter, find_target, load_target
 from draftguard.check.engines import EngineSpec, parse_engines
 from draftguard.check.findings import Finding, InputError, Report
+from draftguard.check.launch import launch_report
+from draftguard.check.launch.fetched import materialize_launch
 from draftguard.check.run import TargetLookup, check
 from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
 from draftguard.hosts.files import MAX_FILE_BYTES
@@ -100,12 +106,15 @@ def run_job(
 
 
 def check_pull_request(client: PullRequestSource, head: str, base: str, relevant: list[tuple[str, str]],
-                       forced: bool = False) -> PullRequestReview:
+                       forced: bool = False, changed: list[str] | None = None) -> PullRequestReview:
     """The light check of a pull request's changed configs at ``head``, with findings new against
     ``base``. ``client`` is any pull-request client with ``repo_name``, ``read_file(path, ref)`` and
     ``default_branch()``: the GitHub one or the Hub one (``draftguard.hosts.hub``), so both bots
     judge and render alike. Each config is checked by ``check.run.check``, as every surface checks,
     with the engines the default branch's settings name.
+
+    ``changed`` (every path the pull request changes): those the settings' ``launch:`` globs match
+    are checked as launch files, as the Action checks them (``check_launch_files``).
 
     Example::
 
@@ -137,8 +146,9 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         if problem is not None:
             report.errors.append(problem)
     fetched: dict[str, Any] = {}  # target models, fetched once per job
+    engines = _engines(settings, notes)
     run = partial(check, target_lookup=_target_lookup(settings, fetched), cache=fetched,
-                  engines=_engines(settings, notes), version=report.transformers_version, settings=settings)
+                  engines=engines, version=report.transformers_version, settings=settings)
     base_findings: list[Finding] = []
     have_base = False
     drafters: list[str] = []
@@ -182,8 +192,69 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
         have_base = True  # a new file, or a base that cannot be checked: everything found now is new
         if base_bytes is not None:
             base_findings += run([_snapshot(client, base, path, base_bytes)], drafter_failed=lambda s, exc: None).findings
+    launches = launch_paths(settings, changed)
+    if launches:
+        budget = [MAX_BYTES_PER_PR - spent]
+        base_findings += check_launch_files(client, launches, head, base, engines, settings, report, budget)
+        have_base = True
     return PullRequestReview.against_base(report, base_findings if have_base else None, settings, notes,
                                           drafters, files, untested)
+
+
+def launch_paths(settings: Settings, changed: list[str] | None) -> list[str]:
+    """The changed files the default branch's ``launch:`` globs match, matched as the Action matches
+    them (``action.git.match_launch_files``)."""
+    if not settings.launch or not changed:
+        return []
+    return match_launch_files(changed, settings.launch, None)
+
+
+def check_launch_files(client: PullRequestSource, launches: list[str], head: str, base: str,
+                       engines: list[EngineSpec] | None, settings: Settings, report: Report,
+                       budget: list[int]) -> list[Finding]:
+    """Check ``launches`` at ``head`` into ``report`` (light tier) and return their findings at ``base``,
+    to compare with. There is no checkout: each launch file and what it needs (its ``.env``, the
+    config.json of each local model folder it names) is read over the API at that revision, within what
+    is left of the pull request's byte budget (``budget[0]``), into a private folder, and
+    ``launch_report`` runs there confined to it, as the Action's does on its checkout: findings name
+    the repo path and the launch file's line, and a Hub model a launch names is read anonymously."""
+    base_findings: list[Finding] = []
+    with tempfile.TemporaryDirectory(prefix="draftguard-launch-") as tmp:
+        for ref, into, out in ((head, Path(tmp, "head"), report), (base, Path(tmp, "base"), None)):
+            into.mkdir()
+            present = []
+            for path in launches:
+                try:
+                    if materialize_launch(path, _budgeted(client, ref, budget), into):
+                        present.append(path)
+                except (FileTooLarge, UnreadableFile) as exc:
+                    if out is not None:  # the head's file cannot be checked: it fails the check, saying why
+                        out.errors.append(InputError(source=path, message=str(exc), file=path))
+            if not present:
+                continue
+            checked = out if out is not None else Report(transformers_version="")
+            with contextlib.chdir(into):
+                launch_report(present, [], engines, None, checked, confine=into)
+            policy.apply(checked, settings)
+            if out is None:
+                base_findings = checked.findings
+    return base_findings
+
+
+def _budgeted(client: PullRequestSource, ref: str, budget: list[int]) -> Callable[[str], bytes | None]:
+    """``client.read_file`` at ``ref``, each read asking for at most what is left of ``budget[0]``."""
+    def read(path: str) -> bytes | None:
+        left = budget[0]
+        try:
+            data = client.read_file(path, ref, max_bytes=max(0, min(MAX_FILE_BYTES, left)))
+        except FileTooLarge as exc:
+            if left < exc.size <= MAX_FILE_BYTES:
+                raise UnreadableFile(path, f"this pull request's files pass {MAX_BYTES_PER_PR // 2**20} MB in all "
+                                     "(head and base); split it") from None
+            raise
+        budget[0] -= len(data or b"")
+        return data
+    return read
 
 
 def check_sections(outcome: PullRequestReview, head: str, base: str) -> tuple[dict[str, str | None], bool]:
