@@ -198,9 +198,9 @@ def check_repo_id(name: str, what: str = "repo") -> None:
         raise BadInput(f"{name}: not a folder, and not a Hub repo id for the {what} ({ID_RULE})", file=name)
 
 
-def repo_id_problem(name: str) -> str | None:
-    """What huggingface_hub's own ``validate_repo_id`` finds wrong with a repo id (its first clause), or
-    None when the Hub would accept it.
+def repo_id_problem(name: str, whole: bool = False) -> str | None:
+    """What huggingface_hub's own ``validate_repo_id`` finds wrong with a repo id (its first clause, or
+    with ``whole`` its whole message), or None when the Hub would accept it.
 
     Example::
 
@@ -213,7 +213,7 @@ def repo_id_problem(name: str) -> str | None:
     try:
         validate_repo_id(name)
     except HFValidationError as exc:
-        return str(exc).split(":")[0]
+        return str(exc) if whole else str(exc).split(":")[0]
     return None
 
 

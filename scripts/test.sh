@@ -105,6 +105,10 @@ PY
   touch "$VLLM_MARKER"
 fi
 
+# draftguard went in without its dependencies: the light ones vLLM does not bring (the launch reader's
+# Dockerfile and .env parsers), at the versions CI pins, every run (pip skips what is there already).
+.venv-vllm/bin/pip install -q $(grep -E '^(dockerfile-parse|python-dotenv)==' constraints.txt)
+
 # SGLang 0.5.23's wheel, --no-deps into a folder of its own (its kernels do not install on CPU): the
 # tests marked vllm run its ModelConfig against the light tier's SGLang rules (tests/test_engines_vllm.py).
 SGLANG_PIN="sglang==0.5.23"

@@ -29,6 +29,7 @@ from draftguard.check.launch.judge import judge
 from draftguard.check.launch.light import LaunchView, sglang_view, vllm_view
 from draftguard.check.launch.sources import Launch
 from draftguard.check.run import check
+from draftguard.hub_access import repo_id_problem
 from draftguard.check.launch import reading
 from draftguard.snapshot import _REPO_ID, CONFIG_NAME, BadInput, Snapshot, hub_snapshot, load_snapshot
 
@@ -311,15 +312,7 @@ def _not_a_model(ref: str, launch: Launch) -> str | None:
     """huggingface_hub's words for a reference that is no folder and no valid repo id, else None."""
     if not ref or ref.startswith(("/", ".", "~")) or (launch.folder / ref).is_dir():
         return None
-    # huggingface_hub: heavy to import; only a model reference that is not a folder pays it
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(ref)
-    except HFValidationError as exc:
-        return str(exc)
-    return None
+    return repo_id_problem(ref, whole=True)  # through the one Hub reader, which alone imports huggingface_hub
 
 
 def _source(launch: Launch) -> str:
