@@ -171,3 +171,17 @@ def test_an_mtp_draft_does_not_inherit_a_dict_hf_overrides():
     stated = launch_report([], [f"vllm serve {MIMO} --max-model-len 32768 {MTP}"], parse_engines("vllm==0.32.0"),
                            None).findings
     assert stated == []
+
+
+def test_engines_list_names_every_release_and_install_refuses_what_has_no_cpu_build():
+    listed = run("engines", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["releases"]
+    assert [r["version"] for r in rows if r["engine"] == "vllm"] == releases.known("vllm")
+    assert all(r["launch_data"] for r in rows) and {r["version"] for r in rows if r["registry"]} >= {"0.32.0", "0.34.0"}
+    text = run("engines", "list", "--engine", "vllm")
+    assert f"vLLM: {len(releases.known('vllm'))} releases, 0.8.5 to {releases.newest('vllm')}" in text.stdout
+    for spec, words in (("vllm==0.33.0", "no CPU build"), ("vllm==0.7.0", "not one whose code"),
+                        ("sglang==0.5.23", "no real tier")):
+        done = run("engines", "install", spec)
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr

