@@ -325,6 +325,7 @@ def launch_view(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     parser = Parser(prog="vllm")
     ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
     view: dict[str, Any] = {"tier": "engine"}
+    args = None  # what parse_args made of the line, where it got that far
     with launch_environment(env):
         try:
             args = parser.parse_args(["serve", *argv])
