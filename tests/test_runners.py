@@ -169,10 +169,13 @@ def test_both_runners_low_is_the_drafter_not_a_runner():
 
 
 @pytest.mark.vllm
-def test_vllm_measures_v1_and_says_v2_cannot_run_here(capsys):
+def test_vllm_measures_v1_and_says_v2_cannot_run_here(capsys, monkeypatch):
     pytest.importorskip("vllm")
+    # On CPU, --gpu-memory-utilization is the share of the machine's memory vLLM reserves (0.85 by default,
+    # more than a 24 GiB machine has free after the earlier tests of the pass); the fixtures need little.
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     code, result, err = accept(capsys, "eagle3", "--backend", "vllm", "--model-runner", "both", "--num-prompts", "4",
-                               "--enforce-eager", "--min-acceptance-length", "3.5")
+                               "--enforce-eager", "--min-acceptance-length", "3.5", "--gpu-memory-utilization", "0.4")
     assert code == 0, err
     assert result.views is None  # one cell ran: V1 in vLLM
     assert result.diagnosis["cells"] == {"v1/vllm": "ok"}
@@ -185,10 +188,11 @@ def test_vllm_measures_v1_and_says_v2_cannot_run_here(capsys):
 
 
 @pytest.mark.vllm
-def test_both_backends_on_cpu_still_name_the_v2_collapse_through_the_reference(capsys):
+def test_both_backends_on_cpu_still_name_the_v2_collapse_through_the_reference(capsys, monkeypatch):
     pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # as above: a small reservation on a shared machine
     code, result, err = accept(capsys, "eagle3-nested-ids", "--backend", "both", "--model-runner", "both",
-                               "--enforce-eager", "--min-acceptance-length", "3.9")
+                               "--enforce-eager", "--min-acceptance-length", "3.9", "--gpu-memory-utilization", "0.4")
     assert code == 1, err
     assert result.diagnosis["cause"] == "runner"
     assert result.diagnosis["cells"]["v1/vllm"] == "ok" and result.diagnosis["cells"]["v2/reference"] == "low"

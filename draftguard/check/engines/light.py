@@ -31,6 +31,9 @@ VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn")
 SGLANG_LEN_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 # SGLang's llama.py (Mistral, Phi-3 through Phi3ForCausalLM(LlamaForCausalLM)) and starcoder2.py never
 # pass sliding_window_size to RadixAttention; Qwen2/Qwen3 likewise (not hybrid-SWA architectures).
+# Architectures whose attention vLLM builds as its own kind (DeepSeek-V4's compressed and sliding mix): the
+# built model's layers state no window where transformers' config has one, so the light tier claims none.
+VLLM_OWN_ATTENTION = ("DeepseekV4ForCausalLM",)
 SGLANG_NO_WINDOW = ("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "Starcoder2ForCausalLM",
                     "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
 # SGLang target files that capture "before layer i" (so DFlash id N-1, capture N, is never captured).
@@ -254,6 +257,9 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
             view.max_model_len, view.max_len_why = None, ("no length key at the top level; vLLM reads the one a "
                                                           "nested config states (not modelled)")
         view.windows, view.windows_why = list(windows), "the model code passes transformers' per-layer windows"
+        if view.architecture in VLLM_OWN_ATTENTION:
+            view.windows, view.windows_why = None, (f"vLLM builds {view.architecture}'s compressed attention itself; "
+                                                    "which layers slide there is not modelled")
     else:
         view.max_model_len, view.max_len_why = sglang_max_len(values)
         if view.architecture in SGLANG_NO_WINDOW and any(w is not None for w in windows):
