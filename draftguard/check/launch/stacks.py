@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from draftguard.check.launch.built import node_get as _get
 from draftguard.check.launch.shell import Word
 
 CONTAINER_PORT = "8000"  # the chart's chart.container-port default
@@ -38,14 +39,6 @@ class StackLaunch:
     image: str | None
     image_line: int
     skipped: list[str] = field(default_factory=list)
-
-
-def _get(node: Any, key: str) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return v
-    return None
 
 
 def _has(node: Any, key: str) -> bool:
