@@ -218,3 +218,37 @@ def test_a_real_engine_that_cannot_start_leaves_the_light_tier_and_says_so(tmp_p
     assert view["tier"] == "light" and view["max_model_len"] == 4096
     assert "the real engine answers" in err and "could not answer" in err and "its light tier did" in err
     assert "authority" not in err
+
+
+def _llama_with_window(tmp_path: Path, window: int = 4096) -> Path:
+    """The real Llama-3.1-8B config with `sliding_window` added, as a maintainer trying the tool did."""
+    raw = json.loads((REAL / "meta-llama--llama-3.1-8b-instruct" / "config.json").read_text())
+    raw["sliding_window"] = window
+    (tmp_path / "config.json").write_text(json.dumps(raw, indent=2))
+    return tmp_path
+
+
+def test_a_window_llamas_model_code_never_reads_runs_full_in_transformers_and_slides_in_vllm(tmp_path):
+    # transformers' modeling_llama.py never reads sliding_window (the logits are the same with and
+    # without it), vLLM takes it by name for every layer (CacheConfig.sliding_window), SGLang's Llama
+    # never passes it: the view says what each one's code does, not what LlamaConfig holds.
+    findings, result = engine_findings(_llama_with_window(tmp_path))
+    assert {(a.declared, a.effective) for a in result.attention} == {("sliding(4096)", "full")}
+    assert len(result.attention) == 32
+    [unread] = [f for f in result.findings if f.rule == "DG015"]
+    assert unread.severity.value == "warning" and unread.key == "sliding_window" and unread.line is not None
+    assert "never reads it" in unread.message
+    vllm = next(v for v in result.engine_views if v.engine == "vLLM 0.32.0")
+    sglang = next(v for v in result.engine_views if v.engine == "SGLang 0.5.23")
+    assert set(vllm.windows) == {4096} and set(sglang.windows) == {None}
+    [differs] = [f for f in findings if f.rule == "DG201"]
+    assert differs.key == "sliding_window" and "vLLM 0.32.0" in differs.message and "SGLang" not in differs.message
+    assert "--disable-sliding-window" in differs.message
+
+
+@pytest.mark.parametrize("config", [HEALTHY / "mistral-7b-v0.1.json", REAL / "meta-llama--llama-3.1-8b-instruct",
+                                    REAL / "qwen--qwen3-8b"])
+def test_a_window_the_model_code_reads_or_no_window_is_no_unread_finding(config):
+    # Mistral's model code applies its window in transformers; the real Llama sets none.
+    report = check_targets([str(config)])
+    assert "DG015" not in {f.rule for t in report.targets for f in t.findings}

@@ -11,6 +11,8 @@ per-layer windows.
 
 from __future__ import annotations
 
+import json
+
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -311,3 +313,14 @@ def test_vllm_itself_runs_a_float16_gemma_2_in_bfloat16_as_the_light_tier_says(t
     [served] = engines().views(VLLM[0], str(folder), None, None)
     assert served.dtype == "bfloat16"
     assert _light(folder).engine_views[0].dtype == "bfloat16"
+
+
+def test_vllm_itself_slides_a_llama_whose_transformers_code_never_reads_the_window(tmp_path):
+    # The light tier's claim (tests/test_engines.py): vLLM applies the window LlamaConfig keeps and
+    # modeling_llama.py ignores, to every layer.
+    raw = json.loads((REAL / "meta-llama--llama-3.1-8b-instruct" / "config.json").read_text())
+    raw["sliding_window"] = 4096
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    [served] = engines().views(VLLM[0], str(tmp_path), None, None)
+    assert served.tier == "engine" and served.windows == [4096] * 32
+    assert _light(tmp_path).engine_views[0].windows == served.windows

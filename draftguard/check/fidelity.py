@@ -264,7 +264,7 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
     values, raw = ctx.values, ctx.raw
     types = values.get("layer_types")
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        return [], []
+        return _window_unread(ctx)
     window = values.get("sliding_window")
     effective = [_kind(t, window) for t in types]
     raw_types = raw.get("layer_types")
@@ -321,6 +321,30 @@ def _attention(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
             + (", or lower `max_window_layers`." if _is_int(limit) else "."),
         ))
     return layers, findings
+
+
+def _window_unread(ctx: Context) -> tuple[list[LayerAttention], list[Finding]]:
+    """A window the file sets and the class keeps, which the class's model code never reads
+    (resolver.modeling): transformers runs every layer full, the engines that read the key by name
+    slide every layer. The attention rows say so (declared sliding, effective full), and the engine
+    views judge it per engine (DG201) where one slides."""
+    window = ctx.raw.get("sliding_window")
+    count = ctx.values.get("num_hidden_layers")
+    if (ctx.prefix or "sliding_window" not in ctx.evidence.get("model_code_unread", [])
+            or not _is_int(window) or window <= 0 or ctx.raw.get("use_sliding_window") is False
+            or not _is_int(count) or count < 1):
+        return [], []
+    layers = [LayerAttention(i, f"sliding({window})", "full") for i in range(count)]
+    return layers, [ctx.finding(
+        "DG015", "sliding_window", window, window,
+        f"`sliding_window` is {window}, and {ctx.config_class} keeps it, but the model code transformers "
+        f"builds for `{ctx.raw.get('model_type')}` never reads it (transformers {ctx.version}): every layer "
+        "runs full causal attention there, as if the key were absent. Engines that read the key by name "
+        f"(vLLM) slide every layer with a window of {window}, so the model served differs from the one "
+        "transformers runs and evaluates past the window. Fix: remove the key if the model was trained "
+        "with full attention; if it was trained with a window, use an architecture whose code applies "
+        "it (Mistral's).",
+    )]
 
 
 def _retyped(ctx: Context, layers: list[LayerAttention], retyped: list[int], now: list[str]) -> Finding:

@@ -157,6 +157,9 @@ RULES: dict[str, Rule] = {
         Rule("DG014", "composite-top-level-unread", Severity.ERROR,
              "A composite config states the language model's keys at the top level, while its class builds "
              "the language sub-config from defaults: the model runs with the defaults."),
+        Rule("DG015", "window-unread-by-model-code", Severity.WARNING,
+             "config.json sets a sliding window the class keeps but its transformers model code never "
+             "reads: transformers runs full attention, while engines that read the key slide."),
         # Drafter against target (draftguard/check/drafter/).
         Rule("DG100", "checked-against-target", Severity.INFO,
              "Which target model a drafter was checked against, and what named it."),

@@ -257,6 +257,16 @@ def target_views(spec: EngineSpec, raw: dict[str, Any], values: dict[str, Any], 
             view.max_model_len, view.max_len_why = None, ("no length key at the top level; vLLM reads the one a "
                                                           "nested config states (not modelled)")
         view.windows, view.windows_why = list(windows), "the model code passes transformers' per-layer windows"
+        window = values.get("sliding_window")
+        if (not values.get("layer_types") and is_int(window) and window > 0 and view.windows
+                and any(w is None for w in view.windows)):
+            # No layer_types: CacheConfig.sliding_window is get_sliding_window() (the config's
+            # sliding_window by name), and every attention layer given no window of its own takes it,
+            # whether or not the model code reads the key (Llama's does not).
+            view.windows = [window if w is None else w for w in view.windows]
+            view.windows_why = ("the config has no layer_types, so vLLM sets CacheConfig.sliding_window to the "
+                                f"config's sliding_window ({window}) and every attention layer without a window "
+                                "of its own takes it (engine/arg_utils.py create_engine_config, Attention)")
         if view.architecture in VLLM_OWN_ATTENTION:
             view.windows, view.windows_why = None, (f"vLLM builds {view.architecture}'s compressed attention itself; "
                                                     "which layers slide there is not modelled")

@@ -80,7 +80,17 @@ def _windows(judge: _Judge, view: EngineView, *, drafter: bool) -> None:
                   f"them with full attention: {view.windows_why}. The model attends to the whole context where "
                   "it was trained to slide, and quality drops past the window with no error. Fix: serve it "
                   "with an engine that keeps the window, or cap requests at the window.")
-    if added:
+    if added and not drafter and is_int(judge.raw.get("sliding_window")):
+        # The file's own window, which transformers never applies (DG015) and this engine does.
+        window = view.windows[added[0]]
+        judge.add("DG201", "sliding_window", judge.raw["sliding_window"], f"sliding({window}) at layers {_runs(added)}",
+                  f"Layers {_runs(added)} run full attention in transformers, which never applies this "
+                  f"`sliding_window`, but {view.who} gives them a window of {window}: {view.windows_why}. "
+                  f"Served there, they see only the last {window} tokens, where the model transformers runs "
+                  "(and evaluates) sees the whole context. Fix: remove the key if the model was trained with "
+                  "full attention (or serve with --disable-sliding-window); if it was trained with a window, "
+                  "state it in a form transformers applies.")
+    elif added:
         window = view.windows[added[0]]
         judge.add("DG201", "layer_types", None, f"sliding({window}) at layers {_runs(added)}",
                   f"Layers {_runs(added)} run full attention in transformers{' (as trained)' if drafter else ''}, "

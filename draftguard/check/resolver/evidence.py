@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .aliases import unread_aliases
+from .modeling import unread_by_model_code
 from .budget import unmetered
 from .nodes import MISSING, copy_tree, get_path, node_values, plain, same
 from .probes import deciders, flag_switches, translations
@@ -87,6 +88,8 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
     - ``serialised``: {file key: value}, keys the class writes back unchanged in to_dict();
     - ``generation``: {file key: value}, dropped keys that GenerationConfig rebuilds;
     - ``unread``: {file key: field}, keys the class ignores that name one of its fields elsewhere;
+    - ``model_code_unread``: file keys the class keeps that its model code never reads
+      (``sliding_window`` in Llama: see ``modeling``);
     - ``deciders``: {file path: [other file path, stored path, how, is_input, value]}, another
       value of the file that decides what is stored in the leaf's place (``deciders``);
     - ``translations``: {file path: {old name: new name}}, name lists the class translates;
@@ -169,4 +172,5 @@ def gather_evidence(cls: type, raw: dict[str, Any], config: Any, node: dict[str,
             rest = [leaf for leaf in rest if leaf not in evidence["deciders"] and leaf not in evidence["translations"]]
             evidence["serialised"] = _serialised(config, raw, rest)
     evidence["unread"] = unread_aliases(cls, raw, config)
+    evidence["model_code_unread"] = unread_by_model_code(cls, raw)
     return evidence
