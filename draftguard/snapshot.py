@@ -118,7 +118,7 @@ def parse_json_object(data: bytes, display: str) -> dict[str, Any]:
         )
     deepest, keys, longest = _shape(value)
     if deepest > MAX_JSON_DEPTH:
-        line = _line_past_depth(text, MAX_JSON_DEPTH)
+        line = line_past_depth(text, MAX_JSON_DEPTH) or 1
         raise BadInput(f"{display}:{line}: nested more than {MAX_JSON_DEPTH} levels deep; no model config is, "
                        "so it is not checked", file=display, line=line)
     if keys > MAX_JSON_KEYS or longest[0] > MAX_KEY_PATH:
@@ -152,8 +152,15 @@ def _shape(value: Any) -> tuple[int, int, tuple[int, str]]:
     return deepest, keys, longest
 
 
-def _line_past_depth(text: str, limit: int) -> int:
-    """The line of the first bracket that opens level ``limit + 1`` (strings skipped)."""
+def line_past_depth(text: str, limit: int) -> int | None:
+    """The line of the first bracket that opens level ``limit + 1`` (strings skipped), or None where
+    the text nests at most ``limit`` deep; linear, no recursion, no decoding.
+
+    Example::
+
+        >>> line_past_depth('{"a": [1, {"b": 2}]}', 3), line_past_depth('{"a": [[1]]}', 2)
+        (None, 1)
+    """
     level, line, in_string, escaped = 0, 1, False, False
     for ch in text:
         if ch == "\n":
@@ -168,7 +175,7 @@ def _line_past_depth(text: str, limit: int) -> int:
                 return line
         elif ch in "]}":
             level -= 1
-    return 1
+    return None
 
 
 def load_snapshot(target: str, revision: str | None = None, names: tuple[str, ...] = (CONFIG_NAME,)) -> Snapshot:

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 import yaml
 
 from draftguard.errors import BadInput
+from draftguard.snapshot import line_past_depth
 
 MAX_LAUNCH_BYTES = 1024 * 1024  # a launch file, a .env
 MAX_YAML_ALIASES = 100
@@ -224,24 +225,7 @@ def _children(node: Any) -> list[Any]:
 
 def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether ``text``'s brackets (outside strings) nest at most ``limit`` deep; linear, no recursion."""
-    level, in_string, escaped = 0, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            level += 1
-            if level > limit:
-                return False
-        elif ch in "]}":
-            level -= 1
-    return True
+    return line_past_depth(text, limit) is None
 
 
 def failure(shown: str, exc: BaseException) -> str:
