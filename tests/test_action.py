@@ -33,6 +33,7 @@ DRAFTER = json.loads((ROOT / "examples/qwen3-swa-drafter/config.json").read_text
 BASE_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
 HEAD_CONFIG = json.dumps(dict(DRAFTER, rope_scaling={"rope_type": "linear", "factor": 2.0}), indent=2)
 FIXED_CONFIG = json.dumps(dict(DRAFTER, use_sliding_window=True), indent=2)
+WINDOW_DROPPED = json.dumps(DRAFTER, indent=2)  # the window's gate left out, nothing else changed
 HEALTHY = (ROOT / "tests/data/healthy/qwen3-8b.json").read_text()
 
 
@@ -281,6 +282,47 @@ def test_a_fork_with_findings_fails_for_the_findings_only(tmp_path, api):
     assert [a for a in run.annotations("error") if "sliding_window" in a]
     assert not [a for a in run.annotations("error") if "could not comment" in a]
     assert sum("no pull request comment" in line for line in run.stdout.splitlines()) == 1
+
+
+def test_the_proven_fix_is_a_one_click_suggestion_on_a_same_repository_pull_request(tmp_path, api):
+    # The bot's suggested changes (tests/test_fix_bot.py), from the Action: one review on the head,
+    # the suggestion on the changed config's line, never twice across runs, none on a fork's.
+    checkout = Checkout(tmp_path, {"drafter/config.json": FIXED_CONFIG})
+    checkout.push({"drafter/config.json": WINDOW_DROPPED})
+    api.set_files(REPO, checkout.base, {"drafter/config.json": FIXED_CONFIG})
+    api.set_files(REPO, checkout.head, {"drafter/config.json": WINDOW_DROPPED})
+    api.add_pull(REPO, 7, head=checkout.head, base=checkout.base)
+
+    first = run_action(tmp_path, checkout, api)
+    assert first.code == 1, first.stderr
+    [comment] = [c for c in api.review_comments_on(REPO, 7) if "```suggestion" in c["body"]]
+    assert comment["path"] == "drafter/config.json" and comment["side"] == "RIGHT"
+    block = comment["body"].split("```suggestion\n", 1)[1].split("\n```", 1)[0]
+    assert '"use_sliding_window": true' in block
+    # Committing it gives a file without the window's findings.
+    lines = WINDOW_DROPPED.splitlines()
+    start = comment["start_line"] or comment["line"]
+    fixed = "\n".join(lines[:start - 1] + block.split("\n") + lines[comment["line"]:])
+    assert json.loads(fixed) == json.loads(FIXED_CONFIG)
+    [review] = [r for r in api.reviews if r["number"] == 7]
+    assert review["commit_id"] == checkout.head and review["event"] == "COMMENT"
+
+    again = run_action(tmp_path, checkout, api)
+    assert again.code == 1 and len([r for r in api.reviews if r["number"] == 7]) == 1
+
+    off = run_action(tmp_path, checkout, api, event=event_file(tmp_path, checkout, number=7, fork=True))
+    assert off.code == 1 and len([r for r in api.reviews if r["number"] == 7]) == 1
+    assert TOKEN not in first.stdout + first.stderr + again.stdout + off.stdout
+
+
+def test_suggestions_false_posts_no_review(tmp_path, api):
+    checkout = Checkout(tmp_path, {"drafter/config.json": FIXED_CONFIG})
+    checkout.push({"drafter/config.json": WINDOW_DROPPED})
+    api.set_files(REPO, checkout.base, {"drafter/config.json": FIXED_CONFIG})
+    api.set_files(REPO, checkout.head, {"drafter/config.json": WINDOW_DROPPED})
+    api.add_pull(REPO, 7, head=checkout.head, base=checkout.base)
+    run = run_action(tmp_path, checkout, api, suggestions="false")
+    assert run.code == 1 and api.reviews == [] and len(api.comments_on(REPO, 7)) == 1
 
 
 def test_transient_github_faults_are_retried(tmp_path, api):

@@ -37,8 +37,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from draftguard.action.comment import StickyComment
-from draftguard.action.git import glob_regex, repo_root
+from draftguard.action.comment import StickyComment, post_fix_suggestions, same_repository
+from draftguard.action.git import _cwd, glob_regex, repo_root
 from draftguard.action.inputs import (EXIT_BAD_INPUT, EXIT_FAIL, INPUTS, OUTPUTS, ActionInputs, Context,
                                       WorkflowCommands, parse_list)
 from draftguard.action.modes import ACTION_BACKEND, acceptance_mode, check_mode
@@ -84,6 +84,11 @@ def run_action(env: Mapping[str, str] | None = None, cwd: str | Path | None = No
             outcome = check_mode(root, ctx, inputs, commands)
         if comment is not None and outcome.sections:
             comment(outcome.sections)
+        if (comment is not None and not comment.refused and inputs.suggestions and outcome.review is not None
+                and outcome.review.files and same_repository(ctx)):
+            with _cwd(root):
+                post_fix_suggestions(ctx, inputs.token or "", outcome.review, ctx.head_sha or ctx.sha or "",
+                                     commands, secrets)
         commands.outputs.update({"errors": str(outcome.errors), "warnings": str(outcome.warnings),
                                "verdict": outcome.verdict, "report-json": outcome.report_json})
         sarif = Path(outcome.report_json).with_suffix(".sarif")

@@ -1,7 +1,8 @@
 """The Action's one sticky comment on the pull request, the same one the bot writes.
 
 In: the ``Context`` (repository, pull request number, API URL), a token and the sections to merge.
-Out: the comment created or edited through ``hosts.github``; transient faults retried a few times
+Out: the comment created or edited through ``hosts.github``, and the proven fixes as one review of
+suggested changes on a same-repository pull request (``post_fix_suggestions``); transient faults retried a few times
 in place (``hosts.retry.call_with_retries``), a refusal (a fork's read-only token) remembered as a
 notice, any other failure as one scrubbed line. Nothing here raises into the check's result.
 """
@@ -15,6 +16,7 @@ from draftguard.action.inputs import Context, WorkflowCommands
 from draftguard.errors import ActionError, CommentRefused
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, TransientGitHubError, connect, retry_delay
 from draftguard.hosts.retry import call_with_retries
+from draftguard.pr_verdict import PullRequestReview
 from draftguard.report.comment import section_name, update_sticky
 from draftguard.secrets import scrub
 
@@ -27,6 +29,14 @@ NO_COMMENT = (
 
 
 # --- the sticky comment -------------------------------------------------------------------------
+
+
+def _client(ctx: Context, token: str) -> tuple[GitHubConfig, PullRequestClient]:
+    """The Action's client of its pull request. One or two writes per job: no pacing between writes
+    is needed. DRAFTGUARD_RETRY_BASE is the bot's knob for the first backoff, honoured here too."""
+    config = GitHubConfig(api_url=ctx.api_url, token=token, write_interval=0.0, secrets=[token],
+                          retry_base=float(os.environ.get("DRAFTGUARD_RETRY_BASE") or 2.0))
+    return config, PullRequestClient(connect(config), ctx.repository, ctx.pr_number)
 
 
 def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: float = 30.0
@@ -43,11 +53,7 @@ def sticky_writer(ctx: Context, token: str, *, attempts: int = 3, max_wait: floa
     # its absence into an ActionError that says to install it or set `comment: false`.
     from github import GithubException
 
-    # One or two writes per job: no pacing between writes is needed. DRAFTGUARD_RETRY_BASE is the
-    # bot's knob for the first backoff, honoured here too.
-    config = GitHubConfig(api_url=ctx.api_url, token=token, write_interval=0.0, secrets=[token],
-                          retry_base=float(os.environ.get("DRAFTGUARD_RETRY_BASE") or 2.0))
-    client = PullRequestClient(connect(config), ctx.repository, ctx.pr_number)
+    config, client = _client(ctx, token)
 
     def write(sections: dict[str, str | None]) -> None:
         try:
@@ -92,3 +98,35 @@ class StickyComment:
         except (GithubException, TransientGitHubError, requests.RequestException) as exc:
             status = getattr(exc, "status", None)
             self.failed = scrub(f"GitHub API: {status or type(exc).__name__}: {exc}", self.secrets)[:500]
+
+
+# --- one-click fixes ------------------------------------------------------------------------------
+
+
+def same_repository(ctx: Context) -> bool:
+    """Whether the pull request's head branch is in the repository itself (not a fork): only then does
+    a workflow's token write reviews, and only then can a suggestion be committed by its authors."""
+    head_repo = ((ctx.event.get("pull_request") or {}).get("head") or {}).get("repo") or {}
+    return bool(ctx.repository) and head_repo.get("full_name") == ctx.repository
+
+
+def post_fix_suggestions(ctx: Context, token: str, review: PullRequestReview, head: str,
+                         commands: WorkflowCommands, secrets: list[str]) -> int:
+    """The bot's proven fixes as one review of suggested changes (``bot.suggestions``), on a pull
+    request from the same repository. Returns how many were posted; a failure is one notice and 0,
+    never the job's failure (the sticky comment and the summary carry the result)."""
+    import requests  # with PyGithub, the `action` extra
+    from github import GithubException
+
+    from draftguard.bot.suggestions import post_suggestions
+
+    config, client = _client(ctx, token)
+    try:
+        client.changed_files()  # the listing with each file's patch, as the bot reads it
+        return call_with_retries(lambda: post_suggestions(client, review, head), delay_of=retry_delay,
+                                 attempts=3, max_wait=30.0, base=config.retry_base)
+    except (GithubException, TransientGitHubError, requests.RequestException) as exc:
+        status = getattr(exc, "status", None)
+        commands.command("notice", scrub(f"fix suggestions not posted: GitHub API: {status or type(exc).__name__}: "
+                                         f"{exc}", secrets)[:500], title="draftguard: no suggestions")
+        return 0

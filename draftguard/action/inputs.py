@@ -27,8 +27,8 @@ from draftguard.snapshot import SETTINGS_NAME, BadInput
 
 # Every input the entry point reads. action.yml declares each (tests/test_action.py checks it), and
 # its run step passes each as INPUT_<NAME> with dashes turned into underscores.
-INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "github-token", "section",
-          "engines", "launch-files", "upload-sarif")
+INPUTS = ("mode", "paths", "transformers-versions", "target", "fail-on", "comment", "suggestions", "github-token",
+          "section", "engines", "launch-files", "upload-sarif")
 OUTPUTS = ("errors", "warnings", "verdict", "report-json", "sarif")
 MODES = ("check", "acceptance")
 FAIL_ON = ("error", "warning", "never")
@@ -80,6 +80,7 @@ class ActionInputs:
     target: str | None = None
     fail_on: str | None = None  # None: .draftguard.yml `fail_on`, else error
     comment: bool = True
+    suggestions: bool = True  # the proven fixes as one-click suggested changes (same-repository pull requests)
     token: str | None = None
     section: str | None = None  # this use's own sections in the sticky comment (see section_key)
     engines: list[str] = field(default_factory=list)  # "vllm==0.32.0": check.engines specs, validated
@@ -143,6 +144,7 @@ class ActionInputs:
             target=read_input(env, "target") or None,
             fail_on=fail_on,
             comment=parse_bool("comment", read_input(env, "comment") or "true"),
+            suggestions=parse_bool("suggestions", read_input(env, "suggestions") or "true"),
             token=read_input(env, "github-token") or None,
             section=_section(read_input(env, "section")),
             engines=engines,

@@ -115,6 +115,8 @@ class Outcome:
     sections: dict[str, str | None]
     report_json: str
     failure: str | None = None
+    # The check's review of the head, its config files' bytes by path (for the fix suggestions).
+    review: PullRequestReview | None = None
 
 
 def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: WorkflowCommands) -> Outcome:
@@ -161,7 +163,11 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
             if launches:  # the same launch files at the base, so a finding already there is not new
                 base_findings += base_launch_findings(root, base, launches, engines, settings, Path(tmp, "launch"))
     # From here on the bot's tail: new findings against the base, the sections, the verdict.
-    review = PullRequestReview.against_base(report, base_findings, settings, notes)
+    # The head's config files by the path the findings name (the checkout's), for the suggestions.
+    files = {f.file: (root / f.file).read_bytes() for f in report.findings
+             if not Path(f.file).is_absolute() and (root / f.file).is_file() and not (root / f.file).is_symlink()
+             and (root / f.file).resolve().is_relative_to(root.resolve())}
+    review = PullRequestReview.against_base(report, base_findings, settings, notes, files=files)
     sections = {"light": review.light_section(head, base, fail_on, label=inputs.section_label()),
                 "matrix": matrix_markdown(report), "engines": render_engines_section(report)}
     commands.write(render_annotations(report))
@@ -177,13 +183,13 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     counts = report.summary()
     errors, warnings = counts.get("error", 0) + len(report.errors), counts.get("warning", 0)
     if report.errors:  # bad input: verdict `error` (docs/action.md), each file's own annotation the one ::error::
-        return Outcome(EXIT_BAD_INPUT, "error", errors, warnings, sections, report_path)
+        return Outcome(EXIT_BAD_INPUT, "error", errors, warnings, sections, report_path, review=review)
     if review.fails(fail_on):
         n_new = review.new_count()
         return Outcome(EXIT_FAIL, "fail", errors, warnings, sections, report_path,
                        failure=f"draftguard: {errors} error(s), {warnings} warning(s) (fail-on: {fail_on})"
-                       + (f", {n_new} new in this pull request" if n_new is not None else ""))
-    return Outcome(EXIT_OK, "pass", errors, warnings, sections, report_path)
+                       + (f", {n_new} new in this pull request" if n_new is not None else ""), review=review)
+    return Outcome(EXIT_OK, "pass", errors, warnings, sections, report_path, review=review)
 
 
 def base_launch_findings(root: Path, base: str, launches: list[str], engines: list | None, settings: Settings,

@@ -7,7 +7,8 @@ the review's body as a diff), and never twice: each suggestion carries a marker 
 the edit, and the bot's own review comments are read first. The bot reads no weights or tokenizer
 files, so it proves its fixes with the config rules (``draftguard fix`` on a clone does the rest).
 
-In: a ``PullRequestClient`` (``hosts.github``), the ``PullRequestReview`` of the head, the head sha.
+In: a ``PullRequestClient`` (``hosts.github``: the bot's, or the Action's through
+``action.comment.post_fix_suggestions``), the ``PullRequestReview`` of the head, the head sha.
 Out: ``post_suggestions(...)`` -> how many suggestions were posted; one review created (or none).
 """
 
@@ -84,8 +85,9 @@ def post_suggestions(client: Any, outcome: PullRequestReview, head: str) -> int:
     listing = getattr(client, "files", None)  # kept by changed_files() earlier in the run
     patches = {f.filename: f.patch for f in (listing if listing is not None else pull.get_files())}
     # What the bot suggested before, on any push: markers in its review comments and review bodies.
+    me = client.login()
     mine = {marker for item in [*pull.get_review_comments(), *pull.get_reviews()]
-            if item.user is not None and item.user.login == client.me for marker in _MARKER.findall(item.body or "")}
+            if item.user is not None and item.user.login == me for marker in _MARKER.findall(item.body or "")}
     comments: list[dict[str, Any]] = []
     diffs: list[str] = []
     for path, data in sorted(outcome.files.items()):

@@ -362,10 +362,14 @@ class PullRequestClient:
                     return None
                 raise
 
-    def _mine(self, comment: IssueComment) -> bool:
+    def login(self) -> str:
+        """The login this client comments as (``me``, asked of GitHub once where not given)."""
         if self.me is None:
             self.me = self._whoami()
-        return comment.user is not None and comment.user.login == self.me
+        return self.me
+
+    def _mine(self, comment: IssueComment) -> bool:
+        return comment.user is not None and comment.user.login == self.login()
 
     def _whoami(self) -> str:
         """The token's login. GitHub closes ``GET /user`` to installation tokens (403); the only one
