@@ -2,10 +2,13 @@
 
 Each chunk of repos becomes one Job (source ``audit``) on the cpu queue that ``draftguard worker
 --queue cpu --queue-url redis://...`` already serves; huey delivers it, the Job record's claim
-keeps it to one worker, and ``Queue.recover`` requeues it when a worker dies. The worker audits the
-chunk with the same ``audit_chunk`` as a local run and stores the records beside the Job record;
-this process waits for its Jobs, appends each chunk's records to audit.jsonl as it finishes, and
-writes the one report. No scheduling of our own: huey's consumers pick the work.
+keeps it to one worker (a 20 s lease for audit jobs, renewed while the worker runs), and any live
+worker or this process requeues it within half a minute when its worker, or the whole worker machine,
+dies (``Queue.requeue_expired``). The worker audits the chunk with the same ``audit_chunk`` as a local
+run and stores the records beside the Job record; its Job's id is pushed on this run's channel as it
+finishes, and this process waits on that channel (a blocking pop, not a poll of every pending Job:
+its cost does not grow with the queue), appends each chunk's records to audit.jsonl, and writes the
+one report. No scheduling of our own: huey's consumers pick the work.
 
 In: the queue URL, the chunks of ``RepoRef``, the ``AuditOptions`` and a ``take(record, skipped)``
 callback (``run_on_queue``); on the worker, an audit Job (``AuditJobHandler``).
@@ -24,14 +27,14 @@ from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.errors import QueueConfigError
-from draftguard.jobs import FAILED, FINISHED, Job, Queue
+from draftguard.jobs import FAILED, FINISHED, SWEEP_SECONDS, Job, Queue
 from draftguard.payloads import AuditChunk
 from draftguard.check import resolver
 from draftguard.snapshot import BadInput
 
 SOURCE = "audit"
 RESULT_KEY = "audit-result:{}"
-POLL_SECONDS = 0.1
+WAIT_SECONDS = 1.0  # longest blocking wait for a finished Job before the gatherer's housekeeping
 
 
 def _result_key(job_id: str) -> str:
@@ -73,9 +76,11 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
         queue = Queue(url)
     except QueueConfigError as exc:
         raise BadInput(f"--queue: {exc}", key="queue") from None
+    channel = f"audit-{run_id}"
     pending: dict[str, list[RepoRef]] = {}
     for number, part in enumerate(parts):
         job = Job(id=f"audit-{run_id}-{number}", source=SOURCE, kind="audit", repo=part[0].repo, number=number,
+                  notify=channel,
                   data=AuditChunk(
                       refs=[{"repo": r.repo, "revision": r.revision} for r in part],
                       versions=options.versions, full=options.full, retries=options.retries,
@@ -84,12 +89,23 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
                   ).to_data())
         queue.submit(job)
         pending[job.id] = part
+    gather(queue, channel, pending, options, take, timeout=timeout)
+
+
+def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], options: AuditOptions,
+           take: Callable[[RepoRecord, bool], None], *, timeout: float | None = None) -> None:
+    """Wait on ``channel`` for the pending Jobs to finish and ``take`` each one's records. Each pass
+    costs one blocking pop and, every ``SWEEP_SECONDS``, one read of the expired claims: nothing per
+    pending Job. Raises TimeoutError after ``timeout`` seconds with Jobs still pending."""
     deadline = time.monotonic() + timeout if timeout else None
+    swept = time.monotonic()
     while pending:
-        for job_id in list(pending):
+        for job_id in queue.wait_finished(channel, timeout=WAIT_SECONDS):
+            if job_id not in pending:
+                continue  # told twice (a Job requeued while its first worker still finished it)
             job = queue.get(job_id)
             if job is None or job.state not in FINISHED:
-                continue
+                continue  # requeued since: it is told again when it finishes
             part = pending.pop(job_id)
             raw = queue.peek(_result_key(job_id))
             if job.state == FAILED or raw is None:
@@ -104,7 +120,11 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
             for data, skipped in payload["records"]:
                 take(RepoRecord.from_json(data), skipped)
             queue.forget(_result_key(job_id))
-        if pending:
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} audit jobs did not finish in time")
-            time.sleep(POLL_SECONDS)
+        if time.monotonic() - swept >= SWEEP_SECONDS:
+            # A worker machine that died holds its chunk's claim until it expires; when no worker is
+            # left alive to requeue it, this process does.
+            swept = time.monotonic()
+            queue.requeue_expired()
+        if pending and deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"{len(pending)} audit jobs did not finish in time")
+    queue.forget_channel(channel)
