@@ -123,3 +123,11 @@ def test_a_worker_machine_killed_mid_chunk_gives_its_chunk_to_another_worker_wit
         assert len(queued.records) == len(fleet.repos) and "Traceback" not in err
         # The rescuer fetched the victim's repos: they are in its cache, never the dead worker's alone.
         assert list((tmp_path / "rescuer-cache").rglob("config.json"))
+
+
+def test_a_hub_rate_that_cannot_be_shared_is_bad_input(tmp_path):
+    with FakeHub() as hub:
+        alone = run_audit_process(hub, tmp_path, "--org", "x", "--hub-rate", "5")
+        negative = run_audit_process(hub, tmp_path, "--org", "x", "--hub-rate", "-1", "--queue", "redis://127.0.0.1:1/0")
+        assert alone.rc == 2 and "without --queue" in alone.stderr and "Traceback" not in alone.stderr
+        assert negative.rc == 2 and "--hub-rate must be" in negative.stderr

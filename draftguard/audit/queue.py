@@ -27,8 +27,10 @@ from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.errors import QueueConfigError
+from draftguard.hub_access import share_budget
 from draftguard.jobs import FAILED, FINISHED, SWEEP_SECONDS, Job, Queue
 from draftguard.payloads import AuditChunk
+from draftguard.retry_after import SharedBudget
 from draftguard.check import resolver
 from draftguard.snapshot import BadInput
 
@@ -55,6 +57,8 @@ class AuditJobHandler:
             previous={k: RepoRecord.from_json(v) for k, v in chunk.previous.items()},
         )
         refs = [RepoRef(r["repo"], r.get("revision")) for r in chunk.refs]
+        # Every worker on this Redis draws from one Hub budget and honours any worker's 429 wait.
+        share_budget(SharedBudget(queue.store.conn, chunk.hub_rate) if queue.backend == "redis" else None)
         results = audit_chunk(refs, options)
         payload = {"records": [[r.to_json(), skipped] for r, skipped in results],
                    "version_problems": options.version_problems}
@@ -64,7 +68,8 @@ class AuditJobHandler:
 
 
 def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
-                 take: Callable[[RepoRecord, bool], None], *, run_id: str, timeout: float | None = None) -> None:
+                 take: Callable[[RepoRecord, bool], None], *, run_id: str, timeout: float | None = None,
+                 hub_rate: float = 0.0) -> None:
     """Submit one Job per chunk, then gather each chunk's records (``take``) as its Job finishes.
     A Job that fails records its repos with the worker's error. Raises BadInput for a bad URL."""
     try:
@@ -86,6 +91,7 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
                       versions=options.versions, full=options.full, retries=options.retries,
                       max_wait=options.max_wait, fetch_workers=max(1, options.fetch_workers),
                       previous={r.key: options.previous[r.key].to_json() for r in part if r.key in options.previous},
+                      hub_rate=hub_rate,
                   ).to_data())
         queue.submit(job)
         pending[job.id] = part

@@ -47,6 +47,7 @@ class AuditRun:
     concurrency: int = 8
     queue_url: str | None = None
     chunk_size: int | None = None
+    hub_rate: float = 0.0  # with a queue: Hub requests a second shared by every worker (0: the Hub's policy)
     progress: bool = True
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -103,7 +104,7 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
             take(previous[ref.key], True)
         if run.queue_url and parts:
             run.options.fetch_workers = max(1, min(run.concurrency, size))
-            run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id)
+            run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id, hub_rate=run.hub_rate)
         elif parts:
             _run_local(parts, run, take)
     store.compact()
