@@ -6,10 +6,12 @@ Run:  python bench/bench_gatherer.py [--small 1000] [--large 100000] [--seconds 
 A real redis-server (started here) holds ``--small`` then ``--large`` pending audit Job records. A
 feeder thread finishes ``--rate`` of them a second, as workers would (record, result, the run's
 channel told); the gatherer (draftguard/audit/queue.py ``gather``) waits for them for ``--seconds``,
-in a thread whose CPU time (``time.thread_time``) is measured. The baseline, in the same run, is the
-gatherer before issue 41: it read every pending Job's record every 0.1 s (kept here as
-``poll_gather``). Figures: CPU seconds per wall second of each gatherer at each queue length, and the
-ratio large/small (1.0: its cost does not grow with the queue).
+in a thread whose CPU time (``time.thread_time``) is measured, with the redis-server's CPU time
+(/proc) and the commands it served in the same time (the feeder's included, the same in every run).
+The baseline, in the same run, is the gatherer before issue 41: it read every pending Job's record
+every 0.1 s (kept here as ``poll_gather``). Figures: per wall second, the gatherer's CPU seconds, the
+Redis server's CPU seconds and commands, at each queue length, and the ratio large/small (1.0: the
+cost does not grow with the queue).
 """
 
 from __future__ import annotations
@@ -67,8 +69,17 @@ def fill(queue: Queue, count: int) -> dict[str, list]:
     return pending
 
 
-def measure(url: str, count: int, seconds: float, rate: float, gatherer) -> float:
-    """CPU seconds per wall second of ``gatherer`` waiting on ``count`` pending Jobs."""
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used, from /proc."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, count: int, seconds: float, rate: float, gatherer, server: int) -> tuple[float, float, float]:
+    """Per wall second of ``gatherer`` waiting on ``count`` pending Jobs: its CPU seconds, the Redis
+    server's CPU seconds, and the commands the server served."""
     queue = Queue(url)
     queue.store.conn.flushdb()
     pending = fill(queue, count)
@@ -95,6 +106,8 @@ def measure(url: str, count: int, seconds: float, rate: float, gatherer) -> floa
             pass
         cpu[0] = time.thread_time() - start
 
+    commands = queue.store.conn.info("stats")["total_commands_processed"]
+    redis_cpu = server_cpu(server)
     feeder = threading.Thread(target=feed)
     feeder.start()
     began = time.monotonic()
@@ -104,7 +117,9 @@ def measure(url: str, count: int, seconds: float, rate: float, gatherer) -> floa
     wall = time.monotonic() - began
     stop.set()
     feeder.join()
-    return cpu[0] / wall
+    redis_cpu = server_cpu(server) - redis_cpu
+    commands = queue.store.conn.info("stats")["total_commands_processed"] - commands
+    return cpu[0] / wall, redis_cpu / wall, commands / wall
 
 
 def main() -> None:
@@ -122,14 +137,17 @@ def main() -> None:
     try:
         rows = []
         for name, gatherer in (("blocking pop (now)", gather), ("poll every job (before)", poll_gather)):
-            small = measure(url, args.small, args.seconds, args.rate, gatherer)
-            large = measure(url, args.large, args.seconds, args.rate, gatherer)
+            small = measure(url, args.small, args.seconds, args.rate, gatherer, proc.pid)
+            large = measure(url, args.large, args.seconds, args.rate, gatherer, proc.pid)
             rows.append((name, small, large))
-        print(f"gatherer CPU seconds per second, {args.rate:.0f} jobs finishing a second, {args.seconds:.0f} s each")
-        print(f"| gatherer | {args.small:,} pending | {args.large:,} pending | ratio |")
-        print("|---|---|---|---|")
+        print(f"per second of gathering, {args.rate:.0f} jobs finishing a second, {args.seconds:.0f} s each")
+        print(f"| gatherer | figure | {args.small:,} pending | {args.large:,} pending | ratio |")
+        print("|---|---|---|---|---|")
         for name, small, large in rows:
-            print(f"| {name} | {small:.4f} | {large:.4f} | x{large / small:.2f} |")
+            for n, (what, fmt) in enumerate((("gatherer CPU s", "{:.4f}"), ("redis-server CPU s", "{:.4f}"),
+                                             ("Redis commands", "{:,.0f}"))):
+                ratio = large[n] / small[n] if small[n] else float("nan")
+                print(f"| {name} | {what} | {fmt.format(small[n])} | {fmt.format(large[n])} | x{ratio:.2f} |")
     finally:
         proc.terminate()
         proc.wait(10)
