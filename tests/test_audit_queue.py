@@ -131,3 +131,43 @@ def test_a_hub_rate_that_cannot_be_shared_is_bad_input(tmp_path):
         negative = run_audit_process(hub, tmp_path, "--org", "x", "--hub-rate", "-1", "--queue", "redis://127.0.0.1:1/0")
         assert alone.rc == 2 and "without --queue" in alone.stderr and "Traceback" not in alone.stderr
         assert negative.rc == 2 and "--hub-rate must be" in negative.stderr
+
+
+def test_an_audit_killed_while_gathering_resumes_its_jobs_without_queueing_them_twice(tmp_path, redis_url):  # noqa: F811
+    """Issue 41: an audit whose gathering process died left its Jobs on the queue, and a new run queued
+    every chunk again under a new id. Now the Jobs' ids are a digest of the chunks: the run started
+    again finds them, takes those that finished meanwhile, and the report equals the in-process one."""
+    from draftguard.jobs import DONE, Queue
+
+    with FakeHub() as hub:
+        fleet = build_fleet(hub, copies=1, corpus=False)
+        repo_list = fleet.list_file(tmp_path / "repos.txt")
+        local = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", out=tmp_path / "local")
+        args = [str(repo_list), "--no-progress", "--queue", redis_url]
+        first = subprocess.Popen(audit_command(*args, "--out", str(tmp_path / "queued")),
+                                 env=audit_env(hub, tmp_path / "first-cache"), cwd=REPO_ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        queue = Queue(redis_url)
+        counts, deadline = [], time.monotonic() + 120
+        while time.monotonic() < deadline and (len(counts) < 3 or not counts[-1] == counts[-3] > 0):
+            counts.append(sum(1 for _ in queue.jobs()))  # every chunk queued: the count stops growing
+            time.sleep(0.3)
+        first.kill()  # no worker yet: the audit dies with every chunk on the queue
+        first.wait(10)
+        chunks = counts[-1]
+        worker = subprocess.Popen([sys.executable, "-m", "draftguard", "worker", "--queue", "cpu", "--queue-url",
+                                   redis_url, "--workers", "2"],
+                                  env=audit_env(hub, tmp_path / "worker-cache", HF_TOKEN="", GITHUB_TOKEN=""),
+                                  cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while time.monotonic() < deadline and not any(j.state == DONE for j in queue.jobs()):
+                time.sleep(0.1)  # some chunks finish while no audit gathers them
+            again = run_audit_process(hub, tmp_path, *args, out=tmp_path / "queued", timeout=300)
+        finally:
+            worker.terminate()
+            worker.wait(30)
+        assert again.rc == local.rc == 1, again.stderr
+        assert f"resumed: {chunks} of {chunks} chunks were on the queue already" in again.stderr
+        assert _summary(again.records) == _summary(local.records)
+        ran = list(queue.jobs())
+        assert len(ran) == chunks and all(j.state == DONE and j.attempts == 1 for j in ran)  # none twice

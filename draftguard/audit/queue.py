@@ -10,6 +10,11 @@ finishes, and this process waits on that channel (a blocking pop, not a poll of 
 its cost does not grow with the queue), appends each chunk's records to audit.jsonl, and writes the
 one report. No scheduling of our own: huey's consumers pick the work.
 
+The Jobs' ids are a digest of the chunks and the options (``run_digest``): an audit started again
+after its gatherer was killed finds the Jobs it queued, takes the ones that finished meanwhile, waits
+for the others, and queues nothing twice; a finished Job whose records were gathered already (an
+earlier run with the same repos) is run again.
+
 In: the queue URL, the chunks of ``RepoRef``, the ``AuditOptions`` and a ``take(record, skipped)``
 callback (``run_on_queue``); on the worker, an audit Job (``AuditJobHandler``).
 Out: each chunk's ``RepoRecord`` objects passed to ``take`` as its Job finishes (a failed Job's repos
@@ -19,6 +24,7 @@ get the worker's error); on the worker, the records stored under ``audit-result:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any, Callable
@@ -67,11 +73,30 @@ class AuditJobHandler:
         return f"audited {len(results)} repos ({failing} failing)"
 
 
+def run_digest(parts: list[list[RepoRef]], options: AuditOptions) -> str:
+    """12 hex digits naming an audit on the queue: its chunks, versions, --full and draftguard's version.
+
+    Example::
+
+        >>> from draftguard.audit.repo import AuditOptions
+        >>> o = AuditOptions(versions=["4.57.1"], host_version="4.57.1")
+        >>> run_digest([[RepoRef("a/x")]], o) == run_digest([[RepoRef("a/x")]], o) != run_digest([[RepoRef("a/y")]], o)
+        True
+    """
+    from draftguard import __version__
+
+    text = json.dumps([[[r.repo, r.revision] for r in part] for part in parts] +
+                      [options.versions, options.full, __version__])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
-                 take: Callable[[RepoRecord, bool], None], *, run_id: str, timeout: float | None = None,
-                 hub_rate: float = 0.0) -> None:
+                 take: Callable[[RepoRecord, bool], None], *, run_id: str | None = None,
+                 timeout: float | None = None, hub_rate: float = 0.0) -> int:
     """Submit one Job per chunk, then gather each chunk's records (``take``) as its Job finishes.
-    A Job that fails records its repos with the worker's error. Raises BadInput for a bad URL."""
+    A Job that fails records its repos with the worker's error. Returns how many Jobs were found
+    queued by an earlier run of the same audit (resumed, not queued again). Raises BadInput for a
+    bad URL."""
     try:
         import huey  # huey: the `bot` extra, which only --queue needs  # noqa: F401
     except ImportError as exc:
@@ -81,8 +106,10 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
         queue = Queue(url)
     except QueueConfigError as exc:
         raise BadInput(f"--queue: {exc}", key="queue") from None
+    run_id = run_id or run_digest(parts, options)
     channel = f"audit-{run_id}"
     pending: dict[str, list[RepoRef]] = {}
+    resumed = 0
     for number, part in enumerate(parts):
         job = Job(id=f"audit-{run_id}-{number}", source=SOURCE, kind="audit", repo=part[0].repo, number=number,
                   notify=channel,
@@ -93,9 +120,20 @@ def run_on_queue(url: str, parts: list[list[RepoRef]], options: AuditOptions,
                       previous={r.key: options.previous[r.key].to_json() for r in part if r.key in options.previous},
                       hub_rate=hub_rate,
                   ).to_data())
-        queue.submit(job)
         pending[job.id] = part
+        if queue.submit(job):
+            continue
+        earlier = queue.get(job.id)
+        if earlier is not None and earlier.state in FINISHED and queue.peek(_result_key(job.id)) is None:
+            queue.forget(f"job:{job.id}")  # gathered by an earlier run: this run audits it again
+            queue.submit(job)
+            continue
+        resumed += 1
+        if earlier is not None and earlier.state in FINISHED:
+            queue.tell_finished(channel, job.id)  # finished while no gatherer was there: take it now
+        # else queued or running still: told when it finishes (a lost task: the workers' recover)
     gather(queue, channel, pending, options, take, timeout=timeout)
+    return resumed
 
 
 def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], options: AuditOptions,
