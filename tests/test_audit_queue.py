@@ -171,3 +171,4 @@ def test_an_audit_killed_while_gathering_resumes_its_jobs_without_queueing_them_
         assert _summary(again.records) == _summary(local.records)
         ran = list(queue.jobs())
         assert len(ran) == chunks and all(j.state == DONE and j.attempts == 1 for j in ran)  # none twice
+        assert all(j.data == {} for j in ran)  # gathered: the chunk's data no longer kept in Redis

@@ -151,6 +151,9 @@ def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], option
             if job is None or job.state not in FINISHED:
                 continue  # requeued since: it is told again when it finishes
             part = pending.pop(job_id)
+            if job.data:  # the chunk (its repos' previous records) weighs on Redis for the week a record stays
+                job.data = {}
+                queue.save(job)
             raw = queue.peek(_result_key(job_id))
             if job.state == FAILED or raw is None:
                 for ref in part:
