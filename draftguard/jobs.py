@@ -320,20 +320,29 @@ class Queue:
             log.warning("requeued %d job(s) whose worker died: %s", len(again), ", ".join(again[:20]))
         return again
 
+    def recovery_turn(self, interval: float, now: float | None = None) -> bool:
+        """Whether this process runs the next full ``recover`` scan: one process of all those on the
+        queue per ``interval`` seconds (one atomic swap of ``recover-due`` wins), since each scan reads
+        every job record and every queued task, however many workers there are."""
+        now = time.time() if now is None else now
+        due = str(now + interval).encode()
+        held = self.peek("recover-due")
+        if held is None:
+            return self.put_if_empty("recover-due", due)
+        return float(held) <= now and self.swap("recover-due", held, due)
+
     def start_recovery(self, interval: float = 60.0, sweep: float = SWEEP_SECONDS) -> threading.Event:
         """Every ``sweep`` seconds, queue again the jobs whose claim expired (``requeue_expired``:
         with Redis, a worker on another machine can die while this process lives on); every
-        ``interval`` seconds, also every unfinished job no task points at (``recover``). Set the
-        returned event to stop."""
+        ``interval`` seconds, one process of the queue's also queues again every unfinished job no
+        task points at (``recover``, ``recovery_turn``). Set the returned event to stop."""
         stop = threading.Event()
 
         def loop() -> None:
-            last = time.monotonic()
             while not stop.wait(sweep):
                 try:
                     self.requeue_expired()
-                    if time.monotonic() - last >= interval:
-                        last = time.monotonic()
+                    if self.recovery_turn(interval):
                         self.recover(lease=True)
                 except Exception:  # the store may be briefly unreachable; try again next round
                     log.warning("periodic recovery failed", exc_info=True)

@@ -103,3 +103,24 @@ def test_a_finished_job_is_told_to_its_waiter_once(store_url):  # noqa: F811
     assert sorted(got) == ["t1", "t2"] and 0.25 < waited < 5
     waiter.forget_channel("run-2")
     assert waiter.wait_finished("run-2", timeout=0.1) == []
+
+
+def test_one_process_of_the_queue_runs_each_full_recovery_scan(store_url):  # noqa: F811
+    """The full scan (``recover``) reads every job record and queued task: with many workers each ran
+    it every minute. Now one process per interval does, whichever wins the turn."""
+    queues = [Queue(store_url) for _ in range(5)]
+    now = time.time()
+    barrier, turns = threading.Barrier(len(queues)), []
+
+    def turn(queue: Queue, when: float) -> None:
+        barrier.wait()
+        if queue.recovery_turn(60.0, now=when):
+            turns.append(when)
+
+    for when in (now, now + 1, now + 61, now + 62):  # two intervals: one turn each
+        threads = [threading.Thread(target=turn, args=(q, when)) for q in queues]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert turns == [now, now + 61]
