@@ -337,6 +337,7 @@ class Queue:
         ``interval`` seconds, one process of the queue's also queues again every unfinished job no
         task points at (``recover``, ``recovery_turn``). Set the returned event to stop."""
         stop = threading.Event()
+        sweep = min(sweep, interval)
 
         def loop() -> None:
             while not stop.wait(sweep):
