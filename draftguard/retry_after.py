@@ -18,6 +18,7 @@ shared, until the bucket has a token for it).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -44,6 +45,31 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return max(0.0, when - (time.time() if now is None else now))
+
+
+_RATELIMIT = re.compile(r'"\w+"\s*;\s*r\s*=\s*(\d+)\s*;\s*t\s*=\s*(\d+)')
+_POLICY = re.compile(r"q\s*=\s*(\d+).*?w\s*=\s*(\d+)")
+
+
+def rate_limit(headers: Any) -> tuple[int | None, float | None, float | None]:
+    """What the IETF draft's ``RateLimit`` and ``RateLimit-Policy`` headers say, as the Hub sends them:
+    requests left, seconds until the window resets, and the policy's rate (requests a second).
+
+    Example::
+
+        >>> rate_limit({"ratelimit": '"api";r=0;t=55', "ratelimit-policy": '"fixed window";"api";q=500;w=300'})
+        (0, 55.0, 1.6666666666666667)
+        >>> rate_limit({})
+        (None, None, None)
+    """
+    left = reset = rate = None
+    found = _RATELIMIT.search(headers.get("ratelimit") or "")
+    if found:
+        left, reset = int(found.group(1)), float(found.group(2))
+    policy = _POLICY.search(headers.get("ratelimit-policy") or "")
+    if policy and int(policy.group(2)) > 0:
+        rate = int(policy.group(1)) / int(policy.group(2))
+    return left, reset, rate
 
 
 class Gate:
@@ -157,16 +183,10 @@ class SharedBudget:
         headers, wait = response.headers, 0.0
         if response.status_code in (429, 503):
             wait = retry_after_seconds(headers.get("retry-after")) or 0.0
-        policy_rate = 0.0
-        if headers.get("ratelimit"):
-            from huggingface_hub.utils import parse_ratelimit_headers  # only an answer with the header
-
-            info = parse_ratelimit_headers(headers)
-            if info is not None:
-                if info.remaining == 0:
-                    wait = max(wait, float(info.reset_in_seconds))
-                if info.limit and info.window_seconds:
-                    policy_rate = info.limit / info.window_seconds
+        left, reset, policy_rate = rate_limit(headers)
+        if left == 0 and reset is not None:
+            wait = max(wait, reset)
+        policy_rate = policy_rate or 0.0
         if (wait <= 0 and policy_rate <= 0) or self._down():
             return
         try:
