@@ -172,3 +172,35 @@ def test_an_audit_killed_while_gathering_resumes_its_jobs_without_queueing_them_
         ran = list(queue.jobs())
         assert len(ran) == chunks and all(j.state == DONE and j.attempts == 1 for j in ran)  # none twice
         assert all(j.data == {} for j in ran)  # gathered: the chunk's data no longer kept in Redis
+
+
+def test_workers_on_redis_share_one_hub_rate(tmp_path, redis_url):  # noqa: F811
+    """--hub-rate: two worker processes together keep to one rate of Hub requests (a token bucket in
+    the queue's Redis), where the same audit in process, unbounded, asks far faster."""
+    with FakeHub() as hub:
+        fleet = build_fleet(hub, copies=1, corpus=False)
+        repo_list = fleet.list_file(tmp_path / "repos.txt")
+        hub.requests.clear()
+        local = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", out=tmp_path / "local")
+        unbounded = [r.at for r in hub.requests]
+        workers = [subprocess.Popen([sys.executable, "-m", "draftguard", "worker", "--queue", "cpu", "--queue-url",
+                                     redis_url, "--workers", "2"],
+                                    env=audit_env(hub, tmp_path / f"worker-{n}-cache", HF_TOKEN="", GITHUB_TOKEN=""),
+                                    cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for n in range(2)]
+        try:
+            time.sleep(3)  # the workers ready (transformers imported), so the rate is theirs, not their start's
+            hub.requests.clear()
+            queued = run_audit_process(hub, tmp_path, str(repo_list), "--no-progress", "--queue", redis_url,
+                                       "--hub-rate", "3", out=tmp_path / "queued", timeout=300)
+        finally:
+            for worker in workers:
+                worker.terminate()
+                worker.wait(30)
+        bounded = sorted(r.at for r in hub.requests)[1:]  # the first: the audit's own reachability probe
+        assert queued.rc == local.rc == 1, queued.stderr
+        assert _summary(queued.records) == _summary(local.records)
+        rate = (len(bounded) - 3) / (bounded[-1] - bounded[0])  # the bucket's first second is a burst of 3
+        unbounded_rate = len(unbounded) / (max(unbounded) - min(unbounded))
+        print(f"\n{len(bounded)} requests at {rate:.2f}/s with --hub-rate 3; in process, unbounded: {unbounded_rate:.1f}/s")
+        assert len(bounded) > 50 and rate <= 3 * 1.1 and unbounded_rate > 2 * 3
