@@ -204,3 +204,20 @@ def test_workers_on_redis_share_one_hub_rate(tmp_path, redis_url):  # noqa: F811
         unbounded_rate = len(unbounded) / (max(unbounded) - min(unbounded))
         print(f"\n{len(bounded)} requests at {rate:.2f}/s with --hub-rate 3; in process, unbounded: {unbounded_rate:.1f}/s")
         assert len(bounded) > 50 and rate <= 3 * 1.1 and unbounded_rate > 2 * 3
+
+
+def test_a_gatherer_with_no_worker_serving_the_queue_says_so(redis_url, monkeypatch, capsys):  # noqa: F811
+    """Before: an audit on a queue no worker served waited in silence, forever."""
+    from draftguard.audit import queue as audit_queue
+    from draftguard.audit.inputs import RepoRef
+    from draftguard.audit.repo import AuditOptions
+    from draftguard.jobs import Job, Queue
+
+    monkeypatch.setattr(audit_queue, "STALL_SECONDS", 0.5)
+    queue = Queue(redis_url)
+    queue.submit(Job(id="audit-x-0", source="audit", kind="audit", repo="o/m", number=0, notify="audit-x"))
+    with pytest.raises(TimeoutError):
+        audit_queue.gather(queue, "audit-x", {"audit-x-0": [RepoRef("o/m")]},
+                           AuditOptions(versions=["x"], host_version="x"), lambda *a: None, timeout=2.5)
+    err = capsys.readouterr().err
+    assert err.count("no audit chunk finished for 0 s (1 waiting): is a `draftguard worker --queue cpu`") == 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from typing import Any, Callable
 
@@ -43,6 +44,7 @@ from draftguard.snapshot import BadInput
 SOURCE = "audit"
 RESULT_KEY = "audit-result:{}"
 WAIT_SECONDS = 1.0  # longest blocking wait for a finished Job before the gatherer's housekeeping
+STALL_SECONDS = 300.0  # no chunk finished this long: say that no worker may be serving the queue
 
 
 def _result_key(job_id: str) -> str:
@@ -142,7 +144,8 @@ def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], option
     costs one blocking pop and, every ``SWEEP_SECONDS``, one read of the expired claims: nothing per
     pending Job. Raises TimeoutError after ``timeout`` seconds with Jobs still pending."""
     deadline = time.monotonic() + timeout if timeout else None
-    swept = time.monotonic()
+    swept = last_done = time.monotonic()
+    stalled = False
     while pending:
         for job_id in queue.wait_finished(channel, timeout=WAIT_SECONDS):
             if job_id not in pending:
@@ -151,6 +154,7 @@ def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], option
             if job is None or job.state not in FINISHED:
                 continue  # requeued since: it is told again when it finishes
             part = pending.pop(job_id)
+            last_done, stalled = time.monotonic(), False
             if job.data:  # the chunk (its repos' previous records) weighs on Redis for the week a record stays
                 job.data = {}
                 queue.save(job)
@@ -167,6 +171,10 @@ def gather(queue: Queue, channel: str, pending: dict[str, list[RepoRef]], option
             for data, skipped in payload["records"]:
                 take(RepoRecord.from_json(data), skipped)
             queue.forget(_result_key(job_id))
+        if not stalled and time.monotonic() - last_done >= STALL_SECONDS:
+            stalled = True  # said once per stall: the audit waits on, a worker may start later
+            sys.stderr.write(f"draftguard: no audit chunk finished for {STALL_SECONDS:.0f} s ({len(pending)} "
+                             "waiting): is a `draftguard worker --queue cpu` serving this queue?\n")
         if time.monotonic() - swept >= SWEEP_SECONDS:
             # A worker machine that died holds its chunk's claim until it expires; when no worker is
             # left alive to requeue it, this process does.
