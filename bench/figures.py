@@ -16,6 +16,8 @@ Figures:
   serve", docs/engines.md, docs/performance.md).
 - drafter-rules: what the drafter rules add to a check's wall time (docs/performance.md).
 - check: the light check's cold and warm cost against a bare AutoConfig (docs/performance.md).
+- gatherer: the audit's gatherer on Redis with 1k and 100k jobs pending, against the polling one it
+  replaced (docs/audit.md "Gathering without polling"; needs redis-server).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ FIGURES: dict[str, tuple[str, list[str], list[str]]] = {
     "check": ("docs/performance.md", ["bench/bench_check.py", "--runs", "9"],
               ["bench/bench_check.py", "--runs", "1", "--warm-configs", "20", "--skip-corpus-cli",
                "--corpus-repeat", "1", "--corpus", "{corpus}"]),
+    "gatherer": ("docs/audit.md (Gathering without polling)", ["bench/bench_gatherer.py"],
+                 ["bench/bench_gatherer.py", "--small", "100", "--large", "1000", "--seconds", "1"]),
 }
 FAST_DEFAULT = ("real-configs", "check")  # --fast without --only: the quick ones
 

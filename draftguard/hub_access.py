@@ -454,6 +454,14 @@ def file_operation(path: str, data: bytes) -> Any:
 _GATE: list[Gate] = []
 
 
+def share_budget(budget: Any | None) -> None:
+    """From now on in this process, every Hub request also draws from ``budget`` (a
+    ``retry_after.SharedBudget``: the audit's workers on one Redis share the Hub's rate and its
+    waits); None: this process's own gate alone."""
+    honour_retry_after(_GATE[0].cap if _GATE else 120.0)
+    _GATE[0].shared = budget
+
+
 def honour_retry_after(cap: float = 120.0) -> None:
     """From now on in this process, every request of huggingface_hub's shared client (API calls, file
     HEADs, downloads, range reads) to a host that answered 429 or 503 with ``Retry-After`` waits until

@@ -55,8 +55,15 @@ MAX_ATTEMPTS = 20
 # A job whose pull request another job holds goes back to the queue: after 2 s, the wait doubling every
 # 10 tries up to a minute; after 100 tries (about an hour) it fails, saying so, instead of forever.
 MAX_BUSY, MAX_BUSY_DELAY = 100, 60.0
-# How long a claim on a running job holds before another worker may take the job over.
+# How long a claim on a running job holds before another worker may take the job over, by queue, and
+# by job kind where a kind's jobs are much shorter: an audit chunk takes seconds, so a worker machine
+# that dies under one has it back on the queue within half a minute, not after the bots' ten.
+# A live worker renews its claim every quarter lease however long the job runs.
 LEASE_SECONDS = {"cpu": 600.0, "gpu": 3600.0}
+KIND_LEASE_SECONDS = {"audit": 20.0}
+SWEEP_SECONDS = 5.0  # how often a worker (and the audit's gatherer) requeues jobs whose claim expired
+LEASES = "draftguard:leases"  # Redis: job id -> claim expiry, so expired claims are found without a scan
+FINISHED_LIST = "draftguard:finished:{}"  # Redis: ids of a channel's finished jobs, for its waiter
 TASK_NAME = "draftguard.run_job"
 KEEP_SECONDS = 7 * 24 * 3600
 
@@ -88,6 +95,12 @@ class Job:
     result: str | None = None  # one line: what the job did, or why it failed
     deaths: int = 0  # times the worker process running it died under it (bot/workers.py)
     busy: int = 0  # times it found its pull request busy (MAX_BUSY)
+    notify: str | None = None  # a channel told this job's id when it finishes (``Queue.wait_finished``)
+
+    @property
+    def lease(self) -> float:
+        """Seconds a claim on this job holds unrenewed: by its kind, else by its queue."""
+        return KIND_LEASE_SECONDS.get(self.kind, LEASE_SECONDS.get(self.queue, LEASE_SECONDS["cpu"]))
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -260,7 +273,7 @@ class Queue:
             if job.state in FINISHED or job.id in pending:
                 continue
             if lease:
-                if job.state == RUNNING and (now - job.updated < LEASE_SECONDS[job.queue] or self._held(job.id, now)):
+                if job.state == RUNNING and (now - job.updated < job.lease or self._held(job.id, now)):
                     continue  # a live worker renews its claim however long the job runs
                 if job.state == QUEUED and now - job.updated < 30:
                     continue  # maybe a webhook between its record and its task
@@ -271,16 +284,67 @@ class Queue:
         self.prune()
         return again
 
-    def start_recovery(self, interval: float = 60.0) -> threading.Event:
-        """Every ``interval`` seconds, queue again the jobs whose worker died (expired leases): with
-        Redis, a worker on another machine can die while this process lives on. Set the returned
-        event to stop."""
+    def expired_claims(self, now: float | None = None) -> list[str]:
+        """Ids of jobs whose claim has expired (their worker stopped renewing it). Redis: one range
+        read of the lease index, whatever the queue's length; SQLite (one machine): a scan of claims."""
+        now = time.time() if now is None else now
+        if self.backend == "redis":
+            return [i.decode() for i in self.store.conn.zrangebyscore(LEASES, "-inf", now)]
+        with self.store.db() as curs:
+            curs.execute("select key, value from kv where queue = ? and key >= 'claim:' and key < 'claim;'",
+                         (self.store.name,))
+            return [key[len("claim:"):] for key, value in curs.fetchall() if float(bytes(value)) < now]
+
+    def requeue_expired(self, now: float | None = None) -> list[str]:
+        """Queue again every running job whose claim expired: its worker (or its whole machine) died.
+        Any process on the queue may call it (every worker, the audit's gatherer): of two that see the
+        same expired claim, one atomic swap lets only one requeue the job."""
+        now = time.time() if now is None else now
+        again = []
+        for job_id in self.expired_claims(now):
+            held = self.peek(f"claim:{job_id}")
+            if held is not None and (float(held) >= now or not self.swap(f"claim:{job_id}", held, None)):
+                continue  # renewed since, or another process took it first
+            if self.backend == "redis":
+                self.store.conn.zrem(LEASES, job_id)
+            if held is None:
+                continue  # released: its job finished
+            job = self.get(job_id)
+            if job is None or job.state in FINISHED:
+                continue
+            job.state, job.result = QUEUED, f"its worker stopped renewing its claim ({job.lease:.0f} s lease); runs again"
+            self.save(job)
+            self.enqueue(job)
+            again.append(job_id)
+        if again:
+            log.warning("requeued %d job(s) whose worker died: %s", len(again), ", ".join(again[:20]))
+        return again
+
+    def recovery_turn(self, interval: float, now: float | None = None) -> bool:
+        """Whether this process runs the next full ``recover`` scan: one process of all those on the
+        queue per ``interval`` seconds (one atomic swap of ``recover-due`` wins), since each scan reads
+        every job record and every queued task, however many workers there are."""
+        now = time.time() if now is None else now
+        due = str(now + interval).encode()
+        held = self.peek("recover-due")
+        if held is None:
+            return self.put_if_empty("recover-due", due)
+        return float(held) <= now and self.swap("recover-due", held, due)
+
+    def start_recovery(self, interval: float = 60.0, sweep: float = SWEEP_SECONDS) -> threading.Event:
+        """Every ``sweep`` seconds, queue again the jobs whose claim expired (``requeue_expired``:
+        with Redis, a worker on another machine can die while this process lives on); every
+        ``interval`` seconds, one process of the queue's also queues again every unfinished job no
+        task points at (``recover``, ``recovery_turn``). Set the returned event to stop."""
         stop = threading.Event()
+        sweep = min(sweep, interval)
 
         def loop() -> None:
-            while not stop.wait(interval):
+            while not stop.wait(sweep):
                 try:
-                    self.recover(lease=True)
+                    self.requeue_expired()
+                    if self.recovery_turn(interval):
+                        self.recover(lease=True)
                 except Exception:  # the store may be briefly unreachable; try again next round
                     log.warning("periodic recovery failed", exc_info=True)
 
@@ -290,16 +354,30 @@ class Queue:
     # --- running -------------------------------------------------------------------------------
     def _claim(self, job: Job) -> bool:
         key = f"claim:{job.id}"
-        until = str(time.time() + LEASE_SECONDS[job.queue]).encode()
+        expiry = time.time() + job.lease
+        until = str(expiry).encode()
         if self.store.put_if_empty(key, until):
+            self._index_lease(job.id, expiry)
             return True
         # huey: the bot extra; the base install loads this module too (audit)
         from huey.constants import EmptyData
 
         held = self.store.peek_data(key)
         if held is not EmptyData and float(bytes(held)) < time.time():
-            return self.swap(key, bytes(held), until)  # atomic: of two takers that saw it expire, one wins
+            # atomic: of two takers that saw it expire, one wins
+            if self.swap(key, bytes(held), until):
+                self._index_lease(job.id, expiry)
+                return True
         return False
+
+    def _index_lease(self, job_id: str, expiry: float | None) -> None:
+        """Redis: keep the lease index (``LEASES``) in step with the claim: set its expiry, or drop it."""
+        if self.backend != "redis":
+            return
+        if expiry is None:
+            self.store.conn.zrem(LEASES, job_id)
+        else:
+            self.store.conn.zadd(LEASES, {job_id: expiry})
 
     def _held(self, job_id: str, now: float) -> bool:
         # huey: the bot extra; the base install loads this module too (audit)
@@ -313,12 +391,14 @@ class Queue:
         that runs it, never handed to a second worker that the same input would hold too (R11 of
         issue 25). A worker that dies stops renewing, and the claim expires as before."""
         stop = threading.Event()
-        lease = LEASE_SECONDS[job.queue]
+        lease = job.lease
 
         def beat() -> None:
             while not stop.wait(lease / 4):
                 try:
-                    self.store.put_data(f"claim:{job.id}", str(time.time() + lease).encode())
+                    expiry = time.time() + lease
+                    self.store.put_data(f"claim:{job.id}", str(expiry).encode())
+                    self._index_lease(job.id, expiry)
                 except Exception:  # the store is briefly unreachable: the next beat tries again
                     log.warning("job %s: could not renew its claim", job.id)
 
@@ -327,6 +407,7 @@ class Queue:
 
     def _release(self, job: Job) -> None:
         self.store.delete_data(f"claim:{job.id}")
+        self._index_lease(job.id, None)
 
     def lock(self, name: str, *, ttl: float = 120.0, wait: float = 0.0) -> StoreLock:
         """A lock shared by every process on this queue, that expires after ``ttl`` seconds (so a
@@ -395,6 +476,8 @@ class Queue:
         # An exception's text can carry a token; job records outlive the log and are listed by /metrics.
         job.state, job.result, job.finished = state, scrub_known(result) if result else result, time.time()
         self.save(job)
+        if job.notify:
+            self.tell_finished(job.notify, job.id)
         with self._lock:
             self.latencies.append(job.finished - job.created)
             self._finished += 1
@@ -403,6 +486,48 @@ class Queue:
             self.prune()
         log.log(level, "job %s %s: %s", job.id, state, job.result or "")
         return None
+
+    # --- waiting on finished jobs, without polling each one ----------------------------------------
+    def tell_finished(self, channel: str, job_id: str) -> None:
+        """Tell ``channel``'s waiter that a job finished. Redis: RPUSH onto a list; SQLite: one kv row."""
+        if self.backend == "redis":
+            self.store.conn.rpush(FINISHED_LIST.format(channel), job_id)
+        else:
+            self.store.put_data(f"finished:{channel}:{job_id}", b"1")
+
+    def wait_finished(self, channel: str, timeout: float = 1.0, most: int = 1000) -> list[str]:
+        """Ids of ``channel``'s jobs that finished since the last call (each told once), waiting up to
+        ``timeout`` seconds for the first. Redis: a blocking pop (BLPOP), then what else is there: its
+        cost is per finished job, not per job waited on. SQLite: a range read of the told rows."""
+        if self.backend == "redis":
+            key = FINISHED_LIST.format(channel)
+            first = self.store.conn.blpop([key], timeout=max(timeout, 0.01))
+            if first is None:
+                return []
+            rest = self.store.conn.lpop(key, most - 1) or [] if most > 1 else []
+            return [first[1].decode()] + [i.decode() for i in rest]
+        deadline = time.monotonic() + timeout
+        prefix = f"finished:{channel}:"
+        while True:
+            with self.store.db(commit=True) as curs:
+                curs.execute("select key from kv where queue = ? and key >= ? and key < ? limit ?",
+                             (self.store.name, prefix, prefix[:-1] + ";", most))
+                keys = [k for (k,) in curs.fetchall()]
+                for key in keys:
+                    curs.execute("delete from kv where queue = ? and key = ?", (self.store.name, key))
+            if keys or time.monotonic() >= deadline:
+                return [k[len(prefix):] for k in keys]
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def forget_channel(self, channel: str) -> None:
+        """Drop what is left told on ``channel`` (the waiter is done with it)."""
+        if self.backend == "redis":
+            self.store.conn.delete(FINISHED_LIST.format(channel))
+        else:
+            with self.store.db(commit=True) as curs:
+                prefix = f"finished:{channel}:"
+                curs.execute("delete from kv where queue = ? and key >= ? and key < ?",
+                             (self.store.name, prefix, prefix[:-1] + ";"))
 
     # --- consumers -----------------------------------------------------------------------------
     def start_consumers(self, kinds: dict[str, int], *, in_process: bool = True) -> None:

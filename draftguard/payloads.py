@@ -92,6 +92,7 @@ class AuditChunk(Payload):
     max_wait: float = 120.0
     fetch_workers: int = 4
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hub_rate: float = 0.0  # Hub requests a second for the whole audit, shared by its workers (0: the Hub's policy)
 
 
 PAYLOADS: dict[tuple[str, str], type[Payload]] = {

@@ -49,3 +49,18 @@ def test_every_figure_names_a_script_that_exists():
     figures = _bench("figures")
     for name, (quoted, full, fast) in figures.FIGURES.items():
         assert (ROOT / full[0]).is_file() and full[0] == fast[0] and quoted, name
+
+
+def test_the_gatherer_benchmark_runs_in_its_fast_mode(tmp_path):
+    import subprocess
+
+    if shutil.which("redis-server") is None:
+        import pytest
+
+        pytest.skip("redis-server is not installed")
+    out = tmp_path / "figures.md"
+    done = subprocess.run([sys.executable, "bench/figures.py", "--fast", "--only", "gatherer", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = out.read_text()
+    assert "| blocking pop (now) | gatherer CPU s |" in report and "| poll every job (before) | Redis commands |" in report

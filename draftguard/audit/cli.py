@@ -67,6 +67,10 @@ def add_audit_parser(sub: "argparse._SubParsersAction") -> None:
     audit.add_argument("--queue", metavar="URL",
                        help="redis://HOST:PORT/DB: run the repos as jobs on the queue `draftguard worker` serves, "
                        "and gather their results here")
+    audit.add_argument("--hub-rate", type=float, default=0.0, metavar="N",
+                       help="with --queue: Hub requests a second for the whole audit, shared by every worker "
+                       "(default: the rate the Hub's RateLimit-Policy header states; its Retry-After and "
+                       "RateLimit waits are shared by every worker either way)")
     audit.add_argument("--open-discussions", nargs="?", const="dry-run", choices=["dry-run", "post"],
                        metavar="post",
                        help="tell owners: one marked Hub discussion per failing repo, edited on later runs and closed "
@@ -84,6 +88,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for name in ("concurrency", "retries"):
         if getattr(args, name) < (1 if name == "concurrency" else 0):
             return _bad(f"--{name} must be at least {1 if name == 'concurrency' else 0}")
+    if args.hub_rate < 0 or args.hub_rate != args.hub_rate:
+        return _bad("--hub-rate must be a number of requests a second, 0 or more")
+    if args.hub_rate and not args.queue:
+        return _bad("--hub-rate shares a budget between the workers of --queue; without --queue use --concurrency")
     if args.queue and not args.queue.startswith(("redis://", "rediss://", "unix://")):
         return _bad(f"--queue {args.queue!r}: give redis://HOST:PORT/DB (the queue `draftguard worker` serves)")
     if args.open_discussions == "post" and not os.environ.get("HF_TOKEN"):
@@ -106,7 +114,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         options = AuditOptions(versions=versions, host_version=host, full=args.full, retries=args.retries,
                                max_wait=args.max_wait, engines=engines)
         run = AuditRun(refs=refs, options=options, out=Path(args.out), concurrency=args.concurrency,
-                       queue_url=args.queue, progress=not args.no_progress)
+                       queue_url=args.queue, progress=not args.no_progress, hub_rate=args.hub_rate)
         result = run_audit(run)
     except BadInput as exc:
         return _bad(str(exc))

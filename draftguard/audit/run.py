@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -47,8 +46,11 @@ class AuditRun:
     concurrency: int = 8
     queue_url: str | None = None
     chunk_size: int | None = None
+    hub_rate: float = 0.0  # with a queue: Hub requests a second shared by every worker (0: the Hub's policy)
     progress: bool = True
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # With a queue: the Jobs' ids. None: a digest of the chunks and options, so that a run started again
+    # after its gatherer was killed finds its Jobs on the queue instead of queueing them twice.
+    run_id: str | None = None
 
 
 def chunks(refs: list[RepoRef], size: int) -> Iterator[list[RepoRef]]:
@@ -103,7 +105,10 @@ def run_audit(run: AuditRun, *, on_record: Callable[[RepoRecord, bool], None] | 
             take(previous[ref.key], True)
         if run.queue_url and parts:
             run.options.fetch_workers = max(1, min(run.concurrency, size))
-            run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id)
+            resumed = run_on_queue(run.queue_url, parts, run.options, take, run_id=run.run_id, hub_rate=run.hub_rate)
+            if resumed:
+                say(f"resumed: {resumed} of {len(parts)} chunks were on the queue already (a run of the same "
+                    "audit was stopped); none was queued twice")
         elif parts:
             _run_local(parts, run, take)
     store.compact()

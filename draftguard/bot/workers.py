@@ -65,6 +65,7 @@ def died(queue: Queue, pid: int, exitcode: int | None) -> str | None:
            else f"exit code {exitcode}")
     job.deaths += 1
     queue.forget(f"claim:{job.id}")
+    queue._index_lease(job.id, None)
     if job.deaths >= MAX_DEATHS:
         queue._finish(job, FAILED, f"its worker process died under it {job.deaths} times (last: {how}; "
                                    "killed for memory?); not run again", level=logging.WARNING)
