@@ -142,6 +142,11 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
         aux = {v: runners[v].aux_ids for v in views or () if runners and v in runners} or None
         return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
                              num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux)
+    if getattr(args, "method", None) == "mtp":
+        from draftguard.runner.mtp_model import MtpBackend  # torch, only when the reference backend runs
+
+        return MtpBackend(args.target, device=args.device, dtype=dtype,
+                          num_speculative_tokens=getattr(args, "num_speculative_tokens", None))
     return ReferenceBackend(args.target, args.drafter, device=args.device, view=args.config_view, dtype=dtype,
                             views=views)
 
@@ -167,6 +172,10 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
         )
     finally:
         finish()
+    if getattr(backend, "faults", None):  # an MTP layer the loader found dropped or left quantized
+        from draftguard.runner.mtp_model import mtp_diagnosis  # torch, only when the reference backend runs
+
+        result.diagnosis = mtp_diagnosis(backend.faults, result.verdict.status)
     return result, tokens
 
 
