@@ -15,7 +15,7 @@ position i + 1 and the target's hidden state at position i:
 
 The layouts (weight names) this module builds, ``LAYOUTS``:
 
-- ``mimo`` (MiMoForCausalLM, a Qwen2 target): ``model.mtp_layers.{i}.{token_layernorm,
+- ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
   hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them;
 - ``deepseek_v3``: ``model.layers.{N + i}.{enorm, hnorm, eh_proj, shared_head.norm}`` and the decoder
   layer's names, N the target's ``num_hidden_layers``.
@@ -70,6 +70,8 @@ LAYOUTS = {
                              embeds_first=True),
 }
 
+ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3"}
+
 
 def mtp_layer_count(raw: dict[str, Any]) -> tuple[str, int] | None:
     """The key that declares the MTP layers and their number, or None for a target without any.
@@ -100,10 +102,15 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
     if mtp_layer_count(raw) is None:
         raise BadInput(f"{where}: --method mtp needs a target that declares MTP layers ({', '.join(MTP_KEYS)}); "
                        "this config declares none", file=where)
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    for arch in archs:  # the engines pick the model by its architecture; a MiMo may say model_type qwen2
+        if arch in ARCHITECTURES:
+            return LAYOUTS[ARCHITECTURES[arch]]
     layout = LAYOUTS.get(str(raw.get("model_type")))
     if layout is None:
-        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layouts; model_type "
-                       f"{raw.get('model_type')!r} is not one of them", file=where, key="model_type")
+        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layouts "
+                       f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
+                       f"{raw.get('model_type')!r} are not one of them", file=where, key="architectures")
     return layout
 
 
