@@ -113,6 +113,9 @@ def test_the_faulty_copies_share_the_healthy_target_shard():
     (["--target", "tests/fixtures/vllm-models/target"], "declares no MTP layers"),
     (["--target", "tests/fixtures/mtp-models/mimo", "--method", "mtp", "--drafter",
       "tests/fixtures/vllm-models/eagle3"], "drop --drafter"),
+    (["--target", "tests/fixtures/vllm-models/target", "--drafter", "tests/fixtures/mtp-models/mimo"],
+     "a model with MTP layers runs as --target"),
+    (["--target", "tests/fixtures/mtp-models/mimo", "--method", "dflash"], "--method dflash needs --drafter"),
     (["--target", "tests/fixtures/vllm-models/target", "--method", "mtp"],
      "vllm-models/target/config.json: --method mtp needs a target that declares MTP layers"),
 ])
@@ -121,3 +124,11 @@ def test_bad_mtp_input_is_one_line_and_exit_2(capsys, monkeypatch, args, says):
     code = main(["accept", *args, "--prompts", str(PROMPTS), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_target_named_as_its_own_drafter_runs_its_mtp_layer(capsys):
+    """As the GPU job names a model: --drafter is the folder, --target the same folder."""
+    code, result, err = accept(capsys, "mimo", "--drafter", str(MODELS / "mimo"), "--num-prompts", "4",
+                               "--min-acceptance-length", BAR)
+    assert code == 0, err
+    assert result.run["method"] == "mtp" and result.mean_acceptance_length > 1.95

@@ -141,17 +141,19 @@ def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
 
 def _mtp_drafter(args: argparse.Namespace) -> None:
     """``--method mtp``, or no ``--drafter``: the drafter is the target's own MTP layer, so the target
-    folder is the drafter's too; without --drafter the target must declare MTP layers."""
-    if args.drafter is not None and args.method != "mtp":
-        return
-    if args.drafter is not None and args.drafter != args.target:
-        raise BadInput(f"--method mtp drafts with the target's own MTP layer; drop --drafter {args.drafter} "
-                       "(or pass the target itself)", key="drafter")
-    if args.method not in ("auto", "mtp"):
-        raise BadInput(f"--method {args.method} needs --drafter", key="drafter")
-    if args.method == "auto" and drafting_method(args.target) != "mtp":
-        raise BadInput(f"accept needs --drafter: {args.target} declares no MTP layers to draft with", key="drafter")
-    args.drafter, args.method = args.target, "mtp"
+    folder is the drafter's too; without --drafter the target must declare MTP layers. A --drafter that
+    is itself a model with MTP layers is that model's target: naming another --target is refused."""
+    if args.drafter is None:
+        if args.method not in ("auto", "mtp"):
+            raise BadInput(f"--method {args.method} needs --drafter", key="drafter")
+        if args.method == "auto" and drafting_method(args.target) != "mtp":
+            raise BadInput(f"accept needs --drafter: {args.target} declares no MTP layers to draft with", key="drafter")
+        args.drafter, args.method = args.target, "mtp"
+    elif args.method == "mtp" or (args.method == "auto" and drafting_method(args.drafter) == "mtp"):
+        if args.drafter != args.target:
+            raise BadInput(f"--method mtp drafts with the target's own MTP layer; drop --drafter {args.drafter} (a model "
+                           "with MTP layers runs as --target, without --drafter)", key="drafter")
+        args.method = "mtp"
 
 
 def _runner_views(args: argparse.Namespace) -> tuple[tuple[str, ...], None, list[Any], dict[str, Any]]:

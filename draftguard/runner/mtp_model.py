@@ -16,9 +16,11 @@ position i + 1 and the target's hidden state at position i:
 The layouts (weight names) this module builds, ``LAYOUTS``:
 
 - ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
-  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them;
-- ``deepseek_v3``: ``model.layers.{N + i}.{enorm, hnorm, eh_proj, shared_head.norm}`` and the decoder
-  layer's names, N the target's ``num_hidden_layers``.
+  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
+
+DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
+is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the
+layer as MoE by its index, which a layout entry alone would not reproduce, and no tiny fixture tests it.
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -66,11 +68,9 @@ class MtpLayout:
 LAYOUTS = {
     "mimo": MtpLayout("mimo", "model.mtp_layers.{i}.", "token_layernorm", "hidden_layernorm", "input_proj",
                       "final_layernorm", embeds_first=False, base_model_type="qwen2"),
-    "deepseek_v3": MtpLayout("deepseek_v3", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
-                             embeds_first=True),
 }
 
-ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3"}
+ARCHITECTURES = {"MiMoForCausalLM": "mimo"}
 
 
 def mtp_layer_count(raw: dict[str, Any]) -> tuple[str, int] | None:
@@ -108,7 +108,7 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
             return LAYOUTS[ARCHITECTURES[arch]]
     layout = LAYOUTS.get(str(raw.get("model_type")))
     if layout is None:
-        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layouts "
+        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
                        f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
                        f"{raw.get('model_type')!r} are not one of them", file=where, key="architectures")
     return layout
