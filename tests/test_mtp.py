@@ -132,3 +132,18 @@ def test_the_target_named_as_its_own_drafter_runs_its_mtp_layer(capsys):
                                "--min-acceptance-length", BAR)
     assert code == 0, err
     assert result.run["method"] == "mtp" and result.mean_acceptance_length > 1.95
+
+
+def test_the_gpu_job_runs_a_model_with_mtp_layers_as_its_own_target():
+    """The bot and the Action hand a changed model folder over as --drafter; one with MTP layers is its
+    own target, whatever target the settings name (a MiMo layout runs; another says why not)."""
+    from draftguard.check.drafter.detect import detect_drafter
+    from draftguard.runner.gpu_job import accept_command
+    from draftguard.settings import Settings
+
+    folder = str(MODELS / "mimo")
+    cmd = accept_command("Qwen/Qwen3-8B", folder, Settings(), python="py", env={})
+    assert cmd[cmd.index("--target") + 1] == folder and cmd[cmd.index("--drafter") + 1] == folder
+    dflash = str(ROOT / "tests" / "fixtures" / "vllm-models" / "drafter")
+    assert accept_command("Qwen/Qwen3-8B", dflash, Settings(), python="py", env={})[5] == "Qwen/Qwen3-8B"
+    assert detect_drafter(json.loads((MODELS / "mimo" / "config.json").read_text())).acceptance_testable
