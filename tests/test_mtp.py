@@ -39,12 +39,12 @@ def trained(target: str) -> dict:
 
 def test_method_is_detected_from_the_target_config():
     from draftguard.runner.engine_options import drafting_method
-    from draftguard.runner.mtp_model import mtp_layer_count
+    from draftguard.check.repo.checkpoint import mtp_declared as mtp_layer_count
 
     assert drafting_method(str(MODELS / "mimo")) == "mtp"
     assert drafting_method(str(ROOT / "tests" / "fixtures" / "vllm-models" / "target")) == "dflash"
     assert mtp_layer_count({"mtp_num_hidden_layers": 2}) == ("mtp_num_hidden_layers", 2)
-    assert mtp_layer_count({"text_config": {"num_mtp_layers": 1}}) == ("num_mtp_layers", 1)
+    assert mtp_layer_count({"text_config": {"num_mtp_layers": 1}}) == ("text_config.num_mtp_layers", 1)
     assert mtp_layer_count({"num_nextn_predict_layers": 0}) is None
 
 
@@ -58,8 +58,8 @@ def test_healthy_mtp_layer_passes_and_matches_its_trained_tau_prompt_for_prompt(
 
 
 @pytest.mark.parametrize("fault, named", [
-    ("mimo-mtp-dropped", "the weights lack 16 of layer 0's 16 tensors"),
-    ("mimo-mtp-fp8", "`model.mtp_layers.0.input_proj.weight` is stored float8_e4m3fn with "
+    ("mimo-mtp-dropped", "the weights hold no tensor under `model.mtp_layers.0.`: dropped at save"),
+    ("mimo-mtp-fp8", "`model.mtp_layers.0.input_proj.weight` is stored F8_E4M3 with "
                      "`model.mtp_layers.0.input_proj.weight_scale_inv` beside it"),
 ])
 def test_each_faulty_copy_fails_with_mtp_weights_named(capsys, fault, named):

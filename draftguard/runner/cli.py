@@ -32,6 +32,7 @@ from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
+from draftguard.runner.mtp_weights import mtp_diagnosis, mtp_faults
 from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
@@ -289,6 +290,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             result = with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
+    if args.method == "mtp" and Path(args.target).is_dir():
+        # The MTP layer's tensors dropped or left quantized: the cause, whichever backends measured it.
+        faults = mtp_faults(args.target)
+        if faults:
+            result.diagnosis = mtp_diagnosis(faults, result.verdict.status)
     if args.plot:
         plot_per_position(result, args.plot)
     return result

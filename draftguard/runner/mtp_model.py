@@ -24,8 +24,8 @@ layer as MoE by its index, which a layout entry alone would not reproduce, and n
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
-quantized tensor read as its raw values), and ``MtpHead.faults`` names each such tensor: the run
-measures what the fault costs, and the diagnosis names ``mtp-weights`` (``mtp_diagnosis``).
+quantized tensor read as its raw values), and ``MtpSpec.faults`` names each such tensor (``runner/mtp_weights.py``): the run
+measures what the fault costs, and the diagnosis names ``mtp-weights``.
 
 In: a target folder whose config declares MTP layers. Out: the target (``load_mtp_target``, as
 transformers builds its family) and an ``MtpHead`` with the ``Eagle3Head`` interface, so that
@@ -41,77 +41,14 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from draftguard.check.drafter.detect import MTP_KEYS
+from draftguard.check.repo.checkpoint import mtp_declared
 from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.reference import stop_token_ids
-from draftguard.runner.result import MTP_WEIGHTS
-from draftguard.snapshot import BadInput, parse_json_object
-
-
-@dataclass(frozen=True)
-class MtpLayout:
-    """Where a family keeps its MTP layer's tensors and how its forward concatenates."""
-
-    name: str
-    prefix: str  # with {i}: the MTP layer's index in the checkpoint
-    enorm: str
-    hnorm: str
-    proj: str
-    final_norm: str
-    embeds_first: bool
-    base_model_type: str | None = None  # the transformers family the target is built as, when its own is remote code
-
-
-LAYOUTS = {
-    "mimo": MtpLayout("mimo", "model.mtp_layers.{i}.", "token_layernorm", "hidden_layernorm", "input_proj",
-                      "final_layernorm", embeds_first=False, base_model_type="qwen2"),
-}
-
-ARCHITECTURES = {"MiMoForCausalLM": "mimo"}
-
-
-def mtp_layer_count(raw: dict[str, Any]) -> tuple[str, int] | None:
-    """The key that declares the MTP layers and their number, or None for a target without any.
-
-    Example::
-
-        >>> mtp_layer_count({"num_nextn_predict_layers": 1})
-        ('num_nextn_predict_layers', 1)
-    """
-    for key in MTP_KEYS:
-        for where in (raw, raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}):
-            value = where.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return key, value
-    return None
-
-
-def _read_config(folder: Path) -> dict[str, Any]:
-    path = folder / "config.json"
-    if not path.is_file():
-        raise BadInput(f"{path}: no config.json in the target folder", file=str(path))
-    return parse_json_object(path.read_bytes(), str(path))
-
-
-def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
-    """The layout of a target's MTP layers from its config.json (``model_type``), or bad input naming
-    what the reference builds."""
-    if mtp_layer_count(raw) is None:
-        raise BadInput(f"{where}: --method mtp needs a target that declares MTP layers ({', '.join(MTP_KEYS)}); "
-                       "this config declares none", file=where)
-    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
-    for arch in archs:  # the engines pick the model by its architecture; a MiMo may say model_type qwen2
-        if arch in ARCHITECTURES:
-            return LAYOUTS[ARCHITECTURES[arch]]
-    layout = LAYOUTS.get(str(raw.get("model_type")))
-    if layout is None:
-        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
-                       f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
-                       f"{raw.get('model_type')!r} are not one of them", file=where, key="architectures")
-    return layout
+from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_faults, mtp_layout, read_config
+from draftguard.snapshot import BadInput
 
 
 def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
@@ -119,7 +56,7 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     family transformers has as remote code only (MiMo) the base class it extends (Qwen2), loaded
     with every tensor but the MTP layers'. Example: ``target, tok = load_mtp_target("tests/fixtures/mtp-models/mimo")``."""
     folder = _local_folder(name, "target")
-    raw = _read_config(folder)
+    raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
     if layout.base_model_type is None:
         return load_target(str(folder), device, dtype)
@@ -216,10 +153,10 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     absent ones stay zero, quantized ones are read as their raw values; each is named in
     ``head.spec.faults``. Example: ``head = load_mtp("tests/fixtures/mtp-models/mimo", target)``."""
     folder = _local_folder(name, "target")
-    raw = _read_config(folder)
+    raw = read_config(folder)
     where = f"{name}/config.json"
     layout = mtp_layout(raw, where)
-    key, count = mtp_layer_count(raw) or ("", 0)
+    key, count = mtp_declared(raw) or ("", 0)
     n = int(text_config(target).num_hidden_layers)
     spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
     head = MtpHead(spec, target)
@@ -227,47 +164,20 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     weights = {k[len(prefix):]: v for k, v in _read_weights(folder).items() if k.startswith(prefix)}
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
-    quantized = "quantization_config" in raw
     for k, tensor in weights.items():
         mk = _module_key(layout, k)
         if mk is None or mk not in expected:
             continue
-        if tensor.dtype not in (torch.float32, torch.float16, torch.bfloat16) and not quantized:
-            scale = next((s for s in (k + "_scale_inv", k + "_scale", k[: -len("weight")] + "weight_scale_inv",
-                                      k[: -len("weight")] + "weight_scale") if s in weights), None)
-            spec.faults.append(f"`{prefix}{k}` is stored {str(tensor.dtype).replace('torch.', '')}"
-                               + (f" with `{prefix}{scale}` beside it" if scale else "")
-                               + ", but config.json declares no quantization_config: an engine reads its raw values")
         if tuple(tensor.shape) != tuple(expected[mk].shape):
             raise BadInput(f"{folder}: `{prefix}{k}` has shape {tuple(tensor.shape)}, the config calls for "
                            f"{tuple(expected[mk].shape)}", file=str(folder), key=prefix + k)
-        state[mk] = tensor.to(torch.float32)
-    absent = sorted(set(expected) - set(state))
-    if absent:
-        names = [f"`{prefix}{_checkpoint_key(layout, k)}`" for k in absent]
-        spec.faults.append(f"config.json declares {count} MTP layer(s) (`{key}`), but the weights lack "
-                           f"{len(absent)} of layer 0's {len(expected)} tensors ({', '.join(names[:3])}"
-                           f"{', ...' if len(names) > 3 else ''}): dropped at save; an engine holds them as zeros")
-        for k in absent:
-            state[k] = torch.zeros_like(expected[k])
+        state[mk] = tensor.to(torch.float32)  # a quantized tensor: its raw values, as an engine reads them
+    for k in set(expected) - set(state):
+        state[k] = torch.zeros_like(expected[k])  # absent: zeros, as an engine holds them
+    spec.faults.extend(mtp_faults(folder))
     head.load_state_dict(state)
     param = next(target.parameters())
     return head.to(device=device or param.device, dtype=param.dtype).eval()
-
-
-def _checkpoint_key(layout: MtpLayout, module_key: str) -> str:
-    role, _, rest = module_key.partition(".")
-    names = {"enorm": layout.enorm, "hnorm": layout.hnorm, "proj": layout.proj, "final_norm": layout.final_norm}
-    return f"{names[role]}.{rest}" if role in names else rest
-
-
-def mtp_diagnosis(faults: Sequence[str], status: str) -> dict[str, Any] | None:
-    """The diagnosis of a run whose head the loader found faulty: cause ``mtp-weights``, the reason
-    naming each tensor. None when the head loaded whole."""
-    if not faults:
-        return None
-    return {"cause": MTP_WEIGHTS, "status": status, "reason": "the MTP layer's weights: " + "; ".join(faults),
-            "rewritten": [], "intervals": [], "cells": {}, "config_class": None, "confidence": 0.95}
 
 
 class MtpBackend(Eagle3Backend):
@@ -295,10 +205,6 @@ class MtpBackend(Eagle3Backend):
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
         self.replayed_steps = 0
 
-    @property
-    def faults(self) -> list[str]:
-        return self.drafter.spec.faults
 
-
-__all__ = ["LAYOUTS", "MTP_WEIGHTS", "MtpBackend", "MtpHead", "load_mtp", "load_mtp_target", "mtp_diagnosis",
-           "mtp_layer_count", "mtp_layout"]
+__all__ = ["LAYOUTS", "MtpBackend", "MtpHead", "MtpLayout", "load_mtp", "load_mtp_target",
+           "mtp_layout"]

@@ -172,10 +172,6 @@ def _run_reference(args: argparse.Namespace, specs: Sequence[Any], thresholds: T
         )
     finally:
         finish()
-    if getattr(backend, "faults", None):  # an MTP layer the loader found dropped or left quantized
-        from draftguard.runner.mtp_model import mtp_diagnosis  # torch, only when the reference backend runs
-
-        result.diagnosis = mtp_diagnosis(backend.faults, result.verdict.status)
     return result, tokens
 
 
