@@ -36,11 +36,11 @@ from draftguard.runner.mtp_weights import mtp_diagnosis, mtp_faults
 from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
-from draftguard.runner.result import FAIL, PASS, AcceptanceResult
+from draftguard.runner.result import FAIL, MTP_WEIGHTS, PASS, AcceptanceResult
 from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
 from draftguard.settings import load_settings
-from draftguard.errors import install_hint
+from draftguard.errors import EngineStartError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -140,6 +140,18 @@ def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
     return ids is not None and all(1 <= i <= n for i in ids)
 
 
+def _mtp_cause(args: argparse.Namespace) -> str:
+    """For an engine that refused an MTP target: the MTP tensors' faults, when its folder shows any
+    (an FP8 layer's ``weight_scale_inv`` that vLLM has no parameter for), as the cause."""
+    if getattr(args, "method", None) != "mtp" or not Path(str(args.target)).is_dir():
+        return ""
+    try:
+        faults = mtp_faults(args.target)
+    except BadInput:
+        return ""
+    return f"; cause: {MTP_WEIGHTS} — " + "; ".join(faults) if faults else ""
+
+
 def _mtp_drafter(args: argparse.Namespace) -> None:
     """``--method mtp``, or no ``--drafter``: the drafter is the target's own MTP layer, so the target
     folder is the drafter's too; without --drafter the target must declare MTP layers. A --drafter that
@@ -201,6 +213,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """The ``accept`` command: returns the exit code; bad input is one line on stderr and exit 2."""
     try:
         result = _accept(args)
+    except EngineStartError as exc:
+        print(f"draftguard: {exc}{_mtp_cause(args)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -4,7 +4,9 @@ the cause ``mtp-weights`` from here whichever backend ran, vLLM's included.
 
 A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vllm#35548's accept length
 1.000) or one stored quantized (FP8, int8) where config.json declares no ``quantization_config``
-(sgl-project/sglang#35797): an engine then holds zeros or reads the raw values.
+(sgl-project/sglang#35797). vLLM 0.32 refuses both at load (a parameter the checkpoint lacks, a scale it
+has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
+so their τ is measured.
 
 In: a local target folder. Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
@@ -120,16 +122,16 @@ def mtp_faults(folder: str | Path) -> list[str]:
     lacking = [r for r in roles if r not in dtypes]
     if not dtypes:
         faults.append(f"config.json declares {count} MTP layer(s) (`{key}`), but the weights hold no tensor under "
-                      f"`{prefix}`: dropped at save; an engine holds them as zeros")
+                      f"`{prefix}`: dropped at save (vLLM 0.32 refuses to start; the reference runs the layer as zeros)")
     elif lacking:
-        faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)}: an engine holds them as zeros")
+        faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)} (the reference runs them as zeros)")
     if "quantization_config" not in raw:
         for name, dtype in sorted(dtypes.items()):
             if dtype in FULL_PRECISION or not name.endswith("weight"):
                 continue
             scale = next((s for s in (name + "_scale_inv", name + "_scale") if s in dtypes), None)
             faults.append(f"`{name}` is stored {dtype}" + (f" with `{scale}` beside it" if scale else "")
-                          + ", but config.json declares no quantization_config: an engine reads its raw values")
+                          + ", but config.json declares no quantization_config (the reference reads its raw values)")
     return faults
 
 
