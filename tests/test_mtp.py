@@ -189,3 +189,14 @@ def test_both_backends_agree_on_the_healthy_mtp_layer_within_5_percent(capsys, m
     assert result.run["method"] == "mtp" and result.run["block_size"] == 3
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
     assert diff["same_tokens"] == diff["prompts"] == 4
+
+
+@pytest.mark.parametrize("folder, rule", [("mimo", None), ("mimo-mtp-dropped", "DG404"), ("mimo-mtp-fp8", "DG410")])
+def test_the_light_check_flags_the_same_copies_without_a_run(folder, rule):
+    """`draftguard check` (no torch) flags each faulty copy from its names and dtypes alone; the
+    acceptance test measures what the fault costs. The healthy folder has no error."""
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    errors = {f.rule for f in check_repo(load_snapshot(str(MODELS / folder)), {}) if f.severity.name == "ERROR"}
+    assert errors == ({rule} if rule else set())
