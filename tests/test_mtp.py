@@ -46,6 +46,9 @@ def test_method_is_detected_from_the_target_config():
     assert mtp_layer_count({"mtp_num_hidden_layers": 2}) == ("mtp_num_hidden_layers", 2)
     assert mtp_layer_count({"text_config": {"num_mtp_layers": 1}}) == ("text_config.num_mtp_layers", 1)
     assert mtp_layer_count({"num_nextn_predict_layers": 0}) is None
+    from draftguard.runner.engine_options import drafter_facts
+
+    assert drafter_facts(str(MODELS / "mimo"), method="mtp").block_size == 2  # vLLM's K: one per MTP layer
 
 
 def test_healthy_mtp_layer_passes_and_matches_its_trained_tau_prompt_for_prompt(capsys):

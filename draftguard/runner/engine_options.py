@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from draftguard.check.drafter.detect import MTP_KEYS, detect_drafter
+from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.repo.checkpoint import mtp_declared
 from draftguard.errors import VllmOptionError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
@@ -200,7 +201,7 @@ def drafter_facts(drafter: str, revision: str | None = None, method: str = "dfla
     """
     raw = load_snapshot(drafter, revision).load_json()
     if method == "mtp":  # the target's own MTP layers: K defaults to their number, as vLLM's recipes set it
-        count = next((raw[k] for k in MTP_KEYS if isinstance(raw.get(k), int) and raw[k] > 0), 1)
+        count = (mtp_declared(raw) or ("", 1))[1]
         return DrafterFacts(block_size=count + 1, sliding_window=None, sliding_layers=0)
     if method == "eagle3":  # a chain drafter: no block, no window; the block is the anchor and K drafts
         return DrafterFacts(block_size=EAGLE3_SPECULATIVE_TOKENS + 1, sliding_window=None, sliding_layers=0)
