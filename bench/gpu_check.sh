@@ -28,6 +28,7 @@ PY=${PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 FIX=tests/fixtures/models
 EAGLE_FIX=tests/fixtures/vllm-models
+MTP_FIX=tests/fixtures/mtp-models
 EAGLE3_TARGET=${GPU_CHECK_EAGLE3_TARGET:-meta-llama/Llama-3.1-8B-Instruct}
 EAGLE3_DRAFTER=${GPU_CHECK_EAGLE3_DRAFTER:-yuhuili/EAGLE3-LLaMA3.1-Instruct-8B}
 DRY=${GPU_CHECK_DRY_RUN:-0}
@@ -131,6 +132,19 @@ done
 if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
   RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "eagle3-vllm-both" both "$DEVICE" float32 eagle3 \
     --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+fi
+# MTP (issue 43): the shipped MiMo target's own MTP layer (τ 2.00 on CPU with 1 draft token, so its bar
+# is τ ≥ 1.8) and its two faulty copies (MTP shard dropped, MTP layer left FP8), which must fail the
+# bar with the diagnosis mtp-weights; `--backend both` on the healthy one. A model with MTP layers is
+# its own target and drafter.
+MTP_ARGS="--prompts $FIX/prompts.jsonl --min-acceptance-length 1.8"
+for model in mimo mimo-mtp-dropped mimo-mtp-fp8; do
+  RUN_TARGET=$MTP_FIX/$model RUN_DRAFTER=$MTP_FIX/$model RUN_ARGS=$MTP_ARGS \
+    run "mtp-$model-$DEVICE-fp32" reference "$DEVICE" float32 -
+done
+if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
+  RUN_TARGET=$MTP_FIX/mimo RUN_DRAFTER=$MTP_FIX/mimo RUN_ARGS=$MTP_ARGS run "mtp-mimo-vllm-both" both "$DEVICE" \
+    float32 - --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
 fi
 if [ "${GPU_CHECK_HUB:-0}" = 1 ]; then
   # The real pair: built-in prompts, no bar (its τ is the figure), bfloat16 as it is served.

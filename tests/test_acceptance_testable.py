@@ -20,6 +20,7 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "eagle-authors-llama3.1-8b-eagle3", "torchspec-qwen3-8b-eagle3", "specforge-qwen3-8b-dflash",
     "specforge-phi4-eagle3", "specforge-qwq-32b-eagle3",  # model_type copied from the target; a LLaMA layer
     "angelslim-qwen3-vl-8b-eagle3-mrope",  # an mrope section: plain RoPE on text prompts
+    "mtp-mimo-7b",  # MiMo's own MTP layer: the reference builds its layout (runner/mtp_model.py)
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
@@ -31,7 +32,8 @@ NOT_RUN = {  # folder -> words the reason holds
     "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
     "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
     "specforge-qwen3-30b-a3b-eagle3.1": "fc_norm: true",
-    "mtp-minimax-m2.7": "MTP heads are not run",
+    "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
+                        "the MTP layers of MiMoForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",

@@ -29,6 +29,12 @@ RUN = {
     f"draftguard accept {FIX}/eagle3-bad-d2t --prompts tests/fixtures/models/prompts.jsonl "
     "--min-acceptance-length 3.9":
         (1, "acceptance test: fail — τ 1.00", "is below the bar 3.90"),
+    "draftguard accept --target tests/fixtures/mtp-models/mimo --prompts tests/fixtures/models/prompts.jsonl "
+    "--min-acceptance-length 1.8":
+        (0, "acceptance test: pass — τ 1.99", "block size                        2"),
+    "draftguard accept --target tests/fixtures/mtp-models/mimo-mtp-fp8 --prompts tests/fixtures/models/prompts.jsonl "
+    "--min-acceptance-length 1.8":
+        (1, "acceptance test: fail", "cause: mtp-weights — the MTP layer's weights: `model.mtp_layers.0.input_proj"),
 }
 SKIPPED = {
     "draftguard accept --target Qwen/Qwen3-8B --drafter z-lab/Qwen3-8B-DFlash-b16 --device cuda "

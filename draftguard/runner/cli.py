@@ -32,14 +32,15 @@ from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
+from draftguard.runner.mtp_weights import mtp_diagnosis, mtp_faults
 from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
-from draftguard.runner.result import FAIL, PASS, AcceptanceResult
+from draftguard.runner.result import FAIL, MTP_WEIGHTS, PASS, AcceptanceResult
 from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
 from draftguard.settings import load_settings
-from draftguard.errors import install_hint
+from draftguard.errors import EngineStartError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -68,13 +69,15 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
         "a --baseline result. Needs torch (the `runner` extra); --backend vllm needs vLLM.",
     )
     p.add_argument("--target", help="the target model: a folder or a Hub repo id (default: .draftguard.yml target)")
-    p.add_argument("--drafter", required=True, help="the drafter: a folder or a Hub repo id (z-lab DFlash format)")
+    p.add_argument("--drafter", help="the drafter: a folder or a Hub repo id (z-lab DFlash format, an EAGLE-3 head); "
+                   "omitted for --method mtp, whose drafter is the target's own MTP layer")
     p.add_argument("--backend", choices=["reference", "vllm", "both"],
                    help="reference: draftguard's own DFlash implementation (CPU or GPU); vllm: vLLM's; both: "
                    "the two on the same prompts, judged against each other (default: reference)")
-    p.add_argument("--method", choices=["auto", "dflash", "eagle3"], default="auto",
-                   help="the drafting method: dflash (block drafting) or eagle3 (chain drafting from the target's "
-                   "aux hidden states); auto (default): what the drafter's config.json is")
+    p.add_argument("--method", choices=["auto", "dflash", "eagle3", "mtp"], default="auto",
+                   help="the drafting method: dflash (block drafting), eagle3 (chain drafting from the target's "
+                   "aux hidden states) or mtp (the target's own MTP layer, chain drafting); auto (default): what the "
+                   "drafter's config.json is, or mtp when no --drafter is given and the target declares MTP layers")
     p.add_argument("--device", default="cpu", help="cpu or cuda (reference backend; default cpu)")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="weights' dtype, for both backends (auto: the reference runs float32 on CPU and bfloat16 "
@@ -137,6 +140,35 @@ def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
     return ids is not None and all(1 <= i <= n for i in ids)
 
 
+def _mtp_cause(args: argparse.Namespace) -> str:
+    """For an engine that refused an MTP target: the MTP tensors' faults, when its folder shows any
+    (an FP8 layer's ``weight_scale_inv`` that vLLM has no parameter for), as the cause."""
+    if getattr(args, "method", None) != "mtp" or not Path(str(args.target)).is_dir():
+        return ""
+    try:
+        faults = mtp_faults(args.target)
+    except BadInput:
+        return ""
+    return f"; cause: {MTP_WEIGHTS} — " + "; ".join(faults) if faults else ""
+
+
+def _mtp_drafter(args: argparse.Namespace) -> None:
+    """``--method mtp``, or no ``--drafter``: the drafter is the target's own MTP layer, so the target
+    folder is the drafter's too; without --drafter the target must declare MTP layers. A --drafter that
+    is itself a model with MTP layers is that model's target: naming another --target is refused."""
+    if args.drafter is None:
+        if args.method not in ("auto", "mtp"):
+            raise BadInput(f"--method {args.method} needs --drafter", key="drafter")
+        if args.method == "auto" and drafting_method(args.target) != "mtp":
+            raise BadInput(f"accept needs --drafter: {args.target} declares no MTP layers to draft with", key="drafter")
+        args.drafter, args.method = args.target, "mtp"
+    elif args.method == "mtp" or (args.method == "auto" and drafting_method(args.drafter) == "mtp"):
+        if args.drafter != args.target:
+            raise BadInput(f"--method mtp drafts with the target's own MTP layer; drop --drafter {args.drafter} (a model "
+                           "with MTP layers runs as --target, without --drafter)", key="drafter")
+        args.method = "mtp"
+
+
 def _runner_views(args: argparse.Namespace) -> tuple[tuple[str, ...], None, list[Any], dict[str, Any]]:
     """``--model-runner both``: the two runners as the cells' views, and what each reads
     (runner/model_runners.py). The reference reads an EAGLE-3 head per runner; a DFlash drafter's
@@ -181,6 +213,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """The ``accept`` command: returns the exit code; bad input is one line on stderr and exit 2."""
     try:
         result = _accept(args)
+    except EngineStartError as exc:
+        print(f"draftguard: {exc}{_mtp_cause(args)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BadInput as exc:
         print(f"draftguard: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -213,6 +248,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             raise BadInput(f"{path}: baseline result not found (write one with --format json or --output)",
                            file=str(path))
         baseline = AcceptanceResult.from_json(path.read_bytes(), str(path))
+    _mtp_drafter(args)
     # Before torch (seconds to import): a drafter or target that is no folder must be a Hub repo id,
     # and the Hub must answer (one line at once when it cannot, not 23 s of huggingface_hub's retries).
     require_hub(hub_repos([args.target], what="target", strict=True)
@@ -231,13 +267,13 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         raise BadInput(f"draftguard accept needs torch: {install_hint('runner')}") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
-    _check_fit(args.target, args.drafter)
-
     args.method = drafting_method(args.drafter, args.method)
+    if args.method != "mtp":
+        _check_fit(args.target, args.drafter)
     runners = None
     if args.model_runner == "both":
         views, config_class, rewrites, runners = _runner_views(args)
-    elif args.method == "eagle3":
+    elif args.method in ("eagle3", "mtp"):
         # One view: the LLaMA config class rewrites none of the keys an EAGLE-3 head is built from.
         views, config_class, rewrites = ("resolved",), None, []
     else:
@@ -249,7 +285,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
                    model_runners={v: r.to_dict() for v, r in runners.items()})
     elif args.model_runner in RUNNERS and args.method == "eagle3":
         run["model_runner"] = args.model_runner  # the reference reads the head as this runner does
-    elif args.config_view == "auto" and args.method != "eagle3":
+    elif args.config_view == "auto" and args.method not in ("eagle3", "mtp"):
         run["config_view_chosen"] = (f"both: the light check finds {config_class or 'the config class'} rewrites "
                                      + ", ".join(f"`{r.key}`" for r in rewrites)) if len(views) > 1 else \
             "resolved: the light check finds no key the config class rewrites"
@@ -269,6 +305,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             result = with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
+    if args.method == "mtp" and Path(args.target).is_dir():
+        # The MTP layer's tensors dropped or left quantized: the cause, whichever backends measured it.
+        faults = mtp_faults(args.target)
+        if faults:
+            result.diagnosis = mtp_diagnosis(faults, result.verdict.status)
     if args.plot:
         plot_per_position(result, args.plot)
     return result

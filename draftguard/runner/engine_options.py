@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.repo.checkpoint import mtp_declared
 from draftguard.errors import VllmOptionError, install_hint
 from draftguard.snapshot import BadInput, load_snapshot
 
@@ -28,7 +29,7 @@ RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 LOG_STREAM_ENV = "VLLM_LOGGING_STREAM"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-METHODS = ("dflash", "eagle3")
+METHODS = ("dflash", "eagle3", "mtp")
 # vLLM's and the reference's draft length for an EAGLE-3 head when --num-speculative-tokens is not given.
 EAGLE3_SPECULATIVE_TOKENS = 3
 
@@ -167,7 +168,7 @@ class DrafterFacts:
 
 
 def drafting_method(drafter: str, asked: str | None = None) -> str:
-    """``dflash`` or ``eagle3``: ``asked`` (``--method``) when given, else what the drafter's
+    """``dflash``, ``eagle3`` or ``mtp``: ``asked`` (``--method``) when given, else what the drafter's
     config.json is (``check.drafter.detect``); anything else runs as DFlash, whose loader then says
     what is missing.
 
@@ -182,6 +183,8 @@ def drafting_method(drafter: str, asked: str | None = None) -> str:
         fmt = detect_drafter(load_snapshot(drafter).load_json())
     except BadInput:
         return "dflash"
+    if fmt is not None and fmt.family == "mtp":
+        return "mtp"  # the target's own MTP layers: --drafter names the target itself
     return "eagle3" if fmt is not None and fmt.family == "eagle3" else "dflash"
 
 
@@ -197,6 +200,9 @@ def drafter_facts(drafter: str, revision: str | None = None, method: str = "dfla
         DrafterFacts(block_size=4, sliding_window=6, sliding_layers=1)
     """
     raw = load_snapshot(drafter, revision).load_json()
+    if method == "mtp":  # the target's own MTP layers: K defaults to their number, as vLLM's recipes set it
+        count = (mtp_declared(raw) or ("", 1))[1]
+        return DrafterFacts(block_size=count + 1, sliding_window=None, sliding_layers=0)
     if method == "eagle3":  # a chain drafter: no block, no window; the block is the anchor and K drafts
         return DrafterFacts(block_size=EAGLE3_SPECULATIVE_TOKENS + 1, sliding_window=None, sliding_layers=0)
     block = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 from draftguard.errors import AcceptanceJobError, TransientHubError
 from draftguard.hub_access import hub_api, hub_problem, hub_repos
 from draftguard.secrets import is_secret_name
+from draftguard.runner.engine_options import drafting_method
 from draftguard.runner.result import AcceptanceResult
 from draftguard.snapshot import BadInput
 
@@ -99,6 +100,8 @@ def accept_command(target: str, drafter: str, settings: Any = None, *, backend_d
     if backend not in BACKENDS:
         raise BadInput(f"DRAFTGUARD_BACKEND / .draftguard.yml `backend` must be one of {', '.join(BACKENDS)}, "
                        f"got {backend!r}", key="backend")
+    if os.path.isdir(drafter) and drafting_method(drafter) == "mtp":
+        target = drafter  # a model with its own MTP layers is its own target (docs/acceptance.md)
     cmd = [python or sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
            "--format", "json", "--backend", backend]
     if backend != "vllm":

@@ -83,7 +83,8 @@ STATUSES = (PASS, FAIL, INCONCLUSIVE)
 # What a diagnosis can blame (draftguard.runner.diagnosis.diagnose).
 NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC = "none", "config-rewrite", "engine", "drafter", "catastrophic"
 RUNNER = "runner"  # one vLLM model runner reads the drafter so that acceptance drops (--model-runner both)
-CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC, RUNNER)
+MTP_WEIGHTS = "mtp-weights"  # the target's MTP layer dropped at save or left quantized (runner/mtp_model.py)
+CAUSES = (NONE, CONFIG_REWRITE, ENGINE, DRAFTER, CATASTROPHIC, RUNNER, MTP_WEIGHTS)
 CONFIG_VIEWS = ("raw", "resolved")
 
 

@@ -142,6 +142,11 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
         aux = {v: runners[v].aux_ids for v in views or () if runners and v in runners} or None
         return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
                              num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux)
+    if getattr(args, "method", None) == "mtp":
+        from draftguard.runner.mtp_model import MtpBackend  # torch, only when the reference backend runs
+
+        return MtpBackend(args.target, device=args.device, dtype=dtype,
+                          num_speculative_tokens=getattr(args, "num_speculative_tokens", None))
     return ReferenceBackend(args.target, args.drafter, device=args.device, view=args.config_view, dtype=dtype,
                             views=views)
 

@@ -294,6 +294,8 @@ class VllmBackend:
         self.facts = drafter_facts(drafter, drafter_revision, self.options.method)
         self.block_size = block_size or self.facts.block_size
         self.num_speculative_tokens = self.options.num_speculative_tokens or self.block_size - 1
+        if self.options.method in ("eagle3", "mtp"):  # a chain: the block is the anchor and the K drafted
+            self.block_size = self.num_speculative_tokens + 1
         self.stop_ids = target_stop_ids(target, revision)
         self.tokenizer = has_tokenizer(target)
         vllm = import_vllm()

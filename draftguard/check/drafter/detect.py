@@ -58,6 +58,8 @@ DFLASH_MARKERS = (("dflash2", "z-lab DFlash2"), ("dflare", "DFlare"), ("dspark",
 # on purpose.
 ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
+# The architectures whose MTP layer draftguard accept's reference builds (runner/mtp_model.py LAYOUTS).
+MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM",)
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
@@ -144,10 +146,13 @@ class DrafterFormat:
                     "which DFlash2's candidate heads, DSpark, Domino and DFlare do not follow")
         if self.family == "eagle3":
             return self.eagle3_refusal
+        if self.family == "mtp" and self.architecture in MTP_REFERENCE_ARCHITECTURES:
+            return None  # the model's own MTP layer, run as its own target (runner/mtp_model.py)
         return {
             "eagle": "EAGLE 1/2 heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
-            "mtp": ("MTP heads are not run: they are layers of the target model itself, not a drafter folder, and "
-                    "draftguard accept has no MTP drafting of its own to judge vLLM's against (docs/acceptance.md)"),
+            "mtp": (f"MTP heads are not run for {self.architecture or 'this architecture'}: draftguard accept's "
+                    f"reference builds the MTP layers of {', '.join(MTP_REFERENCE_ARCHITECTURES)} only, so it has no "
+                    "MTP drafting of its own to judge vLLM's against (docs/acceptance.md)"),
             "medusa": "Medusa heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
         }.get(self.family, f"{self.label} drafters are not run by draftguard accept")
     @property

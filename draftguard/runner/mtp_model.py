@@ -1,0 +1,210 @@
+"""MTP heads as torch modules: the multi-token-prediction layers a target ships inside its own
+checkpoint (``num_nextn_predict_layers`` and its kin), served by vLLM with ``"method": "mtp"``.
+
+The forward, as vLLM 0.32's ``deepseek_mtp.py`` and ``mimo_mtp.py`` run it, for the token at
+position i + 1 and the target's hidden state at position i:
+
+- the embedding (the target's own ``model.embed_tokens``: the family shares it) is zeroed at
+  position 0, then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
+  is ``hnorm``-ed;
+- ``eh_proj`` of the two concatenated (DeepSeek-V3: [embedding, hidden]; MiMo: [hidden, embedding]),
+  then one decoder layer of the target's own class (RoPE at the target's positions, causal);
+- the final norm (DeepSeek-V3: ``shared_head.norm``; MiMo: ``final_layernorm``) gives the hidden
+  state fed back to the next chain step, and the target's ``lm_head`` of it the draft logits.
+  vLLM 0.32 runs MTP layer 0 for every chain step (the proposer passes no step index).
+
+The layouts (weight names) this module builds, ``LAYOUTS``:
+
+- ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
+  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
+
+DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
+is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the
+layer as MoE by its index, which a layout entry alone would not reproduce, and no tiny fixture tests it.
+
+A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
+quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
+quantized tensor read as its raw values), and ``MtpSpec.faults`` names each such tensor (``runner/mtp_weights.py``): the run
+measures what the fault costs, and the diagnosis names ``mtp-weights``.
+
+In: a target folder whose config declares MTP layers. Out: the target (``load_mtp_target``, as
+transformers builds its family) and an ``MtpHead`` with the ``Eagle3Head`` interface, so that
+``runner/eagle3.py``'s chain drafting runs it (``MtpBackend``). Needs the ``runner`` extra (torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from draftguard.check.repo.checkpoint import mtp_declared
+from draftguard.errors import MissingWeights
+from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
+from draftguard.runner.eagle3 import Eagle3Backend
+from draftguard.runner.eagle3_model import _RMSNorm
+from draftguard.runner.reference import stop_token_ids
+from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_faults, mtp_layout, read_config
+from draftguard.snapshot import BadInput
+
+
+def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
+    """The target as transformers builds its family: its own class (``load_target``), or for a
+    family transformers has as remote code only (MiMo) the base class it extends (Qwen2), loaded
+    with every tensor but the MTP layers'. Example: ``target, tok = load_mtp_target("tests/fixtures/mtp-models/mimo")``."""
+    folder = _local_folder(name, "target")
+    raw = read_config(folder)
+    layout = mtp_layout(raw, f"{name}/config.json")
+    if layout.base_model_type is None:
+        return load_target(str(folder), device, dtype)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
+
+    dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
+    keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map")}
+    config = AutoConfig.for_model(layout.base_model_type, **keys)
+    config._attn_implementation = "sdpa"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    weights = _read_weights(folder)
+    mtp_prefix = layout.prefix.split("{")[0]
+    own = {k: v for k, v in weights.items() if not k.startswith(mtp_prefix)}
+    missing, unexpected = model.load_state_dict(own, strict=False)
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise MissingWeights(f"{folder}: the target's weights " + (f"lack {', '.join(missing[:4])}" if missing else
+                             f"hold tensors {layout.base_model_type} does not name: {', '.join(unexpected[:4])}"),
+                             file=str(folder))
+    if config.tie_word_embeddings:
+        model.tie_weights()
+    model = model.to(device=device, dtype=dtype).eval()
+    tokenizer = None
+    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    return model, tokenizer
+
+
+@dataclass
+class MtpSpec:
+    """What the head is built from. ``aux_ids`` [N] (the target's last layer, as ``aux_features``
+    reads it before the final norm: ``MtpHead.fc`` is that norm) lets the EAGLE-3 chain run it."""
+
+    source: str
+    layout: MtpLayout
+    key: str
+    layers: int
+    aux_ids: list[int]
+    faults: list[str] = field(default_factory=list)
+
+
+class MtpHead(nn.Module):
+    """MTP layer 0 of a target (the one vLLM 0.32 runs for every chain step), with the target's
+    embeddings, final norm and ``lm_head`` shared, not owned. ``forward(hidden, embeds, positions)``
+    runs causally over a whole sequence (no cache: the reference recomputes, which is exact) and
+    returns the logits and the normed output that feeds the next chain step."""
+
+    def __init__(self, spec: MtpSpec, target: nn.Module):
+        super().__init__()
+        self.spec = spec
+        text = text_config(target)
+        size, eps = int(text.hidden_size), float(text.rms_norm_eps)
+        self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
+        self.proj = nn.Linear(2 * size, size, bias=False)
+        layers = getattr(target, "model", target).layers
+        # The family's own decoder layer (layer_idx 0: its attention type; the MTP layer is full attention).
+        self.block = type(layers[0])(text, layer_idx=0)
+        self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
+                        "head": target.get_output_embeddings()}
+
+    @property
+    def fc(self) -> nn.Module:
+        return self._shared["norm"]
+
+    def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        embeds = torch.where(positions[..., None] == 0, torch.zeros_like(embeds), embeds)
+        e, h = self.enorm(embeds), self.hnorm(hidden)
+        x = self.proj(torch.cat([e, h] if self.spec.layout.embeds_first else [h, e], -1))
+        n = x.shape[1]
+        mask = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[None, None]
+        out = self.block(x, attention_mask=mask, position_ids=positions,
+                         position_embeddings=self._shared["rotary"](x, positions))
+        out = self.final_norm(out[0] if isinstance(out, tuple) else out)
+        return self._shared["head"](out), out
+
+    def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids
+
+
+def _module_key(layout: MtpLayout, key: str) -> str | None:
+    """A checkpoint key under the MTP layer's prefix (prefix removed) as ``MtpHead`` names it."""
+    for role, name in (("enorm", layout.enorm), ("hnorm", layout.hnorm), ("proj", layout.proj),
+                       ("final_norm", layout.final_norm)):
+        if key.startswith(name + "."):
+            return role + key[len(name):]
+    if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
+        return "block." + key
+    return None
+
+
+def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead:
+    """Build MTP layer 0 of the target folder ``name`` and load its tensors as an engine would:
+    absent ones stay zero, quantized ones are read as their raw values; each is named in
+    ``head.spec.faults``. Example: ``head = load_mtp("tests/fixtures/mtp-models/mimo", target)``."""
+    folder = _local_folder(name, "target")
+    raw = read_config(folder)
+    where = f"{name}/config.json"
+    layout = mtp_layout(raw, where)
+    key, count = mtp_declared(raw) or ("", 0)
+    n = int(text_config(target).num_hidden_layers)
+    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
+    head = MtpHead(spec, target)
+    prefix = layout.prefix.format(i=0, n=n)
+    weights = {k[len(prefix):]: v for k, v in _read_weights(folder).items() if k.startswith(prefix)}
+    expected = head.state_dict()
+    state: dict[str, torch.Tensor] = {}
+    for k, tensor in weights.items():
+        mk = _module_key(layout, k)
+        if mk is None or mk not in expected:
+            continue
+        if tuple(tensor.shape) != tuple(expected[mk].shape):
+            raise BadInput(f"{folder}: `{prefix}{k}` has shape {tuple(tensor.shape)}, the config calls for "
+                           f"{tuple(expected[mk].shape)}", file=str(folder), key=prefix + k)
+        state[mk] = tensor.to(torch.float32)  # a quantized tensor: its raw values, as an engine reads them
+    for k in set(expected) - set(state):
+        state[k] = torch.zeros_like(expected[k])  # absent: zeros, as an engine holds them
+    spec.faults.extend(mtp_faults(folder))
+    head.load_state_dict(state)
+    param = next(target.parameters())
+    return head.to(device=device or param.device, dtype=param.dtype).eval()
+
+
+class MtpBackend(Eagle3Backend):
+    """The reference backend for a target's own MTP layer: ``Eagle3Backend``'s chain drafting and
+    interface, with the head built by ``load_mtp`` from the target folder itself. K (the draft
+    length) defaults to the number of MTP layers the config declares, as vLLM's recipes set it.
+
+    Example::
+
+        backend = MtpBackend("tests/fixtures/mtp-models/mimo")
+        result, tokens = backend.run_prompt(0, [40, 3, 6, 9], max_new_tokens=32)
+    """
+
+    def __init__(self, target: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
+                 num_speculative_tokens: int | None = None):
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
+        self.device, self.views = device, ("resolved",)
+        self.target, self.tokenizer = load_mtp_target(target, device, dtype)
+        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
+            torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
+        self.drafter = load_mtp(target, self.target, device)
+        self.drafters = {"resolved": self.drafter}
+        self.k = num_speculative_tokens or self.drafter.spec.layers
+        self.stop_ids = stop_token_ids(self.target, self.tokenizer)
+        self.replayed_steps = 0
+
+
+__all__ = ["LAYOUTS", "MtpBackend", "MtpHead", "MtpLayout", "load_mtp", "load_mtp_target",
+           "mtp_layout"]

@@ -1,0 +1,144 @@
+"""Which MTP layout a target's checkpoint uses, and what is wrong with its MTP layer's tensors, read
+from config.json and the safetensors headers only (no torch): ``draftguard accept --method mtp`` names
+the cause ``mtp-weights`` from here whichever backend ran, vLLM's included.
+
+A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vllm#35548's accept length
+1.000) or one stored quantized (FP8, int8) where config.json declares no ``quantization_config``
+(sgl-project/sglang#35797). vLLM 0.32 refuses both at load (a parameter the checkpoint lacks, a scale it
+has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
+so their τ is measured.
+
+In: a local target folder. Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
+naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
+the reference does not build.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from draftguard.check.drafter.detect import MTP_KEYS
+from draftguard.check.repo.checkpoint import mtp_declared
+from draftguard.check.repo.files import read_header
+from draftguard.errors import HeaderError
+from draftguard.runner.result import MTP_WEIGHTS
+from draftguard.snapshot import BadInput, parse_json_object
+
+FULL_PRECISION = ("F32", "F16", "BF16")
+
+
+@dataclass(frozen=True)
+class MtpLayout:
+    """Where a family keeps its MTP layer's tensors and how its forward concatenates."""
+
+    name: str
+    prefix: str  # with {i}: the MTP layer's index in the checkpoint
+    enorm: str
+    hnorm: str
+    proj: str
+    final_norm: str
+    embeds_first: bool
+    base_model_type: str | None = None  # the transformers family the target is built as, when its own is remote code
+
+
+LAYOUTS = {
+    "mimo": MtpLayout("mimo", "model.mtp_layers.{i}.", "token_layernorm", "hidden_layernorm", "input_proj",
+                      "final_layernorm", embeds_first=False, base_model_type="qwen2"),
+}
+ARCHITECTURES = {"MiMoForCausalLM": "mimo"}
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise BadInput(f"{path}: no config.json in the target folder", file=str(path))
+    return parse_json_object(path.read_bytes(), str(path))
+
+
+def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
+    """The layout of a target's MTP layers from its config.json (the architecture, else
+    ``model_type``), or bad input naming what the reference builds.
+
+    Example::
+
+        >>> mtp_layout({"architectures": ["MiMoForCausalLM"], "model_type": "qwen2",
+        ...             "num_nextn_predict_layers": 1}, "config.json").name
+        'mimo'
+    """
+    if mtp_declared(raw) is None:
+        raise BadInput(f"{where}: --method mtp needs a target that declares MTP layers ({', '.join(MTP_KEYS)}); "
+                       "this config declares none", file=where)
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    for arch in archs:  # the engines pick the model by its architecture; a MiMo may say model_type qwen2
+        if arch in ARCHITECTURES:
+            return LAYOUTS[ARCHITECTURES[arch]]
+    layout = LAYOUTS.get(str(raw.get("model_type")))
+    if layout is None:
+        raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
+                       f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
+                       f"{raw.get('model_type')!r} are not one of them", file=where, key="architectures")
+    return layout
+
+
+def _headers(folder: Path) -> dict[str, str]:
+    """Every tensor's dtype, from the safetensors headers (one file or the shards an index names)."""
+    index = folder / "model.safetensors.index.json"
+    files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
+             else ["model.safetensors"])
+    out: dict[str, str] = {}
+    for name in files:
+        path = folder / name
+        if not path.is_file():
+            continue  # the loader names a missing shard
+        try:
+            out.update({k: dtype for k, (dtype, _shape) in read_header(path).items()})
+        except HeaderError as exc:
+            raise BadInput(f"{path}: {exc}", file=str(path)) from None
+    return out
+
+
+def mtp_faults(folder: str | Path) -> list[str]:
+    """What is wrong with MTP layer 0's tensors, one sentence each; empty for a whole layer.
+
+    Example::
+
+        >>> mtp_faults("tests/fixtures/mtp-models/mimo")
+        []
+        >>> mtp_faults("tests/fixtures/mtp-models/mimo-mtp-dropped")[0][:60]
+        'config.json declares 1 MTP layer(s) (`num_nextn_predict_laye'
+    """
+    folder = Path(folder)
+    raw = read_config(folder)
+    layout = mtp_layout(raw, f"{folder}/config.json")
+    key, count = mtp_declared(raw) or ("", 0)
+    n = raw.get("num_hidden_layers", 0)
+    prefix = layout.prefix.format(i=0, n=n)
+    dtypes = {k: v for k, v in _headers(folder).items() if k.startswith(prefix)}
+    faults = []
+    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm)]
+    lacking = [r for r in roles if r not in dtypes]
+    if not dtypes:
+        faults.append(f"config.json declares {count} MTP layer(s) (`{key}`), but the weights hold no tensor under "
+                      f"`{prefix}`: dropped at save (vLLM 0.32 refuses to start; the reference runs the layer as zeros)")
+    elif lacking:
+        faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)} (the reference runs them as zeros)")
+    if "quantization_config" not in raw:
+        for name, dtype in sorted(dtypes.items()):
+            if dtype in FULL_PRECISION or not name.endswith("weight"):
+                continue
+            scale = next((s for s in (name + "_scale_inv", name + "_scale") if s in dtypes), None)
+            faults.append(f"`{name}` is stored {dtype}" + (f" with `{scale}` beside it" if scale else "")
+                          + ", but config.json declares no quantization_config (the reference reads its raw values)")
+    return faults
+
+
+def mtp_diagnosis(faults: list[str], status: str) -> dict[str, Any] | None:
+    """The diagnosis of a run on a target whose MTP tensors ``mtp_faults`` found wrong: cause
+    ``mtp-weights``, the reason naming each tensor. None when the layer is whole."""
+    if not faults:
+        return None
+    return {"cause": MTP_WEIGHTS, "status": status, "reason": "the MTP layer's weights: " + "; ".join(faults),
+            "rewritten": [], "intervals": [], "cells": {}, "config_class": None, "confidence": 0.95}
