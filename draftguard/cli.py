@@ -305,7 +305,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
-        require_hub(hub + hub_repos([args.target], None), need_all=False,
+        drafter_target = args.target or _settings_target(settings, root, args.targets)
+        require_hub(hub + hub_repos([drafter_target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers, root or ".")
         launching = bool(args.launch_file or args.launch)
@@ -313,7 +314,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         # a launch asks the engines by default; TARGETs get engine views only when asked for
         asked = args.engine is not None or not launching or bool(settings.engines)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target or _settings_target(settings, root, args.targets),
+                       drafter_target=drafter_target,
                        engines=engines if asked else None, real_engines=real, progress=matrix.stderr_progress,
                        settings=None if launching else settings, settings_root=root)
         if launching:  # the launch's findings under the same rules and exceptions as the files'
