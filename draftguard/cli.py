@@ -205,8 +205,13 @@ def _parser() -> argparse.ArgumentParser:
         "action", help="the GitHub Action's entry point (reads the runner's GITHUB_* and INPUT_* variables)",
         description="Run as action.yml does on a GitHub runner: check the config files a pull request changes "
         "(or run the acceptance test), write annotations, the step summary and outputs, and update the "
-        "sticky comment. Configured by the environment only; see draftguard/action/.",
+        "sticky comment. Configured by the environment only; see draftguard/action/. --dry-run runs the same "
+        "logic on this checkout with no GitHub variable set and prints what it would post (docs/action.md).",
     )
+    action.add_argument("--dry-run", action="store_true",
+                        help="on a local checkout: HEAD against --base, print the annotations, summary, outputs "
+                        "and comment it would post; nothing is sent")
+    action.add_argument("--base", metavar="REF", help="with --dry-run: the base commit (default: HEAD's parent)")
     action.set_defaults(func=cmd_action)
 
     engines_cli.add_parser(sub)
