@@ -196,6 +196,7 @@ def cmd_action(args: Any) -> int:
         return dry_run(getattr(args, "base", None))
     if os.environ.get("GITHUB_ACTIONS") != "true":
         print("draftguard: `draftguard action` runs only inside GitHub Actions (GITHUB_ACTIONS is not "
-              "'true' here); to try it on this checkout, run `draftguard action --dry-run` (or `draftguard check PATH`)", file=sys.stderr)
+              "'true' here); to try it on this checkout, run `draftguard action --dry-run` (or "
+              "`draftguard check PATH`)", file=sys.stderr)
         return EXIT_BAD_INPUT
     return run_action()
