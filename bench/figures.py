@@ -16,6 +16,13 @@ Figures:
   serve", docs/engines.md, docs/performance.md).
 - drafter-rules: what the drafter rules add to a check's wall time (docs/performance.md).
 - check: the light check's cold and warm cost against a bare AutoConfig (docs/performance.md).
+- webhook: the GitHub bot under load, kill -9 and GitHub faults (docs/github-bot.md "Figures").
+- audit: `draftguard audit` on the fake Hub's fleet with latency (docs/audit.md).
+- acceptance: `draftguard accept` on the tiny fixtures, CPU (docs/acceptance.md).
+- suite: the test suite's own time against its collection alone (bench/bench_suite.py).
+
+Every section says the date and time (UTC), the machine, the load average before and after its run
+(a figure taken on a busy machine says so), and the command.
 """
 
 from __future__ import annotations
@@ -49,6 +56,15 @@ FIGURES: dict[str, tuple[str, list[str], list[str]]] = {
     "check": ("docs/performance.md", ["bench/bench_check.py", "--runs", "9"],
               ["bench/bench_check.py", "--runs", "1", "--warm-configs", "20", "--skip-corpus-cli",
                "--corpus-repeat", "1", "--corpus", "{corpus}"]),
+    "webhook": ("docs/github-bot.md (Figures)", ["bench/bench_webhooks.py"],
+                ["bench/bench_webhooks.py", "--only", "load", "--rate", "20", "--seconds", "2"]),
+    "audit": ("docs/audit.md", ["bench/bench_audit.py"],
+              ["bench/bench_audit.py", "--copies", "1", "--skip-queue", "--skip-versions", "--skip-baselines",
+               "--skip-rerun"]),
+    "acceptance": ("docs/acceptance.md", ["bench/bench_accept.py", "--repeats", "5"],
+                   ["bench/bench_accept.py", "--repeats", "1", "--skip-runs"]),
+    "suite": ("README (Quickstart's test run), docs/performance.md", ["bench/bench_suite.py", "tests"],
+              ["bench/bench_suite.py", "tests/test_release.py", "--slowest", "3"]),
 }
 FAST_DEFAULT = ("real-configs", "check")  # --fast without --only: the quick ones
 
@@ -61,18 +77,28 @@ def fast_corpus(folder: Path) -> Path:
     return folder
 
 
+def load_average() -> str:
+    """The machine's load average (1, 5, 15 minutes), as a figure's section states it."""
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # not on this platform
+        return "unknown"
+
+
 def run_figure(name: str, fast: bool, corpus: Path) -> str:
     """One figure's section: heading, where quoted, date, machine, seconds, and the script's report."""
     quoted, full, quick = FIGURES[name]
     argv = [sys.executable, *(a.replace("{corpus}", str(corpus)) for a in (quick if fast else full))]
+    load_before = load_average()
     start = time.monotonic()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.monotonic() - start
-    when = datetime.date.today().isoformat()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.machine()}, {os.cpu_count()} CPU, Python {platform.python_version()}"
     head = [f"## {name}{' (fast mode: not for quoting)' if fast else ''}", "",
             f"Measured {when} on {machine} in {seconds:.0f} s: `python {' '.join(argv[1:])}`. "
+            f"Load average (1, 5, 15 min) {load_before} before, {load_average()} after. "
             f"Quoted in: {quoted}.", "", ""]
     if done.returncode != 0:
         raise SystemExit(f"figures: {name} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
