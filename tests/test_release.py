@@ -225,6 +225,7 @@ def test_the_documented_copy_of_a_clone_is_an_action_that_installs(tmp_path):
     import sys
 
     import pytest
+    import yaml
 
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
@@ -232,12 +233,20 @@ def test_the_documented_copy_of_a_clone_is_an_action_that_installs(tmp_path):
     doc = (ROOT / "docs" / "action.md").read_text().split("## From a clone", 1)[1]
     script = doc.split("```bash\n", 1)[1].split("```", 1)[0]
     assert "git -C /path/to/draftguard archive <commit>" in script
+    # The README's snippet is the same copy, plus the example workflow that uses it.
+    readme = (ROOT / "README.md").read_text().split("## Where reviewers look", 1)[1]
+    readme_script = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert readme_script.startswith(script)
+    script = readme_script
     script = script.replace("/path/to/draftguard", str(ROOT)).replace("<commit>", head.stdout.strip())
     model = tmp_path / "model-repo"
     model.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=model, check=True)
     subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=model, check=True, timeout=120)
     copy = model / ".github" / "actions" / "draftguard"
+    workflow = yaml.safe_load((model / ".github" / "workflows" / "draftguard.yml").read_text())
+    uses = [step.get("uses", "") for job in workflow["jobs"].values() for step in job["steps"]]
+    assert "./.github/actions/draftguard" in uses  # the copied workflow runs the copy
     action = (copy / "action.yml").read_text()
     assert "$GITHUB_ACTION_PATH/constraints.txt" in action and (copy / "constraints.txt").is_file()
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
