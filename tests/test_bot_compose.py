@@ -141,6 +141,10 @@ def test_the_documented_compose_serve_and_worker_answer_a_signed_webhook(tmp_pat
         answer = post_webhook(url, "pull_request", pr_payload(REPO, 7, HEAD, BASE, installation=77),
                               secret=SECRET, delivery="compose-1")
         assert answer.status_code // 100 == 2, answer.text
+        # The README's step 8 redelivers the App's ping: a 2xx answer, and no job.
+        ping = post_webhook(url, "ping", {"zen": "Keep it logically awesome.", "hook_id": 1}, secret=SECRET,
+                            delivery="compose-ping")
+        assert ping.status_code // 100 == 2, ping.text
         unsigned = post_webhook(url, "pull_request", pr_payload(REPO, 7, HEAD, BASE, installation=77),
                                 secret="not-the-secret", delivery="compose-2")
         assert unsigned.status_code == 401
