@@ -121,3 +121,14 @@ def test_without_dry_run_outside_actions_the_hint_names_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "draftguard", "action"], cwd=checkout.dir, capture_output=True,
                           text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 2 and "draftguard action --dry-run" in done.stderr
+
+
+def test_the_actions_target_from_the_settings_is_named_with_its_file_and_line(tmp_path):
+    # Issue 42: a target from .draftguard.yml that cannot be read was said to come from --target.
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG,
+                                   ".draftguard.yml": "# the drafters' target\ntarget: acme/no-such-target\n"})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    done = dry_run(checkout)  # HF_HUB_OFFLINE=1: the target is not in the cache
+    assert done.returncode != 0
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("::error file=acme/no-such-target")]
+    assert "::target from `target:` of .draftguard.yml line 2: acme/no-such-target@main/config.json" in line
