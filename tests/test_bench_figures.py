@@ -66,3 +66,18 @@ def test_the_suites_time_is_measured_against_its_collection(capsys):
     assert code == 0, out
     assert "| tests collected | 1 |" in out
     assert "baseline: collection alone" in out and "| pytest's summary | 1 passed in" in out
+
+
+def test_only_replaces_its_own_sections_and_keeps_the_others():
+    # `--only` wrote a file of its sections alone: docs/figures.md lost every other figure (the check's
+    # and the drafter rules' sections were gone from it). The shipped file's sections survive a merge.
+    figures = _bench("figures")
+    shipped = (ROOT / "docs" / "figures.md").read_text()
+    before = figures.split_sections(shipped)
+    assert "real-configs" in before and "## Light check on the real-config corpus" in before["real-configs"]
+    new = "## suite\n\nMeasured now.\n\n## The suite's own time\n\n| measure | value |\n"
+    merged = figures.merge_sections(shipped, {"suite": new})
+    after = figures.split_sections(merged)
+    assert {k: v.rstrip("\n") for k, v in before.items()} == {k: after[k].rstrip("\n") for k in before}
+    assert after["suite"].rstrip("\n") == new.rstrip("\n")
+    assert list(after) == [name for name in figures.FIGURES if name in after]  # FIGURES' order
