@@ -205,8 +205,13 @@ def _parser() -> argparse.ArgumentParser:
         "action", help="the GitHub Action's entry point (reads the runner's GITHUB_* and INPUT_* variables)",
         description="Run as action.yml does on a GitHub runner: check the config files a pull request changes "
         "(or run the acceptance test), write annotations, the step summary and outputs, and update the "
-        "sticky comment. Configured by the environment only; see draftguard/action/.",
+        "sticky comment. Configured by the environment only; see draftguard/action/. --dry-run runs the same "
+        "logic on this checkout with no GitHub variable set and prints what it would post (docs/action.md).",
     )
+    action.add_argument("--dry-run", action="store_true",
+                        help="on a local checkout: HEAD against --base, print the annotations, summary, outputs "
+                        "and comment it would post; nothing is sent")
+    action.add_argument("--base", metavar="REF", help="with --dry-run: the base commit (default: HEAD's parent)")
     action.set_defaults(func=cmd_action)
 
     engines_cli.add_parser(sub)
@@ -305,7 +310,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         policy.validate(settings)
         # Hub names are checked, and the Hub asked once, before any read (one line when out of reach).
         hub = hub_repos(args.targets, args.revision)
-        require_hub(hub + hub_repos([args.target], None), need_all=False,
+        drafter_target = args.target or _settings_target(settings, root, args.targets)
+        require_hub(hub + hub_repos([drafter_target], None), need_all=False,
                     local_work=len(hub) < len(args.targets))
         versions = matrix.requested_versions(args.transformers, root or ".")
         launching = bool(args.launch_file or args.launch)
@@ -313,7 +319,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         # a launch asks the engines by default; TARGETs get engine views only when asked for
         asked = args.engine is not None or not launching or bool(settings.engines)
         report = check(args.targets, versions=versions, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                       drafter_target=args.target or _settings_target(settings, root, args.targets),
+                       drafter_target=drafter_target,
                        engines=engines if asked else None, real_engines=real, progress=matrix.stderr_progress,
                        settings=None if launching else settings, settings_root=root)
         if launching:  # the launch's findings under the same rules and exceptions as the files'

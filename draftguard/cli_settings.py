@@ -118,7 +118,10 @@ def _settings_target(settings: Settings, root: str | None, targets: Sequence[str
     if any(os.path.isdir(t) and os.path.abspath(t) == root for t in targets):
         return None
     candidate = os.path.join(root, settings.target)
-    return candidate if os.path.exists(candidate) else settings.target
+    # Named with where it came from: a problem with it names the settings file and line, not --target.
+    from draftguard.check.drafter.target import NamedTarget  # the drafter reader, when a target is set
+    origin = settings.source or os.path.join(root, SETTINGS_NAME)
+    return NamedTarget(candidate if os.path.exists(candidate) else settings.target, origin)
 
 
 def cmd_settings_check(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from draftguard import RAW_HOME
 from draftguard.snapshot import SETTINGS_NAME, BadInput
 MAX_SETTINGS_BYTES = 256 * 1024
 
@@ -386,7 +387,7 @@ def settings_schema() -> dict[str, Any]:
         props[name] = prop
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://raw.githubusercontent.com/OWNER/draftguard/main/docs/draftguard.schema.json",
+        "$id": f"{RAW_HOME}/main/docs/draftguard.schema.json",
         "title": ".draftguard.yml",
         "description": "draftguard's settings for a model repository (docs/settings.md).",
         "type": "object",

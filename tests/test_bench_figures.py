@@ -43,10 +43,18 @@ def test_the_figures_command_runs_in_its_fast_mode(tmp_path):
     text = out.read_text()
     assert "## real-configs (fast mode" in text and "## check (fast mode" in text
     assert "Measured 20" in text and "false-alarm rate" in text
+    # Each section is dated with its time and states the machine's load around its run (issue 42).
+    import re
+
+    heads = re.findall(r"^Measured (\d{4}-\d\d-\d\d \d\d:\d\d UTC) .*?Load average \(1, 5, 15 min\) "
+                       r"([\d.]+ / [\d.]+ / [\d.]+) before, ([\d.]+ / [\d.]+ / [\d.]+) after\.", text, re.M)
+    assert len(heads) == 2, text[:2000]
 
 
 def test_every_figure_names_a_script_that_exists():
     figures = _bench("figures")
+    # The README's and docs' other figures have their scripts here too (issue 42).
+    assert {"webhook", "audit", "acceptance", "suite"} <= set(figures.FIGURES)
     for name, (quoted, full, fast) in figures.FIGURES.items():
         assert (ROOT / full[0]).is_file() and full[0] == fast[0] and quoted, name
 
@@ -64,3 +72,27 @@ def test_the_gatherer_benchmark_runs_in_its_fast_mode(tmp_path):
     assert done.returncode == 0, done.stderr
     report = out.read_text()
     assert "| blocking pop (now) | gatherer CPU s |" in report and "| poll every job (before) | Redis commands |" in report
+
+
+def test_the_suites_time_is_measured_against_its_collection(capsys):
+    bench = _bench("bench_suite")
+    code = bench.main(["tests/test_release.py::test_the_changelog_has_an_entry_for_this_version", "--slowest", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "| tests collected | 1 |" in out
+    assert "baseline: collection alone" in out and "| pytest's summary | 1 passed in" in out
+
+
+def test_only_replaces_its_own_sections_and_keeps_the_others():
+    # `--only` wrote a file of its sections alone: docs/figures.md lost every other figure (the check's
+    # and the drafter rules' sections were gone from it). The shipped file's sections survive a merge.
+    figures = _bench("figures")
+    shipped = (ROOT / "docs" / "figures.md").read_text()
+    before = figures.split_sections(shipped)
+    assert "real-configs" in before and "## Light check on the real-config corpus" in before["real-configs"]
+    new = "## suite\n\nMeasured now.\n\n## The suite's own time\n\n| measure | value |\n"
+    merged = figures.merge_sections(shipped, {"suite": new})
+    after = figures.split_sections(merged)
+    assert {k: v.rstrip("\n") for k, v in before.items()} == {k: after[k].rstrip("\n") for k in before}
+    assert after["suite"].rstrip("\n") == new.rstrip("\n")
+    assert list(after) == [name for name in figures.FIGURES if name in after]  # FIGURES' order

@@ -43,10 +43,14 @@ def test_zizmor_still_catches_what_we_fixed(tmp_path):
 
 
 def test_every_uses_is_pinned_to_a_commit_with_its_version_in_a_comment():
+    # ...but draftguard itself, used from a copy of a clone in the model repository (docs/action.md).
     for path in [ROOT / "action.yml", *WORKFLOWS]:
         for line in path.read_text().splitlines():
             if "uses:" in line and not line.strip().startswith("#"):
                 ref = line.split("uses:", 1)[1].strip()
+                if ref.startswith("./"):
+                    assert ref.split()[0].endswith(".github/actions/draftguard"), (path.name, line)
+                    continue
                 name, _, rest = ref.partition("@")
                 sha, _, comment = rest.partition(" # ")
                 assert len(sha) == 40 and all(c in "0123456789abcdef" for c in sha), (path.name, line)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -102,6 +103,30 @@ def test_a_local_drafter_whose_target_is_on_an_unreachable_hub_is_one_line_at_on
     assert done.returncode == 2 and len(lines) == 1, lines
     assert "Qwen/Qwen3-8B@main/config.json: the Hub cannot be reached" in lines[0]
     assert json.loads(done.stdout)["errors"][0]["source"] == str(drafter)  # the report still comes
+    assert took < LOOSE
+
+
+@pytest.mark.parametrize("endpoint", ["dead", "http://draftguard-no-such-host.invalid"], ids=["refused", "no-dns"])
+def test_a_target_from_the_settings_on_an_unreachable_hub_is_named_with_its_file_and_line(dead, tmp_path, endpoint):
+    # Issue 42: `target:` of .draftguard.yml went past the one question to the Hub (five retries,
+    # 25-50 s of log lines) and was then blamed on --target, which nobody passed.
+    env, _ = dead
+    if endpoint != "dead":
+        env = {**env, "HF_ENDPOINT": endpoint}
+    repo = tmp_path / "model-repo"
+    (repo / ".git").mkdir(parents=True)  # the settings' root: a repository
+    shutil.copytree(REPO_ROOT / "examples" / "qwen3-swa-drafter", repo / "drafter")
+    (repo / ".draftguard.yml").write_text("# the drafter's target\nfail_on: error\ntarget: Qwen/Qwen3-8B\n")
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "draftguard", "check", "drafter", "--format", "json"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=repo)
+    took = time.perf_counter() - started
+    print(f"\nlocal drafter, settings target on a dead Hub ({endpoint}): {took:.1f} s")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert "Retrying" not in done.stderr
+    assert lines[0].startswith("draftguard: target from `target:` of .draftguard.yml line 3: Qwen/Qwen3-8B@main"), lines
+    assert "--target" not in lines[0].split("(or pass")[0]
     assert took < LOOSE
 
 

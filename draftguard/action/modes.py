@@ -127,6 +127,10 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     versions = inputs.transformers_versions or (
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
     drafter_target = _absolute_target(root, inputs.target or settings.target)
+    if drafter_target and not inputs.target:  # `target:` of the settings: a problem with it names the file
+        from draftguard.check.drafter.target import NamedTarget
+
+        drafter_target = NamedTarget(drafter_target, SETTINGS_FILE)
     engines = (parse_engines(inputs.engines, source="input `engines`") if inputs.engines
                else parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None)
     changed = changed_files(root, base) if base else None

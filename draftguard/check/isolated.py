@@ -21,7 +21,7 @@ from draftguard import bounded
 from draftguard.check.drafter import check_drafter, detect_drafter
 from draftguard.check.drafter.detect import DrafterFormat
 from draftguard.check.drafter.check import _cached_target
-from draftguard.check.drafter.target import TargetModel, find_target
+from draftguard.check.drafter.target import TargetModel, find_target, origin_of
 from draftguard.check.engines import check_engines
 from draftguard.check.engines.view import EngineView
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, Severity, TargetResult
@@ -82,7 +82,7 @@ def target_masks(snapshot: Snapshot, target: str | None, trust_remote_code: bool
 def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: bool, hub: dict) -> dict[str, Any]:
     use_hub_constants(hub)
     fmt = detect_drafter(snapshot.load_json())
-    where = (target, "--target", None) if fmt is None and target else find_target(snapshot, fmt, target) if fmt else None
+    where = (target, origin_of(target), None) if fmt is None and target else find_target(snapshot, fmt, target) if fmt else None
     model = _cached_target(snapshot, where, {}, trust_remote_code) if where is not None else None
     found = {} if model is None or model.tokenizer is None else {
         str(i): token for i, (token, special) in model.tokenizer.added().items() if special and "mask" in token.lower()}

@@ -16,13 +16,14 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from draftguard import __version__
+from draftguard import HOME, __version__
 from draftguard.check.findings import RULES, Finding, Report, Rule, Severity
 from draftguard.check.rule_docs import anchor, rule_sections
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-# Where a rule's documentation is read on the web; the repository's docs at this version.
-DOCS_URL = "https://github.com/OWNER/draftguard/blob/v{version}/docs/rules.md"
+# Where a rule's documentation is read on the web: the home's docs on its default branch (a release tag
+# would name a tag before the release workflow has made it).
+DOCS_URL = f"{HOME}/blob/main/docs/rules.md"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
@@ -35,7 +36,7 @@ def _rule(rule: Rule) -> dict[str, Any]:
         "shortDescription": {"text": f"{rule.id} {rule.name}"},
         "fullDescription": {"text": rule.summary},
         "help": {"text": body, "markdown": body},
-        "helpUri": f"{DOCS_URL.format(version=__version__)}#{anchor(rule)}",
+        "helpUri": f"{DOCS_URL}#{anchor(rule)}",
         "defaultConfiguration": {"level": _LEVEL[rule.severity.value]},
         "properties": {"tags": ["model-config", rule.id[:3] + "xx"]},
     }
@@ -94,7 +95,7 @@ def sarif_log(report: Report, root: str = ".", level: str = "warning") -> dict[s
     run: dict[str, Any] = {
         "tool": {"driver": {
             "name": "draftguard", "version": __version__, "semanticVersion": __version__,
-            "informationUri": DOCS_URL.format(version=__version__).rsplit("/docs/", 1)[0],
+            "informationUri": HOME,
             "rules": [_rule(rule) for rule in rules],
         }},
         "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "The repository root."}}},

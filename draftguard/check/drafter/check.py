@@ -18,7 +18,7 @@ from draftguard.check.drafter.detect import RECOGNISED_FORMATS, detect_drafter, 
 from draftguard.check.drafter.dflash import DFlashCheck
 from draftguard.check.drafter.eagle import Eagle3Check, EagleCheck, MedusaCheck, MtpCheck
 from draftguard.check.drafter.rules import DrafterCheck
-from draftguard.check.drafter.target import _HUB_ID, TargetModel, find_target, load_target
+from draftguard.check.drafter.target import _HUB_ID, TargetModel, find_target, load_target, named_by, origin_of
 from draftguard.check.findings import Finding, Severity, TargetResult
 from draftguard.check.weights import read_weights
 from draftguard.snapshot import SETTINGS_NAME, BadInput, Snapshot, load_snapshot  # noqa: F401  (the doctest uses it)
@@ -67,10 +67,16 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
             return []
         # EAGLE 1/2 heads are plain one-layer decoders: only the target's width tells them apart.
         if target_model is _FETCH:
-            target_model = _cached_target(snapshot, (target, "--target", None), cache, trust_remote_code, confine)
+            target_model = _cached_target(snapshot, (target, origin_of(target), None), cache, trust_remote_code, confine)
         width = target_model.value("hidden_size") if target_model is not None else None
         fmt = detect_drafter(raw, target_hidden_size=width if isinstance(width, int) else None)
         if fmt is None:
+            if origin_of(target) != "--target":  # `target:` of a settings file above: the reader names it
+                raise BadInput(
+                    f"{shown}: {named_by(origin_of(target))} names the drafter's target {target}, but this "
+                    f"config.json is not a drafter of any recognised format: {'; '.join(RECOGNISED_FORMATS)}. "
+                    "Fix: move `target:` into the drafter's folder's .draftguard.yml, or name the drafter's "
+                    "folder.", file=shown)
             raise BadInput(
                 f"{shown}: --target {target} was given, but this config.json is not a drafter of any "
                 f"recognised format: {'; '.join(RECOGNISED_FORMATS)}. Fix: pass the drafter's folder, or "

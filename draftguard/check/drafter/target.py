@@ -46,6 +46,43 @@ class TargetModel:
         return self.snapshot.path_of("config.json")
 
 
+class NamedTarget(str):
+    """A drafter's target name handed down as ``--target`` is, that carries where it was named
+    (``origin``) when that is not ``--target`` itself: the CLI reads `target:` of a .draftguard.yml
+    above the drafter's folder and passes it on, and a problem with it must name that file, not the
+    flag nobody passed (issue 42)."""
+
+    origin: str = "--target"
+
+    def __new__(cls, name: str, origin: str = "--target") -> "NamedTarget":
+        made = super().__new__(cls, name)
+        made.origin = origin
+        return made
+
+
+def origin_of(target: str) -> str:
+    """Where a target handed down as a name was named: ``--target``, or the settings file it came from."""
+    return getattr(target, "origin", "--target")
+
+
+def named_by(origin: str) -> str:
+    """``origin`` for a message: a settings file's `target:` with its line, else as it is.
+
+    Example::
+
+        >>> named_by("--target")
+        '--target'
+    """
+    if origin.endswith(SETTINGS_NAME):
+        try:
+            text = Path(origin).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return origin
+        line = next((i for i, row in enumerate(text.split("\n"), 1) if re.match(r"target\s*:", row)), None)
+        return f"`target:` of {origin}" + (f" line {line}" if line else "")
+    return origin
+
+
 def _text_values(node: dict[str, Any]) -> dict[str, Any]:
     """The values that describe the decoder stack: the top level, or ``text_config`` of a
     multimodal target (Qwen3.5, LLaVA), whose hidden states the drafter reads."""
@@ -82,7 +119,7 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
             why = (" (a target named in the pull request's files is read without the bot's token, so only a "
                    "public one; name a private target in `target:` of .draftguard.yml on the default branch)"
                    if anonymous else "")
-            raise BadInput(f"target from {origin}: {exc}{why}", file=exc.file, line=exc.line, key=exc.key) from None
+            raise BadInput(f"target from {named_by(origin)}: {exc}{why}", file=exc.file, line=exc.line, key=exc.key) from None
         return _resolved_target(name, origin, snapshot, trust_remote_code)
     if base is not None and not Path(name).is_absolute() and (base / name).exists():
         name = os.path.normpath(base / name)
@@ -90,14 +127,14 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
             and not Path(name).resolve().is_relative_to(Path(confine).resolve()):
         # A name from the checked files (a verifier, a drafter folder's settings) reads nothing of this
         # machine outside the repository, through a path or a symlink (R5 of issue 25).
-        raise BadInput(f"target from {origin}: {name!r} is outside the repository; only Hub repo ids and "
+        raise BadInput(f"target from {named_by(origin)}: {name!r} is outside the repository; only Hub repo ids and "
                        "folders inside the repository are read")
     repo, revision = _split_revision(name)
     try:
         snapshot = load_snapshot(repo, revision)
     except BadInput as exc:
         hint = "" if origin == "--target" else " (or pass --target with a local folder of the target)"
-        raise BadInput(f"target from {origin}: {exc}{hint}", file=exc.file, line=exc.line, key=exc.key) from None
+        raise BadInput(f"target from {named_by(origin)}: {exc}{hint}", file=exc.file, line=exc.line, key=exc.key) from None
     return _resolved_target(name, origin, snapshot, trust_remote_code)
 
 
@@ -110,7 +147,7 @@ def _require_hub_id(name: str, origin: str) -> None:
     # A revision goes into the URL path (/resolve/<revision>/...): no `..` or empty parts (R4 of issue 25).
     bad_revision = bool(revision) and any(part in ("", ".", "..") for part in revision.split("/"))
     if not _HUB_ID.match(name) or ".." in repo or repo.endswith((".", "-")) or bad_revision:
-        raise BadInput(f"target from {origin}: {name!r} is not a Hub repo id (owner/name); only Hub "
+        raise BadInput(f"target from {named_by(origin)}: {name!r} is not a Hub repo id (owner/name); only Hub "
                        "targets are read here, so name one in `target:` of .draftguard.yml")
 
 
@@ -140,14 +177,14 @@ def find_target(snapshot: Snapshot, fmt: DrafterFormat, explicit: str | None, *,
     ``allow_local=False`` (the bots) reads no settings from the host and raises BadInput when the
     name is not a Hub repo id (owner/name), so repository content cannot point at the host's files."""
     if not allow_local:
-        found = (explicit, "--target") if explicit else (
+        found = (explicit, origin_of(explicit)) if explicit else (
             (fmt.verifier, "speculators_config.verifier.name_or_path") if fmt.verifier else None)
         if found is None:
             return None
         _require_hub_id(*found)
         return found[0], found[1], None
     if explicit:
-        return explicit, "--target", None
+        return explicit, origin_of(explicit), None
     if snapshot.is_hub:
         found = _hub_settings_target(snapshot)
         if found is not None:
