@@ -248,11 +248,12 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             raise BadInput(f"{path}: baseline result not found (write one with --format json or --output)",
                            file=str(path))
         baseline = AcceptanceResult.from_json(path.read_bytes(), str(path))
-    _mtp_drafter(args)
-    # Before torch (seconds to import): a drafter or target that is no folder must be a Hub repo id,
-    # and the Hub must answer (one line at once when it cannot, not 23 s of huggingface_hub's retries).
+    # Before torch (seconds to import) and before the method is read from a config: a drafter or
+    # target that is no folder must be a Hub repo id, and the Hub must answer (one line at once when
+    # it cannot, not 23 s of huggingface_hub's retries).
     require_hub(hub_repos([args.target], what="target", strict=True)
-                + hub_repos([args.drafter], what="drafter", strict=True))
+                + (hub_repos([args.drafter], what="drafter", strict=True) if args.drafter else []))
+    _mtp_drafter(args)
     floor = MIN_FIRST_POSITION if args.min_first_position is None else args.min_first_position
     thresholds = make_thresholds(args.min_acceptance_length, baseline, args.baseline, args.tolerance, floor)
     specs = select_prompts(args.prompts, args.num_prompts)
