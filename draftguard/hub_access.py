@@ -411,6 +411,36 @@ def fetch_file(repo_id: str, name: str, revision: str | None, *, limit: int, tok
     return data, path
 
 
+def read_range(repo_id: str, name: str, revision: str | None, start: int, end: int, *,
+               token: str | bool | None = None, endpoint: str | None = None) -> bytes | None:
+    """Bytes ``start..end`` (inclusive) of a Hub file, by one HTTP range request (206, ``Content-Range``),
+    as huggingface_hub's own header reads ask; None when the file is not there. At most ``end - start + 1``
+    bytes are read from the answer even where a server ignores the range: never the rest of a weights
+    file. huggingface_hub's errors are raised as they come (``hub_problem`` reads them).
+    """
+    from huggingface_hub import hf_hub_url  # the resolve URL, and the client's own session and headers
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    url = hf_hub_url(repo_id, name, revision=revision, endpoint=endpoint)
+    headers = {**build_hf_headers(token=token), "range": f"bytes={start}-{end}"}
+    want = end - start + 1
+    with get_session().stream("GET", url, headers=headers) as response:
+        if response.status_code == 404 and response.headers.get("x-error-code") == "EntryNotFound":
+            return None
+        if response.status_code == 416:
+            return b""  # the file is shorter than ``start``
+        if response.status_code >= 400:
+            response.read()  # the error's body, for huggingface_hub's reading of it
+            hf_raise_for_status(response)
+        skip = start if response.status_code == 200 else 0  # a server that sent the file from its start
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= skip + want:
+                break
+    return bytes(data[skip : skip + want])
+
+
 def safetensors_metadata(repo_id: str, revision: str | None, token: bool | None = None) -> Any:
     """huggingface_hub's ``get_safetensors_metadata`` (HTTP range requests: headers, never weights),
     without its progress bars; None when the repo has no safetensors checkpoint. Raises HeaderError

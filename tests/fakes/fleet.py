@@ -175,6 +175,17 @@ def _pair_drafter(**changes) -> dict[str, bytes]:
             "model.safetensors": (PAIR / "drafter" / "model.safetensors").read_bytes()}
 
 
+# The MTP tensor names a Qwen3.5 checkpoint carries (vLLM's qwen3_5_mtp loads these).
+QWEN35_MTP = ["mtp.fc.weight", "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.mlp.gate.weight",
+              "mtp.layers.0.post_attention_layernorm.weight", "mtp.layers.0.self_attn.q_proj.weight",
+              "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight"]
+
+
+def real_repo_files(folder: Path, **changes: bytes) -> dict[str, bytes]:
+    """A real repo's files (tests/data/real-repos/NAME, its SOURCE left out), with ``changes``."""
+    return {**{p.name: p.read_bytes() for p in folder.iterdir() if p.name != "SOURCE"}, **changes}
+
+
 def build_fleet(hub: FakeHub, *, copies: int | None = None, faults: bool = True, corpus: bool = True) -> Fleet:
     """Seed ``hub`` with the fleet: ``copies`` orgs each holding the healthy configs and a healthy
     drafter (named by its model card's base_model), every config of the real-config corpus once
