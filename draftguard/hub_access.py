@@ -413,32 +413,25 @@ def fetch_file(repo_id: str, name: str, revision: str | None, *, limit: int, tok
 
 def read_range(repo_id: str, name: str, revision: str | None, start: int, end: int, *,
                token: str | bool | None = None, endpoint: str | None = None) -> bytes | None:
-    """Bytes ``start..end`` (inclusive) of a Hub file, by one HTTP range request (206, ``Content-Range``),
-    as huggingface_hub's own header reads ask; None when the file is not there. At most ``end - start + 1``
-    bytes are read from the answer even where a server ignores the range: never the rest of a weights
-    file. huggingface_hub's errors are raised as they come (``hub_problem`` reads them).
-    """
-    from huggingface_hub import hf_hub_url  # the resolve URL, and the client's own session and headers
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    """Bytes ``start..end`` (inclusive) of a Hub file by one HTTP range request (206, ``Content-Range``); None
+    when there is no such file. Never more is kept, even from a server that ignores the range."""
+    from huggingface_hub import hf_hub_url, utils  # the resolve URL, the client's own session and headers
 
-    url = hf_hub_url(repo_id, name, revision=revision, endpoint=endpoint)
-    headers = {**build_hf_headers(token=token), "range": f"bytes={start}-{end}"}
-    want = end - start + 1
-    with get_session().stream("GET", url, headers=headers) as response:
-        if response.status_code == 404 and response.headers.get("x-error-code") == "EntryNotFound":
-            return None
-        if response.status_code == 416:
-            return b""  # the file is shorter than ``start``
-        if response.status_code >= 400:
+    with utils.get_session().stream("GET", hf_hub_url(repo_id, name, revision=revision, endpoint=endpoint), headers={
+            **utils.build_hf_headers(token=token), "range": f"bytes={start}-{end}"}) as response:
+        status = response.status_code
+        if status == 416 or status == 404 and response.headers.get("x-error-code") == "EntryNotFound":
+            return b"" if status == 416 else None  # the file is shorter than ``start``; there is no file
+        if status >= 400:
             response.read()  # the error's body, for huggingface_hub's reading of it
-            hf_raise_for_status(response)
-        skip = start if response.status_code == 200 else 0  # a server that sent the file from its start
+            utils.hf_raise_for_status(response)
+        skip = start if status == 200 else 0  # a server that sent the file from its start
         data = bytearray()
         for chunk in response.iter_bytes():
             data += chunk
-            if len(data) >= skip + want:
+            if len(data) > skip + end - start:
                 break
-    return bytes(data[skip : skip + want])
+    return bytes(data[skip : skip + end - start + 1])
 
 
 def safetensors_metadata(repo_id: str, revision: str | None, token: bool | None = None) -> Any:

@@ -12,6 +12,7 @@ from draftguard.check.repo import check_repo
 from draftguard.check.repo.fetched import fetch_repo_files
 from draftguard.check.repo.files import RepoFiles, read_header
 from draftguard.hosts.hub import HubConfig, HubPullRequestClient
+from draftguard.hub_access import read_range
 from draftguard.snapshot import Snapshot
 from tests.fakes import fake_hub  # noqa: F401  (a fixture)
 
@@ -97,3 +98,46 @@ def test_a_drafter_head_reads_nothing_beside_its_config(fake_hub):
     fake_hub.add(REPO, {"config.json": config, "generation_config.json": b"{}"})
     got = _fetch(fake_hub, config)
     assert got.files == {} and got.spent == 0 and fake_hub.requests == []
+
+
+def test_never_more_than_the_asked_bytes_even_from_a_server_that_ignores_the_range(fake_hub):
+    weights = (DRAFTER / "model.safetensors").read_bytes()
+    fake_hub.add(REPO, {"model.safetensors": weights, "empty.safetensors": b"", "short.safetensors": b"abc"})
+    fake_hub.ranges = False
+    assert read_range(REPO, "model.safetensors", "main", 8, 15) == weights[8:16]
+    assert fake_hub.requests[-1].status == 200  # the whole file came; the reader kept its 8 bytes
+    fake_hub.ranges = True
+    assert read_range(REPO, "empty.safetensors", "main", 0, 7) == b""  # 416: nothing at that offset
+    assert read_range(REPO, "missing.safetensors", "main", 0, 7) is None
+    # A checkpoint file too short for a header is no header, not a failed job.
+    config = (DRAFTER / "config.json").read_bytes()
+    for body in (b"", b"abc"):
+        fake_hub.add(REPO, {"config.json": config, "model.safetensors": body})
+        got = _fetch(fake_hub, config)
+        assert "model.safetensors" not in got.files and got.notes == []
+
+
+def test_the_audit_notes_what_its_per_repo_budget_leaves_unread(fake_hub, monkeypatch):
+    from draftguard.audit.inputs import RepoRef
+    from draftguard.audit.record import AuditResult, RepoRecord
+    from draftguard.audit.repo import fetch_repo
+    from draftguard.audit.report import render_markdown
+    from tests.fakes.fleet import install_routes
+
+    install_routes(fake_hub)  # the repo info the audit asks first
+    files = {p.name: p.read_bytes() for p in REAP.iterdir() if p.name != "SOURCE"}
+    fake_hub.add("acme/reap", files)
+    monkeypatch.setenv("DRAFTGUARD_AUDIT_REPO_BYTES", "20000")
+    fetched = fetch_repo(RepoRef.parse("acme/reap"))
+    assert {"generation_config.json", "tokenizer_config.json"} <= set(fetched.snapshot.files)
+    assert "model.safetensors.index.json" not in fetched.snapshot.files
+    assert fetched.notes == [f"model.safetensors.index.json: not read: {len(files['model.safetensors.index.json']) / 1024:.0f}"
+                             " KB would pass the 20 KB this config's other files may take; the repo rules that read it "
+                             "did not run"]
+    assert not fake_hub.requests_for("acme/reap", "model.safetensors.index.json")  # sized by the listing alone
+    record = RepoRecord(repo="acme/reap", repo_id="acme/reap", revision=None, notes=fetched.notes)
+    assert RepoRecord.from_json(record.to_json()).notes == fetched.notes
+    md = render_markdown(AuditResult(records=[record]), ["5.24.0"])
+    assert "## Not read (over the per-repo byte budget)" in md and "model.safetensors.index.json: not read" in md
+    monkeypatch.setenv("DRAFTGUARD_AUDIT_REPO_BYTES", "0")  # config.json alone, as before issue 41
+    assert set(fetch_repo(RepoRef.parse("acme/reap")).snapshot.files) == {"config.json"}

@@ -4,8 +4,8 @@ Per repo the audit asks the Hub for the repo's info (one API call: the commit sh
 with sizes, the model card's ``base_model``), then ``config.json`` at that commit through
 huggingface_hub's cache, and the files beside it that the repo rules read (generation and tokenizer
 configs, the safetensors index, a header by range reads where there is no index), each only when the
-listing names it, all within ``audit_repo_bytes()`` (``check.repo.fetched``; what the budget leaves
-unread is a note on the record). Drafters also read their ``.draftguard.yml``, their target's config and
+listing names it, all within a per-repo byte budget (``beside``; what the budget leaves unread is
+a note on the record). Drafters also read their ``.draftguard.yml``, their target's config and
 tokenizer files, and safetensors headers (HTTP range requests, never weights), through the drafter
 rules' own readers. Reading at the commit sha keeps every file of one check at one commit, and lets
 a rerun take unchanged files from the cache without asking the Hub again. On a rerun a repo with a
@@ -26,13 +26,13 @@ record.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from draftguard.audit.beside import read_beside
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
 from draftguard.audit.versions import engine_regressions
@@ -45,35 +45,13 @@ from draftguard.check.run import check
 from draftguard.errors import FileTooLarge, RepoFailure
 from draftguard.fix import config_checker, fix_text
 from draftguard.hosts.hub import hub_retry_delay
-from draftguard.check.repo.fetched import fetch_repo_files
-from draftguard.hub_access import (fetch_file, honour_retry_after, hub_api, hub_problem, probe_hub, read_range,
-                                   unreachable_line)
+from draftguard.hub_access import fetch_file, honour_retry_after, hub_api, hub_problem, probe_hub, unreachable_line
 from draftguard.settings import MAX_SETTINGS_BYTES, Settings, parse_settings
 from draftguard.snapshot import CONFIG_NAME, MAX_CONFIG_BYTES, SETTINGS_NAME, BadInput, Snapshot
 
 T = TypeVar("T")
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 BASE_MODEL_ORIGIN = "the model card's base_model"
-# What one repo's files beside config.json may cost the audit: the tokenizer files and the index of a
-# dense model or a mid-size MoE (a 1 MB index is ~10,000 tensor names); a larger index is a note on the
-# record, so a fleet of giant MoE repos cannot make the audit a bulk download.
-AUDIT_REPO_BYTES = 1024 * 1024
-
-
-def audit_repo_bytes(env: "dict[str, str] | None" = None) -> int:
-    """The per-repo budget for the files beside config.json: ``DRAFTGUARD_AUDIT_REPO_BYTES``, else
-    ``AUDIT_REPO_BYTES`` (0 reads config.json alone, as the audit did before issue 41).
-
-    Example::
-
-        >>> audit_repo_bytes({}), audit_repo_bytes({"DRAFTGUARD_AUDIT_REPO_BYTES": "0"})
-        (1048576, 0)
-    """
-    value = (os.environ if env is None else env).get("DRAFTGUARD_AUDIT_REPO_BYTES")
-    try:
-        return max(0, int(value)) if value else AUDIT_REPO_BYTES
-    except ValueError:
-        return AUDIT_REPO_BYTES
 
 
 @dataclass
@@ -210,14 +188,9 @@ def fetch_repo(ref: RepoRef) -> Fetched:
         raise RepoFailure("lfs-pointer", "config.json is a Git LFS pointer, not the file: the file was committed "
                                          "without `git lfs` set up. Fix: push the real config.json", sha)
     at = f"{ref.repo}@{ref.revision or 'main'}"
-    # The files beside config.json that the repo rules read (the listing sized them: nothing absent or
-    # over the budget is asked for), and a header by range reads where there is no index.
-    budget = audit_repo_bytes()
-    extra = fetch_repo_files(data, "", lambda name, limit: _read(ref, sha, name, limit, sizes),
-                             lambda name, start, end: read_range(ref.repo, name, sha, start, end),
-                             budget=budget, sizes=sizes) if budget else None
-    notes, extra_files = (extra.notes, extra.files) if extra is not None else ([], {})
-    files = {CONFIG_NAME: data, **extra_files}
+    # The files beside config.json the repo rules read: only what the listing names, sized by it.
+    extra = read_beside(ref.repo, sha, data, sizes)
+    files = {CONFIG_NAME: data, **extra.files}
     snapshot = Snapshot(source=ref.repo, revision=sha, files=files, display={name: f"{at}/{name}" for name in files},
                         local_dir=None, is_hub=True)
     settings = None  # the repo's own rules and exceptions, applied as every surface applies them
@@ -227,13 +200,7 @@ def fetch_repo(ref: RepoRef) -> Fetched:
             settings = parse_settings(text.decode("utf-8", "replace"), f"{ref.repo}@{ref.revision or 'main'}/{SETTINGS_NAME}")
         except (BadInput, FileTooLarge) as exc:  # the config is still checked; the record says why these were not
             settings = exc
-    return Fetched(ref, sha, snapshot, _base_model(info), settings, notes)
-
-
-def _read(ref: RepoRef, sha: str, name: str, limit: int, sizes: dict[str, int]) -> bytes | None:
-    """A file the listing names, at the audited commit, under ``limit`` (FileTooLarge over it)."""
-    data, _ = fetch_file(ref.repo, name, sha, limit=limit, size=sizes.get(name))
-    return data
+    return Fetched(ref, sha, snapshot, _base_model(info), settings, extra.notes)
 
 
 def current_sha(ref: RepoRef) -> str | None:
