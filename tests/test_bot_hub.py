@@ -612,3 +612,19 @@ def test_a_hub_pr_that_drops_the_turn_end_stop_token_gets_dg408(monkeypatch, tmp
         assert "<code>&lt;&#124;eot_id&#124;&gt;</code> (id 128009)" in light  # the markdown-escaped token
         light4, rules4 = _light_rules(bot, 4)
         assert "408" not in rules4 and "**new**" not in light4, light4
+
+
+def test_a_hub_pr_that_changes_only_the_chat_template_file_is_checked(monkeypatch, tmp_path):
+    # The stop-token rules read chat_template.jinja before tokenizer_config.json's template: a PR that
+    # adds or edits it changes what they judge, so it is a watched file (before: "no model files changed").
+    with Bot(monkeypatch, tmp_path) as bot:
+        files = real_repo_files(REFLECTION)
+        bot.hub.push(REPO, files, "main")
+        template = json.loads(files["tokenizer_config.json"])["chat_template"]
+        bot.hub.open_pr(REPO, 3, dict(files, **{"chat_template.jinja": template.encode()}), author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle()
+        assert [j.result.split(":")[0] for j in bot.queue.jobs()] != ["skipped"]
+        light, rules = _light_rules(bot, 3)
+        assert "**new**" not in light and not rules & {"408", "409"}, light
+        assert [r.method for r in bot.hub.requests_for(REPO, "chat_template.jinja") if r.status == 200]
