@@ -11,6 +11,8 @@ served on loopback with ``--latency`` seconds added to every request, files and 
   without the audit (a sample, extrapolated);
 - bytes fetched per repo (response bodies the fake Hub sent), for config-only repos and for drafters
   (which also read safetensors headers, their .draftguard.yml and their target);
+- the files beside config.json the repo rules read (issue 41): bytes per repo over the whole fleet and
+  repos/min, against the same audit reading config.json alone (``DRAFTGUARD_AUDIT_REPO_BYTES=0``);
 - the cost of each extra transformers version: the same audit under two versions (4.52.4 + the
   installed one) against one, in seconds per extra version and per repo;
 - the speedup of 2 worker processes over 1 on the Redis queue (needs redis-server);
@@ -183,6 +185,19 @@ def main() -> None:
         per_drafter = fetched_bytes(hub, fleet.repos, drafters=True)
         print(f"one version, --concurrency 8: {one:.1f} s = {n / one * 60:.0f} repos/min (goal >= 300), "
               f"{one_cpu:.1f} CPU-s")
+        # Issue 41: the files beside config.json (generation and tokenizer configs, the index, a header by
+        # range reads), against the same audit reading config.json alone (DRAFTGUARD_AUDIT_REPO_BYTES=0).
+        beside = sorted(set(fleet.controls) | {r for r, rules in fleet.faults.items() if rules & {"DG404", "DG408"}})
+        all_bytes = sum(r.sent for r in hub.requests) / n
+        beside_bytes = sum(r.sent for r in hub.requests if r.repo in set(beside)) / max(1, len(beside))
+        hub.requests.clear()
+        alone = audit(hub, work, str(repo_list), env={"DRAFTGUARD_AUDIT_REPO_BYTES": "0"})
+        alone_bytes = sum(r.sent for r in hub.requests) / n
+        print(f"  the repo beside config.json: {all_bytes / 1024:.1f} KB per repo over all {n} (goal <= 64 KB; "
+              f"{len(beside)} repos with those files: {beside_bytes / 1024:.1f} KB each), {one:.2f} s = "
+              f"{n / one * 60:.0f} repos/min; against config.json alone in the same run: {alone_bytes / 1024:.1f} KB "
+              f"per repo, {alone:.2f} s = {n / alone * 60:.0f} repos/min (x{all_bytes / alone_bytes:.2f} bytes, "
+              f"x{one / alone:.2f} time)")
         if not args.skip_baselines:
             sequential = audit(hub, work, str(repo_list), "--concurrency", "1")
             sample = list(fleet.clean)[: args.check_sample]

@@ -36,6 +36,7 @@ SETTINGS_NAME = ".draftguard.yml"
 MODEL_FILES = frozenset({
     "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
     "special_tokens_map.json", "tokenizer.model", "generation_config.json",
+    "chat_template.jinja",  # the turn-end token the stop-token rules (DG408, DG409) read, where it is
 })
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -87,6 +88,8 @@ def is_model_file(path: str) -> bool:
 
         >>> is_model_file("drafter/config.json"), is_model_file("README.md"), is_model_file(".draftguard.yml")
         (True, False, True)
+        >>> is_model_file("chat_template.jinja")
+        True
     """
     return path == SETTINGS_NAME or path.rpartition("/")[2] in MODEL_FILES
 

@@ -135,6 +135,24 @@ def test_never_fetches_weights_and_stays_small(fleet_run):
     assert sent / len(config_repos) <= 64 * 1024
 
 
+def test_the_files_beside_config_json_are_read_and_their_faults_found(fleet_run):
+    # Issue 41: a repo whose config.json alone is fine, broken in its generation config or its index.
+    hub, fleet, _, _, run = fleet_run
+    records = run.records
+    assert "DG404" in warning_rules(records["faults/qwen3.5-reap-no-mtp"]["findings"])
+    assert "DG408" in warning_rules(records["faults/llama-3.1-no-eot-stop"]["findings"])
+    for repo, rules in fleet.controls.items():
+        assert not warning_rules(records[repo]["findings"]) & rules, repo
+        assert records[repo]["status"] == "clean" and records[repo]["notes"] == [], repo
+    # Each file the listing names is read once, at the audited commit; files it does not name are not asked.
+    for repo in ("faults/llama-3.1-no-eot-stop", "org-00/llama-3.1-reflection"):
+        got = [r.path for r in hub.requests if r.repo == repo and r.method == "GET"]
+        assert sorted(got) == ["config.json", "generation_config.json", "model.safetensors.index.json",
+                               "tokenizer_config.json"], got
+    beside = ("generation_config.json", "tokenizer_config.json", "chat_template.jinja")  # only the repo rules ask
+    assert not [r for r in hub.requests if r.repo in set(fleet.clean) and (r.path or "") in beside]
+
+
 def test_progress_and_summary_on_stderr_and_exit_code_follows_fail_on(fleet_run):
     hub, fleet, tmp, repo_list, run = fleet_run
     assert run.rc == 1, run.stderr

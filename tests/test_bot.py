@@ -704,3 +704,33 @@ def test_a_launch_files_env_that_links_out_of_the_repo_is_an_error_on_the_launch
         light = parse_sticky(bot.sticky()["body"])["light"]
         assert "deploy/.env" in light and "symlink" in light and TOKEN not in light, light
         assert bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[0]["conclusion"] == "failure"
+
+
+def test_a_pull_request_that_drops_the_turn_end_stop_token_gets_dg408_on_generation_config(tmp_path):
+    # Issue 41: the repo rules read generation_config.json and tokenizer_config.json beside the config,
+    # over the API at the head and the base. The real Reflection Llama 3.1 repo ends turns with
+    # <|eot_id|> (128009); the head drops it from generation_config.json's eos_token_id.
+    real = Path(__file__).parent / "data" / "real-repos" / "mattshumer--reflection-llama-3.1-70b"
+    files = {f"model/{p.name}": p.read_bytes() for p in real.iterdir() if p.name != "SOURCE"}
+    gen = json.loads(files["model/generation_config.json"])
+    dropped = json.dumps(dict(gen, eos_token_id=[128001]), indent=2).encode()
+    with Bot(tmp_path) as bot:
+        bot.api.set_files(REPO, "main", files)
+        bot.api.set_files(REPO, BASE, files)
+        bot.api.set_files(REPO, HEAD, dict(files, **{"model/generation_config.json": dropped}))
+        bot.api.set_files(REPO, HEAD2, dict(files, **{"model/generation_config.json": json.dumps(
+            dict(gen, temperature=0.7), indent=2).encode()}))
+        bot.api.add_pull(REPO, 7, head=HEAD, base=BASE)
+        bot.api.add_pull(REPO, 8, head=HEAD2, base=BASE)
+        bot.post("pull_request", pr_payload(REPO, 7, HEAD, BASE), delivery="g1")
+        bot.post("pull_request", pr_payload(REPO, 8, HEAD2, BASE), delivery="g2")
+        bot.settle()
+        light = parse_sticky(bot.sticky(7)["body"])["light"]
+        new = [r for r in light.splitlines() if r.startswith("| :") and "**new**" in r]
+        assert len(new) == 1 and "DG408" in new[0] and "<code>model/generation_config.json</code>" in new[0], light
+        run = bot.api.runs_for(REPO, HEAD, CONFIG_CHECK)[-1]
+        assert run["conclusion"] == "failure"
+        assert ("model/generation_config.json", "failure") in {(a["path"], a["annotation_level"])
+                                                               for a in run["annotations"]}
+        light8 = parse_sticky(bot.sticky(8)["body"])["light"]
+        assert "DG408" not in _rule_ids(light8) and "**new**" not in light8, light8

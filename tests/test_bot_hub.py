@@ -24,6 +24,7 @@ from draftguard.hosts.github import BotConfigError, GitHubConfig  # noqa: E402
 from draftguard.hosts.hub import HubConfig  # noqa: E402
 from draftguard.report.comment import MARKER, parse_sticky  # noqa: E402
 from tests.fakes.github import BotServer, ServeProcess  # noqa: E402
+from tests.fakes.fleet import QWEN35_MTP, real_repo_files  # noqa: E402
 from tests.fakes.hub import FakeHub, use_fake_hub  # noqa: E402
 from tests.fakes import acceptance_result as _result  # noqa: E402
 
@@ -197,8 +198,11 @@ def test_a_pr_opened_gets_one_sticky_comment_with_its_new_findings(bot):
     assert head[:12] in light and bot.main[:12] in light
     assert len(bot.bot_comments()) == 1
     assert bot.hub.api_count("POST", r"/comment$") == 1
-    # Config files were read at the PR head through the resolve endpoint; weights never.
-    assert not [r for r in bot.hub.requests if (r.path or "").endswith(".safetensors")]
+    # Config files were read at the PR head through the resolve endpoint; of a safetensors file only its
+    # 8-byte length, by a range request (main's 64-byte file has no header to read), never the weights.
+    shards = [r for r in bot.hub.requests if (r.path or "").endswith(".safetensors")]
+    assert all(r.method == "GET" and r.range == "bytes=0-7" and r.status in (206, 404) for r in shards)
+    assert any(r.status == 206 for r in shards)
     # The webhook's secret is not what authenticates the bot: its HF_TOKEN is.
     assert all(e["author"]["name"] == BOT for e in bot.bot_comments())
 
@@ -546,3 +550,81 @@ def test_settings_come_from_main_even_when_the_pr_targets_another_branch(monkeyp
         assert ":x: fails" in light, light
         # The findings are new against the branch the PR targets (its base), not against main.
         assert bot.hub.head_of(REPO, "lax")[:12] in light
+
+
+# --- the repo beside config.json (issue 41): the Hub bot reads what the repo rules need ------------------
+
+REPOS = Path(__file__).parent / "data" / "real-repos"
+REAP = REPOS / "bryce-hoehn--qwen3.5-18b-reap-a3b-coding"  # Qwen3.5 MoE, one MTP layer declared
+REFLECTION = REPOS / "mattshumer--reflection-llama-3.1-70b"  # Llama 3.1: turns end with <|eot_id|> (128009)
+
+
+def _with_mtp(index: bytes) -> bytes:
+    # main as a Qwen3.5 checkpoint ships it: the published REAP index dropped these, as the PR below does.
+    data = json.loads(index)
+    data["weight_map"].update({name: "model-00007-of-00007.safetensors" for name in QWEN35_MTP})
+    return json.dumps(data, indent=2).encode()
+
+
+def _light_rules(bot, num):
+    light = bot.sections(num)["light"]
+    return light, {r.split("DG")[1][:3] for r in light.splitlines() if r.startswith("| :") and "DG" in r}
+
+
+def test_a_hub_pr_that_drops_the_mtp_weights_gets_dg404(monkeypatch, tmp_path):
+    with Bot(monkeypatch, tmp_path) as bot:
+        healthy = real_repo_files(REAP, **{"model.safetensors.index.json": _with_mtp((REAP / "model.safetensors.index.json")
+                                                                          .read_bytes())})
+        bot.hub.push(REPO, healthy, "main")
+        # PR 3: the re-export as published, without the MTP layer's tensors; PR 4 changes the sampling only.
+        bot.hub.open_pr(REPO, 3, real_repo_files(REAP), author="eve")
+        gen = json.loads(healthy["generation_config.json"])
+        bot.hub.open_pr(REPO, 4, dict(healthy, **{"generation_config.json": json.dumps(dict(gen, top_k=40)).encode()}),
+                        author="eve")
+        bot.post(discussion_payload(3))
+        bot.post(discussion_payload(4))
+        bot.settle()
+        light, rules = _light_rules(bot, 3)
+        assert "404" in rules and "**new**" in light, light
+        assert "mtp_num_hidden_layers" in light and "model.safetensors.index.json" in light
+        light4, rules4 = _light_rules(bot, 4)
+        assert "404" not in rules4 and "**new**" not in light4, light4
+        # The index was asked for at both heads and main (a copy already fetched comes from the cache),
+        # through the resolve endpoint; weights never.
+        assert len({r.revision for r in bot.hub.requests_for(REPO, "model.safetensors.index.json")}) == 3
+        assert not [r for r in bot.hub.requests if (r.path or "").endswith(".safetensors")]
+
+
+def test_a_hub_pr_that_drops_the_turn_end_stop_token_gets_dg408(monkeypatch, tmp_path):
+    with Bot(monkeypatch, tmp_path) as bot:
+        bot.hub.push(REPO, real_repo_files(REFLECTION), "main")
+        gen = json.loads((REFLECTION / "generation_config.json").read_bytes())
+        assert gen["eos_token_id"] == [128001, 128009]
+        dropped = json.dumps(dict(gen, eos_token_id=[128001]), indent=2).encode()  # <|eot_id|> gone
+        bot.hub.open_pr(REPO, 3, real_repo_files(REFLECTION, **{"generation_config.json": dropped}), author="eve")
+        kept = json.dumps(dict(gen, temperature=0.7), indent=2).encode()
+        bot.hub.open_pr(REPO, 4, real_repo_files(REFLECTION, **{"generation_config.json": kept}), author="eve")
+        bot.post(discussion_payload(3))
+        bot.post(discussion_payload(4))
+        bot.settle()
+        light, rules = _light_rules(bot, 3)
+        assert "408" in rules and "**new**" in light, light
+        assert "<code>&lt;&#124;eot_id&#124;&gt;</code> (id 128009)" in light  # the markdown-escaped token
+        light4, rules4 = _light_rules(bot, 4)
+        assert "408" not in rules4 and "**new**" not in light4, light4
+
+
+def test_a_hub_pr_that_changes_only_the_chat_template_file_is_checked(monkeypatch, tmp_path):
+    # The stop-token rules read chat_template.jinja before tokenizer_config.json's template: a PR that
+    # adds or edits it changes what they judge, so it is a watched file (before: "no model files changed").
+    with Bot(monkeypatch, tmp_path) as bot:
+        files = real_repo_files(REFLECTION)
+        bot.hub.push(REPO, files, "main")
+        template = json.loads(files["tokenizer_config.json"])["chat_template"]
+        bot.hub.open_pr(REPO, 3, dict(files, **{"chat_template.jinja": template.encode()}), author="eve")
+        bot.post(discussion_payload(3))
+        bot.settle()
+        assert [j.result.split(":")[0] for j in bot.queue.jobs()] != ["skipped"]
+        light, rules = _light_rules(bot, 3)
+        assert "**new**" not in light and not rules & {"408", "409"}, light
+        assert [r.method for r in bot.hub.requests_for(REPO, "chat_template.jinja") if r.status == 200]

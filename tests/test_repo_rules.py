@@ -35,6 +35,8 @@ LLAMA3 = REPOS / "meta-llama--meta-llama-3-8b-instruct"
 TRUE_FINDINGS: set[tuple[str, str]] = {
     ("glm-4.1v-9b", "DG014"), ("stepfun-ai--step-3.7-flash", "DG014"), ("stepfun-ai--step-3.7-flash-fp8", "DG014"),
     ("liuhaotian--llava-v1.5-7b", "DG014"),  # tests/data/real-repos: the flat LLaVA-1.5 file (its SOURCE)
+    # tests/data/real-repos: a REAP-pruned Qwen3.5 MoE whose export dropped the MTP layer it declares (its SOURCE)
+    ("bryce-hoehn--qwen3.5-18b-reap-a3b-coding", "DG404"),
 }
 
 

@@ -81,6 +81,7 @@ class RepoRecord:
     attempts: int = 1
     fix: str | None = None  # the proven fix of config.json's errors, as a unified diff (draftguard fix)
     silenced: list[str] = field(default_factory=list)  # what the repo's .draftguard.yml rules/ignore changed
+    notes: list[str] = field(default_factory=list)  # files the byte budget left unread (their rules did not run)
 
     # --- judging ---------------------------------------------------------------------------------
     @property
@@ -137,7 +138,7 @@ class RepoRecord:
         """Read a record back; raises KeyError or TypeError on a line that is not one."""
         record = cls(repo=data["repo"], repo_id=data["repo_id"], revision=data.get("revision"))
         for name in ("sha", "versions", "engines", "draftguard", "findings", "target", "drafter", "checked", "seconds",
-                     "attempts", "fix", "silenced"):
+                     "attempts", "fix", "silenced", "notes"):
             if name in data:
                 setattr(record, name, data[name])
         record.errors = [RepoError(e["kind"], e["message"]) for e in data.get("errors", [])]

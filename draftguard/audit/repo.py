@@ -2,7 +2,10 @@
 
 Per repo the audit asks the Hub for the repo's info (one API call: the commit sha, the file list
 with sizes, the model card's ``base_model``), then ``config.json`` at that commit through
-huggingface_hub's cache. Drafters also read their ``.draftguard.yml``, their target's config and
+huggingface_hub's cache, and the files beside it that the repo rules read (generation and tokenizer
+configs, the safetensors index, a header by range reads where there is no index), each only when the
+listing names it, all within a per-repo byte budget (``beside``; what the budget leaves unread is
+a note on the record). Drafters also read their ``.draftguard.yml``, their target's config and
 tokenizer files, and safetensors headers (HTTP range requests, never weights), through the drafter
 rules' own readers. Reading at the commit sha keeps every file of one check at one commit, and lets
 a rerun take unchanged files from the cache without asking the Hub again. On a rerun a repo with a
@@ -29,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from draftguard.audit.beside import read_beside
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import TRANSIENT, Regression, RepoError, RepoRecord
 from draftguard.audit.versions import engine_regressions
@@ -88,6 +92,7 @@ class Fetched:
     snapshot: Snapshot
     base_model: str | None
     settings: Settings | Exception | None = None  # the repo's .draftguard.yml (or why it cannot be read)
+    notes: list[str] = field(default_factory=list)  # what the byte budget left unread of the repo's files
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -182,8 +187,11 @@ def fetch_repo(ref: RepoRef) -> Fetched:
     if data.startswith(LFS_POINTER):
         raise RepoFailure("lfs-pointer", "config.json is a Git LFS pointer, not the file: the file was committed "
                                          "without `git lfs` set up. Fix: push the real config.json", sha)
-    shown = f"{ref.repo}@{ref.revision or 'main'}/{CONFIG_NAME}"
-    snapshot = Snapshot(source=ref.repo, revision=sha, files={CONFIG_NAME: data}, display={CONFIG_NAME: shown},
+    at = f"{ref.repo}@{ref.revision or 'main'}"
+    # The files beside config.json the repo rules read: only what the listing names, sized by it.
+    extra = read_beside(ref.repo, sha, data, sizes)
+    files = {CONFIG_NAME: data, **extra.files}
+    snapshot = Snapshot(source=ref.repo, revision=sha, files=files, display={name: f"{at}/{name}" for name in files},
                         local_dir=None, is_hub=True)
     settings = None  # the repo's own rules and exceptions, applied as every surface applies them
     if SETTINGS_NAME in sizes:
@@ -192,7 +200,7 @@ def fetch_repo(ref: RepoRef) -> Fetched:
             settings = parse_settings(text.decode("utf-8", "replace"), f"{ref.repo}@{ref.revision or 'main'}/{SETTINGS_NAME}")
         except (BadInput, FileTooLarge) as exc:  # the config is still checked; the record says why these were not
             settings = exc
-    return Fetched(ref, sha, snapshot, _base_model(info), settings)
+    return Fetched(ref, sha, snapshot, _base_model(info), settings, extra.notes)
 
 
 def current_sha(ref: RepoRef) -> str | None:
@@ -304,6 +312,7 @@ def audit_chunk(refs: list[RepoRef], options: AuditOptions) -> list[tuple[RepoRe
         if unchanged(fetched.sha):
             return
         record.sha = fetched.sha
+        record.notes = list(fetched.notes)
         todo.append((index, record, fetched, attempts, started))
 
     if options.fetch_workers > 1 and len(refs) > 1:

@@ -101,6 +101,11 @@ def render_markdown(result: "AuditResult", versions: list[str]) -> str:
         lines += ["## Silenced by the repos' own settings", "", "| repo | what |", "|---|---|"]
         lines += [f"| {_cell(r.repo)} | {_cell(line)} |" for r, line in silenced]
         lines.append("")
+    unread = [(r, line) for r in records for line in r.notes]
+    if unread:  # files beside config.json the per-repo byte budget left unread: their rules did not run
+        lines += ["## Not read (over the per-repo byte budget)", "", "| repo | what |", "|---|---|"]
+        lines += [f"| {_cell(r.repo)} | {_cell(line)} |" for r, line in unread]
+        lines.append("")
     lines += ["Every finding, with its message and fix, is in audit.html; one JSON record per repo in audit.jsonl.",
               ""]
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from draftguard.check.engines import EngineSpec, parse_engines
 from draftguard.check.findings import Finding, InputError, Report
 from draftguard.check.launch import launch_report
 from draftguard.check.launch.fetched import materialize_launch
+from draftguard.check.repo.fetched import REPO_BYTES, RepoRead, fetch_repo_files
 from draftguard.check.run import TargetLookup, check
 from draftguard.errors import FileTooLarge, HostRefused, UnknownJobKind, UnreadableFile
 from draftguard.hosts.files import MAX_FILE_BYTES
@@ -171,7 +172,10 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
             continue
         spent += len(head_bytes)
         files[path] = head_bytes
-        snap = _snapshot(client, head, path, head_bytes)
+        extra = repo_files(client, head, path, head_bytes, MAX_BYTES_PER_PR - spent)
+        spent += extra.spent
+        notes.extend(f":information_source: {note}" for note in extra.notes)
+        snap = _snapshot(client, head, path, head_bytes, extra.files)
         checked = run([snap], drafter_failed=lambda s, exc: notes.append(
             f":warning: drafter rules for `{s.path_of('config.json')}` skipped: {exc}"))
         report.errors.extend(replace(e, source=path, file=e.file or path) for e in checked.errors)
@@ -191,7 +195,10 @@ def check_pull_request(client: PullRequestSource, head: str, base: str, relevant
             continue
         have_base = True  # a new file, or a base that cannot be checked: everything found now is new
         if base_bytes is not None:
-            base_findings += run([_snapshot(client, base, path, base_bytes)], drafter_failed=lambda s, exc: None).findings
+            extra = repo_files(client, base, path, base_bytes, MAX_BYTES_PER_PR - spent)
+            spent += extra.spent
+            base_findings += run([_snapshot(client, base, path, base_bytes, extra.files)],
+                                 drafter_failed=lambda s, exc: None).findings
     launches = launch_paths(settings, changed)
     if launches:
         budget = [MAX_BYTES_PER_PR - spent]
@@ -296,10 +303,30 @@ def matrix_section(files: Mapping[str, bytes], versions: list[str]) -> str | Non
     return matrix_markdown(report.matrix)
 
 
-def _snapshot(client: PullRequestSource, ref: str, path: str, data: bytes) -> Snapshot:
-    """One config.json of the pull request at ``ref``, read over the API, shown by its repo path."""
-    return Snapshot(source=f"{client.repo_name}@{ref[:12]}", revision=ref, files={"config.json": data},
-                    display={"config.json": path})
+def _snapshot(client: PullRequestSource, ref: str, path: str, data: bytes,
+              extra: dict[str, bytes] | None = None) -> Snapshot:
+    """One config.json of the pull request at ``ref``, read over the API, shown by its repo path, with
+    the files beside it that the repo rules read (``repo_files``)."""
+    folder = posixpath.dirname(path)
+    names = {"config.json": data, **(extra or {})}
+    return Snapshot(source=f"{client.repo_name}@{ref[:12]}", revision=ref, files=names,
+                    display={name: posixpath.join(folder, name) if folder else name for name in names})
+
+
+def repo_files(client: PullRequestSource, ref: str, path: str, config: bytes, left: int) -> RepoRead:
+    """The files beside ``path`` that the repo rules read (generation and tokenizer configs, the
+    safetensors index, a header by range reads where the host has them: ``check.repo.fetched``), read
+    at ``ref`` within one config's budget and what is left of the pull request's (``left``)."""
+    def read(name: str, max_bytes: int) -> bytes | None:
+        try:
+            return client.read_file(name, ref, max_bytes=max(0, max_bytes))
+        except UnreadableFile:
+            return None
+
+    ranged = getattr(client, "read_range", None)
+    read_range = (lambda name, start, end: ranged(name, ref, start, end)) if ranged is not None else None
+    return fetch_repo_files(config, posixpath.dirname(path), read, read_range,
+                            budget=max(0, min(REPO_BYTES, left)))
 
 
 def _target_lookup(settings: Settings, fetched: dict[str, Any]) -> TargetLookup:

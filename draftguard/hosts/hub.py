@@ -30,7 +30,7 @@ from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
-from draftguard.hub_access import hub_api, hub_problem
+from draftguard.hub_access import hub_api, hub_problem, read_range
 from draftguard.markers import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
@@ -252,6 +252,19 @@ class HubPullRequestClient:
             raise FileTooLarge(path, size, max_bytes)
         with open(local, "rb") as fh:
             return fh.read()
+
+    def read_range(self, path: str, ref: str, start: int, end: int) -> bytes | None:
+        """Bytes ``start..end`` of a file at a revision by one HTTP range request (a safetensors header,
+        never weights: ``hub_access.read_range``); None when the file is not there.
+
+        Raises:
+            UnreadableFile: The path could reach outside the repository.
+            TransientHubError: A fault worth retrying (5xx, 429, timeout).
+        """
+        safe_repo_path(path)
+        with self._t(f"read {path}"):
+            return read_range(self.repo_name, path, ref, start, end, token=self.config.token or False,
+                              endpoint=self.config.endpoint)
 
     def download_folder(self, folder: str, revision: str) -> str:
         """Snapshot one folder of the repo at a revision (for the GPU test), through the cache. Its

@@ -10,7 +10,7 @@ Extra API routes (added to ``FakeHub.routes``; read from huggingface_hub 2.4's h
 - ``POST /api/models/{repo}/discussions/{num}/status`` (``change_discussion_status``, with an
   optional closing comment).
 
-Where the configs come from: tests/data/healthy and tests/data/real-configs (each with its SOURCE), examples/dflash-pair (a tiny real DFlash drafter and its target, made by regenerate.py),
+Where the configs come from: tests/data/healthy, tests/data/real-configs and tests/data/real-repos (each with its SOURCE), examples/dflash-pair (a tiny real DFlash drafter and its target, made by regenerate.py),
 examples/qwen3-swa-drafter (the incident's window case).
 """
 
@@ -147,6 +147,8 @@ class Fleet:
     clean: dict[str, Path] = field(default_factory=dict)  # copies of real configs -> the config file
     newer_only: str = ""  # breaks only under a newer transformers (rejected by 5.x, read by 4.52)
     transient: list[str] = field(default_factory=list)  # repos that get 429s, 5xx or a timeout first
+    # Repos with their files beside config.json (issue 41), healthy: the rules (set) must not fire there.
+    controls: dict[str, set[str]] = field(default_factory=dict)
 
     def list_file(self, path: Path) -> Path:
         path.write_text("# the fleet\n" + "\n".join(self.repos) + "\n")
@@ -173,6 +175,23 @@ def _pair_drafter(**changes) -> dict[str, bytes]:
         node[last] = value
     return {"config.json": json.dumps(config, indent=2).encode(),
             "model.safetensors": (PAIR / "drafter" / "model.safetensors").read_bytes()}
+
+
+# The MTP tensor names a Qwen3.5 checkpoint carries (vLLM's qwen3_5_mtp loads these).
+QWEN35_MTP = ["mtp.fc.weight", "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.mlp.gate.weight",
+              "mtp.layers.0.post_attention_layernorm.weight", "mtp.layers.0.self_attn.q_proj.weight",
+              "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight"]
+
+
+def real_repo_files(folder: Path, **changes: bytes) -> dict[str, bytes]:
+    """A real repo's files (tests/data/real-repos/NAME, its SOURCE left out), with ``changes``."""
+    return {**{p.name: p.read_bytes() for p in folder.iterdir() if p.name != "SOURCE"}, **changes}
+
+
+def _control(hub: FakeHub, fleet: "Fleet", repo: str, files: dict[str, bytes], rules: set[str]) -> None:
+    hub.add(repo, files)
+    fleet.repos.append(repo)
+    fleet.controls[repo] = rules
 
 
 def build_fleet(hub: FakeHub, *, copies: int | None = None, faults: bool = True, corpus: bool = True) -> Fleet:
@@ -234,6 +253,22 @@ def build_fleet(hub: FakeHub, *, copies: int | None = None, faults: bool = True,
     seed("faults/string-window-mistral", {"config.json": json.dumps(mistral, indent=2).encode()}, set())
     fleet.errors["faults/string-window-mistral"] = "config-rejected"
     fleet.newer_only = "faults/string-window-mistral"
+
+    # The repo beside config.json (issue 41): faults only the generation config or the index shows, each
+    # with its healthy control. A REAP-pruned Qwen3.5 MoE whose export dropped its declared MTP layer (the
+    # control has the MTP names a Qwen3.5 checkpoint carries); Llama 3.1 (Reflection) with <|eot_id|>
+    # dropped from generation_config.json's eos_token_id (the control as published).
+    reap, reflection = REPO_ROOT / "tests" / "data" / "real-repos" / "bryce-hoehn--qwen3.5-18b-reap-a3b-coding", \
+        REPO_ROOT / "tests" / "data" / "real-repos" / "mattshumer--reflection-llama-3.1-70b"
+    seed("faults/qwen3.5-reap-no-mtp", real_repo_files(reap), {"DG404"})
+    index = json.loads((reap / "model.safetensors.index.json").read_bytes())
+    index["weight_map"].update({name: "model-00007-of-00007.safetensors" for name in QWEN35_MTP})
+    _control(hub, fleet, "org-00/qwen3.5-reap-with-mtp",
+             real_repo_files(reap, **{"model.safetensors.index.json": json.dumps(index, indent=2).encode()}), {"DG404"})
+    generation = json.loads((reflection / "generation_config.json").read_bytes())
+    seed("faults/llama-3.1-no-eot-stop", real_repo_files(reflection, **{"generation_config.json": json.dumps(
+        dict(generation, eos_token_id=[128001]), indent=2).encode()}), {"DG408"})
+    _control(hub, fleet, "org-00/llama-3.1-reflection", real_repo_files(reflection), {"DG408", "DG409"})
 
     # Repos that cannot be audited, each for its own reason.
     llama = (REPO_ROOT / "tests" / "data" / "healthy" / "llama-3.1-8b.json").read_bytes()

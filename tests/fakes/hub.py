@@ -90,6 +90,8 @@ class FakeHub:
         self.gated: set[str] = set()
         # Private repos: as the Hub, 401 RepoNotFound to a request without the token (files and API).
         self.private: set[str] = set()
+        # False: a range request gets the whole file (200), as from a server that does not serve ranges.
+        self.ranges = True
         # Set by ``refuse()``: from then on every request is dropped unanswered (the Hub gone away).
         self.refusing = False
         for repo, revisions in (repos or {}).items():
@@ -364,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
                                extra={"X-Repo-Commit": commit})
         data = files[file]
         status, body, headers = 200, data, {}
-        if rng:
+        if rng and self.fake.ranges:
             start, end = _parse_range(rng, len(data))
             if start is None:
                 return self._error(416, None, "Range not satisfiable", repo, revision, file, rng,

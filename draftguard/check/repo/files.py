@@ -7,7 +7,8 @@ What is read: a file the surface put in the snapshot (a bot's or the audit's ``S
 used as is; a local folder's files are read from the folder, each under the size caps the check
 already keeps (5 MB for JSON, ``weights.MAX_INDEX_BYTES`` for an index, ``weights.MAX_HEADER_BYTES``
 for a header). A Hub snapshot is read only from what the surface fetched: the repo rules never add a
-Hub request, so a clean check stays as fast and as offline as before.
+Hub request, so a clean check stays as fast and as offline as before (``fetched`` is how a bot or the
+audit fetches them, within a byte budget; a safetensors file it fetched is a header-only copy).
 
 In: a ``Snapshot``.
 Out: ``RepoFiles``: ``json(name)`` (a dict or None), ``chat_template()`` (text or None),
@@ -45,10 +46,20 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
         (length,) = struct.unpack("<Q", prefix)
         if length > MAX_HEADER_BYTES:
             raise HeaderError(f"the header length is {length:,} bytes")
-        head = f.read(length)
-    if len(head) < length:
+        return header_of(prefix + f.read(length))
+
+
+def header_of(data: bytes) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The header of a safetensors file's first bytes (the length, then the header): a local file's, or
+    a header-only copy a surface fetched by range reads (``fetched``)."""
+    if len(data) < 8:
+        raise HeaderError("too short for a safetensors header")
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > MAX_HEADER_BYTES:
+        raise HeaderError(f"the header length is {length:,} bytes")
+    if len(data) < 8 + length:
         raise HeaderError("the header is truncated")
-    return parse_header(head)
+    return parse_header(data[8 : 8 + length])
 
 
 @dataclass
@@ -128,11 +139,13 @@ class RepoFiles:
             if isinstance(weight_map, dict) and weight_map:
                 found = TensorNames(frozenset(str(k) for k in weight_map), self.shown(INDEX_FILE),
                                     self._shard_dtypes(weight_map))
-        elif not self.snapshot.is_hub and self.snapshot.local_dir:
-            single = Path(self.snapshot.local_dir) / SINGLE_FILE
-            if single.is_file():
+        elif SINGLE_FILE in self.snapshot.files or not self.snapshot.is_hub and self.snapshot.local_dir:
+            fetched = self.snapshot.files.get(SINGLE_FILE)  # a header-only copy the surface fetched
+            single = Path(self.snapshot.local_dir or ".") / SINGLE_FILE
+            header = None
+            if fetched is not None or single.is_file():
                 try:
-                    header = read_header(single)
+                    header = header_of(fetched) if fetched is not None else read_header(single)
                 except (HeaderError, OSError):
                     header = None  # DG120 (the drafter rules) says what is wrong with it
                 if header:
@@ -144,16 +157,18 @@ class RepoFiles:
     def _shard_dtypes(self, weight_map: dict[str, Any]) -> dict[str, str] | None:
         """The dtypes of the index's tensors, from the headers of the shards a local folder holds (the
         first ``MAX_SHARDS``; headers only). None when none is here (a Hub snapshot, a trimmed folder)."""
-        if self.snapshot.is_hub or not self.snapshot.local_dir:
+        fetched = {name: data for name, data in self.snapshot.files.items() if name.endswith(".safetensors")}
+        if not fetched and (self.snapshot.is_hub or not self.snapshot.local_dir):
             return None
         dtypes: dict[str, str] = {}
         shards = sorted({str(v) for v in weight_map.values() if isinstance(v, str)})[:MAX_SHARDS]
         for shard in shards:
-            path = Path(self.snapshot.local_dir) / shard
-            if "/" in shard or ".." in shard or not path.is_file():
+            path = Path(self.snapshot.local_dir or ".") / shard
+            if "/" in shard or ".." in shard or shard not in fetched and (not self.snapshot.local_dir
+                                                                          or not path.is_file()):
                 continue
             try:
-                header = read_header(path)
+                header = header_of(fetched[shard]) if shard in fetched else read_header(path)
             except (HeaderError, OSError):
                 continue  # DG120 (the drafter rules) says what is wrong with it
             dtypes.update({name: dtype for name, (dtype, _) in header.items()})
