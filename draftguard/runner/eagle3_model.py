@@ -27,6 +27,7 @@ Out: ``Eagle3Spec``, ``Eagle3Head`` on the target's device and dtype (``load_eag
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -83,6 +84,8 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     if not path.is_file():
         raise BadInput(f"{path}: no config.json in the drafter folder", file=str(path))
     raw = parse_json_object(path.read_bytes(), str(path))
+    if raw.get("speculators_model_type") is not None:
+        return _speculators_spec(raw, path, target_layers)
     layers = raw.get("transformer_layer_config") if isinstance(raw.get("transformer_layer_config"), dict) else raw
     eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
     if raw.get(IDS_KEY) is not None:
@@ -93,27 +96,62 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
         ids, key = raw["aux_hidden_state_layer_ids"], "aux_hidden_state_layer_ids"
     else:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
+    _check_ids(path, ids, key)
+    return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
+
+
+def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Eagle3Spec:
+    """A speculators-format head (``speculators_model_type`` "eagle3"), read as vLLM 0.32's
+    ``SpeculatorsConfig`` reads it (``transformers_utils/configs/speculators``): the layer's keys from
+    ``transformer_layer_config`` alone; ``draft_vocab_size``, ``target_hidden_size`` and the aux ids
+    from the top level; ``norm_before_residual`` true unless the file says false (its default there,
+    where the SpecForge layout defaults to false)."""
+    kind = raw.get("speculators_model_type")
+    if kind != "eagle3":
+        raise BadInput(f"{path}: `speculators_model_type` is {kind!r}; the reference runs speculators `eagle3` heads "
+                       "as EAGLE-3", file=str(path), key="speculators_model_type")
+    layers = raw.get("transformer_layer_config")
+    if not isinstance(layers, dict):
+        raise BadInput(f"{path}: a speculators head needs `transformer_layer_config` (the decoder layer's config)",
+                       file=str(path), key="transformer_layer_config")
+    if raw.get(IDS_KEY):  # vLLM copies the list only when it is non-empty
+        ids, key = raw[IDS_KEY], IDS_KEY
+    else:
+        ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
+    _check_ids(path, ids, key)
+    return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", True)),
+                 top_level=False)
+
+
+def _check_ids(path: Path, ids: Any, key: str) -> None:
     if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise BadInput(f"{path}: `{key}` must be a non-empty list of ints, got {ids!r}", file=str(path), key=key)
 
+
+def _spec(raw: dict[str, Any], layers: dict[str, Any], path: Path, ids: list[int], key: str, *,
+          norm_before_residual: bool, top_level: bool = True) -> Eagle3Spec:
+    """The spec from the layer's keys (``layers``; with ``top_level``, the file's top level fills in
+    what they lack) and the head's own top-level keys."""
+
     def num(name: str, default: Any = None) -> Any:
-        value = layers.get(name, raw.get(name, default))
+        value = layers.get(name, raw.get(name, default) if top_level else default)
         if value is None:
-            raise BadInput(f"{path}: `{name}` is missing; an EAGLE-3 head must set it", file=str(path), key=name)
+            where = name if top_level or layers is raw else f"transformer_layer_config.{name}"
+            raise BadInput(f"{path}: `{where}` is missing; an EAGLE-3 head must set it", file=str(path), key=where)
         return value
 
     hidden, heads = int(num("hidden_size")), int(num("num_attention_heads"))
     rope = layers.get("rope_parameters") or {}
     vocab = int(num("vocab_size"))
     return Eagle3Spec(
-        source=str(folder), hidden_size=hidden, target_hidden_size=int(raw.get("target_hidden_size") or hidden),
+        source=str(path.parent), hidden_size=hidden, target_hidden_size=int(raw.get("target_hidden_size") or hidden),
         intermediate_size=int(num("intermediate_size")), num_heads=heads,
         num_kv_heads=int(num("num_key_value_heads", heads)), head_dim=int(layers.get("head_dim") or hidden // heads),
         rms_norm_eps=float(num("rms_norm_eps", 1e-6)),
         rope_theta=float(rope.get("rope_theta") or layers.get("rope_theta") or 10000.0),
         attention_bias=bool(layers.get("attention_bias", False)), vocab_size=vocab,
         draft_vocab_size=int(raw.get("draft_vocab_size") or vocab), aux_ids=list(ids), ids_key=key,
-        norm_before_residual=bool(raw.get("norm_before_residual", False)),
+        norm_before_residual=norm_before_residual,
     )
 
 
@@ -233,10 +271,64 @@ class PrenormHook:
         self.value = args[0]
 
 
+# Tensors vLLM runs a head without, each at its initial value, which the module's own matches: its
+# loader (``Eagle3LlamaForCausalLM.load_weights``) returns no set of loaded names, so nothing checks
+# for missing ones. ``d2t`` stays zeros (draft id i is read as target id i), ``t2d`` is never read, and
+# an RMSNorm's weight stays ones. A missing projection would run on uninitialised memory there.
+ENGINE_DEFAULTS = frozenset({"d2t", "t2d", "norm.weight", "midlayer.input_layernorm.weight",
+                             "midlayer.hidden_norm.weight", "midlayer.post_attention_layernorm.weight"})
+
+
+def engine_names(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The head's tensors under the names this module uses. The speculators library saves the decoder
+    layer as ``layers.0.*`` where SpecForge saves ``midlayer.*``; vLLM loads both into the same layer
+    (``LlamaModel.hf_to_vllm_mapper``: ``midlayer.`` -> ``layers.0.``), whatever the config's format.
+
+    Example: ``engine_names({"layers.0.mlp.up_proj.weight": w})`` is ``{"midlayer.mlp.up_proj.weight": w}``."""
+    return {"midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k: v for k, v in weights.items()}
+
+
+def engine_default_notes(name: str) -> list[str]:
+    """What a head's checkpoint lacks that vLLM runs at its initial value (``ENGINE_DEFAULTS``), one
+    note each, for the result beside the τ; [] for a head that is no local folder. Reads the
+    safetensors headers only.
+
+    Example: ``engine_default_notes("tests/fixtures/vllm-models/eagle3-no-d2t")`` names ``d2t``."""
+    folder = Path(name)
+    try:
+        spec = read_eagle3_spec(folder, 3)
+        names = engine_names(dict.fromkeys(_tensor_names(folder)))
+    except (BadInput, OSError, ValueError):
+        return []
+    notes = []
+    if "d2t" not in names and spec.draft_vocab_size != spec.vocab_size:
+        notes.append(f"{folder}: the weights have no `d2t`; run as vLLM runs them, with the map at zeros, so draft "
+                     f"id i (of {spec.draft_vocab_size}) is drafted as target id i")
+    norms = sorted(k for k in ENGINE_DEFAULTS - {"d2t", "t2d"} if k not in names)
+    if norms:
+        notes.append(f"{folder}: the weights have no {', '.join(f'`{k}`' for k in norms)}; run as vLLM runs them, "
+                     "with each norm's weight at ones")
+    return notes
+
+
+def _tensor_names(folder: Path) -> list[str]:
+    from safetensors import safe_open  # safetensors: the runner extra only
+
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.is_file():
+        with safe_open(str(single), "pt") as f:
+            return list(f.keys())
+    if index.is_file():
+        return list(json.loads(index.read_text())["weight_map"])
+    return []
+
+
 def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None
                 ) -> Eagle3Head:
-    """Build the head from its config.json and load its safetensors exactly (every tensor the format
-    names, with its shape; ``t2d`` and ``d2t`` optional when the draft vocabulary is the target's).
+    """Build the head from its config.json and load its safetensors as vLLM loads them: SpecForge's
+    ``midlayer.*`` or the speculators library's ``layers.0.*`` names (``engine_names``), every tensor
+    the format names with its shape, and those vLLM runs without (``ENGINE_DEFAULTS``: ``d2t``,
+    ``t2d``, the norms) at the engine's initial values when the checkpoint lacks them.
 
     Example: ``head = load_eagle3("tests/fixtures/vllm-models/eagle3", target)``."""
     folder = _local_folder(name, "drafter")
@@ -255,11 +347,10 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
         raise DrafterMismatch(f"{where}: the head's target hidden size {spec.target_hidden_size} and vocabulary "
                               f"{spec.vocab_size} differ from the target's {text.hidden_size} and {text.vocab_size}",
                               file=where)
-    weights = _read_weights(folder)
+    weights = engine_names(_read_weights(folder))
     module = Eagle3Head(spec)
     expected = module.state_dict()
-    optional = {"t2d"} | ({"d2t"} if spec.draft_vocab_size == spec.vocab_size else set())
-    missing = sorted(set(expected) - set(weights) - optional)
+    missing = sorted(set(expected) - set(weights) - ENGINE_DEFAULTS)
     unexpected = sorted(set(weights) - set(expected) - {"embed_tokens.weight"})
     if missing or unexpected:
         raise (MissingWeights if missing else DrafterMismatch)(

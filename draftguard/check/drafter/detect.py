@@ -129,8 +129,9 @@ class DrafterFormat:
         """Why ``draftguard accept`` does not run this drafter, in a sentence the bot's comment and
         the Action's summary show; None when it does. DFlash2's candidate heads, DSpark, Domino and
         DFlare draft otherwise than DFlash's block; EAGLE 1/2, Medusa and MTP heads are not run; an
-        EAGLE-3 head runs when it is the one-layer LLaMA head with ``midlayer.*`` weights that
-        SpecForge, the EAGLE authors and AngelSlim publish (``runner/eagle3_model.py``).
+        EAGLE-3 head runs when it is the one-layer LLaMA head that SpecForge, the EAGLE authors and
+        AngelSlim publish (``midlayer.*`` weights) or the speculators library does (``layers.0.*``,
+        read as vLLM's speculators adapter reads its config) (``runner/eagle3_model.py``).
 
         Example::
 
@@ -251,11 +252,39 @@ def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> Draft
     verifier = get_key(raw, "speculators_config.verifier.name_or_path")
     fmt.verifier = verifier if isinstance(verifier, str) and verifier else None
     if family == "eagle3":
-        fmt.eagle3_refusal = (
-            f"the speculators library's {spec_type} layout (weights under layers.0.*, its own norm options) is "
-            "not built by draftguard accept's reference EAGLE-3 head, which reads the SpecForge/EAGLE layout "
-            "(midlayer.*); vLLM serves that layout")
+        fmt.eagle3_refusal = _speculators_eagle3_refusal(raw, spec_type)
     return fmt
+
+
+# vLLM 0.32's speculators eagle3 adapter builds the head's class from the layer's model_type
+# (``transformers_utils/configs/speculators/algos.py``) and refuses any other.
+SPECULATORS_EAGLE3_ARCHITECTURES = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
+
+
+def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | None:
+    """Why the reference does not build a speculators-format head, or None: the config vLLM builds from
+    the file (``transformer_layer_config`` with the top level's norm options, defaulting as vLLM's
+    adapter does) judged as a plain EAGLE-3 head's (``_eagle3_refusal``). Its ``layers.0.*`` weights
+    load as ``midlayer.*`` (``runner/eagle3_model.py``)."""
+    if spec_type == "peagle":
+        return _eagle3_refusal(raw, "P-EAGLE", None)
+    if spec_type != "eagle3":
+        return (f"speculators {spec_type} heads are not run: draftguard accept runs DFlash block drafters and "
+                "EAGLE-3 heads")
+    layer = dict(raw.get(LAYER_CONFIG_KEY) or {})
+    model_type = layer.get("model_type", "llama")
+    arch = SPECULATORS_EAGLE3_ARCHITECTURES.get(model_type)
+    if arch is None:
+        return (f"a speculators eagle3 head of model_type {model_type!r}, which vLLM also refuses (it builds "
+                "llama and qwen3 heads only)")
+    for key, built in EAGLE3_UNBUILT_OPTIONS[:3]:
+        layer[key] = raw.get(key, built)
+    layer.pop("eagle_config", None)
+    types = layer.get("layer_types")
+    if isinstance(types, list) and "sliding_attention" in types and layer.get("sliding_window"):
+        return (f"its layer attends through a sliding window of {layer['sliding_window']} tokens (layer_types), "
+                "which draftguard accept's reference head does not build")
+    return _eagle3_refusal(layer, "EAGLE-3", arch)
 
 
 # EAGLE-3 options the reference head does not build (vLLM's llama_eagle3.py reads them), each with the

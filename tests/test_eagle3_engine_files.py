@@ -1,0 +1,155 @@
+"""EAGLE-3 heads run as vLLM runs the files as they are (issue 43): the speculators library's layout
+(``layers.0.*`` weights, ``speculators_config``, the layer's keys in ``transformer_layer_config``) and
+heads whose checkpoint lacks a map or a norm, which vLLM runs at its initial values (``d2t`` zeros,
+norms ones) rather than refusing. The fixtures are made from the healthy head by
+``tests/fixtures/make_eagle3_models.py --derived`` (no training); the vllm-marked test compares the
+reference's τ with vLLM's CPU build.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from draftguard.cli import main  # noqa: E402
+from draftguard.runner.result import AcceptanceResult  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "fixtures" / "vllm-models"
+TARGET = MODELS / "target"
+PROMPTS = ROOT / "tests" / "fixtures" / "models" / "prompts.jsonl"
+NEW_TOKENS = 32
+
+
+def accept(capsys, drafter: Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:
+    code = main(["accept", "--target", str(TARGET), "--drafter", str(drafter), "--prompts", str(PROMPTS),
+                 "--max-new-tokens", str(NEW_TOKENS), "--quiet", "--format", "json", *args])
+    out, err = capsys.readouterr()
+    return code, (AcceptanceResult.from_json(out, "stdout") if out.strip() else None), err
+
+
+def trained(drafter: str) -> list[float]:
+    return json.loads((MODELS / drafter / "trained_eval.json").read_text())["per_prompt"]
+
+
+def per_prompt(result: AcceptanceResult) -> list[float]:
+    return [round(p.mean_acceptance_length, 4) for p in result.per_prompt]
+
+
+def test_speculators_layout_runs_and_equals_the_specforge_layout_prompt_for_prompt(capsys):
+    """The same weights under ``layers.0.*`` names with a speculators config: the reference builds
+    the same head, so every prompt's τ is the healthy head's (before, exit 2: it lacked midlayer.*)."""
+    code, result, err = accept(capsys, MODELS / "eagle3-speculators", "--no-early-stop",
+                               "--min-acceptance-length", "3.9")
+    assert code == 0, err
+    assert result.run["method"] == "eagle3"
+    assert per_prompt(result) == trained("eagle3") == trained("eagle3-speculators")
+    assert not result.run.get("notes")  # nothing missing, nothing the light check calls an error
+
+
+def test_speculators_head_without_norm_before_residual_runs_with_the_formats_default(capsys):
+    """vLLM's speculators adapter defaults ``norm_before_residual`` to true; the head was trained with
+    it false, so the copy that omits it drafts worse, in the reference as in the engine."""
+    from draftguard.runner.eagle3_model import read_eagle3_spec
+
+    assert read_eagle3_spec(MODELS / "eagle3-speculators-norm-default", 3).norm_before_residual is True
+    assert read_eagle3_spec(MODELS / "eagle3-speculators", 3).norm_before_residual is False
+    code, result, err = accept(capsys, MODELS / "eagle3-speculators-norm-default", "--no-early-stop",
+                               "--min-acceptance-length", "3.9")
+    assert code == 1 and result.verdict.status != "pass", err  # 3.89 against the bar 3.9: not a pass
+    assert per_prompt(result) == trained("eagle3-speculators-norm-default")
+    assert result.mean_acceptance_length < 3.95 and min(per_prompt(result)) < 3.5
+
+
+def test_head_without_d2t_is_run_with_the_engines_zero_map_and_fails_with_the_light_finding(capsys):
+    """Before, exit 2 ("the EAGLE-3 weights lack d2t"). vLLM runs such a head with its map at zeros;
+    so does the reference now: a fail with its τ, the light check's DG131 and the engine default
+    beside it."""
+    code, result, err = accept(capsys, MODELS / "eagle3-no-d2t", "--min-acceptance-length", "3.9")
+    assert code == 1 and result.verdict.status == "fail", err
+    assert result.mean_acceptance_length < 1.5
+    notes = result.run["notes"]
+    assert any("DG131" in n and "no `d2t`" in n for n in notes), notes
+    assert any("with the map at zeros" in n for n in notes), notes
+
+
+def test_the_no_d2t_fault_is_the_missing_map_alone(tmp_path):
+    """The no-d2t fixture is the healthy head with its draft vocabulary reversed: with the matching
+    d2t it drafts token for token as the healthy head; without it, as the engine reads it, it does not."""
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    from make_eagle3_models import permuted_head
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.dflash_model import load_target
+    from draftguard.runner.eagle3 import eagle3_generate
+    from draftguard.runner.eagle3_model import load_eagle3
+
+    shutil.copytree(MODELS / "eagle3-no-d2t", tmp_path / "with-d2t")
+    (tmp_path / "with-d2t" / "model.safetensors").unlink()
+    state = permuted_head(load_file(str(MODELS / "eagle3" / "model.safetensors")))
+    assert torch.equal(state["lm_head.weight"], load_file(str(MODELS / "eagle3-no-d2t" / "model.safetensors"))
+                       ["lm_head.weight"])
+    save_file(state, str(tmp_path / "with-d2t" / "model.safetensors"))
+    target, _ = load_target(str(TARGET))
+    heads = {name: load_eagle3(str(path), target) for name, path in
+             [("healthy", MODELS / "eagle3"), ("permuted", tmp_path / "with-d2t"), ("no-d2t", MODELS / "eagle3-no-d2t")]}
+    assert heads["no-d2t"].d2t.abs().sum() == 0
+    prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
+    counts = {n: eagle3_generate(target, h, prompt, NEW_TOKENS, stop_ids=[41])[1] for n, h in heads.items()}
+    assert counts["permuted"] == counts["healthy"] and counts["healthy"].accepted_tokens > 0
+    assert counts["no-d2t"].accepted_tokens < counts["healthy"].accepted_tokens / 2
+
+
+def test_missing_norms_run_at_ones_as_in_vllm(capsys, tmp_path):
+    """vLLM builds each RMSNorm's weight as ones and does not check that the checkpoint set it: a head
+    without ``norm.weight`` runs, and so it does here, with a note saying how."""
+    from safetensors.torch import load_file, save_file
+
+    head = tmp_path / "no-norm"
+    head.mkdir()
+    shutil.copy(MODELS / "eagle3-speculators" / "config.json", head / "config.json")
+    state = load_file(str(MODELS / "eagle3-speculators" / "model.safetensors"))
+    save_file({k: v for k, v in state.items() if k != "norm.weight"}, str(head / "model.safetensors"))
+    code, result, err = accept(capsys, head, "--num-prompts", "4")
+    assert code == 0 and result is not None, err
+    assert any("`norm.weight`" in n and "at ones" in n for n in result.run["notes"]), result.run["notes"]
+
+
+def test_what_vllm_refuses_is_still_refused(capsys, tmp_path):
+    """A tensor of the wrong shape (vLLM's weight loader asserts the size) and one the format does
+    not name (vLLM: "There is no module or parameter named ...") stay exit 2, one line."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(MODELS / "eagle3-speculators" / "model.safetensors"))
+    for name, change in [("shape", {"layers.0.hidden_norm.weight": torch.ones(32)}),
+                         ("extra", {"layers.0.extra.weight": torch.ones(4)})]:
+        head = tmp_path / name
+        head.mkdir()
+        shutil.copy(MODELS / "eagle3-speculators" / "config.json", head / "config.json")
+        save_file({**state, **change}, str(head / "model.safetensors"))
+        code, result, err = accept(capsys, head)
+        assert code == 2 and result is None, (name, err)
+        assert "Traceback" not in err and err.count("\n") == 1, err
+
+
+@pytest.mark.vllm
+def test_vllm_runs_the_speculators_head_within_5_percent_of_the_reference(capsys):
+    """vLLM's CPU build loads the speculators layout through its own adapter and name mapper; its τ
+    must be the reference's (within 5%), and the missing-d2t head fails in both."""
+    pytest.importorskip("vllm")
+    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--min-acceptance-length", "3.5")
+    code, healthy, err = accept(capsys, MODELS / "eagle3-speculators", *args)
+    assert code == 0, err
+    ref, eng = healthy.run["differential"]["reference_tau"], healthy.run["differential"]["vllm_tau"]
+    assert abs(eng / ref - 1) <= 0.05, (ref, eng)
+    code, faulty, err = accept(capsys, MODELS / "eagle3-no-d2t", *args)
+    assert code == 1 and faulty.verdict.status == "fail", err
+    ref, eng = faulty.run["differential"]["reference_tau"], faulty.run["differential"]["vllm_tau"]
+    assert ref < 1.5 and eng < 1.5, (ref, eng)
+    assert faulty.diagnosis["cause"] == "drafter"
