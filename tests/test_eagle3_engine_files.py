@@ -139,11 +139,13 @@ def test_what_vllm_refuses_is_still_refused(capsys, tmp_path):
 
 
 @pytest.mark.vllm
-def test_vllm_runs_the_speculators_head_within_5_percent_of_the_reference(capsys):
+def test_vllm_runs_the_speculators_head_within_5_percent_of_the_reference(capsys, monkeypatch):
     """vLLM's CPU build loads the speculators layout through its own adapter and name mapper; its τ
     must be the reference's (within 5%), and the missing-d2t head fails in both."""
     pytest.importorskip("vllm")
-    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--min-acceptance-length", "3.5")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # a small reservation on a shared machine (test_runners.py)
+    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--min-acceptance-length", "3.5",
+            "--gpu-memory-utilization", "0.4")
     code, healthy, err = accept(capsys, MODELS / "eagle3-speculators", *args)
     assert code == 0, err
     ref, eng = healthy.run["differential"]["reference_tau"], healthy.run["differential"]["vllm_tau"]
@@ -153,3 +155,17 @@ def test_vllm_runs_the_speculators_head_within_5_percent_of_the_reference(capsys
     ref, eng = faulty.run["differential"]["reference_tau"], faulty.run["differential"]["vllm_tau"]
     assert ref < 1.5 and eng < 1.5, (ref, eng)
     assert faulty.diagnosis["cause"] == "drafter"
+
+
+@pytest.mark.vllm
+def test_vllm_runs_the_shifted_ids_head_as_the_reference_does(capsys, monkeypatch):
+    """Aux ids [0, 1, 2] (DG103): vLLM captures the embeddings as aux state 0 and runs the head, so
+    the reference runs it too (it refused it, exit 2); their τ agree within 5%."""
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    args = ("--backend", "both", "--num-prompts", "6", "--enforce-eager", "--gpu-memory-utilization", "0.4")
+    code, result, err = accept(capsys, MODELS / "eagle3-ids-shifted", *args)
+    assert result is not None, err
+    ref, eng = result.run["differential"]["reference_tau"], result.run["differential"]["vllm_tau"]
+    assert abs(eng / ref - 1) <= 0.05, (ref, eng)
+    assert any("DG103" in n for n in result.run["notes"])

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.drafter import check_drafter
+from draftguard.check.drafter.detect import detect_drafter
 from draftguard.check.findings import RULES, Severity, TargetResult
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
@@ -131,7 +132,13 @@ def _check_fit(target: str, drafter: str) -> list[str]:
 def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
     """DG102 on ``eagle_config``'s aux ids judges them as SGLang reads them (0-based layers); vLLM's V1
     runner reads them as aux ids, and where each is one (1..N) vLLM runs the pair, so ``accept`` does
-    (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more."""
+    (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more.
+    DG103 (aux id 0, the embedding output) on an EAGLE-3 head: vLLM captures the embeddings as aux
+    state 0 (``_maybe_add_hidden_state`` at the first layer) and runs the head, so ``accept`` measures
+    it, the finding beside the τ."""
+    if finding.rule == "DG103":
+        fmt = detect_drafter(snapshot.load_json())
+        return fmt is not None and fmt.family == "eagle3"
     if finding.rule != "DG102" or finding.key != NESTED_KEY:
         return False
     nested = snapshot.load_json().get("eagle_config")
