@@ -169,3 +169,30 @@ def test_vllm_runs_the_shifted_ids_head_as_the_reference_does(capsys, monkeypatc
     ref, eng = result.run["differential"]["reference_tau"], result.run["differential"]["vllm_tau"]
     assert abs(eng / ref - 1) <= 0.05, (ref, eng)
     assert any("DG103" in n for n in result.run["notes"])
+
+
+def test_own_embeddings_are_used_where_they_differ_from_the_targets(tmp_path):
+    """vLLM shares the target's embeddings with a head whose checkpoint holds the same ones, and keeps
+    the head's own where they differ (``_maybe_share_embeddings``); the reference ignored them."""
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.dflash_model import load_target
+    from draftguard.runner.eagle3 import eagle3_generate
+    from draftguard.runner.eagle3_model import load_eagle3
+
+    target, _ = load_target(str(TARGET))
+    shared = target.get_input_embeddings().weight.detach().clone()
+    state = load_file(str(MODELS / "eagle3-speculators" / "model.safetensors"))
+    heads = {}
+    for name, embed in [("same", shared), ("other", shared.flip(0).contiguous())]:
+        shutil.copytree(MODELS / "eagle3-speculators", tmp_path / name)
+        (tmp_path / name / "model.safetensors").unlink()
+        save_file({**state, "embed_tokens.weight": embed}, str(tmp_path / name / "model.safetensors"))
+        heads[name] = load_eagle3(str(tmp_path / name), target)
+    heads["none"] = load_eagle3(str(MODELS / "eagle3-speculators"), target)
+    assert heads["same"].own_embed is None and heads["none"].own_embed is None
+    assert torch.equal(heads["other"].own_embed.weight, shared.flip(0))
+    prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
+    counts = {n: eagle3_generate(target, h, prompt, NEW_TOKENS, stop_ids=[41])[1] for n, h in heads.items()}
+    assert counts["same"] == counts["none"]
+    assert counts["other"].accepted_tokens < counts["none"].accepted_tokens

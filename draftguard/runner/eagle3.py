@@ -75,7 +75,7 @@ def eagle3_generate(
         raise BadInput(f"--num-speculative-tokens must be at least 1, got {k}")
     device = next(target.parameters()).device
     stops = set(stop_ids)
-    embed = target.get_input_embeddings()
+    embed = head.own_embed if head.own_embed is not None else target.get_input_embeddings()
     counts = DraftCounts(accepted_per_position=[0] * k)
     ids = list(input_ids)
     if not ids:

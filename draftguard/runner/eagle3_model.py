@@ -229,6 +229,9 @@ class Eagle3Head(nn.Module):
         self.lm_head = nn.Linear(spec.hidden_size, spec.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(spec.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(spec.vocab_size, dtype=torch.bool))
+        # The head's own token embeddings, set by load_eagle3 only when its checkpoint holds ones that
+        # differ from the target's (vLLM keeps them then); None: the target's are shared.
+        self.own_embed: nn.Embedding | None = None
 
     def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -323,6 +326,22 @@ def _tensor_names(folder: Path) -> list[str]:
     return []
 
 
+def _own_embeddings(module: Eagle3Head, own: torch.Tensor | None, target: nn.Module, folder: Path) -> None:
+    """vLLM's proposer shares the target's embeddings with a head whose checkpoint has none, or has
+    ones equal to the target's (``_maybe_share_embeddings``), and keeps the head's own otherwise: so
+    does the reference. Its loader asserts their shape."""
+    if own is None:
+        return
+    shared = target.get_input_embeddings().weight
+    if tuple(own.shape) != (module.spec.vocab_size, module.spec.hidden_size):
+        raise DrafterMismatch(f"{folder}: `embed_tokens.weight` has shape {tuple(own.shape)}, the config calls for "
+                              f"{(module.spec.vocab_size, module.spec.hidden_size)}", file=str(folder),
+                              key="embed_tokens.weight")
+    if tuple(own.shape) == tuple(shared.shape) and torch.equal(own.to(shared.dtype).cpu(), shared.detach().cpu()):
+        return
+    module.own_embed = nn.Embedding.from_pretrained(own, freeze=True)
+
+
 def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None
                 ) -> Eagle3Head:
     """Build the head from its config.json and load its safetensors as vLLM loads them: SpecForge's
@@ -362,6 +381,7 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
             raise DrafterMismatch(f"{folder}: `{key}` has shape {tuple(tensor.shape)}, the config calls for "
                                   f"{tuple(expected[key].shape)}", file=str(folder), key=key)
     module.load_state_dict({k: v for k, v in weights.items() if k in expected}, strict=False)
+    _own_embeddings(module, weights.get("embed_tokens.weight"), target, folder)
     param = next(target.parameters())
     module = module.to(device=device or param.device, dtype=param.dtype).eval()
     module.d2t, module.t2d = module.d2t.long(), module.t2d.bool()
