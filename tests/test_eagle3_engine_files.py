@@ -122,20 +122,26 @@ def test_missing_norms_run_at_ones_as_in_vllm(capsys, tmp_path):
 
 
 def test_what_vllm_refuses_is_still_refused(capsys, tmp_path):
-    """A tensor of the wrong shape (vLLM's weight loader asserts the size) and one the format does
-    not name (vLLM: "There is no module or parameter named ...") stay exit 2, one line."""
+    """A tensor of the wrong shape (vLLM's weight loader asserts the size), one the format does not
+    name, and a ``d2t`` in a head whose draft vocabulary is the target's (vLLM builds no map then:
+    "There is no module or parameter named ...") stay exit 2, one line."""
     from safetensors.torch import load_file, save_file
 
     state = load_file(str(MODELS / "eagle3-speculators" / "model.safetensors"))
-    for name, change in [("shape", {"layers.0.hidden_norm.weight": torch.ones(32)}),
-                         ("extra", {"layers.0.extra.weight": torch.ones(4)})]:
+    config = json.loads((MODELS / "eagle3-speculators" / "config.json").read_text())
+    full_vocab = {"lm_head.weight": torch.cat([state["lm_head.weight"], torch.zeros(8, 64)]),
+                  "d2t": torch.zeros(48, dtype=torch.long)}
+    for name, change, draft_vocab in [("shape", {"layers.0.hidden_norm.weight": torch.ones(32)}, 40),
+                                      ("extra", {"layers.0.extra.weight": torch.ones(4)}, 40),
+                                      ("d2t-full-vocab", full_vocab, 48)]:
         head = tmp_path / name
         head.mkdir()
-        shutil.copy(MODELS / "eagle3-speculators" / "config.json", head / "config.json")
+        (head / "config.json").write_text(json.dumps({**config, "draft_vocab_size": draft_vocab}))
         save_file({**state, **change}, str(head / "model.safetensors"))
         code, result, err = accept(capsys, head)
         assert code == 2 and result is None, (name, err)
         assert "Traceback" not in err and err.count("\n") == 1, err
+    assert "draft_id_to_target_id" in err
 
 
 @pytest.mark.vllm

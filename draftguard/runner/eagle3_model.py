@@ -376,6 +376,11 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
             f"{folder}: the EAGLE-3 weights " + (f"lack {', '.join(missing[:4])}" if missing
                                                  else f"hold tensors the format does not name: {', '.join(unexpected[:4])}"),
             file=str(folder))
+    if "d2t" in weights and spec.draft_vocab_size == int(text.vocab_size):
+        raise DrafterMismatch(f"{folder}: the weights hold `d2t`, but the draft vocabulary is the target's "
+                              f"({spec.draft_vocab_size}): vLLM builds no map for such a head and refuses the "
+                              "tensor at load (no module or parameter named 'draft_id_to_target_id')",
+                              file=str(folder), key="d2t")
     for key, tensor in weights.items():
         if key in expected and tuple(tensor.shape) != tuple(expected[key].shape):
             raise DrafterMismatch(f"{folder}: `{key}` has shape {tuple(tensor.shape)}, the config calls for "
