@@ -67,6 +67,20 @@ def test_speculators_head_without_norm_before_residual_runs_with_the_formats_def
     assert result.mean_acceptance_length < 3.95 and min(per_prompt(result)) < 3.5
 
 
+@pytest.mark.parametrize("layer_type, words", [("qwen3", "Eagle3Qwen3ForCausalLM (--backend vllm measures it)"),
+                                                ("mistral", "vLLM refuses it too")])
+def test_a_speculators_layer_the_reference_does_not_build_is_named(tmp_path, layer_type, words):
+    from draftguard.runner.eagle3_model import read_eagle3_spec
+    from draftguard.snapshot import BadInput
+
+    config = json.loads((MODELS / "eagle3-speculators" / "config.json").read_text())
+    config["transformer_layer_config"]["model_type"] = layer_type
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(BadInput, match="transformer_layer_config.model_type") as caught:
+        read_eagle3_spec(tmp_path, 3)
+    assert words in str(caught.value)
+
+
 def test_head_without_d2t_is_run_with_the_engines_zero_map_and_fails_with_the_light_finding(capsys):
     """Before, exit 2 ("the EAGLE-3 weights lack d2t"). vLLM runs such a head with its map at zeros;
     so does the reference now: a fail with its τ, the light check's DG131 and the engine default

@@ -7,6 +7,9 @@ The format, as vLLM 0.32's ``llama_eagle3.py`` reads it:
   draft vocabulary), the aux layer ids at the top level (``eagle_aux_hidden_state_layer_ids``) or in
   ``eagle_config`` (else the engines' default (2, N//2, N-3) for a target of N layers), and
   optionally ``target_hidden_size``;
+- or the speculators library's layout (``speculators_model_type`` "eagle3"): the layer's keys in
+  ``transformer_layer_config``, read as vLLM's speculators adapter reads them (``_speculators_spec``),
+  and the decoder layer's weights under ``layers.0.`` instead of ``midlayer.`` (``engine_names``);
 - weights: ``fc`` (len(ids) x target hidden -> hidden), ``midlayer.{input_layernorm, hidden_norm,
   self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}`` (q/k/v take
   2 x hidden: the normed token embedding beside the normed hidden state), ``norm``, ``lm_head``
@@ -114,6 +117,13 @@ def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Ea
     if not isinstance(layers, dict):
         raise BadInput(f"{path}: a speculators head needs `transformer_layer_config` (the decoder layer's config)",
                        file=str(path), key="transformer_layer_config")
+    layer_type = layers.get("model_type", "llama")
+    if layer_type != "llama":
+        vllm = ("vLLM builds it as Eagle3Qwen3ForCausalLM (--backend vllm measures it)" if layer_type == "qwen3"
+                else "vLLM refuses it too (its speculators adapter builds llama and qwen3 heads)")
+        raise BadInput(f"{path}: `transformer_layer_config.model_type` is {layer_type!r}; the reference builds the "
+                       f"LLaMA layer of an EAGLE-3 head only, and {vllm}", file=str(path),
+                       key="transformer_layer_config.model_type")
     if raw.get(IDS_KEY):  # vLLM copies the list only when it is non-empty
         ids, key = raw[IDS_KEY], IDS_KEY
     else:
