@@ -216,3 +216,26 @@ def test_own_embeddings_are_used_where_they_differ_from_the_targets(tmp_path):
     counts = {n: eagle3_generate(target, h, prompt, NEW_TOKENS, stop_ids=[41])[1] for n, h in heads.items()}
     assert counts["same"] == counts["none"]
     assert counts["other"].accepted_tokens < counts["none"].accepted_tokens
+
+
+@pytest.mark.vllm
+def test_vllm_defaults_a_speculators_heads_norm_order_as_the_reference_does(capsys, monkeypatch, tmp_path):
+    """Without ``norm_before_residual`` a speculators head runs norm-before-residual in vLLM's adapter;
+    on the prompts where that costs the trained head acceptance (reference τ below 4 there), vLLM's τ
+    must be the reference's within 5%, and both below the healthy layout's 4.00."""
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    lines = PROMPTS.read_text().splitlines()
+    per = trained("eagle3-speculators-norm-default")
+    hurt = [i for i, tau in enumerate(per) if tau < 4.0]
+    assert len(hurt) >= 5
+    prompts = tmp_path / "hurt.jsonl"
+    prompts.write_text("\n".join(lines[i] for i in hurt) + "\n")
+    code = main(["accept", "--target", str(TARGET), "--drafter", str(MODELS / "eagle3-speculators-norm-default"),
+                 "--prompts", str(prompts), "--max-new-tokens", str(NEW_TOKENS), "--quiet", "--format", "json",
+                 "--backend", "both", "--no-early-stop", "--enforce-eager", "--gpu-memory-utilization", "0.4"])
+    out, err = capsys.readouterr()
+    assert out.strip(), err
+    result = AcceptanceResult.from_json(out, "stdout")
+    ref, eng = result.run["differential"]["reference_tau"], result.run["differential"]["vllm_tau"]
+    assert abs(eng / ref - 1) <= 0.05 and eng < 3.9 and ref < 3.9, (ref, eng)
