@@ -81,6 +81,19 @@ def test_a_speculators_layer_the_reference_does_not_build_is_named(tmp_path, lay
     assert words in str(caught.value)
 
 
+@pytest.mark.parametrize("change", [{"norm_before_fc": True}, {"norm_output": True},
+                                    {"eagle_config": {"fc_norm": True}}])
+def test_a_variant_the_reference_does_not_build_is_refused_with_that_reason(capsys, tmp_path, change):
+    """vLLM builds these variants; the reference does not, and says so (exit 2, one line naming the
+    key) instead of refusing the extra tensors they hold as unknown."""
+    config = json.loads((MODELS / "eagle3" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    shutil.copy(MODELS / "eagle3" / "model.safetensors", tmp_path / "model.safetensors")
+    code, result, err = accept(capsys, tmp_path)
+    key = next(iter(change)) if "eagle_config" not in change else "fc_norm"
+    assert code == 2 and result is None and f"`{key}` is true" in err and "--backend vllm" in err, err
+
+
 def test_head_without_d2t_is_run_with_the_engines_zero_map_and_fails_with_the_light_finding(capsys):
     """Before, exit 2 ("the EAGLE-3 weights lack d2t"). vLLM runs such a head with its map at zeros;
     so does the reference now: a fail with its τ, the light check's DG131 and the engine default

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from draftguard.check.drafter.detect import EAGLE3_UNBUILT_OPTIONS
 from draftguard.errors import DrafterMismatch, MissingWeights
 from draftguard.runner.dflash_model import _local_folder, _read_weights, _rotate_half, text_config
 from draftguard.snapshot import BadInput, parse_json_object
@@ -100,6 +101,7 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     else:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
+    _refuse_unbuilt(path, raw, eagle)
     return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
 
 
@@ -129,8 +131,21 @@ def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Ea
     else:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
+    _refuse_unbuilt(path, raw, {})
     return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", True)),
                  top_level=False)
+
+
+def _refuse_unbuilt(path: Path, raw: dict[str, Any], eagle: dict[str, Any]) -> None:
+    """A head that sets an option vLLM builds and this head does not (``EAGLE3_UNBUILT_OPTIONS``: an
+    extra norm, post-norm features) is refused with that reason, read where vLLM reads it
+    (``eagle_config`` first), rather than on the tensors it then holds."""
+    for name, built in EAGLE3_UNBUILT_OPTIONS:
+        value = eagle.get(name, raw.get(name, built))
+        if isinstance(value, bool) and value != built:
+            raise BadInput(f"{path}: `{name}` is {str(value).lower()}: vLLM builds that variant of the EAGLE-3 head "
+                           "and the reference does not, so it cannot judge it (--backend vllm measures it)",
+                           file=str(path), key=name)
 
 
 def _check_ids(path: Path, ids: Any, key: str) -> None:
