@@ -21,6 +21,7 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "specforge-phi4-eagle3", "specforge-qwq-32b-eagle3",  # model_type copied from the target; a LLaMA layer
     "angelslim-qwen3-vl-8b-eagle3-mrope",  # an mrope section: plain RoPE on text prompts
     "redhatai-gemma-4-31b-it-speculator.eagle3",  # the speculators layout: layers.0.* load as midlayer.*
+    "specforge-qwen3-30b-a3b-eagle3.1",  # fc_norm: true, which the reference head builds
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
@@ -30,7 +31,6 @@ NOT_RUN = {  # folder -> words the reason holds
     "specforge-llama3-70b-eagle3": "RoPE is scaled (llama3)",
     "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
     "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
-    "specforge-qwen3-30b-a3b-eagle3.1": "fc_norm: true",
     "mtp-minimax-m2.7": "MTP heads are not run",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
@@ -66,8 +66,10 @@ def test_the_shipped_eagle3_fixtures_are_run():
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"norm_before_fc": True}, "norm_before_fc: true"),
-    ({"norm_output": True}, "norm_output: true"),
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1, "sliding_window": 512,
+                                   "layer_types": ["sliding_attention"]}}, "sliding window of 512 tokens"),
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
+                                   "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}}, "RoPE is scaled (yarn)"),
     ({"transformer_layer_config": {"model_type": "qwen3", "num_hidden_layers": 1}}, "Eagle3Qwen3ForCausalLM"),
     ({"transformer_layer_config": {"model_type": "mistral"}}, "which vLLM also refuses"),
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 2}}, "of 2 decoder layers"),
@@ -81,3 +83,12 @@ def test_speculators_heads_are_judged_as_vllm_builds_them(change, words):
     assert fmt("redhatai-gemma-4-31b-it-speculator.eagle3").acceptance_testable
     found = detect_drafter({**raw, **change})
     assert not found.acceptance_testable and words in found.acceptance_refusal, found.acceptance_refusal
+
+
+def test_the_norm_variants_vllm_builds_are_run():
+    """norm_before_fc, fc_norm and norm_output: vLLM builds them and so does the reference (issue 43)."""
+    raw = json.loads((DATA / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
+        assert detect_drafter({**raw, key: True}).acceptance_testable, key
+    spec = json.loads((DATA / "specforge-qwen3-8b-eagle3" / "config.json").read_text())
+    assert not detect_drafter({**spec, "use_aux_hidden_state": False}).acceptance_testable

@@ -39,7 +39,7 @@ def chain_draft(head: Eagle3Head, embed: nn.Module, features: torch.Tensor, next
     one is the anchor). Returns the draft-vocabulary logits of each chain step at the last position
     ([B, draft vocab] each); differentiable, so training runs the same chain as inference, feeding
     the true tokens ``feed`` [B, k - 1] where inference feeds its own drafts."""
-    hidden = head.fc(features)
+    hidden = head.combine(features)
     embeds = embed(next_tokens)
     length = features.shape[1]
     positions = torch.arange(length, device=features.device)[None].expand(features.shape[0], -1)

@@ -14,7 +14,11 @@ The format, as vLLM 0.32's ``llama_eagle3.py`` reads it:
   self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}`` (q/k/v take
   2 x hidden: the normed token embedding beside the normed hidden state), ``norm``, ``lm_head``
   (draft vocabulary), ``d2t`` (draft id -> target id offset: target = draft + d2t[draft]) and ``t2d``
-  (which target ids the draft vocabulary holds); no embeddings: the target's are shared.
+  (which target ids the draft vocabulary holds); no embeddings: the target's are shared (a head's
+  own, where they differ from the target's, are used, as vLLM keeps them);
+- the norm variants vLLM builds: ``norm_before_fc`` (``input_norm`` over the concatenated aux
+  features), ``fc_norm`` (``fc_norm.{i}``, one per aux feature), ``norm_output`` (the next chain step
+  reads the normed output);
 - aux id k is the target's residual stream after layer k - 1 (0: the embeddings); id N is the last
   layer's output before the final norm, as vLLM captures it (``aux_features``).
 
@@ -73,6 +77,9 @@ class Eagle3Spec:
     aux_ids: list[int]
     ids_key: str
     norm_before_residual: bool = False
+    norm_before_fc: bool = False  # one RMSNorm over the concatenated aux features before fc (``input_norm``)
+    fc_norm: bool = False  # one RMSNorm per aux feature before fc (``fc_norm.{i}``)
+    norm_output: bool = False  # the next chain step reads the normed output, not the pre-norm one
 
 
 def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
@@ -102,7 +109,11 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
     _refuse_unbuilt(path, raw, eagle)
-    return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
+    spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
+    # As vLLM's llama_eagle3.py reads them: norm_before_fc from eagle_config first, the others top-level.
+    spec.norm_before_fc = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
+    spec.fc_norm, spec.norm_output = bool(raw.get("fc_norm", False)), bool(raw.get("norm_output", False))
+    return spec
 
 
 def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Eagle3Spec:
@@ -132,19 +143,24 @@ def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Ea
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
     _refuse_unbuilt(path, raw, {})
-    return _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", True)),
+    spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", True)),
                  top_level=False)
+    # vLLM's update_eagle3 copies these from the top level, each false unless stated.
+    spec.norm_before_fc, spec.fc_norm = bool(raw.get("norm_before_fc", False)), bool(raw.get("fc_norm", False))
+    spec.norm_output = bool(raw.get("norm_output", False))
+    return spec
 
 
 def _refuse_unbuilt(path: Path, raw: dict[str, Any], eagle: dict[str, Any]) -> None:
-    """A head that sets an option vLLM builds and this head does not (``EAGLE3_UNBUILT_OPTIONS``: an
-    extra norm, post-norm features) is refused with that reason, read where vLLM reads it
-    (``eagle_config`` first), rather than on the tensors it then holds."""
+    """A head that sets an option vLLM builds and this head does not (``EAGLE3_UNBUILT_OPTIONS``: no
+    aux features) is refused with that reason, read where vLLM reads it (``eagle_config`` first),
+    rather than on the tensors it then holds."""
     for name, built in EAGLE3_UNBUILT_OPTIONS:
         value = eagle.get(name, raw.get(name, built))
         if isinstance(value, bool) and value != built:
             raise BadInput(f"{path}: `{name}` is {str(value).lower()}: vLLM builds that variant of the EAGLE-3 head "
-                           "and the reference does not, so it cannot judge it (--backend vllm measures it)",
+                           "(no aux features) and the reference does not, so it cannot judge it (--backend vllm "
+                           "measures it)",
                            file=str(path), key=name)
 
 
@@ -249,6 +265,10 @@ class Eagle3Head(nn.Module):
         super().__init__()
         self.spec = spec
         self.fc = nn.Linear(len(spec.aux_ids) * spec.target_hidden_size, spec.hidden_size, bias=False)
+        if spec.norm_before_fc:
+            self.input_norm = _RMSNorm(len(spec.aux_ids) * spec.target_hidden_size, spec.rms_norm_eps)
+        if spec.fc_norm:
+            self.fc_norm = nn.ModuleList([_RMSNorm(spec.target_hidden_size, spec.rms_norm_eps) for _ in spec.aux_ids])
         self.midlayer = _MidLayer(spec)
         self.norm = _RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.lm_head = nn.Linear(spec.hidden_size, spec.draft_vocab_size, bias=False)
@@ -269,7 +289,18 @@ class Eagle3Head(nn.Module):
             residual, hidden = hidden, layer.hidden_norm(hidden)
         x = layer.self_attn(torch.cat([e, hidden], -1), positions) + residual
         pre = layer.mlp(layer.post_attention_layernorm(x)) + x
-        return self.lm_head(self.norm(pre)), pre
+        normed = self.norm(pre)
+        return self.lm_head(normed), normed if self.spec.norm_output else pre
+
+    def combine(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's aux features into the head's width (vLLM's ``combine_hidden_states``): the
+        optional norm over all of them, then the optional norm of each, then ``fc``."""
+        if self.spec.norm_before_fc:
+            features = self.input_norm(features)
+        if self.spec.fc_norm:
+            chunks = features.chunk(len(self.spec.aux_ids), dim=-1)
+            features = torch.cat([norm(c) for norm, c in zip(self.fc_norm, chunks)], -1)
+        return self.fc(features)
 
     def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
@@ -394,7 +425,8 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
     weights = engine_names(_read_weights(folder))
     module = Eagle3Head(spec)
     expected = module.state_dict()
-    missing = sorted(set(expected) - set(weights) - ENGINE_DEFAULTS)
+    norms = {f"{n}.weight" for n, m in module.named_modules() if isinstance(m, _RMSNorm)}  # ones in vLLM too
+    missing = sorted(set(expected) - set(weights) - ENGINE_DEFAULTS - norms)
     unexpected = sorted(set(weights) - set(expected) - {"embed_tokens.weight"})
     if missing or unexpected:
         raise (MissingWeights if missing else DrafterMismatch)(

@@ -277,8 +277,8 @@ def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | No
     if arch is None:
         return (f"a speculators eagle3 head of model_type {model_type!r}, which vLLM also refuses (it builds "
                 "llama and qwen3 heads only)")
-    for key, built in EAGLE3_UNBUILT_OPTIONS[:3]:
-        layer[key] = raw.get(key, built)
+    for key in SPECULATORS_NORM_OPTIONS:
+        layer[key] = raw.get(key, False)
     layer.pop("eagle_config", None)
     types = layer.get("layer_types")
     if isinstance(types, list) and "sliding_attention" in types and layer.get("sliding_window"):
@@ -289,8 +289,10 @@ def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | No
 
 # EAGLE-3 options the reference head does not build (vLLM's llama_eagle3.py reads them), each with the
 # value the reference's head stands for.
-EAGLE3_UNBUILT_OPTIONS = (("norm_before_fc", False), ("fc_norm", False), ("norm_output", False),
-                          ("use_aux_hidden_state", True))
+EAGLE3_UNBUILT_OPTIONS = (("use_aux_hidden_state", True),)
+# The norm options vLLM's speculators adapter copies from the top level, false unless stated; the
+# reference head builds each (``runner/eagle3_model.py``).
+SPECULATORS_NORM_OPTIONS = ("norm_before_fc", "fc_norm", "norm_output")
 # The architectures vLLM builds as llama_eagle3's one LLaMA layer, whatever model_type the file copied
 # from its target (SpecForge's phi4 and QwQ heads say phi3 and qwen2): the head the reference builds.
 LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
@@ -317,8 +319,8 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
     for key, built in EAGLE3_UNBUILT_OPTIONS:
         value = eagle.get(key, raw.get(key, built))
         if isinstance(value, bool) and value != built:
-            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant whose extra norm or "
-                    "features draftguard accept's reference head does not build")
+            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant without aux features, "
+                    "which draftguard accept's reference head does not build")
     rope = raw.get("rope_scaling") or raw.get("rope_parameters")
     rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
     if rope_type not in PLAIN_ROPE:
