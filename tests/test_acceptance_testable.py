@@ -22,10 +22,10 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "angelslim-qwen3-vl-8b-eagle3-mrope",  # an mrope section: plain RoPE on text prompts
     "redhatai-gemma-4-31b-it-speculator.eagle3",  # the speculators layout: layers.0.* load as midlayer.*
     "specforge-qwen3-30b-a3b-eagle3.1",  # fc_norm: true, which the reference head builds
+    "speculators-qwen3-moe-eagle3",  # norm_before_fc, norm_output and a sliding window: all built
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
-    "speculators-qwen3-moe-eagle3": "sliding window of 2048 tokens",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
     "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
     "specforge-llama3-70b-eagle3": "RoPE is scaled (llama3)",
@@ -66,8 +66,6 @@ def test_the_shipped_eagle3_fixtures_are_run():
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1, "sliding_window": 512,
-                                   "layer_types": ["sliding_attention"]}}, "sliding window of 512 tokens"),
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
                                    "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}}, "RoPE is scaled (yarn)"),
     ({"transformer_layer_config": {"model_type": "qwen3", "num_hidden_layers": 1}}, "Eagle3Qwen3ForCausalLM"),

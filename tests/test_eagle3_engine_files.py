@@ -93,8 +93,8 @@ def test_a_head_without_aux_features_is_refused_with_that_reason(capsys, tmp_pat
 
 def norm_variants(folder: Path) -> dict[str, Path]:
     """The speculators head with each norm option vLLM builds turned on, its extra norms' weights
-    seeded (1 + U[0, 0.5)): none is trained for them, so each drafts otherwise, and the reference must
-    draft as vLLM does."""
+    seeded (1 + U[0, 0.5)), and with its layer made sliding (window 2): none is trained for these, so
+    each drafts otherwise, and the reference must draft as vLLM does."""
     from safetensors.torch import load_file, save_file
 
     state = load_file(str(MODELS / "eagle3-speculators" / "model.safetensors"))
@@ -104,6 +104,8 @@ def norm_variants(folder: Path) -> dict[str, Path]:
         "norm-output": ({"norm_output": True}, {}),
         "norm-before-fc": ({"norm_before_fc": True}, {"input_norm.weight": 1 + 0.5 * torch.rand(192, generator=g)}),
         "fc-norm": ({"fc_norm": True}, {f"fc_norm.{i}.weight": 1 + 0.5 * torch.rand(64, generator=g) for i in range(3)}),
+        "window-2": ({"transformer_layer_config": {**config["transformer_layer_config"], "sliding_window": 2,
+                                                   "layer_types": ["sliding_attention"]}}, {}),
     }
     out = {}
     for name, (change, extra) in variants.items():
@@ -286,8 +288,9 @@ def test_vllm_defaults_a_speculators_heads_norm_order_as_the_reference_does(caps
 
 @pytest.mark.vllm
 def test_vllm_builds_the_norm_variants_as_the_reference_does(capsys, monkeypatch, tmp_path):
-    """norm_before_fc, fc_norm, norm_output on the speculators head: vLLM's τ within 5% of the
-    reference's on each (reference 1.92, 1.75, 3.16 on these 6 prompts: the options matter)."""
+    """norm_before_fc, fc_norm, norm_output and a sliding window of 2 on the speculators head: vLLM's
+    τ within 5% of the reference's on each (reference 1.92, 1.75, 3.16 and 2.09 on these 6 prompts: the
+    options matter)."""
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     args = ("--backend", "both", "--num-prompts", "6", "--no-early-stop", "--enforce-eager",

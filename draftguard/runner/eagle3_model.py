@@ -80,6 +80,7 @@ class Eagle3Spec:
     norm_before_fc: bool = False  # one RMSNorm over the concatenated aux features before fc (``input_norm``)
     fc_norm: bool = False  # one RMSNorm per aux feature before fc (``fc_norm.{i}``)
     norm_output: bool = False  # the next chain step reads the normed output, not the pre-norm one
+    sliding_window: int | None = None  # the layer's window when ``layer_types`` calls it sliding, as vLLM builds it
 
 
 def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
@@ -192,8 +193,18 @@ def _spec(raw: dict[str, Any], layers: dict[str, Any], path: Path, ids: list[int
         rope_theta=float(rope.get("rope_theta") or layers.get("rope_theta") or 10000.0),
         attention_bias=bool(layers.get("attention_bias", False)), vocab_size=vocab,
         draft_vocab_size=int(raw.get("draft_vocab_size") or vocab), aux_ids=list(ids), ids_key=key,
-        norm_before_residual=norm_before_residual,
+        norm_before_residual=norm_before_residual, sliding_window=_window(layers),
     )
+
+
+def _window(layers: dict[str, Any]) -> int | None:
+    """The head's window as vLLM's LlamaAttention builds it: ``sliding_window`` when ``layer_types``
+    names its one layer (index 0 of the draft's layers) ``sliding_attention``, else none."""
+    types = layers.get("layer_types")
+    window = layers.get("sliding_window")
+    if isinstance(types, list) and types and types[0] == "sliding_attention" and isinstance(window, int) and window > 0:
+        return window
+    return None
 
 
 class _RMSNorm(nn.Module):
@@ -230,7 +241,12 @@ class _Attention(nn.Module):
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         rep = s.num_heads // s.num_kv_heads
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if s.sliding_window:  # causal within the window: a query at p sees keys at p - w + 1 .. p
+            gap = positions[:, :, None] - positions[:, None, :]
+            allowed = (gap >= 0) & (gap < s.sliding_window)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None])
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
 
 

@@ -280,10 +280,6 @@ def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | No
     for key in SPECULATORS_NORM_OPTIONS:
         layer[key] = raw.get(key, False)
     layer.pop("eagle_config", None)
-    types = layer.get("layer_types")
-    if isinstance(types, list) and "sliding_attention" in types and layer.get("sliding_window"):
-        return (f"its layer attends through a sliding window of {layer['sliding_window']} tokens (layer_types), "
-                "which draftguard accept's reference head does not build")
     return _eagle3_refusal(layer, "EAGLE-3", arch)
 
 
