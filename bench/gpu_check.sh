@@ -124,14 +124,20 @@ else
 fi
 
 # EAGLE-3: the shipped head (τ 4.00 on CPU with 3 draft tokens, so its bar is τ ≥ 3.9) and its seeded
-# faults; the shifted ids are refused before the run (DG103, exit 2), the others must fail the bar.
+# faults, which must fail the bar (the shifted ids too: vLLM runs aux id 0, the embeddings, and so does
+# the reference, DG103 beside its τ); the speculators layout of the same head (must pass) and the
+# faults made from it without training (make_eagle3_models.py --derived: the format's default norm
+# order, a head without d2t run with vLLM's zero map).
 EAGLE_ARGS="--prompts $FIX/prompts.jsonl --min-acceptance-length 3.9"
-for head in eagle3 eagle3-no-ids eagle3-bad-d2t eagle3-ids-shifted; do
+for head in eagle3 eagle3-no-ids eagle3-bad-d2t eagle3-ids-shifted eagle3-speculators \
+    eagle3-speculators-norm-default eagle3-no-d2t; do
   RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "$head-$DEVICE-fp32" reference "$DEVICE" float32 "$head"
 done
 if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
   RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "eagle3-vllm-both" both "$DEVICE" float32 eagle3 \
     --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+  RUN_FIX=$EAGLE_FIX RUN_ARGS=$EAGLE_ARGS run "eagle3-speculators-vllm-both" both "$DEVICE" float32 \
+    eagle3-speculators --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
 fi
 # MTP (issue 43): the shipped MiMo target's own MTP layer (τ 2.00 on CPU with 1 draft token, so its bar
 # is τ ≥ 1.8) and its two faulty copies (MTP shard dropped, MTP layer left FP8), which must fail the

@@ -21,17 +21,17 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "specforge-phi4-eagle3", "specforge-qwq-32b-eagle3",  # model_type copied from the target; a LLaMA layer
     "angelslim-qwen3-vl-8b-eagle3-mrope",  # an mrope section: plain RoPE on text prompts
     "mtp-mimo-7b",  # MiMo's own MTP layer: the reference builds its layout (runner/mtp_model.py)
+    "redhatai-gemma-4-31b-it-speculator.eagle3",  # the speculators layout: layers.0.* load as midlayer.*
+    "specforge-qwen3-30b-a3b-eagle3.1",  # fc_norm: true, which the reference head builds
+    "speculators-qwen3-moe-eagle3",  # norm_before_fc, norm_output and a sliding window: all built
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
-    "speculators-qwen3-moe-eagle3": "speculators library's eagle3 layout",
-    "redhatai-gemma-4-31b-it-speculator.eagle3": "speculators library's eagle3 layout",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
     "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
     "specforge-llama3-70b-eagle3": "RoPE is scaled (llama3)",
     "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
     "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
-    "specforge-qwen3-30b-a3b-eagle3.1": "fc_norm: true",
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
                         "the MTP layers of MiMoForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
@@ -62,5 +62,33 @@ def test_other_drafters_are_not_run_and_say_why(folder):
 
 def test_the_shipped_eagle3_fixtures_are_run():
     fixtures = Path(__file__).resolve().parent / "fixtures" / "vllm-models"
-    for head in ("eagle3", "eagle3-no-ids", "eagle3-bad-d2t", "eagle3-ids-shifted"):
+    for head in ("eagle3", "eagle3-no-ids", "eagle3-bad-d2t", "eagle3-ids-shifted", "eagle3-speculators",
+                 "eagle3-speculators-norm-default", "eagle3-no-d2t"):
         assert detect_drafter(json.loads((fixtures / head / "config.json").read_text())).acceptance_testable
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
+                                   "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}}, "RoPE is scaled (yarn)"),
+    ({"transformer_layer_config": {"model_type": "qwen3", "num_hidden_layers": 1}}, "Eagle3Qwen3ForCausalLM"),
+    ({"transformer_layer_config": {"model_type": "mistral"}}, "which vLLM also refuses"),
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 2}}, "of 2 decoder layers"),
+    ({"speculators_model_type": "peagle"}, "P-EAGLE heads draft in parallel"),
+])
+def test_speculators_heads_are_judged_as_vllm_builds_them(change, words):
+    """The speculators layout is run where the config vLLM builds from it is a head the reference
+    builds; each other head gets its reason (the speculators adapter's defaults: the top level's norm
+    options, the layer's model_type picking the class)."""
+    raw = json.loads((DATA / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    assert fmt("redhatai-gemma-4-31b-it-speculator.eagle3").acceptance_testable
+    found = detect_drafter({**raw, **change})
+    assert not found.acceptance_testable and words in found.acceptance_refusal, found.acceptance_refusal
+
+
+def test_the_norm_variants_vllm_builds_are_run():
+    """norm_before_fc, fc_norm and norm_output: vLLM builds them and so does the reference (issue 43)."""
+    raw = json.loads((DATA / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
+        assert detect_drafter({**raw, key: True}).acceptance_testable, key
+    spec = json.loads((DATA / "specforge-qwen3-8b-eagle3" / "config.json").read_text())
+    assert not detect_drafter({**spec, "use_aux_hidden_state": False}).acceptance_testable

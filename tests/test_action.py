@@ -541,6 +541,23 @@ def test_acceptance_mode_runs_an_eagle3_head(tmp_path, api):
     assert entry["drafter"] == "eagle3/config.json" and entry["result"]["run"]["method"] == "eagle3"
 
 
+@pytest.mark.skipif(not (ROOT / "tests/fixtures/vllm-models/eagle3-speculators").is_dir(), reason="no fixture")
+def test_acceptance_mode_runs_a_speculators_head_and_says_why_another_is_not(tmp_path, api):
+    """Issue 43: a speculators-layout head (layers.0.* weights) is run where the reference builds it;
+    a head it does not build (a real P-EAGLE head) gets one sentence."""
+    pytest.importorskip("torch")
+    fixtures = ROOT / "tests/fixtures/vllm-models"
+    other = {"peagle/config.json": (ROOT / "tests/data/real-drafters/specforge-qwen3-8b-peagle/config.json").read_bytes()}
+    checkout = drafter_pull(tmp_path, api, fixtures / "target", fixtures / "eagle3-speculators", 3.0, also=other)
+    run = run_action(tmp_path, checkout, api, mode="acceptance")
+    assert run.code == 0 and run.outputs["verdict"] == "pass", run.stdout + run.stderr
+    section = parse_sticky(api.comments_on(REPO, 7)[0]["body"])["acceptance"]
+    assert "**pass**" in section and "EAGLE-3 chain drafting" in section
+    assert "Not run: peagle/config.json: P-EAGLE heads draft in parallel" in section
+    [entry] = json.loads(Path(run.outputs["report-json"]).read_text())["results"]
+    assert entry["drafter"] == "eagle3-speculators/config.json" and entry["result"]["run"]["method"] == "eagle3"
+
+
 # --- action.yml and the example workflows -------------------------------------------------------
 
 def load_action() -> dict:

@@ -331,13 +331,22 @@ def test_the_bot_queues_a_gpu_test_for_every_drafter_accept_runs_and_no_other(wo
     eagle3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
               "num_hidden_layers": 1, "num_attention_heads": 32, "draft_vocab_size": 32000, "vocab_size": 128256}
     peagle = dict(eagle3, architectures=["PEagleDraftModel"], num_hidden_layers=4)
+    # Speculators-layout heads (issue 43): run where the reference builds the layer, not for a qwen3 one.
+    layer = {k: v for k, v in eagle3.items() if k not in ("architectures", "draft_vocab_size")}
+    speculators = {"architectures": ["Eagle3DraftModel"], "speculators_model_type": "eagle3",
+                   "draft_vocab_size": 32000, "transformer_layer_config": layer,
+                   "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "acme/target"}}}
+    qwen3_layer = dict(speculators, transformer_layer_config=dict(layer, model_type="qwen3"))
     heads = {}
-    for n, config in ((213, no_arch), (214, dflash2), (215, eagle3), (217, peagle)):
+    for n, config in ((213, no_arch), (214, dflash2), (215, eagle3), (217, peagle), (218, speculators),
+                      (219, qwen3_layer)):
         heads[n] = open_pr(world, n, {"drafter/config.json": json.dumps(config, indent=2)})
     world.settle()
     assert [j.head_sha for j in gpu_jobs(world, 213)] == [heads[213]]  # before: the bot said no
     assert [j.head_sha for j in gpu_jobs(world, 215)] == [heads[215]]  # before issue 33: no
-    assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 217) == []
+    assert [j.head_sha for j in gpu_jobs(world, 218)] == [heads[218]]  # before issue 43: no
+    assert gpu_jobs(world, 214) == [] and gpu_jobs(world, 217) == [] and gpu_jobs(world, 219) == []
+    assert "Eagle3Qwen3ForCausalLM decoder layer" in world.sticky(219)["body"]
 
 
 def test_the_approval_rule_is_written_once_for_both_hosts():

@@ -68,11 +68,28 @@ def test_faulty_heads_fail_without_a_bar_against_the_healthy_baseline(capsys, tm
     assert code == 1 and result.verdict.status == "fail", err
 
 
-def test_shifted_ids_are_refused_before_any_run(capsys):
-    """[0, 1, 2]: aux id 0 is the embedding output; the drafter rules refuse it (DG103), exit 2."""
-    code, result, err = accept(capsys, "eagle3-ids-shifted")
-    assert code == 2 and result is None
-    assert "DG103" in err and "eagle_aux_hidden_state_layer_ids" in err
+def test_shifted_ids_run_as_vllm_runs_them_with_the_light_finding_beside(capsys):
+    """[0, 1, 2]: aux id 0 is the embedding output (DG103). vLLM captures the embeddings as aux state 0
+    and runs the head, so accept measures it too (it was refused, exit 2): τ as trained, prompt for
+    prompt, below the bar, with DG103 in the notes."""
+    code, result, err = accept(capsys, "eagle3-ids-shifted", "--no-early-stop", "--min-acceptance-length", "3.9")
+    assert code == 1 and result.verdict.status == "fail", err
+    assert [round(p.mean_acceptance_length, 4) for p in result.per_prompt] == trained("eagle3-ids-shifted")["per_prompt"]
+    assert any("DG103" in n and "eagle_aux_hidden_state_layer_ids" in n for n in result.run["notes"])
+
+
+def test_aux_id_zero_still_refuses_a_dflash_drafter(capsys, tmp_path):
+    """DG103 lets only EAGLE-3 heads through: a DFlash drafter's aux id 0 stays exit 2."""
+    import shutil
+
+    drafter = tmp_path / "drafter"
+    shutil.copytree(MODELS / "drafter", drafter, symlinks=False)
+    config = json.loads((drafter / "config.json").read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = [0, 1]
+    (drafter / "config.json").write_text(json.dumps(config))
+    code = main(["accept", "--target", str(TARGET), "--drafter", str(drafter), "--prompts", str(PROMPTS), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "DG103" in err, err
 
 
 def test_reference_eagle3_is_lossless():

@@ -25,7 +25,8 @@ def test_gpu_check_dry_run_lists_the_eagle3_runs(tmp_path):
     done = subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = {line.split("|")[1].strip(): line for line in out.read_text().splitlines() if "dry run:" in line}
-    for head in ("eagle3", "eagle3-no-ids", "eagle3-bad-d2t", "eagle3-ids-shifted"):
+    for head in ("eagle3", "eagle3-no-ids", "eagle3-bad-d2t", "eagle3-ids-shifted", "eagle3-speculators",
+                 "eagle3-speculators-norm-default", "eagle3-no-d2t"):
         row = rows[f"{head}-cpu-fp32"]
         assert f"--drafter tests/fixtures/vllm-models/{head} " in row and "--min-acceptance-length 3.9" in row
     for backend in ("reference", "vllm"):

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.drafter import check_drafter
-from draftguard.check.findings import RULES, TargetResult
+from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.findings import RULES, Severity, TargetResult
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
@@ -111,24 +112,36 @@ def add_accept_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _check_fit(target: str, drafter: str) -> None:
-    """The drafter-vs-target rules (draftguard.check.drafter) that make a pair impossible to run."""
+def _check_fit(target: str, drafter: str) -> list[str]:
+    """The drafter-vs-target rules (draftguard.check.drafter) that make a pair impossible to run.
+    Returns the other errors they find, as notes for the result: the run measures the drafter as the
+    engine runs it, and the light check's finding stands beside its τ."""
     if not Path(drafter).is_dir():
-        return  # Hub drafters: checked after download, by the loader's own shape checks
+        return []  # Hub drafters: checked after download, by the loader's own shape checks
     snapshot = load_snapshot(drafter)
     result = TargetResult(source=drafter, file=snapshot.path_of("config.json"), revision=None, model_type=None,
                           config_class=None, findings=[], attention=[])
+    notes = []
     for f in check_drafter(snapshot, result, target=target):
+        where = f"{f.file}:{f.line}" if f.line else (f.file or drafter)
         if f.rule in FATAL_RULES and not _runs_in_vllm(f, snapshot, target):
-            where = f"{f.file}:{f.line}" if f.line else (f.file or drafter)
             raise BadInput(f"{where}: {f.message} [{f.rule}] (`{f.key}`); this drafter does not fit {target}",
                            file=f.file, line=f.line, key=f.key)
+        if f.severity is Severity.ERROR:
+            notes.append(f"the light check finds {f.rule} ({RULES[f.rule].name}) at {where}: {f.message}")
+    return notes
 
 
 def _runs_in_vllm(finding: Any, snapshot: Any, target: str) -> bool:
     """DG102 on ``eagle_config``'s aux ids judges them as SGLang reads them (0-based layers); vLLM's V1
     runner reads them as aux ids, and where each is one (1..N) vLLM runs the pair, so ``accept`` does
-    (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more."""
+    (the finding stays in ``draftguard check``). A head like vllm-project/vllm#49559's is refused no more.
+    DG103 (aux id 0, the embedding output) on an EAGLE-3 head: vLLM captures the embeddings as aux
+    state 0 (``_maybe_add_hidden_state`` at the first layer) and runs the head, so ``accept`` measures
+    it, the finding beside the τ."""
+    if finding.rule == "DG103":
+        fmt = detect_drafter(snapshot.load_json())
+        return fmt is not None and fmt.family == "eagle3"
     if finding.rule != "DG102" or finding.key != NESTED_KEY:
         return False
     nested = snapshot.load_json().get("eagle_config")
@@ -269,8 +282,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
     args.method = drafting_method(args.drafter, args.method)
-    if args.method != "mtp":
-        _check_fit(args.target, args.drafter)
+    light = _check_fit(args.target, args.drafter) if args.method != "mtp" else []
     runners = None
     if args.model_runner == "both":
         views, config_class, rewrites, runners = _runner_views(args)
@@ -306,6 +318,12 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
             result = with_diagnosis(result, cells, diagnosis)
         else:
             _note_catastrophic(result, views[0], "vllm", thresholds)
+    if args.method == "eagle3":
+        from draftguard.runner.eagle3_model import engine_default_notes  # torch: imported above already
+
+        light += engine_default_notes(args.drafter)
+    if light:  # beside the τ: what the light check finds, and what the engine ran at its defaults
+        result.run["notes"] = [*result.run.get("notes", []), *light]
     if args.method == "mtp" and Path(args.target).is_dir():
         # The MTP layer's tensors dropped or left quantized: the cause, whichever backends measured it.
         faults = mtp_faults(args.target)

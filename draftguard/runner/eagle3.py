@@ -39,7 +39,7 @@ def chain_draft(head: Eagle3Head, embed: nn.Module, features: torch.Tensor, next
     one is the anchor). Returns the draft-vocabulary logits of each chain step at the last position
     ([B, draft vocab] each); differentiable, so training runs the same chain as inference, feeding
     the true tokens ``feed`` [B, k - 1] where inference feeds its own drafts."""
-    hidden = head.fc(features)
+    hidden = head.combine(features)
     embeds = embed(next_tokens)
     length = features.shape[1]
     positions = torch.arange(length, device=features.device)[None].expand(features.shape[0], -1)
@@ -75,7 +75,7 @@ def eagle3_generate(
         raise BadInput(f"--num-speculative-tokens must be at least 1, got {k}")
     device = next(target.parameters()).device
     stops = set(stop_ids)
-    embed = target.get_input_embeddings()
+    embed = head.own_embed if head.own_embed is not None else target.get_input_embeddings()
     counts = DraftCounts(accepted_per_position=[0] * k)
     ids = list(input_ids)
     if not ids:

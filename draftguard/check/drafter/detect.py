@@ -131,8 +131,9 @@ class DrafterFormat:
         """Why ``draftguard accept`` does not run this drafter, in a sentence the bot's comment and
         the Action's summary show; None when it does. DFlash2's candidate heads, DSpark, Domino and
         DFlare draft otherwise than DFlash's block; EAGLE 1/2, Medusa and MTP heads are not run; an
-        EAGLE-3 head runs when it is the one-layer LLaMA head with ``midlayer.*`` weights that
-        SpecForge, the EAGLE authors and AngelSlim publish (``runner/eagle3_model.py``).
+        EAGLE-3 head runs when it is the one-layer LLaMA head that SpecForge, the EAGLE authors and
+        AngelSlim publish (``midlayer.*`` weights) or the speculators library does (``layers.0.*``,
+        read as vLLM's speculators adapter reads its config) (``runner/eagle3_model.py``).
 
         Example::
 
@@ -256,17 +257,43 @@ def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> Draft
     verifier = get_key(raw, "speculators_config.verifier.name_or_path")
     fmt.verifier = verifier if isinstance(verifier, str) and verifier else None
     if family == "eagle3":
-        fmt.eagle3_refusal = (
-            f"the speculators library's {spec_type} layout (weights under layers.0.*, its own norm options) is "
-            "not built by draftguard accept's reference EAGLE-3 head, which reads the SpecForge/EAGLE layout "
-            "(midlayer.*); vLLM serves that layout")
+        fmt.eagle3_refusal = _speculators_eagle3_refusal(raw, spec_type)
     return fmt
+
+
+# vLLM 0.32's speculators eagle3 adapter builds the head's class from the layer's model_type
+# (``transformers_utils/configs/speculators/algos.py``) and refuses any other.
+SPECULATORS_EAGLE3_ARCHITECTURES = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
+
+
+def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | None:
+    """Why the reference does not build a speculators-format head, or None: the config vLLM builds from
+    the file (``transformer_layer_config`` with the top level's norm options, defaulting as vLLM's
+    adapter does) judged as a plain EAGLE-3 head's (``_eagle3_refusal``). Its ``layers.0.*`` weights
+    load as ``midlayer.*`` (``runner/eagle3_model.py``)."""
+    if spec_type == "peagle":
+        return _eagle3_refusal(raw, "P-EAGLE", None)
+    if spec_type != "eagle3":
+        return (f"speculators {spec_type} heads are not run: draftguard accept runs DFlash block drafters and "
+                "EAGLE-3 heads")
+    layer = dict(raw.get(LAYER_CONFIG_KEY) or {})
+    model_type = layer.get("model_type", "llama")
+    arch = SPECULATORS_EAGLE3_ARCHITECTURES.get(model_type)
+    if arch is None:
+        return (f"a speculators eagle3 head of model_type {model_type!r}, which vLLM also refuses (it builds "
+                "llama and qwen3 heads only)")
+    for key in SPECULATORS_NORM_OPTIONS:
+        layer[key] = raw.get(key, False)
+    layer.pop("eagle_config", None)
+    return _eagle3_refusal(layer, "EAGLE-3", arch)
 
 
 # EAGLE-3 options the reference head does not build (vLLM's llama_eagle3.py reads them), each with the
 # value the reference's head stands for.
-EAGLE3_UNBUILT_OPTIONS = (("norm_before_fc", False), ("fc_norm", False), ("norm_output", False),
-                          ("use_aux_hidden_state", True))
+EAGLE3_UNBUILT_OPTIONS = (("use_aux_hidden_state", True),)
+# The norm options vLLM's speculators adapter copies from the top level, false unless stated; the
+# reference head builds each (``runner/eagle3_model.py``).
+SPECULATORS_NORM_OPTIONS = ("norm_before_fc", "fc_norm", "norm_output")
 # The architectures vLLM builds as llama_eagle3's one LLaMA layer, whatever model_type the file copied
 # from its target (SpecForge's phi4 and QwQ heads say phi3 and qwen2): the head the reference builds.
 LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
@@ -293,8 +320,8 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
     for key, built in EAGLE3_UNBUILT_OPTIONS:
         value = eagle.get(key, raw.get(key, built))
         if isinstance(value, bool) and value != built:
-            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant whose extra norm or "
-                    "features draftguard accept's reference head does not build")
+            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant without aux features, "
+                    "which draftguard accept's reference head does not build")
     rope = raw.get("rope_scaling") or raw.get("rope_parameters")
     rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
     if rope_type not in PLAIN_ROPE:

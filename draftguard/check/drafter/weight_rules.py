@@ -190,8 +190,8 @@ class WeightRules:
             self.finding("DG131", key, draft, full,
                          f"`{key}` is {draft}, below {whose} ({full}), and `{head.name}` in {head.file} drafts "
                          f"over {draft} tokens, but the checkpoint has no `d2t` to map draft ids to target ids. "
-                         "Engines then read draft ids as target ids (vLLM expects full-vocabulary logits and "
-                         "fails). Fix: ship the `d2t` and `t2d` tensors saved with the drafter.")
+                         "Engines then read draft ids as target ids (vLLM 0.32 runs it with its map at zeros: "
+                         "draft id i drafts target id i). Fix: ship the `d2t` and `t2d` tensors saved with the drafter.")
 
 
     def reduced_head_unstated(self) -> None:
