@@ -116,10 +116,18 @@ class MtpHead(nn.Module):
         self.block = type(layers[0])(text, layer_idx=0)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
                         "head": target.get_output_embeddings()}
+        # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
+        # layer shares the target's, as vLLM's MTP models do.
+        self.own_embed: nn.Module | None = None
 
     @property
     def fc(self) -> nn.Module:
         return self._shared["norm"]
+
+    def combine(self, features: torch.Tensor) -> torch.Tensor:
+        """What the chain (runner.eagle3.chain_draft) feeds the first step: the target's features
+        through ``fc`` (an EAGLE-3 head's ``combine`` adds its optional norms)."""
+        return self.fc(features)
 
     def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
