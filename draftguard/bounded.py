@@ -22,7 +22,7 @@ spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
 Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
-its own); ``Child`` (one child that runs many calls in turn, started afresh after a call that
+its own; ``Encoded``: an answer the function wrote as JSON itself); ``Child`` (one child that runs many calls in turn, started afresh after a call that
 stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
 raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
@@ -58,6 +58,9 @@ MAX_ANSWER = 16 * 2**20  # bytes of one answer the caller reads, at most
 MAX_DEPTH = 64  # nesting of one answer, at most
 MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its address-space bound
 PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (transformers)
+_STRING = re.compile(rb'"[^"]*"')  # one JSON string, once its escapes are out
+_NOT_SYNTAX = bytes(b for b in range(256) if b not in b'"[]{}')
+_PAIR = re.compile(rb"\[\]|\{\}")  # an innermost pair of brackets
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
@@ -100,6 +103,11 @@ class Limits:
         if bound == "cpu":
             return f"stopped after {self.cpu:g} s of CPU ({CPU_ENV})"
         return f"stopped after {self.wall:g} s of wall time (twice {BUDGET_ENV}, plus {WALL_GRACE:g} s)"
+
+
+class Encoded(bytes):
+    """An answer a child's function already wrote as JSON (its own encoding of what ``json`` cannot
+    write): sent as it is, not encoded twice. The caller reads it under the same caps."""
 
 
 class Stopped(BadInput):
@@ -166,15 +174,21 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, lim
     """
     if len(data) > limit:
         raise ValueError(f"over {size_text(limit)}")
-    depth = 0
-    for match in re.finditer(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', data):  # strings skipped: brackets in them are text
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        elif token in (b"]", b"}"):
-            depth -= 1
+    # Depth, counted before parsing, in passes of C code (no Python step per token): escaped
+    # backslashes, then escaped quotes out (each quote left opens or closes a string), every byte
+    # but a quote or a bracket out, the strings out (brackets in them are text); then each pass
+    # takes away the innermost pairs, so the passes are the depth. What never pairs (invalid JSON)
+    # stays, and json.loads refuses it.
+    syntax = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_SYNTAX)
+    brackets = _STRING.sub(b"", syntax)
+    for _ in range(MAX_DEPTH):
+        inner = _PAIR.sub(b"", brackets)
+        if inner == brackets:
+            break
+        brackets = inner
+    else:
+        if _PAIR.search(brackets):
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     return json.loads(data, object_hook=object_hook)
 
 
@@ -302,6 +316,7 @@ class Child:
         self.proc: Any = None
         self.conn: Any = None
         self.calls = 0  # calls the running child has answered
+        self.sent: dict[str, str] | None = None  # the caller's environment when the running child was last sent it
 
     @classmethod
     def of_thread(cls, limits: Limits) -> "Child":
@@ -334,16 +349,16 @@ class Child:
         else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
             self.conn, theirs = _context().Pipe()
             _start_servers()
-            self.proc = _Process(target=_serve, args=(theirs, self.limits, self._environ(), None), daemon=True)
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None), daemon=True)
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
 
-    def _environ(self) -> dict[str, str]:
+    def _environ(self, environ: dict[str, str]) -> dict[str, str]:
         """The environment a call runs with: the caller's, less its secrets where the child comes
         from the forkserver (a child forked from a caller of one thread has its memory anyway)."""
         forked = isinstance(self.proc, _ForkProcess)
-        return dict(os.environ) if forked else without_secrets(os.environ)
+        return environ if forked else without_secrets(environ)
 
     def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
             object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
@@ -360,10 +375,12 @@ class Child:
         """
         if self.proc is None:
             self._start()
-            self.calls = 0
+            self.calls, self.sent = 0, None
         self.calls += 1
-        try:
-            self.conn.send((function, args, self._environ()))
+        environ = dict(os.environ)
+        try:  # the environment goes again only when it changed (the child keeps the last one it was sent)
+            self.conn.send((function, args, None if environ == self.sent else self._environ(environ)))
+            self.sent = environ
             return self._wait(handlers or {}, object_hook, where or {})
         except BaseException:
             self.close()  # whatever stopped this call ends the child: the next call starts afresh
@@ -459,18 +476,23 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
     _CHILD.update(conn=conn, limits=limits)
     try:
         limit_self(limits)
+        settings: dict[str, str] = {}
         while True:
             try:
                 function, args, environ = conn.recv()
             except EOFError:  # the caller closed: done
                 return
-            os.environ.clear()
-            os.environ.update(environ)  # the caller's settings now, not the forkserver's at its start
+            settings = settings if environ is None else environ  # None: as the last call's
+            if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start), and
+                os.environ.clear()  # nothing a file before set in them
+                os.environ.update(settings)
             _limit_cpu(limits.cpu)
             try:
-                answer: Any = {"ok": function(*args)}
+                answer: Any = function(*args)
+                data = b'{"ok": ' + answer + b"}" if isinstance(answer, Encoded) else json.dumps(
+                    {"ok": answer}, default=str).encode()
             except BadInput as exc:
-                answer = {"bad_input": _fields(exc)}
-            conn.send_bytes(json.dumps(answer, default=str).encode())
+                data = json.dumps({"bad_input": _fields(exc)}, default=str).encode()
+            conn.send_bytes(data)
     except MemoryError:
         os._exit(MEMORY_EXIT)  # allocates nothing: the caller names the bound from the status

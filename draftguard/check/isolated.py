@@ -13,7 +13,7 @@ benchmark's baseline, and what the child runs); ``DrafterStep``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -166,8 +166,9 @@ def _child_step(options: Options, fetched: dict) -> tuple["DrafterStep", list[di
     return step, failures
 
 
-def _answer(answer: Any, failures: list[dict[str, Any]]) -> dict[str, Any]:
-    return json.loads(json.dumps({"answer": answer, "failed": failures}, default=_encode))
+def _answer(answer: Any, failures: list[dict[str, Any]]) -> bounded.Encoded:
+    """The child's answer, written once as JSON (ABSENT as its marker)."""
+    return bounded.Encoded(json.dumps({"answer": answer, "failed": failures}, default=_encode).encode())
 
 
 def _real_views(real: Any, spec: Any, *where: Any) -> tuple[Any, list]:
@@ -194,13 +195,17 @@ class _AskedReal:
 def _plain(result: TargetResult) -> dict[str, Any]:
     data = {k: getattr(result, k) for k in ("source", "file", "revision", "model_type", "config_class", "values")}
     data["findings"] = [_plain_finding(f) for f in result.findings]
-    data["attention"] = [asdict(a) for a in result.attention]
+    data["attention"] = [(a.index, a.declared, a.effective) for a in result.attention]  # a row a layer, small
     data["engine_views"] = [v.to_json() for v in result.engine_views]
     return data
 
 
 def _plain_finding(finding: Finding) -> dict[str, Any]:
-    return {**asdict(finding), "severity": finding.severity.value, "raw": finding.raw, "resolved": finding.resolved}
+    # its fields as they are (asdict would deep-copy raw and resolved, which json writes as they are)
+    return {**{name: getattr(finding, name) for name in _FINDING_FIELDS}, "severity": finding.severity.value}
+
+
+_FINDING_FIELDS = tuple(Finding.__dataclass_fields__)
 
 
 def _finding(data: dict[str, Any]) -> Finding:
@@ -219,7 +224,7 @@ def _result(data: dict[str, Any]) -> TargetResult:
     findings = [_finding(f) for f in data["findings"]]
     return TargetResult(source=data["source"], file=data["file"], revision=data["revision"],
                         model_type=data["model_type"], config_class=data["config_class"], findings=findings,
-                        attention=[LayerAttention(**a) for a in data["attention"]], values=data["values"],
+                        attention=[LayerAttention(*a) for a in data["attention"]], values=data["values"],
                         engine_views=[EngineView.from_json(v) for v in data["engine_views"]])
 
 
