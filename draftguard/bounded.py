@@ -179,7 +179,7 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, lim
     # but a quote or a bracket out, the strings out (brackets in them are text); then each pass
     # takes away the innermost pairs, so the passes are the depth. What never pairs (invalid JSON)
     # stays, and json.loads refuses it.
-    syntax = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_SYNTAX)
+    syntax = (data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data).translate(None, _NOT_SYNTAX)
     brackets = _STRING.sub(b"", syntax)
     for _ in range(MAX_DEPTH):
         inner = _PAIR.sub(b"", brackets)
