@@ -168,8 +168,9 @@ def corpus_warm(folders: list[str], runs: int) -> dict[str, list[tuple[float, fl
         before = _child_cpu(pid)
         check(folders)
         after_pid = live()
-        gone = _reaped_cpu() - reaped  # a child that ended (recycled) counts whole: take what it had used before
-        return gone - (before if after_pid != pid else 0.0) + _child_cpu(after_pid) - (before if after_pid == pid else 0.0)
+        # a child that ended (recycled after RECYCLE calls) is in the reaped children's usage whole, the
+        # live one in /proc: either way, what the first had used before this run is taken off once
+        return _reaped_cpu() - reaped + _child_cpu(after_pid) - before
 
     loops = {"bounded": bounded_run, "in": lambda: check(folders, in_process=True) and 0.0,
              "autoconfig": lambda: [transformers.AutoConfig.from_pretrained(d) for d in folders] and 0.0}

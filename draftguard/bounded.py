@@ -349,7 +349,8 @@ class Child:
         else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
             self.conn, theirs = _context().Pipe()
             _start_servers()
-            self.proc = _Process(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None), daemon=True)
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None),
+                                 daemon=True)
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
