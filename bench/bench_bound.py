@@ -263,7 +263,8 @@ def main() -> None:
                   f"{m['bounded_over_in_cpu']}x CPU, {m['bounded_over_in_wall']}x wall (goal <= 1.10); bounded/"
                   f"AutoConfig {m['bounded_over_autoconfig_cpu']}x CPU, in-process/AutoConfig "
                   f"{m['in_over_autoconfig_cpu']}x")
-    print(f"load average: {out['load_average']}")
+    load = out["load_average"]
+    print(f"load average (1, 5, 15 min): {load['start']} at the start, {load['end']} at the end")
 
 
 if __name__ == "__main__":
