@@ -190,6 +190,30 @@ def test_a_bounded_check_hands_back_what_the_in_process_check_finds():
     assert bounded_report.targets == in_process.targets
 
 
+def test_a_check_that_runs_a_repos_own_code_has_a_child_of_its_own(monkeypatch):
+    """With trust_remote_code a repository's code runs in the child, and what it leaves there (a
+    patched module, a cache) must reach no other check: such a check never uses the thread's warm
+    child, and its own has ended when it returns. Other checks share the warm one."""
+    from draftguard.check.run import check as check_sources
+
+    made: list[bounded.Child] = []
+
+    class Recorded(bounded.Child):
+        def __init__(self, limits: bounded.Limits):
+            super().__init__(limits)
+            made.append(self)
+
+    monkeypatch.setattr(bounded, "Child", Recorded)
+    monkeypatch.setattr(bounded._THREAD, "child", None, raising=False)
+    for _ in range(2):
+        assert check_sources([str(HEALTHY)], trust_remote_code=True).targets
+    assert len(made) == 2 and all(child.proc is None for child in made)  # one each, ended
+    assert bounded._THREAD.child is None  # the warm child was never made
+    check_sources([str(HEALTHY)]), check_sources([str(HEALTHY)])
+    assert len(made) == 3 and bounded._THREAD.child is made[2] and made[2].proc is not None
+    made[2].close()
+
+
 def _sleep(seconds: float) -> str:
     time.sleep(seconds)
     return "woke"
