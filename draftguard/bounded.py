@@ -374,18 +374,44 @@ class Child:
             Stopped: A bound stopped the child, it died, or its answer was over the caps.
             BadInput: ``function`` raised one.
         """
-        if self.proc is None:
-            self._start()
-            self.calls, self.sent = 0, None
-        self.calls += 1
-        environ = dict(os.environ)
-        try:  # the environment goes again only when it changed (the child keeps the last one it was sent)
-            self.conn.send((function, args, None if environ == self.sent else self._environ(environ)))
-            self.sent = environ
-            return self._wait(handlers or {}, object_hook, where or {})
-        except BaseException:
-            self.close()  # whatever stopped this call ends the child: the next call starts afresh
-            raise
+        [answer] = self.run_each(function, [args], handlers=[handlers or {}], object_hook=object_hook,
+                                 where=[where or {}])
+        if isinstance(answer, BadInput):
+            raise answer
+        return answer
+
+    def run_each(self, function: Callable[..., Any], calls: list[tuple], *, handlers: list[dict[str, Callable[..., Any]]],
+                 object_hook: Callable[[dict], Any] | None = None, where: list[dict[str, Any]]) -> list[Any]:
+        """``function(*args)`` for each ``args`` of ``calls``, in turn in the child: one message there,
+        each answer back as soon as it is ready, so the child never waits on the caller between them.
+        Each call has its own wall time (from the answer before it) and CPU seconds, and its own
+        ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where a
+        bound stopped the child: that ends the child, and the calls after it go to a fresh one).
+        """
+        answers: list[Any] = []
+        while len(answers) < len(calls):
+            first = len(answers)
+            if self.proc is None:
+                self._start()
+                self.calls, self.sent = 0, None
+            self.calls += len(calls) - first
+            environ = dict(os.environ)
+            try:  # the environment goes again only when it changed (the child keeps the last one it was sent)
+                self.conn.send((function, calls[first:], None if environ == self.sent else self._environ(environ)))
+                self.sent = environ
+                for index in range(first, len(calls)):
+                    try:
+                        answers.append(self._wait(handlers[index], object_hook, where[index]))
+                    except Stopped as exc:
+                        answers.append(exc)
+                        self.close()  # a bound stopped this call: the next ones start afresh
+                        break
+                    except BadInput as exc:  # the function's own: the child goes on with the next call
+                        answers.append(exc)
+            except BaseException:
+                self.close()  # whatever else stopped a call ends the child: the next call starts afresh
+                raise
+        return answers
 
     def _wait(self, handlers: dict[str, Callable[..., Any]], object_hook: Any, where: dict[str, Any]) -> Any:
         deadline = time.monotonic() + self.limits.wall
@@ -480,20 +506,21 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
         settings: dict[str, str] = {}
         while True:
             try:
-                function, args, environ = conn.recv()
+                function, calls, environ = conn.recv()
             except EOFError:  # the caller closed: done
                 return
             settings = settings if environ is None else environ  # None: as the last call's
-            if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start), and
-                os.environ.clear()  # nothing a file before set in them
-                os.environ.update(settings)
-            _limit_cpu(limits.cpu)
-            try:
-                answer: Any = function(*args)
-                data = b'{"ok": ' + answer + b"}" if isinstance(answer, Encoded) else json.dumps(
-                    {"ok": answer}, default=str).encode()
-            except BadInput as exc:
-                data = json.dumps({"bad_input": _fields(exc)}, default=str).encode()
-            conn.send_bytes(data)
+            for args in calls:
+                if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start),
+                    os.environ.clear()  # and nothing a call before set in them
+                    os.environ.update(settings)
+                _limit_cpu(limits.cpu)
+                try:
+                    answer: Any = function(*args)
+                    data = b'{"ok": ' + answer + b"}" if isinstance(answer, Encoded) else json.dumps(
+                        {"ok": answer}, default=str).encode()
+                except BadInput as exc:
+                    data = json.dumps({"bad_input": _fields(exc)}, default=str).encode()
+                conn.send_bytes(data)
     except MemoryError:
         os._exit(MEMORY_EXIT)  # allocates nothing: the caller names the bound from the status

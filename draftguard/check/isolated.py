@@ -61,6 +61,17 @@ def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: 
     return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, child))
 
 
+def check_files(snapshots: list[Snapshot], options: Options, step: "DrafterStep", real: Any,
+                child: bounded.Child) -> list["TargetResult | BadInput"]:
+    """``check_file`` of each snapshot, all sent to the child in one message (``Child.run_each``:
+    each file under its own bounds, answered as it finishes): per file its result or its BadInput."""
+    shown = [snapshot.path_of("config.json") for snapshot in snapshots]
+    answers = child.run_each(_in_child, [(snapshot, options, step.fetched) for snapshot in snapshots],
+                             handlers=[_handlers(snapshot, step, real, options) for snapshot in snapshots],
+                             object_hook=_decode_absent, where=[{"file": name} for name in shown])
+    return [_finished(answer, name, snapshot, step, _result) for answer, name, snapshot in zip(answers, shown, snapshots)]
+
+
 def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",
                  child: bounded.Child) -> list[Finding]:
     """The drafter rules of one checked file (``step``) in a bounded child: the matrix's drafter step."""
@@ -92,18 +103,33 @@ def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: b
 def _bounded(function: Callable[..., Any], snapshot: Snapshot, args: tuple, step: "DrafterStep", real: Any,
              options: Options, child: bounded.Child) -> Any:
     shown = snapshot.path_of("config.json")
-    handlers = {
+    [answer] = child.run_each(function, [args], handlers=[_handlers(snapshot, step, real, options)],
+                              object_hook=_decode_absent, where=[{"file": shown}])
+    found = _finished(answer, shown, snapshot, step, lambda data: data)
+    if isinstance(found, BadInput):
+        raise found
+    return found
+
+
+def _handlers(snapshot: Snapshot, step: "DrafterStep", real: Any, options: Options) -> dict[str, Callable[..., Any]]:
+    """What the child may ask the caller about one file: its drafter's target, the real engines' views."""
+    return {
         "lookup": lambda: step.lookup(snapshot, detect_drafter(snapshot.load_json())),
         "real": lambda index, *where: _real_views(real, options.engines[index], *where),
     }
-    try:
-        answer = child.run(function, *args, handlers=handlers, object_hook=_decode_absent, where={"file": shown})
-    except bounded.Stopped as exc:
-        raise bounded.Stopped(f"{shown}: not checked: {exc}; nothing of it was judged (is this a real model "
-                              f"config?)", exc.bound, file=shown) from None
+
+
+def _finished(answer: Any, shown: str, snapshot: Snapshot, step: "DrafterStep", read: Callable[[Any], Any]) -> Any:
+    """One file's answer from the child: ``read`` of it, with its drafter failures told to ``step``;
+    or its BadInput (a ``Stopped`` names the file and the bound)."""
+    if isinstance(answer, bounded.Stopped):
+        return bounded.Stopped(f"{shown}: not checked: {answer}; nothing of it was judged (is this a real model "
+                               f"config?)", answer.bound, file=shown)
+    if isinstance(answer, BadInput):
+        return answer
     for fields in answer["failed"]:
         step.failed(snapshot, BadInput(**fields))
-    return answer["answer"]
+    return read(answer["answer"])
 
 
 def check_one(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any) -> TargetResult:

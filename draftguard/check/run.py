@@ -21,7 +21,7 @@ from draftguard import bounded
 from draftguard.check import policy, resolver
 from draftguard.check.environments import parse_versions
 from draftguard.check.findings import InputError, Report
-from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
+from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_files, check_one,
                                        drafter_file)
 from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
@@ -30,6 +30,7 @@ from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 __all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
+BATCH = 16  # files read before they go to the bounded child in one message (each still under its own bounds)
 
 
 def target_masks(snapshot: Snapshot, *, target: str | None = None, trust_remote_code: bool = False) -> dict[int, str]:
@@ -109,17 +110,39 @@ def check(
                                         progress, host_in_process), settings, settings_root)
         report = Report(transformers_version=version or resolver.transformers_version())
         options.version = report.transformers_version
+        loaded: list[tuple[str, Snapshot | BadInput]] = []  # read, not yet checked: BATCH go to the child at once
         for source in sources:
             name = source.source if isinstance(source, Snapshot) else source
             try:
                 snapshot = _load(source, revision, confine)
                 if in_process:
                     report.targets.append(check_one(snapshot, options, step, real_engines))
-                else:
-                    report.targets.append(check_file(snapshot, options, step, real_engines, child))
+                    continue
+                loaded.append((name, snapshot))
             except BadInput as exc:
-                report.errors.append(InputError.of(name, exc))
+                if in_process:
+                    report.errors.append(InputError.of(name, exc))
+                    continue
+                loaded.append((name, exc))
+            if len(loaded) >= BATCH:
+                _check_batch(loaded, report, options, step, real_engines, child)
+        _check_batch(loaded, report, options, step, real_engines, child)
         return policy.apply(report, settings, settings_root)
+
+
+def _check_batch(loaded: list[tuple[str, "Snapshot | BadInput"]], report: Report, options: Options, step: DrafterStep,
+                 real_engines: Any, child: bounded.Child) -> None:
+    """Check the files read so far in the child (one message, ``check_files``) and report them in the
+    order they were named, the ones that could not be read among them; ``loaded`` is emptied."""
+    results = iter(check_files([item for _, item in loaded if isinstance(item, Snapshot)], options, step,
+                               real_engines, child) if any(isinstance(item, Snapshot) for _, item in loaded) else [])
+    for name, item in loaded:
+        outcome = item if isinstance(item, BadInput) else next(results)
+        if isinstance(outcome, BadInput):
+            report.errors.append(InputError.of(name, outcome))
+        else:
+            report.targets.append(outcome)
+    loaded.clear()
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:
