@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from draftguard import bounded
+from draftguard.errors import BadInput
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = REPO_ROOT / "examples" / "qwen3-swa-drafter"
@@ -217,6 +218,36 @@ def test_a_check_that_runs_a_repos_own_code_has_a_child_of_its_own(monkeypatch):
 def _sleep(seconds: float) -> str:
     time.sleep(seconds)
     return "woke"
+
+
+def _step(what: str, amount: float) -> list:
+    """One call of a batch: sleep, allocate past the bound, or refuse its input."""
+    if what == "refuse":
+        raise BadInput("refused", file=f"f{amount}")
+    if what == "allocate":
+        return [len([0] * int(amount))]
+    time.sleep(amount)
+    return [os.getpid()]
+
+
+def test_each_call_of_one_message_has_its_own_bounds_and_a_stopped_one_costs_only_itself():
+    """Child.run_each: many calls in one message, answered one by one. Each has the whole wall time
+    from the answer before it (five calls of 0.5 s under a wall time of 1.2 s all answer); a call
+    that raises BadInput leaves the child running; a call past the memory bound or the wall time
+    gets its own Stopped, and the calls after it are answered by a fresh child."""
+    child = bounded.Child(bounded.Limits(memory=10**9, wall=1.2))
+    calls = [("sleep", 0.5), ("sleep", 0.5), ("refuse", 1), ("sleep", 0.5), ("allocate", 400_000_000),
+             ("sleep", 0.5), ("sleep", 5), ("sleep", 0.0)]
+    answers = child.run_each(_step, calls, handlers=[{}] * len(calls), where=[{"file": f"c{i}"} for i in
+                                                                             range(len(calls))])
+    first, second, refused, third, memory, fourth, slept, fifth = answers
+    assert first == second == third and isinstance(first[0], int)  # one child for the calls before a stop
+    assert type(refused) is BadInput and str(refused) == "refused"
+    assert isinstance(memory, bounded.Stopped) and memory.bound == "memory" and memory.file == "c4"
+    assert fourth != first and isinstance(fourth[0], int)  # a fresh child after the stop
+    assert isinstance(slept, bounded.Stopped) and slept.bound == "wall" and slept.file == "c6"
+    assert fifth not in (first, fourth) and child.calls == 1
+    child.close()
 
 
 def test_a_child_past_its_wall_time_is_stopped_and_the_caller_goes_on():
