@@ -22,8 +22,10 @@ spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
 Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
-its own; ``Encoded``: an answer the function wrote as JSON itself); ``Child`` (one child that runs many calls in turn, started afresh after a call that
-stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
+its own; ``Encoded``: an answer the function wrote as JSON itself); ``Child`` (one child that runs
+many calls in turn, started afresh after a call that stopped it; ``Child.run_each``: many calls in
+one message, each answered when it is ready, each under its own bounds; ``Child.of_thread``: each
+thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
 raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
 ``read_json`` (the caps).

@@ -1,11 +1,12 @@
 """The check of one file, in a bounded child (``draftguard.bounded``): the light check with its tracing
 builds, the drafter rules and the engine rules all run there; what only the caller holds (a surface's
 target lookup, the real engines' worker) is asked of it over the child's pipe. ``check.run`` runs
-every file of every surface through ``check_file``.
+every file of every surface through ``check_files`` (many files in one message to the child).
 
 In: one ``Snapshot``, ``Options`` (how to check it), the caller's ``DrafterStep`` and real engines.
 Out: ``check_file(...)`` -> a ``TargetResult`` read back from capped JSON, or BadInput (``Stopped``
-naming the bound when a bound stopped the child); ``target_masks`` (fix's mask tokens); ``drafter_file`` (the drafter rules alone, for
+naming the bound when a bound stopped the child); ``check_files(...)`` -> the same for many files,
+a result or a BadInput each; ``target_masks`` (fix's mask tokens); ``drafter_file`` (the drafter rules alone, for
 the matrix, whose resolving runs in bounded resolver processes); ``check_one`` (the same in this process: the
 benchmark's baseline, and what the child runs); ``DrafterStep``.
 """
