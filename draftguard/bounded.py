@@ -382,7 +382,8 @@ class Child:
             raise answer
         return answer
 
-    def run_each(self, function: Callable[..., Any], calls: list[tuple], *, handlers: list[dict[str, Callable[..., Any]]],
+    def run_each(self, function: Callable[..., Any], calls: list[tuple], *,
+                 handlers: list[dict[str, Callable[..., Any]]],
                  object_hook: Callable[[dict], Any] | None = None, where: list[dict[str, Any]]) -> list[Any]:
         """``function(*args)`` for each ``args`` of ``calls``, in turn in the child: one message there,
         each answer back as soon as it is ready, so the child never waits on the caller between them.

@@ -184,7 +184,8 @@ def test_a_bounded_check_hands_back_what_the_in_process_check_finds():
 
     real = REPO_ROOT / "tests" / "data" / "real-configs"
     sources = [str(HEALTHY)] + [str(real / name) for name in (
-        "google--gemma-2-2b-it", "llava-hf--llava-1.5-7b-hf", "microsoft--phi-4", "mistralai--mistral-7b-instruct-v0.3")]
+        "google--gemma-2-2b-it", "llava-hf--llava-1.5-7b-hf", "microsoft--phi-4",
+        "mistralai--mistral-7b-instruct-v0.3")]
     bounded_report, in_process = check_sources(sources), check_sources(sources, in_process=True)
     assert not bounded_report.errors and not in_process.errors
     assert any(t.attention for t in in_process.targets) and in_process.findings

@@ -70,7 +70,8 @@ def check_files(snapshots: list[Snapshot], options: Options, step: "DrafterStep"
     answers = child.run_each(_in_child, [(snapshot, options, step.fetched) for snapshot in snapshots],
                              handlers=[_handlers(snapshot, step, real, options) for snapshot in snapshots],
                              object_hook=_decode_absent, where=[{"file": name} for name in shown])
-    return [_finished(answer, name, snapshot, step, _result) for answer, name, snapshot in zip(answers, shown, snapshots)]
+    return [_finished(answer, name, snapshot, step, _result)
+            for answer, name, snapshot in zip(answers, shown, snapshots)]
 
 
 def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",
