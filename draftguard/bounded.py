@@ -28,7 +28,7 @@ one message, each answered when it is ready, each under its own bounds; ``Child.
 thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
 raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
-``read_json`` (the caps).
+``read_json`` (the caps, from ``draftguard.capped``).
 """
 
 from __future__ import annotations
@@ -50,19 +50,15 @@ from multiprocessing import forkserver, popen_forkserver, reduction, resource_tr
 from multiprocessing import process as mp_process
 from typing import Any, Callable
 
+from draftguard.capped import MAX_ANSWER, MAX_DEPTH, read_json, size_text  # noqa: F401 (callers' names)
 from draftguard.errors import BadInput
 from draftguard.secrets import is_secret_name, without_secrets
 
 MEMORY_ENV, CPU_ENV, BUDGET_ENV = "DRAFTGUARD_CHECK_MEMORY", "DRAFTGUARD_CHECK_CPU_SECONDS", "DRAFTGUARD_CHECK_SECONDS"
 DEFAULT_MEMORY, DEFAULT_CPU, DEFAULT_BUDGET = 2 * 10**9, 30.0, 20.0
 WALL_GRACE = 5.0  # seconds past twice the budget: the cooperative budget speaks first where it can
-MAX_ANSWER = 16 * 2**20  # bytes of one answer the caller reads, at most
-MAX_DEPTH = 64  # nesting of one answer, at most
 MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its address-space bound
 PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (transformers)
-_STRING = re.compile(rb'"[^"]*"')  # one JSON string, once its escapes are out
-_NOT_SYNTAX = bytes(b for b in range(256) if b not in b'"[]{}')
-_PAIR = re.compile(rb"\[\]|\{\}")  # an innermost pair of brackets
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
@@ -121,14 +117,6 @@ class Stopped(BadInput):
         self.bound = bound
 
 
-def size_text(amount: int) -> str:
-    """1500000000 -> "1.5 GB"."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if amount >= scale:
-            return f"{amount / scale:.3g} {unit}"
-    return f"{amount} bytes"
-
-
 def _number(env: str, default: float, size: bool = False) -> float:
     text = os.environ.get(env, "").strip()
     if not text:
@@ -160,38 +148,6 @@ def _limit_cpu(seconds: float) -> None:
     used = resource.getrusage(resource.RUSAGE_SELF)
     soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-
-
-def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, limit: int = MAX_ANSWER) -> Any:
-    """Parse one answer: at most ``limit`` bytes and ``MAX_DEPTH`` levels. Raises ValueError.
-
-    Example::
-
-        >>> read_json(b'{"a": [1, 2]}')
-        {'a': [1, 2]}
-        >>> read_json(b"[" * 70 + b"]" * 70)
-        Traceback (most recent call last):
-        ...
-        ValueError: nested deeper than 64 levels
-    """
-    if len(data) > limit:
-        raise ValueError(f"over {size_text(limit)}")
-    # Depth, counted before parsing, in passes of C code (no Python step per token): escaped
-    # backslashes, then escaped quotes out (each quote left opens or closes a string), every byte
-    # but a quote or a bracket out, the strings out (brackets in them are text); then each pass
-    # takes away the innermost pairs, so the passes are the depth. What never pairs (invalid JSON)
-    # stays, and json.loads refuses it.
-    syntax = (data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data).translate(None, _NOT_SYNTAX)
-    brackets = _STRING.sub(b"", syntax)
-    for _ in range(MAX_DEPTH):
-        inner = _PAIR.sub(b"", brackets)
-        if inner == brackets:
-            break
-        brackets = inner
-    else:
-        if _PAIR.search(brackets):
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-    return json.loads(data, object_hook=object_hook)
 
 
 def _forget_forkserver() -> None:
