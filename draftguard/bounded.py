@@ -22,11 +22,13 @@ spends answering a ``call`` is not the child's.
 
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
 Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
-its own); ``Child`` (one child that runs many calls in turn, started afresh after a call that
-stopped it; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
+its own; ``Encoded``: an answer the function wrote as JSON itself); ``Child`` (one child that runs
+many calls in turn, started afresh after a call that stopped it; ``Child.run_each``: many calls in
+one message, each answered when it is ready, each under its own bounds; ``Child.of_thread``: each
+thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
 raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
-``read_json`` (the caps).
+``read_json`` (the caps, from ``draftguard.capped``).
 """
 
 from __future__ import annotations
@@ -48,14 +50,13 @@ from multiprocessing import forkserver, popen_forkserver, reduction, resource_tr
 from multiprocessing import process as mp_process
 from typing import Any, Callable
 
+from draftguard.capped import MAX_ANSWER, MAX_DEPTH, read_json, size_text  # noqa: F401 (callers' names)
 from draftguard.errors import BadInput
 from draftguard.secrets import is_secret_name, without_secrets
 
 MEMORY_ENV, CPU_ENV, BUDGET_ENV = "DRAFTGUARD_CHECK_MEMORY", "DRAFTGUARD_CHECK_CPU_SECONDS", "DRAFTGUARD_CHECK_SECONDS"
 DEFAULT_MEMORY, DEFAULT_CPU, DEFAULT_BUDGET = 2 * 10**9, 30.0, 20.0
 WALL_GRACE = 5.0  # seconds past twice the budget: the cooperative budget speaks first where it can
-MAX_ANSWER = 16 * 2**20  # bytes of one answer the caller reads, at most
-MAX_DEPTH = 64  # nesting of one answer, at most
 MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its address-space bound
 PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (transformers)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -102,6 +103,11 @@ class Limits:
         return f"stopped after {self.wall:g} s of wall time (twice {BUDGET_ENV}, plus {WALL_GRACE:g} s)"
 
 
+class Encoded(bytes):
+    """An answer a child's function already wrote as JSON (its own encoding of what ``json`` cannot
+    write): sent as it is, not encoded twice. The caller reads it under the same caps."""
+
+
 class Stopped(BadInput):
     """A child stopped at a bound (``bound``: "memory", "cpu", "wall", "answer" or "crash"): its
     input gets an error that names the bound, never a pass."""
@@ -109,14 +115,6 @@ class Stopped(BadInput):
     def __init__(self, message: str, bound: str, **where: Any):
         super().__init__(message, **where)
         self.bound = bound
-
-
-def size_text(amount: int) -> str:
-    """1500000000 -> "1.5 GB"."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if amount >= scale:
-            return f"{amount / scale:.3g} {unit}"
-    return f"{amount} bytes"
 
 
 def _number(env: str, default: float, size: bool = False) -> float:
@@ -150,32 +148,6 @@ def _limit_cpu(seconds: float) -> None:
     used = resource.getrusage(resource.RUSAGE_SELF)
     soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-
-
-def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, limit: int = MAX_ANSWER) -> Any:
-    """Parse one answer: at most ``limit`` bytes and ``MAX_DEPTH`` levels. Raises ValueError.
-
-    Example::
-
-        >>> read_json(b'{"a": [1, 2]}')
-        {'a': [1, 2]}
-        >>> read_json(b"[" * 70 + b"]" * 70)
-        Traceback (most recent call last):
-        ...
-        ValueError: nested deeper than 64 levels
-    """
-    if len(data) > limit:
-        raise ValueError(f"over {size_text(limit)}")
-    depth = 0
-    for match in re.finditer(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', data):  # strings skipped: brackets in them are text
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return json.loads(data, object_hook=object_hook)
 
 
 def _forget_forkserver() -> None:
@@ -302,6 +274,7 @@ class Child:
         self.proc: Any = None
         self.conn: Any = None
         self.calls = 0  # calls the running child has answered
+        self.sent: dict[str, str] | None = None  # the caller's environment when the running child was last sent it
 
     @classmethod
     def of_thread(cls, limits: Limits) -> "Child":
@@ -334,16 +307,17 @@ class Child:
         else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
             self.conn, theirs = _context().Pipe()
             _start_servers()
-            self.proc = _Process(target=_serve, args=(theirs, self.limits, self._environ(), None), daemon=True)
+            self.proc = _Process(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None),
+                                 daemon=True)
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
 
-    def _environ(self) -> dict[str, str]:
+    def _environ(self, environ: dict[str, str]) -> dict[str, str]:
         """The environment a call runs with: the caller's, less its secrets where the child comes
         from the forkserver (a child forked from a caller of one thread has its memory anyway)."""
         forked = isinstance(self.proc, _ForkProcess)
-        return dict(os.environ) if forked else without_secrets(os.environ)
+        return environ if forked else without_secrets(environ)
 
     def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
             object_hook: Callable[[dict], Any] | None = None, where: dict[str, Any] | None = None) -> Any:
@@ -358,16 +332,45 @@ class Child:
             Stopped: A bound stopped the child, it died, or its answer was over the caps.
             BadInput: ``function`` raised one.
         """
-        if self.proc is None:
-            self._start()
-            self.calls = 0
-        self.calls += 1
-        try:
-            self.conn.send((function, args, self._environ()))
-            return self._wait(handlers or {}, object_hook, where or {})
-        except BaseException:
-            self.close()  # whatever stopped this call ends the child: the next call starts afresh
-            raise
+        [answer] = self.run_each(function, [args], handlers=[handlers or {}], object_hook=object_hook,
+                                 where=[where or {}])
+        if isinstance(answer, BadInput):
+            raise answer
+        return answer
+
+    def run_each(self, function: Callable[..., Any], calls: list[tuple], *,
+                 handlers: list[dict[str, Callable[..., Any]]],
+                 object_hook: Callable[[dict], Any] | None = None, where: list[dict[str, Any]]) -> list[Any]:
+        """``function(*args)`` for each ``args`` of ``calls``, in turn in the child: one message there,
+        each answer back as soon as it is ready, so the child never waits on the caller between them.
+        Each call has its own wall time (from the answer before it) and CPU seconds, and its own
+        ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where a
+        bound stopped the child: that ends the child, and the calls after it go to a fresh one).
+        """
+        answers: list[Any] = []
+        while len(answers) < len(calls):
+            first = len(answers)
+            if self.proc is None:
+                self._start()
+                self.calls, self.sent = 0, None
+            self.calls += len(calls) - first
+            environ = dict(os.environ)
+            try:  # the environment goes again only when it changed (the child keeps the last one it was sent)
+                self.conn.send((function, calls[first:], None if environ == self.sent else self._environ(environ)))
+                self.sent = environ
+                for index in range(first, len(calls)):
+                    try:
+                        answers.append(self._wait(handlers[index], object_hook, where[index]))
+                    except Stopped as exc:
+                        answers.append(exc)
+                        self.close()  # a bound stopped this call: the next ones start afresh
+                        break
+                    except BadInput as exc:  # the function's own: the child goes on with the next call
+                        answers.append(exc)
+            except BaseException:
+                self.close()  # whatever else stopped a call ends the child: the next call starts afresh
+                raise
+        return answers
 
     def _wait(self, handlers: dict[str, Callable[..., Any]], object_hook: Any, where: dict[str, Any]) -> Any:
         deadline = time.monotonic() + self.limits.wall
@@ -459,18 +462,24 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
     _CHILD.update(conn=conn, limits=limits)
     try:
         limit_self(limits)
+        settings: dict[str, str] = {}
         while True:
             try:
-                function, args, environ = conn.recv()
+                function, calls, environ = conn.recv()
             except EOFError:  # the caller closed: done
                 return
-            os.environ.clear()
-            os.environ.update(environ)  # the caller's settings now, not the forkserver's at its start
-            _limit_cpu(limits.cpu)
-            try:
-                answer: Any = {"ok": function(*args)}
-            except BadInput as exc:
-                answer = {"bad_input": _fields(exc)}
-            conn.send_bytes(json.dumps(answer, default=str).encode())
+            settings = settings if environ is None else environ  # None: as the last call's
+            for args in calls:
+                if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start),
+                    os.environ.clear()  # and nothing a call before set in them
+                    os.environ.update(settings)
+                _limit_cpu(limits.cpu)
+                try:
+                    answer: Any = function(*args)
+                    data = b'{"ok": ' + answer + b"}" if isinstance(answer, Encoded) else json.dumps(
+                        {"ok": answer}, default=str).encode()
+                except BadInput as exc:
+                    data = json.dumps({"bad_input": _fields(exc)}, default=str).encode()
+                conn.send_bytes(data)
     except MemoryError:
         os._exit(MEMORY_EXIT)  # allocates nothing: the caller names the bound from the status

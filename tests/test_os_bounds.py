@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from draftguard import bounded
+from draftguard.errors import BadInput
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = REPO_ROOT / "examples" / "qwen3-swa-drafter"
@@ -87,9 +89,166 @@ def test_the_caller_reads_no_answer_over_its_caps():
         bounded.read_json(b" " * (bounded.MAX_ANSWER + 1))
 
 
+def _depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+def _nested(rng: random.Random, levels: int):
+    """A JSON value nested ``levels`` deep along one branch, with strings full of brackets,
+    quotes and backslashes (text, not depth) beside it."""
+    text = "".join(rng.choice('[]{}"\\/ab\n\tu') for _ in range(rng.randint(0, 8)))
+    if levels == 0:
+        return rng.choice([text, 1, None, 2.5])
+    beside = [rng.choice([text, [text], {text: [1]}]) for _ in range(rng.randint(0, 2))]
+    inner = _nested(rng, levels - 1)
+    if rng.random() < 0.5:
+        return [*beside, inner] if rng.random() < 0.5 else [inner, *beside]
+    return {**{f"{text}{i}": v for i, v in enumerate(beside)}, text + "]}": inner}
+
+
+def test_the_answers_depth_is_counted_before_parsing_exactly_at_its_cap():
+    """The caller refuses an answer nested past MAX_DEPTH before json parses it; brackets inside
+    strings (after escaped quotes and backslashes too) are text, not depth."""
+    assert bounded.read_json(b"[" * 64 + b"]" * 64) is not None
+    with pytest.raises(ValueError, match="deeper than 64"):
+        bounded.read_json(b"[" * 65 + b"]" * 65)
+    hidden = json.dumps(["\\", '\\"[[[[' * 40, {"k\\": "\\\\]"}]).encode()
+    assert bounded.read_json(hidden) == json.loads(hidden)
+    with pytest.raises(ValueError, match="deeper than 64"):  # strings that end in backslashes hide nothing
+        bounded.read_json(b'["\\\\", ' * 65 + b"1" + b"]" * 65)
+    rng = random.Random(42)
+    for _ in range(600):
+        value = _nested(rng, rng.choice([rng.randint(0, 70), rng.randint(60, 70)]))
+        data = json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1])).encode()
+        if _depth(value) > bounded.MAX_DEPTH:
+            with pytest.raises(ValueError, match="deeper than"):
+                bounded.read_json(data)
+        else:
+            assert bounded.read_json(data) == value
+
+
+def _setting_then_change_it(name: str) -> str | None:
+    seen = os.environ.get(name)
+    os.environ[name] = "changed by the file before"
+    return seen
+
+
+def _environment_case(threads: bool) -> list:
+    import threading
+
+    stop = threading.Event()
+    if threads:
+        threading.Thread(target=stop.wait, daemon=True).start()
+    name = "DRAFTGUARD_TEST_SETTING"
+    try:
+        os.environ[name] = "1"
+        child = bounded.Child(bounded.Limits())
+        seen = [child.run(_setting_then_change_it, name), child.run(_setting_then_change_it, name)]
+        pid = child.proc.pid
+        os.environ[name] = "2"
+        seen.append(child.run(_setting_then_change_it, name))
+        del os.environ[name]
+        seen.append(child.run(_setting_then_change_it, name))
+        seen.append(child.proc.pid == pid)
+        child.close()
+        return seen
+    finally:
+        stop.set()
+
+
+def _environment_case_in(threads: bool, out) -> None:
+    out.put(_environment_case(threads))
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["forked-from-the-caller", "from-the-forkserver"])
+def test_one_child_runs_every_file_with_the_callers_settings_not_the_file_befores(threads):
+    """A warm child checks many files in turn; each runs with the caller's environment of the moment
+    (sent again only when it changed), never with what the file before it set there."""
+    import multiprocessing
+
+    out = multiprocessing.get_context("fork").Queue()
+    caller = multiprocessing.get_context("fork").Process(target=_environment_case_in, args=(threads, out))
+    caller.start()
+    assert out.get(timeout=300) == ["1", "1", "2", None, True]
+    caller.join(30)
+
+
+def test_a_bounded_check_hands_back_what_the_in_process_check_finds():
+    """The child's answer crosses as JSON written once (bounded.Encoded), findings and attention rows
+    in a compact form: every field of every result comes back as the in-process check has it."""
+    from draftguard.check.run import check as check_sources
+
+    real = REPO_ROOT / "tests" / "data" / "real-configs"
+    sources = [str(HEALTHY)] + [str(real / name) for name in (
+        "google--gemma-2-2b-it", "llava-hf--llava-1.5-7b-hf", "microsoft--phi-4",
+        "mistralai--mistral-7b-instruct-v0.3")]
+    bounded_report, in_process = check_sources(sources), check_sources(sources, in_process=True)
+    assert not bounded_report.errors and not in_process.errors
+    assert any(t.attention for t in in_process.targets) and in_process.findings
+    assert bounded_report.targets == in_process.targets
+
+
+def test_a_check_that_runs_a_repos_own_code_has_a_child_of_its_own(monkeypatch):
+    """With trust_remote_code a repository's code runs in the child, and what it leaves there (a
+    patched module, a cache) must reach no other check: such a check never uses the thread's warm
+    child, and its own has ended when it returns. Other checks share the warm one."""
+    from draftguard.check.run import check as check_sources
+
+    made: list[bounded.Child] = []
+
+    class Recorded(bounded.Child):
+        def __init__(self, limits: bounded.Limits):
+            super().__init__(limits)
+            made.append(self)
+
+    monkeypatch.setattr(bounded, "Child", Recorded)
+    monkeypatch.setattr(bounded._THREAD, "child", None, raising=False)
+    for _ in range(2):
+        assert check_sources([str(HEALTHY)], trust_remote_code=True).targets
+    assert len(made) == 2 and all(child.proc is None for child in made)  # one each, ended
+    assert bounded._THREAD.child is None  # the warm child was never made
+    check_sources([str(HEALTHY)]), check_sources([str(HEALTHY)])
+    assert len(made) == 3 and bounded._THREAD.child is made[2] and made[2].proc is not None
+    made[2].close()
+
+
 def _sleep(seconds: float) -> str:
     time.sleep(seconds)
     return "woke"
+
+
+def _step(what: str, amount: float) -> list:
+    """One call of a batch: sleep, allocate past the bound, or refuse its input."""
+    if what == "refuse":
+        raise BadInput("refused", file=f"f{amount}")
+    if what == "allocate":
+        return [len([0] * int(amount))]
+    time.sleep(amount)
+    return [os.getpid()]
+
+
+def test_each_call_of_one_message_has_its_own_bounds_and_a_stopped_one_costs_only_itself():
+    """Child.run_each: many calls in one message, answered one by one. Each has the whole wall time
+    from the answer before it (five calls of 0.5 s under a wall time of 1.2 s all answer); a call
+    that raises BadInput leaves the child running; a call past the memory bound or the wall time
+    gets its own Stopped, and the calls after it are answered by a fresh child."""
+    child = bounded.Child(bounded.Limits(memory=10**9, wall=1.2))
+    calls = [("sleep", 0.5), ("sleep", 0.5), ("refuse", 1), ("sleep", 0.5), ("allocate", 400_000_000),
+             ("sleep", 0.5), ("sleep", 5), ("sleep", 0.0)]
+    answers = child.run_each(_step, calls, handlers=[{}] * len(calls), where=[{"file": f"c{i}"} for i in
+                                                                             range(len(calls))])
+    first, second, refused, third, memory, fourth, slept, fifth = answers
+    assert first == second == third and isinstance(first[0], int)  # one child for the calls before a stop
+    assert type(refused) is BadInput and str(refused) == "refused"
+    assert isinstance(memory, bounded.Stopped) and memory.bound == "memory" and memory.file == "c4"
+    assert fourth != first and isinstance(fourth[0], int)  # a fresh child after the stop
+    assert isinstance(slept, bounded.Stopped) and slept.bound == "wall" and slept.file == "c6"
+    assert fifth not in (first, fourth) and child.calls == 1
+    child.close()
 
 
 def test_a_child_past_its_wall_time_is_stopped_and_the_caller_goes_on():
@@ -167,12 +326,17 @@ def test_a_child_past_its_memory_bound_is_stopped_naming_it_and_the_next_call_ge
 
 def test_the_bench_that_measures_the_bound_runs_as_the_docs_show_it():
     """docs/performance.md's figure comes from `python bench/bench_bound.py`; one short run of it."""
-    done = subprocess.run([sys.executable, "bench/bench_bound.py", "--runs", "1", "--warm-runs", "1"],
+    done = subprocess.run([sys.executable, "bench/bench_bound.py", "--runs", "1", "--warm-runs", "1", "--corpus-runs",
+                           "1", "--corpus-warm-runs", "1", "--corpus-limit", "8"],
                           capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout[:done.stdout.rindex("}") + 1])
     assert figures["files"] == 6 and figures["cold_cpu_ratio"] > 0 and figures["warm_bounded_ms"] > 0
+    corpus = figures["corpus"]
+    assert 0 < corpus["configs"] <= 8 and len(figures["load_average"]["start"]) == 3
+    for how in ("cold", "warm"):  # the bound's cost and the bare AutoConfig loop, both measured
+        assert corpus[how]["bounded_over_in_cpu"] > 0 and corpus[how]["bounded_over_autoconfig_cpu"] > 0
 
 
 def test_a_launch_files_model_is_resolved_under_the_same_bound(tmp_path):

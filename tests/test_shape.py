@@ -451,6 +451,7 @@ LAYERS = [
     ("draftguard.settings",),
     ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers", "draftguard.bounded",
      "draftguard.retry_after"),
+    ("draftguard.capped",),
     ("draftguard.errors",),
 ]
 

@@ -1,11 +1,12 @@
 """The check of one file, in a bounded child (``draftguard.bounded``): the light check with its tracing
 builds, the drafter rules and the engine rules all run there; what only the caller holds (a surface's
 target lookup, the real engines' worker) is asked of it over the child's pipe. ``check.run`` runs
-every file of every surface through ``check_file``.
+every file of every surface through ``check_files`` (many files in one message to the child).
 
 In: one ``Snapshot``, ``Options`` (how to check it), the caller's ``DrafterStep`` and real engines.
 Out: ``check_file(...)`` -> a ``TargetResult`` read back from capped JSON, or BadInput (``Stopped``
-naming the bound when a bound stopped the child); ``target_masks`` (fix's mask tokens); ``drafter_file`` (the drafter rules alone, for
+naming the bound when a bound stopped the child); ``check_files(...)`` -> the same for many files,
+a result or a BadInput each; ``target_masks`` (fix's mask tokens); ``drafter_file`` (the drafter rules alone, for
 the matrix, whose resolving runs in bounded resolver processes); ``check_one`` (the same in this process: the
 benchmark's baseline, and what the child runs); ``DrafterStep``.
 """
@@ -13,7 +14,7 @@ benchmark's baseline, and what the child runs); ``DrafterStep``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,6 +62,18 @@ def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: 
     return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, child))
 
 
+def check_files(snapshots: list[Snapshot], options: Options, step: "DrafterStep", real: Any,
+                child: bounded.Child) -> list["TargetResult | BadInput"]:
+    """``check_file`` of each snapshot, all sent to the child in one message (``Child.run_each``:
+    each file under its own bounds, answered as it finishes): per file its result or its BadInput."""
+    shown = [snapshot.path_of("config.json") for snapshot in snapshots]
+    answers = child.run_each(_in_child, [(snapshot, options, step.fetched) for snapshot in snapshots],
+                             handlers=[_handlers(snapshot, step, real, options) for snapshot in snapshots],
+                             object_hook=_decode_absent, where=[{"file": name} for name in shown])
+    return [_finished(answer, name, snapshot, step, _result)
+            for answer, name, snapshot in zip(answers, shown, snapshots)]
+
+
 def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",
                  child: bounded.Child) -> list[Finding]:
     """The drafter rules of one checked file (``step``) in a bounded child: the matrix's drafter step."""
@@ -92,18 +105,33 @@ def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: b
 def _bounded(function: Callable[..., Any], snapshot: Snapshot, args: tuple, step: "DrafterStep", real: Any,
              options: Options, child: bounded.Child) -> Any:
     shown = snapshot.path_of("config.json")
-    handlers = {
+    [answer] = child.run_each(function, [args], handlers=[_handlers(snapshot, step, real, options)],
+                              object_hook=_decode_absent, where=[{"file": shown}])
+    found = _finished(answer, shown, snapshot, step, lambda data: data)
+    if isinstance(found, BadInput):
+        raise found
+    return found
+
+
+def _handlers(snapshot: Snapshot, step: "DrafterStep", real: Any, options: Options) -> dict[str, Callable[..., Any]]:
+    """What the child may ask the caller about one file: its drafter's target, the real engines' views."""
+    return {
         "lookup": lambda: step.lookup(snapshot, detect_drafter(snapshot.load_json())),
         "real": lambda index, *where: _real_views(real, options.engines[index], *where),
     }
-    try:
-        answer = child.run(function, *args, handlers=handlers, object_hook=_decode_absent, where={"file": shown})
-    except bounded.Stopped as exc:
-        raise bounded.Stopped(f"{shown}: not checked: {exc}; nothing of it was judged (is this a real model "
-                              f"config?)", exc.bound, file=shown) from None
+
+
+def _finished(answer: Any, shown: str, snapshot: Snapshot, step: "DrafterStep", read: Callable[[Any], Any]) -> Any:
+    """One file's answer from the child: ``read`` of it, with its drafter failures told to ``step``;
+    or its BadInput (a ``Stopped`` names the file and the bound)."""
+    if isinstance(answer, bounded.Stopped):
+        return bounded.Stopped(f"{shown}: not checked: {answer}; nothing of it was judged (is this a real model "
+                               f"config?)", answer.bound, file=shown)
+    if isinstance(answer, BadInput):
+        return answer
     for fields in answer["failed"]:
         step.failed(snapshot, BadInput(**fields))
-    return answer["answer"]
+    return read(answer["answer"])
 
 
 def check_one(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any) -> TargetResult:
@@ -166,8 +194,9 @@ def _child_step(options: Options, fetched: dict) -> tuple["DrafterStep", list[di
     return step, failures
 
 
-def _answer(answer: Any, failures: list[dict[str, Any]]) -> dict[str, Any]:
-    return json.loads(json.dumps({"answer": answer, "failed": failures}, default=_encode))
+def _answer(answer: Any, failures: list[dict[str, Any]]) -> bounded.Encoded:
+    """The child's answer, written once as JSON (ABSENT as its marker)."""
+    return bounded.Encoded(json.dumps({"answer": answer, "failed": failures}, default=_encode).encode())
 
 
 def _real_views(real: Any, spec: Any, *where: Any) -> tuple[Any, list]:
@@ -194,13 +223,17 @@ class _AskedReal:
 def _plain(result: TargetResult) -> dict[str, Any]:
     data = {k: getattr(result, k) for k in ("source", "file", "revision", "model_type", "config_class", "values")}
     data["findings"] = [_plain_finding(f) for f in result.findings]
-    data["attention"] = [asdict(a) for a in result.attention]
+    data["attention"] = [(a.index, a.declared, a.effective) for a in result.attention]  # a row a layer, small
     data["engine_views"] = [v.to_json() for v in result.engine_views]
     return data
 
 
 def _plain_finding(finding: Finding) -> dict[str, Any]:
-    return {**asdict(finding), "severity": finding.severity.value, "raw": finding.raw, "resolved": finding.resolved}
+    # its fields as they are (asdict would deep-copy raw and resolved, which json writes as they are)
+    return {**{name: getattr(finding, name) for name in _FINDING_FIELDS}, "severity": finding.severity.value}
+
+
+_FINDING_FIELDS = tuple(Finding.__dataclass_fields__)
 
 
 def _finding(data: dict[str, Any]) -> Finding:
@@ -219,7 +252,7 @@ def _result(data: dict[str, Any]) -> TargetResult:
     findings = [_finding(f) for f in data["findings"]]
     return TargetResult(source=data["source"], file=data["file"], revision=data["revision"],
                         model_type=data["model_type"], config_class=data["config_class"], findings=findings,
-                        attention=[LayerAttention(**a) for a in data["attention"]], values=data["values"],
+                        attention=[LayerAttention(*a) for a in data["attention"]], values=data["values"],
                         engine_views=[EngineView.from_json(v) for v in data["engine_views"]])
 
 

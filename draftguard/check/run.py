@@ -13,6 +13,7 @@ Out: ``check(...)`` -> a ``Report``; nothing is raised for a source that cannot 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -20,7 +21,7 @@ from draftguard import bounded
 from draftguard.check import policy, resolver
 from draftguard.check.environments import parse_versions
 from draftguard.check.findings import InputError, Report
-from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_file, check_one,
+from draftguard.check.isolated import (DrafterFailed, DrafterStep, Options, TargetLookup, check_files, check_one,
                                        drafter_file)
 from draftguard.check.isolated import target_masks as _target_masks
 from draftguard.check.matrix import check_matrix
@@ -29,6 +30,7 @@ from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 __all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
+BATCH = 16  # files read before they go to the bounded child in one message (each still under its own bounds)
 
 
 def target_masks(snapshot: Snapshot, *, target: str | None = None, trust_remote_code: bool = False) -> dict[int, str]:
@@ -68,7 +70,9 @@ def check(
 
     Each file is checked in a child process under hard limits (``draftguard.bounded``: memory, CPU
     seconds, wall time, from the environment): a file past one is an InputError naming the bound,
-    and the other files go on. ``in_process=True`` checks in this process instead, unbounded: the
+    and the other files go on. One child checks all of a check's files in turn: this thread's warm
+    one, or, with ``trust_remote_code``, one of the check's own. ``in_process=True`` checks in this
+    process instead, unbounded: the
     benchmark's baseline, never for untrusted files.
 
     Raises:
@@ -92,28 +96,53 @@ def check(
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
                       failed=drafter_failed is not None, real=real_engines is not None, hub=hub_constants())
-    # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it)
-    child = bounded.Child.of_thread(limits)
-    if versions:
-        drafter = None
-        if drafter_rules:
-            drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
-                                                                                     step, child))
-        return policy.apply(_matrix(list(sources), versions, revision, confine, drafter, trust_remote_code, progress,
-                                    host_in_process), settings, settings_root)
-    report = Report(transformers_version=version or resolver.transformers_version())
-    options.version = report.transformers_version
-    for source in sources:
-        name = source.source if isinstance(source, Snapshot) else source
-        try:
-            snapshot = _load(source, revision, confine)
-            if in_process:
-                report.targets.append(check_one(snapshot, options, step, real_engines))
-            else:
-                report.targets.append(check_file(snapshot, options, step, real_engines, child))
-        except BadInput as exc:
-            report.errors.append(InputError.of(name, exc))
-    return policy.apply(report, settings, settings_root)
+    # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it);
+    # a check that runs a repository's own code (trust_remote_code) has a child of its own, ended with
+    # the check: what that code leaves in the child reaches no other check (docs/security.md)
+    own = trust_remote_code and not in_process
+    with bounded.Child(limits) if own else contextlib.nullcontext(bounded.Child.of_thread(limits)) as child:
+        if versions:
+            drafter = None
+            if drafter_rules:
+                drafter = step if in_process else (lambda snapshot, result: drafter_file(snapshot, result, options,
+                                                                                         step, child))
+            return policy.apply(_matrix(list(sources), versions, revision, confine, drafter, trust_remote_code,
+                                        progress, host_in_process), settings, settings_root)
+        report = Report(transformers_version=version or resolver.transformers_version())
+        options.version = report.transformers_version
+        loaded: list[tuple[str, Snapshot | BadInput]] = []  # read, not yet checked: BATCH go to the child at once
+        for source in sources:
+            name = source.source if isinstance(source, Snapshot) else source
+            try:
+                snapshot = _load(source, revision, confine)
+                if in_process:
+                    report.targets.append(check_one(snapshot, options, step, real_engines))
+                    continue
+                loaded.append((name, snapshot))
+            except BadInput as exc:
+                if in_process:
+                    report.errors.append(InputError.of(name, exc))
+                    continue
+                loaded.append((name, exc))
+            if len(loaded) >= BATCH:
+                _check_batch(loaded, report, options, step, real_engines, child)
+        _check_batch(loaded, report, options, step, real_engines, child)
+        return policy.apply(report, settings, settings_root)
+
+
+def _check_batch(loaded: list[tuple[str, "Snapshot | BadInput"]], report: Report, options: Options, step: DrafterStep,
+                 real_engines: Any, child: bounded.Child) -> None:
+    """Check the files read so far in the child (one message, ``check_files``) and report them in the
+    order they were named, the ones that could not be read among them; ``loaded`` is emptied."""
+    results = iter(check_files([item for _, item in loaded if isinstance(item, Snapshot)], options, step,
+                               real_engines, child) if any(isinstance(item, Snapshot) for _, item in loaded) else [])
+    for name, item in loaded:
+        outcome = item if isinstance(item, BadInput) else next(results)
+        if isinstance(outcome, BadInput):
+            report.errors.append(InputError.of(name, outcome))
+        else:
+            report.targets.append(outcome)
+    loaded.clear()
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:
