@@ -284,14 +284,21 @@ def test_a_fork_with_findings_fails_for_the_findings_only(tmp_path, api):
     assert sum("no pull request comment" in line for line in run.stdout.splitlines()) == 1
 
 
-def test_the_proven_fix_is_a_one_click_suggestion_on_a_same_repository_pull_request(tmp_path, api):
-    # The bot's suggested changes (tests/test_fix_bot.py), from the Action: one review on the head,
-    # the suggestion on the changed config's line, never twice across runs, none on a fork's.
+def window_dropped_pull(tmp_path: Path, api: FakeGitHub) -> Checkout:
+    """Pull request 7, whose head leaves out the window's gate (a fix draftguard proves), with the
+    files and patch the pull request files API gives."""
     checkout = Checkout(tmp_path, {"drafter/config.json": FIXED_CONFIG})
     checkout.push({"drafter/config.json": WINDOW_DROPPED})
     api.set_files(REPO, checkout.base, {"drafter/config.json": FIXED_CONFIG})
     api.set_files(REPO, checkout.head, {"drafter/config.json": WINDOW_DROPPED})
     api.add_pull(REPO, 7, head=checkout.head, base=checkout.base)
+    return checkout
+
+
+def test_the_proven_fix_is_a_one_click_suggestion_on_a_same_repository_pull_request(tmp_path, api):
+    # The bot's suggested changes (tests/test_fix_bot.py), from the Action: one review on the head,
+    # the suggestion on the changed config's line, never twice across runs, none on a fork's.
+    checkout = window_dropped_pull(tmp_path, api)
 
     first = run_action(tmp_path, checkout, api)
     assert first.code == 1, first.stderr
@@ -316,11 +323,7 @@ def test_the_proven_fix_is_a_one_click_suggestion_on_a_same_repository_pull_requ
 
 
 def test_suggestions_false_posts_no_review(tmp_path, api):
-    checkout = Checkout(tmp_path, {"drafter/config.json": FIXED_CONFIG})
-    checkout.push({"drafter/config.json": WINDOW_DROPPED})
-    api.set_files(REPO, checkout.base, {"drafter/config.json": FIXED_CONFIG})
-    api.set_files(REPO, checkout.head, {"drafter/config.json": WINDOW_DROPPED})
-    api.add_pull(REPO, 7, head=checkout.head, base=checkout.base)
+    checkout = window_dropped_pull(tmp_path, api)
     run = run_action(tmp_path, checkout, api, suggestions="false")
     assert run.code == 1 and api.reviews == [] and len(api.comments_on(REPO, 7)) == 1
 
