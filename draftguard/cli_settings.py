@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+from draftguard.check.drafter.target import NamedTarget
 from draftguard.check import matrix, policy, rule_docs
 from draftguard.action.git import discover
 from draftguard.check.findings import RULES, Report
@@ -119,7 +120,6 @@ def _settings_target(settings: Settings, root: str | None, targets: Sequence[str
         return None
     candidate = os.path.join(root, settings.target)
     # Named with where it came from: a problem with it names the settings file and line, not --target.
-    from draftguard.check.drafter.target import NamedTarget  # the drafter reader, when a target is set
     origin = settings.source or os.path.join(root, SETTINGS_NAME)
     return NamedTarget(candidate if os.path.exists(candidate) else settings.target, origin)
 

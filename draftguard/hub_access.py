@@ -411,29 +411,6 @@ def fetch_file(repo_id: str, name: str, revision: str | None, *, limit: int, tok
     return data, path
 
 
-def read_range(repo_id: str, name: str, revision: str | None, start: int, end: int, *,
-               token: str | bool | None = None, endpoint: str | None = None) -> bytes | None:
-    """Bytes ``start..end`` (inclusive) of a Hub file by one HTTP range request (206, ``Content-Range``); None
-    when there is no such file. Never more is kept, even from a server that ignores the range."""
-    from huggingface_hub import hf_hub_url, utils  # the resolve URL, the client's own session and headers
-
-    with utils.get_session().stream("GET", hf_hub_url(repo_id, name, revision=revision, endpoint=endpoint), headers={
-            **utils.build_hf_headers(token=token), "range": f"bytes={start}-{end}"}) as response:
-        status = response.status_code
-        if status == 416 or status == 404 and response.headers.get("x-error-code") == "EntryNotFound":
-            return b"" if status == 416 else None  # the file is shorter than ``start``; there is no file
-        if status >= 400:
-            response.read()  # the error's body, for huggingface_hub's reading of it
-            utils.hf_raise_for_status(response)
-        skip = start if status == 200 else 0  # a server that sent the file from its start
-        data = bytearray()
-        for chunk in response.iter_bytes():
-            data += chunk
-            if len(data) > skip + end - start:
-                break
-    return bytes(data[skip : skip + end - start + 1])
-
-
 def safetensors_metadata(repo_id: str, revision: str | None, token: bool | None = None) -> Any:
     """huggingface_hub's ``get_safetensors_metadata`` (HTTP range requests: headers, never weights),
     without its progress bars; None when the repo has no safetensors checkpoint. Raises HeaderError

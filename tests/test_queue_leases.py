@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("huey")
 
-from draftguard import jobs  # noqa: E402
+from draftguard import jobs, queue_waits  # noqa: E402
 from draftguard.jobs import DONE, QUEUED, RUNNING, Job, Queue  # noqa: E402
 from tests.test_bot_redis import redis_url  # noqa: E402,F401  (a real redis-server on loopback)
 from tests.test_locks import store_url  # noqa: E402,F401  (each store: SQLite, Redis)
@@ -24,7 +24,7 @@ def test_a_claim_is_sized_by_the_job_kind():
     bot = Job(id="b", source="github", kind="pull_request", repo="o/m", number=1)
     gpu = Job(id="g", source="github", kind="acceptance", repo="o/m", number=1, queue="gpu")
     assert audit.lease <= 30 and bot.lease == 600 and gpu.lease == 3600
-    assert audit.lease / 4 + audit.lease + jobs.SWEEP_SECONDS < 60  # a dead worker's chunk back within a minute
+    assert audit.lease / 4 + audit.lease + queue_waits.SWEEP_SECONDS < 60  # a dead worker's chunk back within a minute
 
 
 def _dead_worker_job(queue: Queue, job_id: str, expired: float) -> Job:

@@ -12,7 +12,7 @@ from draftguard.check.repo import check_repo
 from draftguard.check.repo.fetched import fetch_repo_files
 from draftguard.check.repo.files import RepoFiles, read_header
 from draftguard.hosts.hub import HubConfig, HubPullRequestClient
-from draftguard.hub_access import read_range
+from draftguard.hosts.hub import read_range
 from draftguard.snapshot import Snapshot
 from tests.fakes import fake_hub  # noqa: F401  (a fixture)
 

@@ -442,8 +442,8 @@ def test_the_reason_check_reads_comments_not_pragmas():
 # The README's Layout, top to bottom. A module imports only from its own layer or the layers below it.
 LAYERS = [
     ("draftguard.cli", "draftguard.cli_settings", "draftguard.__main__", "draftguard.action", "draftguard.bot", "draftguard.audit"),
-    ("draftguard.hosts", "draftguard.pr_verdict", "draftguard.jobs", "draftguard.queue_store", "draftguard.payloads",
-     "draftguard.locks"),
+    ("draftguard.hosts", "draftguard.pr_verdict", "draftguard.pr_suggestions", "draftguard.jobs",
+     "draftguard.queue_waits", "draftguard.queue_store", "draftguard.payloads", "draftguard.locks"),
     ("draftguard.runner",),
     ("draftguard.report",),
     ("draftguard.fix",),

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -144,9 +146,6 @@ def dry_run(base: str | None = None, env: Mapping[str, str] | None = None, cwd: 
     ``INPUT_FAIL_ON``...), else action.yml's defaults. It prints the annotations, then what it would
     write and post: the step summary, the outputs and the sticky comment's body. Nothing is sent
     anywhere. Returns the exit code the Action's step would have."""
-    import subprocess
-    import tempfile
-
     env = dict(os.environ if env is None else env)
     out = out or sys.stdout
     try:

@@ -16,6 +16,7 @@ from draftguard.action.inputs import Context, WorkflowCommands
 from draftguard.errors import ActionError, CommentRefused
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, TransientGitHubError, connect, retry_delay
 from draftguard.hosts.retry import call_with_retries
+from draftguard.pr_suggestions import post_suggestions
 from draftguard.pr_verdict import PullRequestReview
 from draftguard.report.comment import section_name, update_sticky
 from draftguard.secrets import scrub
@@ -112,13 +113,12 @@ def same_repository(ctx: Context) -> bool:
 
 def post_fix_suggestions(ctx: Context, token: str, review: PullRequestReview, head: str,
                          commands: WorkflowCommands, secrets: list[str]) -> int:
-    """The bot's proven fixes as one review of suggested changes (``bot.suggestions``), on a pull
+    """The bot's proven fixes as one review of suggested changes (``pr_suggestions``), on a pull
     request from the same repository. Returns how many were posted; a failure is one notice and 0,
     never the job's failure (the sticky comment and the summary carry the result)."""
     import requests  # with PyGithub, the `action` extra
     from github import GithubException
 
-    from draftguard.bot.suggestions import post_suggestions
 
     config, client = _client(ctx, token)
     try:

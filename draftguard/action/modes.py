@@ -23,6 +23,7 @@ from draftguard.action.git import (_cwd, blob_at, changed_files, find_base, git,
                                    select_launch_files, select_targets)
 from draftguard.action.inputs import (ACCEPT_TIMEOUT_ENV, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, SETTINGS_FILE,
                                       ActionInputs, Context, WorkflowCommands)
+from draftguard.check.drafter.target import NamedTarget
 from draftguard.check import matrix, policy
 from draftguard.check.drafter import detect_drafter
 from draftguard.check.engines import parse_engines
@@ -128,8 +129,6 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
     drafter_target = _absolute_target(root, inputs.target or settings.target)
     if drafter_target and not inputs.target:  # `target:` of the settings: a problem with it names the file
-        from draftguard.check.drafter.target import NamedTarget
-
         drafter_target = NamedTarget(drafter_target, SETTINGS_FILE)
     engines = (parse_engines(inputs.engines, source="input `engines`") if inputs.engines
                else parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None)

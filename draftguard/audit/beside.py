@@ -12,7 +12,8 @@ import os
 from typing import Mapping
 
 from draftguard.check.repo.fetched import RepoRead, fetch_repo_files
-from draftguard.hub_access import fetch_file, read_range
+from draftguard.hosts.hub import read_range
+from draftguard.hub_access import fetch_file
 
 # What one repo's files beside config.json may cost the audit: the tokenizer files and the index of a
 # dense model or a mid-size MoE (a 1 MB index is ~10,000 tensor names); a larger index is a note on the

@@ -30,12 +30,14 @@ import sys
 import time
 from typing import Any, Callable
 
+from draftguard import __version__
 from draftguard.audit.inputs import RepoRef
 from draftguard.audit.record import RepoError, RepoRecord
 from draftguard.audit.repo import AuditOptions, audit_chunk
 from draftguard.errors import QueueConfigError
 from draftguard.hub_access import share_budget
-from draftguard.jobs import FAILED, FINISHED, SWEEP_SECONDS, Job, Queue
+from draftguard.jobs import FAILED, FINISHED, Job, Queue
+from draftguard.queue_waits import SWEEP_SECONDS
 from draftguard.payloads import AuditChunk
 from draftguard.retry_after import SharedBudget
 from draftguard.check import resolver
@@ -85,8 +87,6 @@ def run_digest(parts: list[list[RepoRef]], options: AuditOptions) -> str:
         >>> run_digest([[RepoRef("a/x")]], o) == run_digest([[RepoRef("a/x")]], o) != run_digest([[RepoRef("a/y")]], o)
         True
     """
-    from draftguard import __version__
-
     text = json.dumps([[[r.repo, r.revision] for r in part] for part in parts] +
                       [options.versions, options.full, __version__])
     return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -17,7 +17,7 @@ from typing import Any
 
 from draftguard.bot.commands import may_command
 from draftguard.bot.flow import ACCEPTANCE_CHECK, CONFIG_CHECK, AcceptanceRunner, PullRequestFlow, annotations
-from draftguard.bot.suggestions import post_suggestions
+from draftguard.pr_suggestions import post_suggestions
 from draftguard.hosts.base import CommandCall, Trust
 from draftguard.hosts.github import GitHubConfig, PullRequestClient, bot_login, connect, refusal, retry_delay
 from draftguard.jobs import Job

@@ -28,7 +28,7 @@ import logging
 import re
 from typing import Any
 
-from draftguard.bot.suggestions import fix_file
+from draftguard.pr_suggestions import fix_file
 from draftguard.fix import FixOutcome
 from draftguard.hub_access import file_operation
 from draftguard.report.comment import code, esc_message

@@ -232,7 +232,7 @@ class PullRequestClient:
 
     def changed_files(self) -> list[tuple[str, str]]:
         """(path, status) of every file the pull request changes. The listing, with each file's
-        patch, is kept as ``files`` for the fix suggestions (``bot.suggestions``), read once a run."""
+        patch, is kept as ``files`` for the fix suggestions (``pr_suggestions``), read once a run."""
         with _translated("list changed files"):
             self.files = list(self.pull().get_files())
             return [(f.filename, f.status) for f in self.files]
@@ -364,8 +364,7 @@ class PullRequestClient:
 
     def login(self) -> str:
         """The login this client comments as (``me``, asked of GitHub once where not given)."""
-        if self.me is None:
-            self.me = self._whoami()
+        self.me = self.me if self.me is not None else self._whoami()
         return self.me
 
     def _mine(self, comment: IssueComment) -> bool:

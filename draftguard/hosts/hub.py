@@ -30,7 +30,7 @@ from draftguard.errors import TransientHubError
 from draftguard.hosts.files import MAX_FILE_BYTES, FileTooLarge, max_drafter_bytes, safe_repo_path
 from draftguard.hosts.github import REPLY_MARKER, BotConfigError
 from draftguard.hosts.retry import backoff, rate_limit_wait, transient_errors
-from draftguard.hub_access import hub_api, hub_problem, read_range
+from draftguard.hub_access import hub_api, hub_problem
 from draftguard.markers import is_sticky
 
 if TYPE_CHECKING:  # huggingface_hub is imported where a client is made
@@ -255,7 +255,7 @@ class HubPullRequestClient:
 
     def read_range(self, path: str, ref: str, start: int, end: int) -> bytes | None:
         """Bytes ``start..end`` of a file at a revision by one HTTP range request (a safetensors header,
-        never weights: ``hub_access.read_range``); None when the file is not there.
+        never weights: ``read_range``); None when the file is not there.
 
         Raises:
             UnreadableFile: The path could reach outside the repository.
@@ -364,3 +364,26 @@ class HubPullRequestClient:
             if event.type == "comment" and event.id == comment_id:
                 return event
         return None
+
+
+def read_range(repo_id: str, name: str, revision: str | None, start: int, end: int, *,
+               token: str | bool | None = None, endpoint: str | None = None) -> bytes | None:
+    """Bytes ``start..end`` (inclusive) of a Hub file by one HTTP range request (206, ``Content-Range``); None
+    when there is no such file. Never more is kept, even from a server that ignores the range."""
+    from huggingface_hub import hf_hub_url, utils  # the resolve URL, the client's own session and headers
+
+    with utils.get_session().stream("GET", hf_hub_url(repo_id, name, revision=revision, endpoint=endpoint), headers={
+            **utils.build_hf_headers(token=token), "range": f"bytes={start}-{end}"}) as response:
+        status = response.status_code
+        if status == 416 or status == 404 and response.headers.get("x-error-code") == "EntryNotFound":
+            return b"" if status == 416 else None  # the file is shorter than ``start``; there is no file
+        if status >= 400:
+            response.read()  # the error's body, for huggingface_hub's reading of it
+            utils.hf_raise_for_status(response)
+        skip = start if status == 200 else 0  # a server that sent the file from its start
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) > skip + end - start:
+                break
+    return bytes(data[skip : skip + end - start + 1])

@@ -27,7 +27,8 @@ quantization is still built, as an engine that loads it would hold it (absent te
 quantized tensor read as its raw values), and ``MtpSpec.faults`` names each such tensor (``runner/mtp_weights.py``): the run
 measures what the fault costs, and the diagnosis names ``mtp-weights``.
 
-In: a target folder whose config declares MTP layers. Out: the target (``load_mtp_target``, as
+In: a target folder whose config declares MTP layers.
+Out: the target (``load_mtp_target``, as
 transformers builds its family) and an ``MtpHead`` with the ``Eagle3Head`` interface, so that
 ``runner/eagle3.py``'s chain drafting runs it (``MtpBackend``). Needs the ``runner`` extra (torch).
 """

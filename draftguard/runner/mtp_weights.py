@@ -8,7 +8,8 @@ A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vll
 has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
 so their τ is measured.
 
-In: a local target folder. Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
+In: a local target folder.
+Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
 the reference does not build.
 """

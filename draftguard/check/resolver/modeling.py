@@ -8,7 +8,8 @@ the ``modeling_*`` module beside its ``configuration_*`` module, plus the siblin
 imports from (``from ..llama.modeling_llama import ...``); a key is unread when no such source names
 it. The sources are read as text, never imported (importing them imports torch).
 
-In: a config class and the raw dict. Out: ``unread_by_model_code`` -> the keys of ``KEYS`` the file
+In: a config class and the raw dict.
+Out: ``unread_by_model_code`` -> the keys of ``KEYS`` the file
 sets that the model code never reads; an empty list where the code cannot be found (remote code that
 is not on disk, a class outside transformers): unknown is never reported as unread.
 """
