@@ -25,7 +25,8 @@ PROMPTS = ROOT / "tests" / "fixtures" / "models" / "prompts.jsonl"
 NEW_TOKENS = 32
 
 
-def accept(capsys, drafter: str, *args: str) -> tuple[int, AcceptanceResult | None, str]:
+def accept(capsys, drafter: str | Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:
+    """`draftguard accept` of a drafter (a fixture's name, or any folder's path) on the fixture target."""
     code = main(["accept", "--target", str(TARGET), "--drafter", str(MODELS / drafter), "--prompts", str(PROMPTS),
                  "--max-new-tokens", str(NEW_TOKENS), "--quiet", "--format", "json", *args])
     out, err = capsys.readouterr()

@@ -19,19 +19,7 @@ torch = pytest.importorskip("torch")
 
 from draftguard.cli import main  # noqa: E402
 from draftguard.runner.result import AcceptanceResult  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "tests" / "fixtures" / "vllm-models"
-TARGET = MODELS / "target"
-PROMPTS = ROOT / "tests" / "fixtures" / "models" / "prompts.jsonl"
-NEW_TOKENS = 32
-
-
-def accept(capsys, drafter: Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:
-    code = main(["accept", "--target", str(TARGET), "--drafter", str(drafter), "--prompts", str(PROMPTS),
-                 "--max-new-tokens", str(NEW_TOKENS), "--quiet", "--format", "json", *args])
-    out, err = capsys.readouterr()
-    return code, (AcceptanceResult.from_json(out, "stdout") if out.strip() else None), err
+from tests.test_eagle3 import MODELS, NEW_TOKENS, PROMPTS, ROOT, TARGET, accept  # noqa: E402  (one accept call)
 
 
 def trained(drafter: str) -> list[float]:
