@@ -132,3 +132,14 @@ def test_the_actions_target_from_the_settings_is_named_with_its_file_and_line(tm
     assert done.returncode != 0
     [line] = [x for x in done.stdout.splitlines() if x.startswith("::error file=acme/no-such-target")]
     assert "::target from `target:` of .draftguard.yml line 2: acme/no-such-target@main/config.json" in line
+
+
+def test_the_actions_target_input_is_named_as_the_input_not_as_a_flag(tmp_path):
+    # Issue 42: the Action's own `target` input was reported as "--target", a flag nobody passed.
+    checkout = Checkout(tmp_path, {"drafter/config.json": BASE_CONFIG})
+    checkout.push({"drafter/config.json": HEAD_CONFIG})
+    done = dry_run(checkout, extra={"INPUT_TARGET": "acme/no-such-target"})
+    assert done.returncode != 0
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("::error file=acme/no-such-target")]
+    assert "::target from input `target`: acme/no-such-target@main/config.json" in line, line
+    assert "--target" not in done.stdout + done.stderr

@@ -128,8 +128,8 @@ def check_mode(root: Path, ctx: Context, inputs: ActionInputs, commands: Workflo
     versions = inputs.transformers_versions or (
         matrix.parse_versions(settings.transformers, source=SETTINGS_FILE) if settings.transformers else None)
     drafter_target = _absolute_target(root, inputs.target or settings.target)
-    if drafter_target and not inputs.target:  # `target:` of the settings: a problem with it names the file
-        drafter_target = NamedTarget(drafter_target, SETTINGS_FILE)
+    if drafter_target:  # a problem with the target names where it was named: the input, or the settings file
+        drafter_target = NamedTarget(drafter_target, TARGET_INPUT if inputs.target else SETTINGS_FILE)
     engines = (parse_engines(inputs.engines, source="input `engines`") if inputs.engines
                else parse_engines(settings.engines, source=SETTINGS_FILE) if settings.engines else None)
     changed = changed_files(root, base) if base else None
@@ -209,6 +209,9 @@ def base_launch_findings(root: Path, base: str, launches: list[str], engines: li
     with _cwd(into):
         report = launch_report(present, [], engines, None, Report(transformers_version=""), confine=into)
     return policy.apply(report, settings).findings
+
+
+TARGET_INPUT = "input `target`"  # the origin a target from the Action's own input is named by
 
 
 def _absolute_target(root: Path, target: str | None) -> str | None:

@@ -71,12 +71,14 @@ def check_drafter(snapshot: Snapshot, result: TargetResult, *, target: str | Non
         width = target_model.value("hidden_size") if target_model is not None else None
         fmt = detect_drafter(raw, target_hidden_size=width if isinstance(width, int) else None)
         if fmt is None:
-            if origin_of(target) != "--target":  # `target:` of a settings file above: the reader names it
+            origin = origin_of(target)
+            if origin != "--target":  # `target:` of a settings file above, or the Action's input: named as such
+                fix = ("move `target:` into the drafter's folder's .draftguard.yml, or name the drafter's folder"
+                       if origin.endswith(SETTINGS_NAME) else "narrow the `paths` input to the drafters' folders")
                 raise BadInput(
-                    f"{shown}: {named_by(origin_of(target))} names the drafter's target {target}, but this "
+                    f"{shown}: {named_by(origin)} names the drafter's target {target}, but this "
                     f"config.json is not a drafter of any recognised format: {'; '.join(RECOGNISED_FORMATS)}. "
-                    "Fix: move `target:` into the drafter's folder's .draftguard.yml, or name the drafter's "
-                    "folder.", file=shown)
+                    f"Fix: {fix}.", file=shown)
             raise BadInput(
                 f"{shown}: --target {target} was given, but this config.json is not a drafter of any "
                 f"recognised format: {'; '.join(RECOGNISED_FORMATS)}. Fix: pass the drafter's folder, or "

@@ -133,7 +133,8 @@ def load_target(name: str, origin: str, *, base: Path | None = None, trust_remot
     try:
         snapshot = load_snapshot(repo, revision)
     except BadInput as exc:
-        hint = "" if origin == "--target" else " (or pass --target with a local folder of the target)"
+        hint = ("" if origin == "--target" else " (or pass --target with a local folder of the target)"
+                if origin.endswith(SETTINGS_NAME) else " (or name a folder of the target in the repository)")
         raise BadInput(f"target from {named_by(origin)}: {exc}{hint}", file=exc.file, line=exc.line, key=exc.key) from None
     return _resolved_target(name, origin, snapshot, trust_remote_code)
 
