@@ -175,6 +175,23 @@ def test_the_rope_tables_are_vllms(rope):
     assert torch.allclose(cache, ours, atol=1e-5), (cache - ours).abs().max()
 
 
+@pytest.mark.parametrize("folder, kind, factor", [("specforge-llama3-70b-eagle3", "llama3", 8.0),
+                                                  ("torchspec-kimi-k2.5-eagle3", "yarn", 64.0),
+                                                  ("angelslim-hunyuan-1.8b-eagle3", "dynamic", None)])
+def test_published_heads_with_scaled_rope_build_their_tables(folder, kind, factor):
+    """The published configs the light check now hands to accept (tests/data/real-drafters): each reads
+    its RoPE where it states it (the older ``rope_scaling`` with ``type`` or ``rope_type``) and builds
+    tables that are not plain RoPE's. Before: refused ("RoPE is scaled")."""
+    from draftguard.runner.eagle3_layer import rope_tables
+    from draftguard.runner.eagle3_model import read_eagle3_spec
+
+    spec = read_eagle3_spec(ROOT / "tests" / "data" / "real-drafters" / folder, 36)
+    assert spec.rope["rope_type"] == kind and spec.rope.get("factor") == (factor or spec.rope.get("factor"))
+    plain, _ = rope_tables({"rope_type": "default", "rope_theta": spec.rope["rope_theta"]}, spec.head_dim, 4096,
+                           Path(folder))
+    assert not torch.allclose(spec.inv_freq, plain)
+
+
 @pytest.mark.parametrize("rope, key", [({"rope_type": "longrope", "factor": 4.0}, "rope_parameters.rope_type"),
                                        ({"rope_type": "llama3", "factor": 8.0}, "rope_parameters")])
 def test_a_rope_neither_builds_is_refused_naming_the_key(tmp_path, rope, key):
