@@ -276,8 +276,9 @@ class Eagle3Head(nn.Module):
 def head_features(head: Eagle3Head, target: nn.Module, out: Any, prenorm_last: torch.Tensor) -> torch.Tensor:
     """What vLLM's V1 runner feeds the head from a target forward: its aux features (``aux_features``),
     or, for a head without them (``use_aux_hidden_state`` false), the last hidden state after the
-    target's final norm (the model's output, ``hidden_states[N]`` in transformers)."""
-    if not head.spec.use_aux:
+    target's final norm (the model's output, ``hidden_states[N]`` in transformers). A head with this
+    interface but its own spec (``MtpHead``) states its aux ids."""
+    if not getattr(head.spec, "use_aux", True):
         return out.hidden_states[-1]
     return aux_features(target, out, head.spec.aux_ids, prenorm_last)
 
