@@ -137,7 +137,9 @@ def test_heads_vllm_builds_are_run_by_the_reference(capsys, tmp_path):
 def test_vllm_builds_the_qwen3_layer_the_aux_free_head_and_scaled_rope_as_the_reference_does(capsys, monkeypatch,
                                                                                              tmp_path):
     """Each engine variant: vLLM's τ within 5% of the reference's (which test_heads_vllm_builds_are_run_by_the_
-    reference shows differ from the trained head's: the change is measured, not ignored)."""
+    reference shows differ from the trained head's: the change is measured, not ignored). Measured 2026-12-05
+    (6 prompts, reference = vLLM CPU to 3 places): qwen3 speculators 2.541, qwen3 plain 2.541, no-aux 1.365,
+    rope linear 2.581, yarn 3.281, llama3 2.487, dynamic-alpha 3.298."""
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     args = ("--backend", "both", "--num-prompts", "6", "--no-early-stop", "--enforce-eager",
