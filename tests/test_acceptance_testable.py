@@ -24,14 +24,13 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "redhatai-gemma-4-31b-it-speculator.eagle3",  # the speculators layout: layers.0.* load as midlayer.*
     "specforge-qwen3-30b-a3b-eagle3.1",  # fc_norm: true, which the reference head builds
     "speculators-qwen3-moe-eagle3",  # norm_before_fc, norm_output and a sliding window: all built
+    # scaled RoPE, computed as vLLM's get_rope computes it (issue 43): llama3, yarn, Hunyuan's NTK-alpha dynamic
+    "specforge-llama3-70b-eagle3", "torchspec-kimi-k2.5-eagle3", "angelslim-hunyuan-1.8b-eagle3",
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
     "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
-    "specforge-llama3-70b-eagle3": "RoPE is scaled (llama3)",
-    "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
-    "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
                         "the MTP layers of MiMoForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
@@ -69,8 +68,7 @@ def test_the_shipped_eagle3_fixtures_are_run():
 
 @pytest.mark.parametrize("change, words", [
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
-                                   "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}}, "RoPE is scaled (yarn)"),
-    ({"transformer_layer_config": {"model_type": "qwen3", "num_hidden_layers": 1}}, "Eagle3Qwen3ForCausalLM"),
+                                   "rope_parameters": {"rope_type": "longrope", "factor": 4.0}}}, "RoPE is longrope"),
     ({"transformer_layer_config": {"model_type": "mistral"}}, "which vLLM also refuses"),
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 2}}, "of 2 decoder layers"),
     ({"speculators_model_type": "peagle"}, "P-EAGLE heads draft in parallel"),
@@ -91,4 +89,17 @@ def test_the_norm_variants_vllm_builds_are_run():
     for key in ("norm_before_fc", "fc_norm", "norm_output"):
         assert detect_drafter({**raw, key: True}).acceptance_testable, key
     spec = json.loads((DATA / "specforge-qwen3-8b-eagle3" / "config.json").read_text())
-    assert not detect_drafter({**spec, "use_aux_hidden_state": False}).acceptance_testable
+    assert detect_drafter({**spec, "eagle_config": {"use_aux_hidden_state": False}}).acceptance_testable
+
+
+def test_the_heads_vllm_builds_are_run():
+    """A Qwen3 layer (speculators qwen3, or a plain Qwen3ForCausalLM head vLLM names Eagle3Qwen3ForCausalLM),
+    a head without aux features and scaled RoPE: vLLM builds each and so does the reference (issue 43);
+    DeepSpec's Qwen3Eagle3Model stays out (vLLM has no Eagle3Qwen3Eagle3Model)."""
+    raw = json.loads((DATA / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    layer = {**raw["transformer_layer_config"], "model_type": "qwen3"}
+    assert detect_drafter({**raw, "transformer_layer_config": layer}).acceptance_testable
+    spec = json.loads((DATA / "specforge-qwen3-8b-eagle3" / "config.json").read_text())
+    assert detect_drafter({**spec, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}).acceptance_testable
+    assert detect_drafter({**spec, "rope_scaling": {"type": "linear", "factor": 2.0}}).acceptance_testable
+    assert not fmt("deepspec-qwen3-8b-eagle3").acceptance_testable

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, load_target
-from draftguard.runner.eagle3_model import Eagle3Head, PrenormHook, aux_features, load_eagle3
+from draftguard.runner.eagle3_model import Eagle3Head, PrenormHook, head_features, load_eagle3
 from draftguard.runner.reference import DraftCounts, _cache_arg, _count_step, _crop, _new_cache, stop_token_ids
 from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput
@@ -85,7 +85,7 @@ def eagle3_generate(
         cache, kv = _new_cache(target), _cache_arg(target)
         out = target(torch.tensor([ids], device=device), **{kv: cache}, use_cache=True, output_hidden_states=True)
         anchor = int(out.logits[0, -1].argmax())
-        features = aux_features(target, out, head.spec.aux_ids, hook.value)
+        features = head_features(head, target, out, hook.value)
         seq = ids + [anchor]  # every token whose position the target has seen, and the anchor
         new = [anchor]
         while len(new) < max_new_tokens and anchor not in stops:
@@ -104,7 +104,7 @@ def eagle3_generate(
             produced = drafted[:accepted] + [posterior[accepted]]
             produced, accepted = _count_step(counts, produced, accepted, stops, k + 1)
             _crop(cache, start + accepted + 1)
-            step_features = aux_features(target, out, head.spec.aux_ids, hook.value)[:, : accepted + 1]
+            step_features = head_features(head, target, out, hook.value)[:, : accepted + 1]
             features = torch.cat([features, step_features], 1)
             seq.extend(produced)
             new.extend(produced)

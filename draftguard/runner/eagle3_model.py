@@ -20,7 +20,11 @@ The format, as vLLM 0.32's ``llama_eagle3.py`` reads it:
   features), ``fc_norm`` (``fc_norm.{i}``, one per aux feature), ``norm_output`` (the next chain step
   reads the normed output);
 - aux id k is the target's residual stream after layer k - 1 (0: the embeddings); id N is the last
-  layer's output before the final norm, as vLLM captures it (``aux_features``).
+  layer's output before the final norm, as vLLM captures it (``aux_features``);
+- the layer is LLaMA's, or Qwen3's (q/k norms) where vLLM builds ``Eagle3Qwen3ForCausalLM``, with
+  plain or scaled RoPE (``runner/eagle3_layer.py``); a head whose ``eagle_config`` says
+  ``use_aux_hidden_state: false`` has no ``fc`` (vLLM drops the tensor) and reads the target's last
+  normed hidden state (``head_features``).
 
 One step of the head at position i reads the token at i + 1 and a hidden state: ``fc`` of the
 target's features at i in the first pass, the head's own pre-norm output afterwards (chain drafting,
@@ -41,11 +45,10 @@ from typing import Any, Sequence
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from draftguard.check.drafter.detect import EAGLE3_UNBUILT_OPTIONS
 from draftguard.errors import DrafterMismatch, MissingWeights
-from draftguard.runner.dflash_model import _local_folder, _read_weights, _rotate_half, text_config
+from draftguard.runner.dflash_model import _local_folder, _read_weights, text_config
+from draftguard.runner.eagle3_layer import MidLayer, RMSNorm, layer_kind, rope_parameters, rope_tables
 from draftguard.snapshot import BadInput, parse_json_object
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
@@ -70,7 +73,7 @@ class Eagle3Spec:
     num_kv_heads: int
     head_dim: int
     rms_norm_eps: float
-    rope_theta: float
+    rope: dict[str, Any]  # the RoPE parameters, standardised (``eagle3_layer.rope_parameters``)
     attention_bias: bool
     vocab_size: int
     draft_vocab_size: int
@@ -81,6 +84,10 @@ class Eagle3Spec:
     fc_norm: bool = False  # one RMSNorm per aux feature before fc (``fc_norm.{i}``)
     norm_output: bool = False  # the next chain step reads the normed output, not the pre-norm one
     sliding_window: int | None = None  # the layer's window when ``layer_types`` calls it sliding, as vLLM builds it
+    layer_kind: str = "llama"  # the decoder layer vLLM builds: "llama" or "qwen3" (``eagle3_layer.layer_kind``)
+    use_aux: bool = True  # false: no fc; the head reads the target's last (normed) hidden state, as EAGLE-1
+    inv_freq: torch.Tensor | None = None  # RoPE's inverse frequencies and cos/sin factor (``rope_tables``)
+    rope_factor: float = 1.0
 
 
 def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
@@ -109,8 +116,8 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     else:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
-    _refuse_unbuilt(path, raw, eagle)
     spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
+    spec.layer_kind, spec.use_aux = layer_kind(raw, layers, False), _use_aux(path, eagle, "eagle_config.")
     # As vLLM's llama_eagle3.py reads them: norm_before_fc from eagle_config first, the others top-level.
     spec.norm_before_fc = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
     spec.fc_norm, spec.norm_output = bool(raw.get("fc_norm", False)), bool(raw.get("norm_output", False))
@@ -132,37 +139,36 @@ def _speculators_spec(raw: dict[str, Any], path: Path, target_layers: int) -> Ea
         raise BadInput(f"{path}: a speculators head needs `transformer_layer_config` (the decoder layer's config)",
                        file=str(path), key="transformer_layer_config")
     layer_type = layers.get("model_type", "llama")
-    if layer_type != "llama":
-        vllm = ("vLLM builds it as Eagle3Qwen3ForCausalLM (--backend vllm measures it)" if layer_type == "qwen3"
-                else "vLLM refuses it too (its speculators adapter builds llama and qwen3 heads)")
-        raise BadInput(f"{path}: `transformer_layer_config.model_type` is {layer_type!r}; the reference builds the "
-                       f"LLaMA layer of an EAGLE-3 head only, and {vllm}", file=str(path),
-                       key="transformer_layer_config.model_type")
+    if layer_type not in ("llama", "qwen3"):
+        raise BadInput(f"{path}: `transformer_layer_config.model_type` is {layer_type!r}; vLLM's speculators adapter "
+                       "builds llama and qwen3 EAGLE-3 heads only (\"Unsupported model_type\"), and so does the "
+                       "reference", file=str(path), key="transformer_layer_config.model_type")
     if raw.get(IDS_KEY):  # vLLM copies the list only when it is non-empty
         ids, key = raw[IDS_KEY], IDS_KEY
     else:
         ids, key = default_aux_ids(target_layers), "the engines' default (2, N//2, N-3)"
     _check_ids(path, ids, key)
-    _refuse_unbuilt(path, raw, {})
     spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", True)),
                  top_level=False)
+    eagle = layers.get("eagle_config") if isinstance(layers.get("eagle_config"), dict) else {}
+    spec.layer_kind = layer_kind(raw, layers, True)
+    spec.use_aux = _use_aux(path, eagle, "transformer_layer_config.eagle_config.")
     # vLLM's update_eagle3 copies these from the top level, each false unless stated.
     spec.norm_before_fc, spec.fc_norm = bool(raw.get("norm_before_fc", False)), bool(raw.get("fc_norm", False))
     spec.norm_output = bool(raw.get("norm_output", False))
     return spec
 
 
-def _refuse_unbuilt(path: Path, raw: dict[str, Any], eagle: dict[str, Any]) -> None:
-    """A head that sets an option vLLM builds and this head does not (``EAGLE3_UNBUILT_OPTIONS``: no
-    aux features) is refused with that reason, read where vLLM reads it (``eagle_config`` first),
-    rather than on the tensors it then holds."""
-    for name, built in EAGLE3_UNBUILT_OPTIONS:
-        value = eagle.get(name, raw.get(name, built))
-        if isinstance(value, bool) and value != built:
-            raise BadInput(f"{path}: `{name}` is {str(value).lower()}: vLLM builds that variant of the EAGLE-3 head "
-                           "(no aux features) and the reference does not, so it cannot judge it (--backend vllm "
-                           "measures it)",
-                           file=str(path), key=name)
+def _use_aux(path: Path, eagle: dict[str, Any], where: str) -> bool:
+    """Whether the head reads the target's aux features: ``eagle_config.use_aux_hidden_state``, true
+    unless stated, and read there only, as vLLM reads it (``llama_eagle3.py``, ``qwen3_eagle3.py`` and
+    the proposer's ``_get_eagle3_use_aux_hidden_state_from_config``; a top-level key is never read).
+    False: no ``fc``, and vLLM's V1 runner feeds the target's last hidden state (after its final norm)."""
+    value = eagle.get("use_aux_hidden_state", True)
+    if not isinstance(value, bool):
+        raise BadInput(f"{path}: `{where}use_aux_hidden_state` must be true or false, got {value!r}", file=str(path),
+                       key=f"{where}use_aux_hidden_state")
+    return value
 
 
 def _check_ids(path: Path, ids: Any, key: str) -> None:
@@ -183,14 +189,16 @@ def _spec(raw: dict[str, Any], layers: dict[str, Any], path: Path, ids: list[int
         return value
 
     hidden, heads = int(num("hidden_size")), int(num("num_attention_heads"))
-    rope = layers.get("rope_parameters") or {}
+    where = "" if layers is raw else "transformer_layer_config."
+    rope = rope_parameters(layers if not top_level else {**raw, **layers}, path, where)
+    head_dim = int(layers.get("head_dim") or hidden // heads)
+    inv_freq, factor = rope_tables(rope, head_dim, int(layers.get("max_position_embeddings") or 8192), path, where)
     vocab = int(num("vocab_size"))
     return Eagle3Spec(
         source=str(path.parent), hidden_size=hidden, target_hidden_size=int(raw.get("target_hidden_size") or hidden),
         intermediate_size=int(num("intermediate_size")), num_heads=heads,
-        num_kv_heads=int(num("num_key_value_heads", heads)), head_dim=int(layers.get("head_dim") or hidden // heads),
-        rms_norm_eps=float(num("rms_norm_eps", 1e-6)),
-        rope_theta=float(rope.get("rope_theta") or layers.get("rope_theta") or 10000.0),
+        num_kv_heads=int(num("num_key_value_heads", heads)), head_dim=head_dim,
+        rms_norm_eps=float(num("rms_norm_eps", 1e-6)), rope=rope, inv_freq=inv_freq, rope_factor=factor,
         attention_bias=bool(layers.get("attention_bias", False)), vocab_size=vocab,
         draft_vocab_size=int(raw.get("draft_vocab_size") or vocab), aux_ids=list(ids), ids_key=key,
         norm_before_residual=norm_before_residual, sliding_window=_window(layers),
@@ -207,68 +215,7 @@ def _window(layers: dict[str, Any]) -> int | None:
     return None
 
 
-class _RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        var = x.float().pow(2).mean(-1, keepdim=True)
-        return (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype) * self.weight
-
-
-class _Attention(nn.Module):
-    def __init__(self, s: Eagle3Spec):
-        super().__init__()
-        inp, b = 2 * s.hidden_size, s.attention_bias
-        self.q_proj = nn.Linear(inp, s.num_heads * s.head_dim, bias=b)
-        self.k_proj = nn.Linear(inp, s.num_kv_heads * s.head_dim, bias=b)
-        self.v_proj = nn.Linear(inp, s.num_kv_heads * s.head_dim, bias=b)
-        self.o_proj = nn.Linear(s.num_heads * s.head_dim, s.hidden_size, bias=b)
-        self.s = s
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        s = self.s
-        b, n, _ = x.shape
-        q = self.q_proj(x).view(b, n, s.num_heads, s.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, n, s.num_kv_heads, s.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, n, s.num_kv_heads, s.head_dim).transpose(1, 2)
-        inv = 1.0 / (s.rope_theta ** (torch.arange(0, s.head_dim, 2, device=x.device).float() / s.head_dim))
-        freqs = positions.float()[..., None] * inv
-        emb = torch.cat([freqs, freqs], -1)
-        cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        rep = s.num_heads // s.num_kv_heads
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        if s.sliding_window:  # causal within the window: a query at p sees keys at p - w + 1 .. p
-            gap = positions[:, :, None] - positions[:, None, :]
-            allowed = (gap >= 0) & (gap < s.sliding_window)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None])
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
-
-
-class _Mlp(nn.Module):
-    def __init__(self, s: Eagle3Spec):
-        super().__init__()
-        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class _MidLayer(nn.Module):
-    def __init__(self, s: Eagle3Spec):
-        super().__init__()
-        self.input_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
-        self.hidden_norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
-        self.self_attn = _Attention(s)
-        self.post_attention_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
-        self.mlp = _Mlp(s)
+_RMSNorm = RMSNorm  # the name mtp_model imports
 
 
 class Eagle3Head(nn.Module):
@@ -280,12 +227,13 @@ class Eagle3Head(nn.Module):
     def __init__(self, spec: Eagle3Spec):
         super().__init__()
         self.spec = spec
-        self.fc = nn.Linear(len(spec.aux_ids) * spec.target_hidden_size, spec.hidden_size, bias=False)
+        if spec.use_aux:  # vLLM builds fc only then, and drops a checkpoint's fc.* otherwise
+            self.fc = nn.Linear(len(spec.aux_ids) * spec.target_hidden_size, spec.hidden_size, bias=False)
         if spec.norm_before_fc:
             self.input_norm = _RMSNorm(len(spec.aux_ids) * spec.target_hidden_size, spec.rms_norm_eps)
         if spec.fc_norm:
             self.fc_norm = nn.ModuleList([_RMSNorm(spec.target_hidden_size, spec.rms_norm_eps) for _ in spec.aux_ids])
-        self.midlayer = _MidLayer(spec)
+        self.midlayer = MidLayer(spec)
         self.norm = _RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.lm_head = nn.Linear(spec.hidden_size, spec.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(spec.draft_vocab_size, dtype=torch.long))
@@ -310,7 +258,10 @@ class Eagle3Head(nn.Module):
 
     def combine(self, features: torch.Tensor) -> torch.Tensor:
         """The target's aux features into the head's width (vLLM's ``combine_hidden_states``): the
-        optional norm over all of them, then the optional norm of each, then ``fc``."""
+        optional norm over all of them, then the optional norm of each, then ``fc``; a head without aux
+        features takes the target's hidden state as it is."""
+        if not self.spec.use_aux:
+            return features
         if self.spec.norm_before_fc:
             features = self.input_norm(features)
         if self.spec.fc_norm:
@@ -320,6 +271,16 @@ class Eagle3Head(nn.Module):
 
     def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
+
+
+def head_features(head: Eagle3Head, target: nn.Module, out: Any, prenorm_last: torch.Tensor) -> torch.Tensor:
+    """What vLLM's V1 runner feeds the head from a target forward: its aux features (``aux_features``),
+    or, for a head without them (``use_aux_hidden_state`` false), the last hidden state after the
+    target's final norm (the model's output, ``hidden_states[N]`` in transformers). A head with this
+    interface but its own spec (``MtpHead``) states its aux ids."""
+    if not getattr(head.spec, "use_aux", True):
+        return out.hidden_states[-1]
+    return aux_features(target, out, head.spec.aux_ids, prenorm_last)
 
 
 def aux_features(target: nn.Module, out: Any, ids: Sequence[int], prenorm_last: torch.Tensor) -> torch.Tensor:
@@ -430,7 +391,7 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
     if aux_ids is not None:
         spec.aux_ids = list(aux_ids)
     where = f"{name}/config.json"
-    for i in spec.aux_ids:
+    for i in spec.aux_ids if spec.use_aux else []:
         if not 0 <= i <= n:
             raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id {i}, but the target has "
                                   f"{n} layers (aux ids 0..{n})", file=where, key=spec.ids_key)
@@ -438,7 +399,15 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
         raise DrafterMismatch(f"{where}: the head's target hidden size {spec.target_hidden_size} and vocabulary "
                               f"{spec.vocab_size} differ from the target's {text.hidden_size} and {text.vocab_size}",
                               file=where)
+    if not spec.use_aux and spec.hidden_size != int(text.hidden_size):
+        raise DrafterMismatch(f"{where}: `eagle_config.use_aux_hidden_state` is false, so the head reads the target's "
+                              f"hidden state ({text.hidden_size} wide) as its own ({spec.hidden_size}); vLLM asserts "
+                              "they are equal", file=where, key="hidden_size")
     weights = engine_names(_read_weights(folder))
+    # vLLM's loader drops these before loading (load_weights: its mapper's None entries, mask_hidden skipped)
+    dropped = {k for k in weights if k == "mask_hidden" or (k.startswith("fc.") and not spec.use_aux)
+               or (k.startswith("input_norm.") and not spec.norm_before_fc)}
+    weights = {k: v for k, v in weights.items() if k not in dropped}
     module = Eagle3Head(spec)
     expected = module.state_dict()
     norms = {f"{n}.weight" for n, m in module.named_modules() if isinstance(m, _RMSNorm)}  # ones in vLLM too

@@ -288,17 +288,19 @@ def _speculators_eagle3_refusal(raw: dict[str, Any], spec_type: str) -> str | No
     return _eagle3_refusal(layer, "EAGLE-3", arch)
 
 
-# EAGLE-3 options the reference head does not build (vLLM's llama_eagle3.py reads them), each with the
-# value the reference's head stands for.
-EAGLE3_UNBUILT_OPTIONS = (("use_aux_hidden_state", True),)
 # The norm options vLLM's speculators adapter copies from the top level, false unless stated; the
 # reference head builds each (``runner/eagle3_model.py``).
 SPECULATORS_NORM_OPTIONS = ("norm_before_fc", "fc_norm", "norm_output")
 # The architectures vLLM builds as llama_eagle3's one LLaMA layer, whatever model_type the file copied
 # from its target (SpecForge's phi4 and QwQ heads say phi3 and qwen2): the head the reference builds.
 LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
-# RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts).
+# And those vLLM builds as qwen3_eagle3's Qwen3 layer (q/k norms), which the reference builds too; vLLM's
+# EAGLEConfig names a plain ``Qwen3ForCausalLM`` head Eagle3Qwen3ForCausalLM.
+QWEN3_EAGLE3_ARCHITECTURES = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM")
+# RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts) and the
+# scaled kinds whose tables transformers computes as vLLM does (``runner/eagle3_layer.py``).
 PLAIN_ROPE = (None, "default", "mrope")
+SCALED_ROPE = ("linear", "dynamic", "yarn", "llama3")
 
 
 def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | None:
@@ -309,24 +311,19 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
     if label == "P-EAGLE":
         return "P-EAGLE heads draft in parallel; draftguard accept runs EAGLE-3's chain drafting only"
     model_type = raw.get("model_type", "llama")
-    if arch not in LLAMA_EAGLE3_ARCHITECTURES and (arch is not None or model_type != "llama"):
+    built = LLAMA_EAGLE3_ARCHITECTURES + QWEN3_EAGLE3_ARCHITECTURES
+    if arch not in built and (arch is not None or model_type not in ("llama", "qwen3")):
         return (f"an EAGLE-3 head with a {arch or model_type} decoder layer (model_type {model_type!r}); "
-                "draftguard accept builds the LLaMA layer of LlamaForCausalLMEagle3 heads only")
+                "draftguard accept builds the LLaMA and Qwen3 layers vLLM builds for EAGLE-3 heads only")
     layer_count = raw.get("num_hidden_layers", 1)
     if layer_count != 1:
         return (f"an EAGLE-3 head of {layer_count} decoder layers; draftguard accept builds EAGLE-3's "
                 "one-layer head only")
-    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
-    for key, built in EAGLE3_UNBUILT_OPTIONS:
-        value = eagle.get(key, raw.get(key, built))
-        if isinstance(value, bool) and value != built:
-            return (f"{key}: {str(value).lower()} in its config.json: an EAGLE-3 variant without aux features, "
-                    "which draftguard accept's reference head does not build")
-    rope = raw.get("rope_scaling") or raw.get("rope_parameters")
+    rope = raw.get("rope_parameters") or raw.get("rope_scaling")
     rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
-    if rope_type not in PLAIN_ROPE:
-        return (f"its RoPE is scaled ({rope_type}), and draftguard accept's reference head builds plain RoPE "
-                "only, so its τ would not be the head's")
+    if rope_type not in PLAIN_ROPE + SCALED_ROPE:
+        return (f"its RoPE is {rope_type}, and draftguard accept's reference head builds plain RoPE and "
+                f"{', '.join(SCALED_ROPE)} scaling only, so its τ would not be the head's")
     return None
 
 
