@@ -66,7 +66,7 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 RECYCLE = 500  # calls a thread's warm child answers before a fresh one takes over
 AHEAD = 32  # calls of a stream sent to the child ahead of their answers, at most
-MESSAGE = 8  # calls of a stream in one message, at most
+MESSAGE, AHEAD_BYTES = 8, 32 * 2**20  # calls in one message; bytes not yet written past which no more are read
 _THREAD = threading.local()  # each thread's warm child (Child.of_thread)
 _CHILD: dict[str, Any] = {}  # in a child: its pipe to the caller and its limits
 
@@ -191,8 +191,7 @@ class Child:
 
     def __init__(self, limits: Limits):
         self.limits = limits
-        self.proc: Any = None
-        self.conn: Any = None
+        self.proc = self.conn = self.sock = None  # type: Any
         self.calls = 0  # calls the running child has been sent
         self.sent: dict[str, str] | None = None  # the caller's environment when the running child was last sent it
 
@@ -223,12 +222,13 @@ class Child:
             # One thread (the CLI, the Action): no other thread can hold a lock the child inherits,
             # so fork this process itself; the child shares what it imported and imports the rest.
             self.conn, theirs = multiprocessing.get_context("fork").Pipe()
-            self.proc = forking.ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn), daemon=True)
+            self.proc = forking.ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn),
+                                            daemon=True)
         else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
             self.conn, theirs = forking.forkserver_context().Pipe()
             forking.start_servers()
-            self.proc = forking.ServerProcess(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None),
-                                 daemon=True)
+            self.proc = forking.ServerProcess(target=_serve, daemon=True,
+                                              args=(theirs, self.limits, without_secrets(os.environ), None))
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
@@ -274,14 +274,12 @@ class Child:
     def stream(self, function: Callable[..., Any], calls: Iterable[tuple[tuple, dict, dict]], *,
                object_hook: Callable[[dict], Any] | None = None) -> Iterator[Any]:
         """``function(*args)`` for each ``(args, handlers, where)`` of ``calls``, in turn in the child,
-        each answer yielded in order as it comes. The calls go ahead of their answers (``AHEAD`` at
-        most, ``MESSAGE`` to a message), taken from ``calls`` while the child works: a lazy ``calls``
-        reads its next files then. The caller never waits on a send (it writes what the pipe takes
-        and reads answers in between), so the two never wait on each other. Each call has its own
-        wall time (from the answer before it, or from its sending if later) and CPU seconds, and its
-        own ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where
-        a bound stopped the child: that ends the child, and the calls after it go to a fresh one).
-        """
+        each answer yielded in order as it comes. Calls go ahead of their answers (``AHEAD`` at most,
+        ``MESSAGE`` to a message), taken from ``calls`` (a lazy one reads its next files) while the
+        child works; the caller never waits on a send, so the two never wait on each other. Each
+        call has its own wall time (from the answer before it, or its sending if later), CPU seconds,
+        ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where a
+        bound stopped the child: that ends it, and the calls after it go to a fresh one)."""
         source, flight, more = iter(calls), collections.deque(), True
         try:
             while more or flight:
@@ -290,7 +288,7 @@ class Child:
                     if flight:  # the calls a stopped child had not answered, to the fresh one
                         self._queue(function, list(flight))
                 taken: list[_Call] = []
-                while more and len(flight) <= AHEAD - MESSAGE and len(taken) < MESSAGE:
+                while more and len(taken) < MESSAGE and self._room(len(flight)):
                     try:
                         taken.append(_Call(*next(source)))
                     except StopIteration:
@@ -303,8 +301,8 @@ class Child:
                 self._write()
                 if not flight:
                     continue
-                # nothing more to send now: wait for an answer; else only look, and read the next files
-                answer = self._receive(flight[0], object_hook, block=not more or len(flight) > AHEAD - MESSAGE)
+                # no room for more calls: wait for an answer; else only look, and read the next files
+                answer = self._receive(flight[0], object_hook, block=not (more and self._room(len(flight))))
                 if answer is _NOTHING:
                     continue
                 flight.popleft()
@@ -313,7 +311,10 @@ class Child:
                 yield answer
         finally:
             if flight:
-                self.close()  # stopped in between (an error, or the caller stopped reading): the child's state is unknown
+                self.close()  # stopped half-way (an error, the caller stopped reading): the child's state is unknown
+
+    def _room(self, flying: int) -> bool:  # for a whole message more
+        return flying <= AHEAD - MESSAGE and len(self.out) < AHEAD_BYTES
 
     def _queue(self, function: Callable[..., Any], calls: list["_Call"]) -> None:
         """One message of ``calls`` into the bytes to write; the environment goes again only when it
@@ -329,8 +330,7 @@ class Child:
     def _put(self, message: tuple) -> None:
         payload = reduction.ForkingPickler.dumps(message)  # as Connection.send frames it
         header = struct.pack("!i", len(payload)) if len(payload) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(payload))
-        self.out += header
-        self.out += payload
+        self.out += header + payload
         self.queued += len(header) + len(payload)
 
     def _write(self) -> None:
@@ -395,12 +395,12 @@ class Child:
                     self.proc.kill()
                 self.proc.join()
             self.conn.close()
-            self.sock.close()
         elif self.conn is not None:
             with contextlib.suppress(OSError):
                 self.conn.close()  # this process's copies of the pipe; the owner's stay open
+        if self.sock is not None:
             self.sock.close()
-        self.proc = self.conn = None
+        self.proc = self.conn = self.sock = None
 
 
 _NOTHING = object()  # no answer yet
