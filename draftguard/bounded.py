@@ -23,9 +23,9 @@ spends answering a ``call`` is not the child's.
 In: a module-level function and its (picklable) arguments, ``Limits``, optional handlers.
 Out: ``start()`` (the forkserver, early); ``run(...)`` -> the function's JSON answer (a child of
 its own; ``Encoded``: an answer the function wrote as JSON itself); ``Child`` (one child that runs
-many calls in turn, started afresh after a call that stopped it; ``Child.run_each``: many calls in
-one message, each answered when it is ready, each under its own bounds; ``Child.of_thread``: each
-thread's, kept warm between checks); ``Stopped`` (a
+many calls in turn, started afresh after a call that stopped it; ``Child.stream``: many calls sent
+ahead of their answers, each answered when it is ready, each under its own bounds; ``run_each``,
+the same as a list; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
 raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
 ``read_json`` (the caps, from ``draftguard.capped``).
@@ -33,37 +33,40 @@ raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import io
 import json
 import math
 import multiprocessing
-import multiprocessing.context as context
 import os
 import re
 import resource
+import select
 import signal
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
-from multiprocessing import process as mp_process
-from typing import Any, Callable
+from multiprocessing import reduction
+from typing import Any, Callable, Iterable, Iterator
 
+from draftguard import forking
 from draftguard.capped import MAX_ANSWER, MAX_DEPTH, read_json, size_text  # noqa: F401 (callers' names)
 from draftguard.errors import BadInput
-from draftguard.secrets import is_secret_name, without_secrets
+from draftguard.forking import PRELOAD  # noqa: F401 (callers' name)
+from draftguard.secrets import without_secrets
 
 MEMORY_ENV, CPU_ENV, BUDGET_ENV = "DRAFTGUARD_CHECK_MEMORY", "DRAFTGUARD_CHECK_CPU_SECONDS", "DRAFTGUARD_CHECK_SECONDS"
 DEFAULT_MEMORY, DEFAULT_CPU, DEFAULT_BUDGET = 2 * 10**9, 30.0, 20.0
 WALL_GRACE = 5.0  # seconds past twice the budget: the cooperative budget speaks first where it can
 MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its address-space bound
-PRELOAD = ["draftguard.check.preload"]  # what the forkserver imports once (transformers)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 RECYCLE = 500  # calls a thread's warm child answers before a fresh one takes over
-_CONTEXT: Any = None  # the forkserver context, made once
+AHEAD = 32  # calls of a stream sent to the child ahead of their answers, at most
+MESSAGE, AHEAD_BYTES = 8, 32 * 2**20  # calls in one message; bytes not yet written past which no more are read
 _THREAD = threading.local()  # each thread's warm child (Child.of_thread)
 _CHILD: dict[str, Any] = {}  # in a child: its pipe to the caller and its limits
 
@@ -150,50 +153,13 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
-def _forget_forkserver() -> None:
-    """In a child forked from a caller (a queue's process worker): the caller's forkserver is not its
-    child, so this process starts its own (multiprocessing would wait on a process it cannot)."""
-    server = forkserver._forkserver
-    if getattr(server, "_forkserver_alive_fd", None) is not None:
-        with contextlib.suppress(OSError):
-            os.close(server._forkserver_alive_fd)
-    for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_forkserver_authkey",
-                 "_inherited_fds"):
-        if hasattr(server, name):
-            setattr(server, name, None)
-    server._lock = threading.Lock()
-    _THREAD.__dict__.pop("child", None)  # the forking thread's warm child is its parent's (close() leaves it)
+def _forget_warm_child() -> None:
+    """In a process forked from a caller: the forking thread's warm child is its parent's (``close()``
+    leaves it)."""
+    _THREAD.__dict__.pop("child", None)
 
 
-os.register_at_fork(after_in_child=_forget_forkserver)
-
-
-def _context() -> Any:
-    global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(PRELOAD)
-    return _CONTEXT
-
-
-_SERVERS = threading.Lock()
-
-
-def _start_servers() -> None:
-    """Start multiprocessing's forkserver and its resource tracker (if not running) from an
-    environment without a secret (``secrets.is_secret_name``): both are exec'd with the environment
-    of the moment, and every child forks from the forkserver. The secrets are taken out of this
-    process's environment for the few milliseconds of the two starts, under a lock."""
-    with _SERVERS:
-        if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None and getattr(
-                resource_tracker._resource_tracker, "_pid", None) is not None:
-            return  # both running (a dead one is started again by the next ensure_running, here)
-        hidden = {k: os.environ.pop(k) for k in list(os.environ) if is_secret_name(k)}
-        try:
-            resource_tracker.ensure_running()
-            forkserver.ensure_running()
-        finally:
-            os.environ.update(hidden)
+os.register_at_fork(after_in_child=_forget_warm_child)
 
 
 def start() -> None:
@@ -201,54 +167,8 @@ def start() -> None:
     reading its files), where children will come from it: in a process with threads. Does nothing
     once it runs, or in a process of one thread (its children fork from it)."""
     if threading.active_count() > 1:
-        _context()
-        _start_servers()
-
-
-class _Popen(popen_forkserver.Popen):
-    """The forkserver's Popen, less one step: the child does not import the caller's main module
-    again (a console script, a bench, a test runner: seconds of imports, and code that is not the
-    check's). The child runs module-level functions of draftguard only."""
-
-    def _launch(self, process_obj: Any) -> None:  # popen_forkserver.Popen._launch (3.10-3.13), main left out
-        prep_data = spawn.get_preparation_data(process_obj._name)
-        prep_data.pop("init_main_from_path", None)
-        prep_data.pop("init_main_from_name", None)
-        buf = io.BytesIO()
-        context.set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            context.set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
-        parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class _Process(multiprocessing.context.ForkServerProcess):
-    @staticmethod
-    def _Popen(process_obj: Any) -> Any:
-        return _Popen(process_obj)
-
-    def start(self) -> None:
-        """``BaseProcess.start`` less its refusal in a daemonic process: a queue's process worker
-        (huey's are daemonic) checks files too. The child ends by itself when its caller's pipe
-        closes, so no child outlives its caller."""
-        self._check_closed()
-        assert self._popen is None and self._parent_pid == os.getpid()
-        mp_process._cleanup()  # type: ignore[attr-defined]
-        self._popen = self._Popen(self)
-        self._sentinel = self._popen.sentinel
-        del self._target, self._args, self._kwargs
-        mp_process._children.add(self)  # type: ignore[attr-defined]
-
-
-class _ForkProcess(multiprocessing.context.ForkProcess):
-    start = _Process.start
+        forking.forkserver_context()
+        forking.start_servers()
 
 
 def run(function: Callable[..., Any], *args: Any, limits: Limits, handlers: dict[str, Callable[..., Any]] | None = None,
@@ -271,9 +191,8 @@ class Child:
 
     def __init__(self, limits: Limits):
         self.limits = limits
-        self.proc: Any = None
-        self.conn: Any = None
-        self.calls = 0  # calls the running child has answered
+        self.proc = self.conn = self.sock = None  # type: Any
+        self.calls = 0  # calls the running child has been sent
         self.sent: dict[str, str] | None = None  # the caller's environment when the running child was last sent it
 
     @classmethod
@@ -303,20 +222,28 @@ class Child:
             # One thread (the CLI, the Action): no other thread can hold a lock the child inherits,
             # so fork this process itself; the child shares what it imported and imports the rest.
             self.conn, theirs = multiprocessing.get_context("fork").Pipe()
-            self.proc = _ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn), daemon=True)
+            self.proc = forking.ForkProcess(target=_serve, args=(theirs, self.limits, dict(os.environ), self.conn),
+                                            daemon=True)
         else:  # threads (a bot's workers): a child from the forkserver, which has none, nor any secret
-            self.conn, theirs = _context().Pipe()
-            _start_servers()
-            self.proc = _Process(target=_serve, args=(theirs, self.limits, without_secrets(os.environ), None),
-                                 daemon=True)
+            self.conn, theirs = forking.forkserver_context().Pipe()
+            forking.start_servers()
+            self.proc = forking.ServerProcess(target=_serve, daemon=True,
+                                              args=(theirs, self.limits, without_secrets(os.environ), None))
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
+        self.calls, self.sent = 0, None
+        self.sock = socket.socket(fileno=os.dup(self.conn.fileno()))  # for writes that never wait
+        self.poller = select.poll()
+        self.poller.register(self.conn.fileno(), select.POLLIN)
+        self.out, self.queued, self.written = bytearray(), 0, 0  # bytes not yet written; all queued, all written
+        self.marks: collections.deque[_Call] = collections.deque()  # calls whose message is not all written
+        self.answered = 0.0  # when the running child last answered
 
     def _environ(self, environ: dict[str, str]) -> dict[str, str]:
         """The environment a call runs with: the caller's, less its secrets where the child comes
         from the forkserver (a child forked from a caller of one thread has its memory anyway)."""
-        forked = isinstance(self.proc, _ForkProcess)
+        forked = isinstance(self.proc, forking.ForkProcess)
         return environ if forked else without_secrets(environ)
 
     def run(self, function: Callable[..., Any], *args: Any, handlers: dict[str, Callable[..., Any]] | None = None,
@@ -341,59 +268,122 @@ class Child:
     def run_each(self, function: Callable[..., Any], calls: list[tuple], *,
                  handlers: list[dict[str, Callable[..., Any]]],
                  object_hook: Callable[[dict], Any] | None = None, where: list[dict[str, Any]]) -> list[Any]:
-        """``function(*args)`` for each ``args`` of ``calls``, in turn in the child: one message there,
-        each answer back as soon as it is ready, so the child never waits on the caller between them.
-        Each call has its own wall time (from the answer before it) and CPU seconds, and its own
-        ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where a
-        bound stopped the child: that ends the child, and the calls after it go to a fresh one).
-        """
-        answers: list[Any] = []
-        while len(answers) < len(calls):
-            first = len(answers)
-            if self.proc is None:
-                self._start()
-                self.calls, self.sent = 0, None
-            self.calls += len(calls) - first
-            environ = dict(os.environ)
-            try:  # the environment goes again only when it changed (the child keeps the last one it was sent)
-                self.conn.send((function, calls[first:], None if environ == self.sent else self._environ(environ)))
-                self.sent = environ
-                for index in range(first, len(calls)):
-                    try:
-                        answers.append(self._wait(handlers[index], object_hook, where[index]))
-                    except Stopped as exc:
-                        answers.append(exc)
-                        self.close()  # a bound stopped this call: the next ones start afresh
-                        break
-                    except BadInput as exc:  # the function's own: the child goes on with the next call
-                        answers.append(exc)
-            except BaseException:
-                self.close()  # whatever else stopped a call ends the child: the next call starts afresh
-                raise
-        return answers
+        """``stream`` of ``calls`` (each with its ``handlers`` and ``where``), its answers as a list."""
+        return list(self.stream(function, zip(calls, handlers, where), object_hook=object_hook))
 
-    def _wait(self, handlers: dict[str, Callable[..., Any]], object_hook: Any, where: dict[str, Any]) -> Any:
-        deadline = time.monotonic() + self.limits.wall
+    def stream(self, function: Callable[..., Any], calls: Iterable[tuple[tuple, dict, dict]], *,
+               object_hook: Callable[[dict], Any] | None = None) -> Iterator[Any]:
+        """``function(*args)`` for each ``(args, handlers, where)`` of ``calls``, in turn in the child,
+        each answer yielded in order as it comes. Calls go ahead of their answers (``AHEAD`` at most,
+        ``MESSAGE`` to a message), taken from ``calls`` (a lazy one reads its next files) while the
+        child works; the caller never waits on a send, so the two never wait on each other. Each
+        call has its own wall time (from the answer before it, or its sending if later), CPU seconds,
+        ``handlers`` and ``where``. Out: per call, its answer or its BadInput (``Stopped`` where a
+        bound stopped the child: that ends it, and the calls after it go to a fresh one)."""
+        source, flight, more = iter(calls), collections.deque(), True
+        try:
+            while more or flight:
+                if self.proc is None:
+                    self._start()
+                    if flight:  # the calls a stopped child had not answered, to the fresh one
+                        self._queue(function, list(flight))
+                taken: list[_Call] = []
+                while more and len(taken) < MESSAGE and self._room(len(flight)):
+                    try:
+                        taken.append(_Call(*next(source)))
+                    except StopIteration:
+                        more = False
+                    if not flight:
+                        break  # the child waits: what there is goes at once
+                if taken:
+                    self._queue(function, taken)
+                    flight.extend(taken)
+                self._write()
+                if not flight:
+                    continue
+                # no room for more calls: wait for an answer; else only look, and read the next files
+                answer = self._receive(flight[0], object_hook, block=not (more and self._room(len(flight))))
+                if answer is _NOTHING:
+                    continue
+                flight.popleft()
+                if isinstance(answer, Stopped):
+                    self.close()  # a bound stopped this call: the next ones start afresh
+                yield answer
+        finally:
+            if flight:
+                self.close()  # stopped half-way (an error, the caller stopped reading): the child's state is unknown
+
+    def _room(self, flying: int) -> bool:  # for a whole message more
+        return flying <= AHEAD - MESSAGE and len(self.out) < AHEAD_BYTES
+
+    def _queue(self, function: Callable[..., Any], calls: list["_Call"]) -> None:
+        """One message of ``calls`` into the bytes to write; the environment goes again only when it
+        changed (the child keeps the last one it was sent)."""
+        environ = dict(os.environ)
+        self._put(("run", function, [c.args for c in calls], None if environ == self.sent else self._environ(environ)))
+        self.sent, now = environ, time.monotonic()
+        for c in calls:
+            c.queued, c.end, c.sent = now, self.queued, None
+            self.marks.append(c)
+        self.calls += len(calls)
+
+    def _put(self, message: tuple) -> None:
+        payload = reduction.ForkingPickler.dumps(message)  # as Connection.send frames it
+        header = struct.pack("!i", len(payload)) if len(payload) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(payload))
+        self.out += header + payload
+        self.queued += len(header) + len(payload)
+
+    def _write(self) -> None:
+        """Write what the pipe takes now, never waiting; note when each call's message is all out."""
+        while self.out:
+            try:
+                written = self.sock.send(self.out, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except OSError:  # the child is gone: its end of input says how
+                self.out.clear()
+                break
+            del self.out[:written]
+            self.written += written
+        now = time.monotonic()
+        while self.marks and self.marks[0].end <= self.written:
+            self.marks.popleft().sent = now
+
+    def _receive(self, head: "_Call", object_hook: Any, block: bool) -> Any:
+        """``head``'s answer (its BadInput, or ``Stopped``), or ``_NOTHING`` when none is there and
+        ``block`` is False. Answers the child's ``call``s on the way."""
         while True:
-            if not self.conn.poll(max(0.0, deadline - time.monotonic())):
-                raise Stopped(self.limits.words("wall"), "wall", **where)
+            started = max(self.answered, head.queued if head.sent is None else head.sent)
+            left = started + self.limits.wall + head.extra - time.monotonic()
+            if left <= 0:
+                return Stopped(self.limits.words("wall"), "wall", **head.where)
+            self.poller.modify(self.conn.fileno(), select.POLLIN | (select.POLLOUT if self.out else 0))
+            events = dict(self.poller.poll(math.ceil(left * 1000) if block else 0)).get(self.conn.fileno(), 0)
+            if events & select.POLLOUT:
+                self._write()
+            if not events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                if block:
+                    continue
+                return _NOTHING
             try:
                 data = self.conn.recv_bytes(MAX_ANSWER)
-            except EOFError:
-                raise _died(self.proc, self.limits, where) from None
+            except (EOFError, ConnectionResetError):  # reset: it died with calls sent ahead unread
+                return _died(self.proc, self.limits, head.where)
             except OSError:  # longer than MAX_ANSWER
-                raise Stopped(f"stopped: its answer was over {size_text(MAX_ANSWER)}", "answer", **where) from None
+                return Stopped(f"stopped: its answer was over {size_text(MAX_ANSWER)}", "answer", **head.where)
             try:
                 message = read_json(data, object_hook)
             except ValueError as exc:
-                raise Stopped(f"stopped: its answer was unreadable ({exc})", "answer", **where) from None
+                return Stopped(f"stopped: its answer was unreadable ({exc})", "answer", **head.where)
             if "call" in message:
-                started = time.monotonic()
-                self.conn.send(_answer(handlers, message))
-                deadline += time.monotonic() - started  # the caller's time is not the child's
+                asked = time.monotonic()
+                self._put(("reply", *_answer(head.handlers, message)))
+                head.extra += time.monotonic() - asked  # the caller's time is not the child's
+                self._write()
                 continue
+            self.answered = time.monotonic()
             if "bad_input" in message:
-                raise BadInput(**message["bad_input"])
+                return BadInput(**message["bad_input"])
             return message["ok"]
 
     def close(self) -> None:
@@ -407,8 +397,27 @@ class Child:
             self.conn.close()
         elif self.conn is not None:
             with contextlib.suppress(OSError):
-                self.conn.close()  # this process's copy of the pipe; the owner's stays open
-        self.proc = self.conn = None
+                self.conn.close()  # this process's copies of the pipe; the owner's stay open
+        if self.sock is not None:
+            self.sock.close()
+        self.proc = self.conn = self.sock = None
+
+
+_NOTHING = object()  # no answer yet
+
+
+@dataclass(eq=False)
+class _Call:
+    """One call of a stream; when its message was queued (``end``: the bytes queued up to it) and all
+    written (``sent``); the caller's time answering its ``call``s (``extra``: not the child's)."""
+
+    args: tuple
+    handlers: dict[str, Callable[..., Any]]
+    where: dict[str, Any]
+    queued: float = 0.0
+    end: int = 0
+    sent: float | None = None
+    extra: float = 0.0
 
 
 def _answer(handlers: dict[str, Callable[..., Any]], message: dict) -> tuple[str, Any]:
@@ -442,7 +451,12 @@ def call(name: str, *args: Any) -> Any:
     BadInput raised here."""
     conn = _CHILD["conn"]
     conn.send_bytes(json.dumps({"call": name, "args": list(args)}).encode())
-    status, value = conn.recv()
+    while True:  # the caller may have sent the next calls ahead of the reply: kept for later
+        message = conn.recv()
+        if message[0] == "reply":
+            break
+        _CHILD["ahead"].append(message)
+    _, status, value = message
     if status == "bad":
         raise BadInput(**value)
     return value
@@ -459,13 +473,14 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
     caller's exit is this child's end of input."""
     if callers_end is not None:
         callers_end.close()
-    _CHILD.update(conn=conn, limits=limits)
+    ahead: collections.deque = collections.deque()  # calls that came while a call waited on its reply
+    _CHILD.update(conn=conn, limits=limits, ahead=ahead)
     try:
         limit_self(limits)
         settings: dict[str, str] = {}
         while True:
             try:
-                function, calls, environ = conn.recv()
+                _, function, calls, environ = ahead.popleft() if ahead else conn.recv()
             except EOFError:  # the caller closed: done
                 return
             settings = settings if environ is None else environ  # None: as the last call's

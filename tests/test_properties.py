@@ -84,3 +84,20 @@ def test_key_lines_point_at_each_top_level_key(doc):
         line = text.splitlines()[lines[key] - 1]
         assert line.startswith("  " + json.dumps(key) + ":")
     assert json.dumps(parse_json_object(text.encode(), "x"), indent=2) == text
+
+
+def test_a_config_parsed_again_is_a_fresh_copy_and_new_bytes_are_checked_again():
+    """Snapshot.load_json skips the caps' walk for bytes that already passed it (the check parses a
+    config three times), but each call still returns its own dict, and bytes put in afterwards
+    (fix's edits) go through every check again."""
+    snap = Snapshot(source="x", revision=None, files={"config.json": b'{"a": {"b": 1}}'}, display={})
+    first = snap.load_json()
+    first["a"]["b"] = 2
+    assert snap.load_json() == {"a": {"b": 1}}
+    snap.files["config.json"] = b'{"a": ' * 40 + b"1" + b"}" * 40
+    try:
+        snap.load_json()
+    except BadInput as exc:
+        assert "nested more than" in str(exc)
+    else:
+        raise AssertionError("new bytes nested past the cap were not refused")

@@ -450,7 +450,7 @@ LAYERS = [
     ("draftguard.check",),
     ("draftguard.settings",),
     ("draftguard.snapshot", "draftguard.secrets", "draftguard.hub_access", "draftguard.markers", "draftguard.bounded",
-     "draftguard.retry_after"),
+     "draftguard.forking", "draftguard.retry_after"),
     ("draftguard.capped",),
     ("draftguard.errors",),
 ]

@@ -1,7 +1,7 @@
 """The check of one file, in a bounded child (``draftguard.bounded``): the light check with its tracing
 builds, the drafter rules and the engine rules all run there; what only the caller holds (a surface's
 target lookup, the real engines' worker) is asked of it over the child's pipe. ``check.run`` runs
-every file of every surface through ``check_files`` (many files in one message to the child).
+every file of every surface through ``check_files`` (the files streamed to one child).
 
 In: one ``Snapshot``, ``Options`` (how to check it), the caller's ``DrafterStep`` and real engines.
 Out: ``check_file(...)`` -> a ``TargetResult`` read back from capped JSON, or BadInput (``Stopped``
@@ -13,10 +13,11 @@ benchmark's baseline, and what the child runs); ``DrafterStep``.
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from draftguard import bounded
 from draftguard.check.drafter import check_drafter, detect_drafter
@@ -62,16 +63,21 @@ def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: 
     return _result(_bounded(_in_child, snapshot, (snapshot, options, step.fetched), step, real, options, child))
 
 
-def check_files(snapshots: list[Snapshot], options: Options, step: "DrafterStep", real: Any,
-                child: bounded.Child) -> list["TargetResult | BadInput"]:
-    """``check_file`` of each snapshot, all sent to the child in one message (``Child.run_each``:
-    each file under its own bounds, answered as it finishes): per file its result or its BadInput."""
-    shown = [snapshot.path_of("config.json") for snapshot in snapshots]
-    answers = child.run_each(_in_child, [(snapshot, options, step.fetched) for snapshot in snapshots],
-                             handlers=[_handlers(snapshot, step, real, options) for snapshot in snapshots],
-                             object_hook=_decode_absent, where=[{"file": name} for name in shown])
-    return [_finished(answer, name, snapshot, step, _result)
-            for answer, name, snapshot in zip(answers, shown, snapshots)]
+def check_files(snapshots: Iterable[Snapshot], options: Options, step: "DrafterStep", real: Any,
+                child: bounded.Child) -> Iterator["TargetResult | BadInput"]:
+    """``check_file`` of each snapshot, streamed to the child (``Child.stream``: each file under its
+    own bounds, sent ahead while the child checks the ones before, answered as it finishes; a lazy
+    ``snapshots`` reads its next files meanwhile): per file, in order, its result or its BadInput."""
+    shown: collections.deque[tuple[str, Snapshot]] = collections.deque()
+
+    def calls() -> Iterator[tuple[tuple, dict, dict]]:
+        for snapshot in snapshots:
+            shown.append((snapshot.path_of("config.json"), snapshot))
+            yield (snapshot, options, step.fetched), _handlers(snapshot, step, real, options), {"file": shown[-1][0]}
+
+    for answer in child.stream(_in_child, calls(), object_hook=_decode_absent):
+        name, snapshot = shown.popleft()
+        yield _finished(answer, name, snapshot, step, _result)
 
 
 def drafter_file(snapshot: Snapshot, result: TargetResult, options: Options, step: "DrafterStep",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from draftguard import bounded
 from draftguard.check import policy, resolver
@@ -30,7 +30,6 @@ from draftguard.settings import Settings
 from draftguard.snapshot import BadInput, Snapshot, load_snapshot
 
 __all__ = ["DrafterFailed", "TargetLookup", "check", "target_masks"]
-BATCH = 16  # files read before they go to the bounded child in one message (each still under its own bounds)
 
 
 def target_masks(snapshot: Snapshot, *, target: str | None = None, trust_remote_code: bool = False) -> dict[int, str]:
@@ -110,39 +109,46 @@ def check(
                                         progress, host_in_process), settings, settings_root)
         report = Report(transformers_version=version or resolver.transformers_version())
         options.version = report.transformers_version
-        loaded: list[tuple[str, Snapshot | BadInput]] = []  # read, not yet checked: BATCH go to the child at once
-        for source in sources:
-            name = source.source if isinstance(source, Snapshot) else source
-            try:
-                snapshot = _load(source, revision, confine)
-                if in_process:
-                    report.targets.append(check_one(snapshot, options, step, real_engines))
-                    continue
-                loaded.append((name, snapshot))
-            except BadInput as exc:
-                if in_process:
-                    report.errors.append(InputError.of(name, exc))
-                    continue
-                loaded.append((name, exc))
-            if len(loaded) >= BATCH:
-                _check_batch(loaded, report, options, step, real_engines, child)
-        _check_batch(loaded, report, options, step, real_engines, child)
+        if in_process:
+            for source in sources:
+                try:
+                    report.targets.append(check_one(_load(source, revision, confine), options, step, real_engines))
+                except BadInput as exc:
+                    report.errors.append(InputError.of(_name(source), exc))
+        else:
+            _check_streamed(sources, revision, confine, report, options, step, real_engines, child)
         return policy.apply(report, settings, settings_root)
 
 
-def _check_batch(loaded: list[tuple[str, "Snapshot | BadInput"]], report: Report, options: Options, step: DrafterStep,
-                 real_engines: Any, child: bounded.Child) -> None:
-    """Check the files read so far in the child (one message, ``check_files``) and report them in the
-    order they were named, the ones that could not be read among them; ``loaded`` is emptied."""
-    results = iter(check_files([item for _, item in loaded if isinstance(item, Snapshot)], options, step,
-                               real_engines, child) if any(isinstance(item, Snapshot) for _, item in loaded) else [])
-    for name, item in loaded:
-        outcome = item if isinstance(item, BadInput) else next(results)
+def _check_streamed(sources: Iterable[str | Snapshot], revision: str | None, confine: Path | None, report: Report,
+                    options: Options, step: DrafterStep, real_engines: Any, child: bounded.Child) -> None:
+    """Check every source in the child (``check_files``: each file read here while the child checks
+    the ones before it) and report them in the order they were named, the ones that could not be
+    read among them."""
+    unread: list[tuple[str, BadInput | None]] = []  # per source: its reading's error, or None (sent to the child)
+
+    def snapshots() -> Iterator[Snapshot]:
+        for source in sources:
+            try:
+                snapshot = _load(source, revision, confine)
+            except BadInput as exc:
+                unread.append((_name(source), exc))
+                continue
+            unread.append((_name(source), None))
+            yield snapshot
+
+    results = list(check_files(snapshots(), options, step, real_engines, child))
+    checked = iter(results)
+    for name, error in unread:
+        outcome = error if error is not None else next(checked)
         if isinstance(outcome, BadInput):
             report.errors.append(InputError.of(name, outcome))
         else:
             report.targets.append(outcome)
-    loaded.clear()
+
+
+def _name(source: str | Snapshot) -> str:
+    return source.source if isinstance(source, Snapshot) else source
 
 
 def _load(source: str | Snapshot, revision: str | None, confine: Path | None) -> Snapshot:
