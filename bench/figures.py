@@ -15,13 +15,14 @@ Figures:
   docs/performance.md): configs, families, resolvable, false alarms, warm rate against transformers.
 - engines: what vLLM 0.32 and SGLang 0.5.23 serve differently, light tier (README "What the engines
   serve", docs/engines.md, docs/performance.md).
-- drafter-rules: what the drafter rules add to a check's wall time (docs/performance.md).
-- check: the light check's cold and warm cost against a bare AutoConfig (docs/performance.md).
+- drafter-rules: what the drafter rules add to a check's wall time (docs/performance.md, docs/drafters.md).
+- check: the light check's cold and warm cost against a bare AutoConfig (README, docs/performance.md).
 - gatherer: the audit's gatherer on Redis with 1k and 100k jobs pending, against the polling one it
   replaced (docs/audit.md "Gathering without polling"; needs redis-server).
-- webhook: the GitHub bot under load, kill -9 and GitHub faults (docs/github-bot.md "Figures").
-- audit: `draftguard audit` on the fake Hub's fleet with latency (docs/audit.md).
-- acceptance: `draftguard accept` on the tiny fixtures, CPU (docs/acceptance.md).
+- webhook: the GitHub bot under load, kill -9 and GitHub faults (README, docs/github-bot.md "Figures",
+  docs/performance.md).
+- audit: `draftguard audit` on the fake Hub's fleet with latency (docs/audit.md, docs/performance.md).
+- acceptance: `draftguard accept` on the tiny fixtures, CPU (README, docs/acceptance.md, docs/performance.md).
 - suite: the test suite's own time against its collection alone (bench/bench_suite.py).
 
 Every section says the date and time (UTC), the machine, the load average before and after its run
@@ -54,19 +55,20 @@ FIGURES: dict[str, tuple[str, list[str], list[str]]] = {
                      ["bench/bench_real_configs.py", "--repeat", "1", "--corpus", "{corpus}"]),
     "engines": ("README (What the engines serve), docs/engines.md, docs/performance.md",
                 ["bench/bench_engines.py", "--repeat", "5"], ["bench/bench_engines.py", "--repeat", "1"]),
-    "drafter-rules": ("docs/performance.md", ["bench/bench_drafter_rules.py", "--runs", "7"],
+    "drafter-rules": ("docs/performance.md, docs/drafters.md (Cost)", ["bench/bench_drafter_rules.py", "--runs", "7"],
                       ["bench/bench_drafter_rules.py", "--runs", "1"]),
-    "check": ("docs/performance.md", ["bench/bench_check.py", "--runs", "9"],
+    "check": ("README (Performance), docs/performance.md", ["bench/bench_check.py", "--runs", "9"],
               ["bench/bench_check.py", "--runs", "1", "--warm-configs", "20", "--skip-corpus-cli",
                "--corpus-repeat", "1", "--corpus", "{corpus}"]),
     "gatherer": ("docs/audit.md (Gathering without polling)", ["bench/bench_gatherer.py"],
                  ["bench/bench_gatherer.py", "--small", "100", "--large", "1000", "--seconds", "1"]),
-    "webhook": ("docs/github-bot.md (Figures)", ["bench/bench_webhooks.py"],
+    "webhook": ("README (Performance), docs/github-bot.md (Figures), docs/performance.md", ["bench/bench_webhooks.py"],
                 ["bench/bench_webhooks.py", "--only", "load", "--rate", "20", "--seconds", "2"]),
-    "audit": ("docs/audit.md", ["bench/bench_audit.py"],
+    "audit": ("docs/audit.md, docs/performance.md", ["bench/bench_audit.py"],
               ["bench/bench_audit.py", "--copies", "1", "--skip-queue", "--skip-versions", "--skip-baselines",
                "--skip-rerun"]),
-    "acceptance": ("docs/acceptance.md", ["bench/bench_accept.py", "--repeats", "5"],
+    "acceptance": ("README (Diagnose a collapse), docs/acceptance.md, docs/performance.md",
+                   ["bench/bench_accept.py", "--repeats", "5"],
                    ["bench/bench_accept.py", "--repeats", "1", "--skip-runs"]),
     "suite": ("README (Quickstart's test run), docs/performance.md", ["bench/bench_suite.py", "tests"],
               ["bench/bench_suite.py", "tests/test_release.py", "--slowest", "3"]),
