@@ -101,6 +101,21 @@ def test_the_light_check_flags_the_same_copies_without_a_run(folder, rule):
     assert errors == ({rule} if rule else set())
 
 
+def test_the_documented_command_runs_as_written(capsys, monkeypatch):
+    import re
+    import shlex
+
+    doc = (ROOT / "docs" / "acceptance.md").read_text()
+    block = re.search(r"<!-- mtp-qwen35 -->\n```sh\n(.*?)```", doc, re.S).group(1)
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[:2] == ["draftguard", "accept"]
+    monkeypatch.chdir(ROOT)
+    code = main(argv[1:] + ["--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "cause: mtp-weights — " in out and "no tensor under `mtp.`: dropped at save" in out
+
+
 def _rate(target, head, prompts) -> float:
     from draftguard.runner.eagle3 import eagle3_generate
 

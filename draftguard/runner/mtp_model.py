@@ -5,11 +5,11 @@ The forward, as vLLM 0.32's ``deepseek_mtp.py`` and ``mimo_mtp.py`` run it, for 
 position i + 1 and the target's hidden state at position i:
 
 - the embedding (the target's own ``model.embed_tokens``: the family shares it) is zeroed at
-  position 0, then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
+  position 0 (not in Qwen3.5's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
   is ``hnorm``-ed;
-- ``eh_proj`` of the two concatenated (DeepSeek-V3: [embedding, hidden]; MiMo: [hidden, embedding]),
+- ``eh_proj`` of the two concatenated (DeepSeek-V3, Qwen3.5: [embedding, hidden]; MiMo: [hidden, embedding]),
   then one decoder layer of the target's own class (RoPE at the target's positions, causal);
-- the final norm (DeepSeek-V3: ``shared_head.norm``; MiMo: ``final_layernorm``) gives the hidden
+- the final norm (DeepSeek-V3: ``shared_head.norm``; MiMo: ``final_layernorm``; Qwen3.5: ``mtp.norm``) gives the hidden
   state fed back to the next chain step, and the target's ``lm_head`` of it the draft logits.
   vLLM 0.32 runs MTP layer 0 for every chain step (the proposer passes no step index).
 
@@ -17,6 +17,11 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
 
 - ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
   hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
+- ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
+  ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
+  pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
+  embedding not zeroed at position 0, zero-centred (1 + w) norms, a full-attention layer
+  (``runner/mtp_qwen35.py``).
 
 DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
 is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the

@@ -8,6 +8,9 @@ A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vll
 has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
 so their τ is measured.
 
+The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture.
+
 In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
