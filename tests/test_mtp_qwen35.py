@@ -91,6 +91,20 @@ def test_the_dropped_copy_has_the_real_reap_exports_shape():
             "mtp.norm.weight", "mtp.layers.0.self_attn.q_proj.weight"} <= set(healthy)
 
 
+def test_the_gpu_path_runs_the_text_classes_and_says_why_not_the_multimodal_export():
+    """The bot and the Action run a model whose MTP layout the reference builds; the REAP export is
+    published as Qwen3_5MoeForConditionalGeneration, which it does not load, and the sentence says so."""
+    from draftguard.check.drafter.detect import detect_drafter
+
+    for folder in ("qwen35", "qwen3-next"):
+        found = detect_drafter(json.loads((MODELS / folder / "config.json").read_text()))
+        assert found.acceptance_testable and found.acceptance_refusal is None
+    found = detect_drafter(json.loads((BRYCE / "config.json").read_text()))
+    assert not found.acceptance_testable
+    assert "Qwen3_5MoeForConditionalGeneration" in found.acceptance_refusal
+    assert "Qwen3_5ForCausalLM" in found.acceptance_refusal
+
+
 @pytest.mark.parametrize("folder, rule", [("qwen35", None), ("qwen35-mtp-dropped", "DG404"),
                                           ("qwen35-mtp-fp8", "DG410")])
 def test_the_light_check_flags_the_same_copies_without_a_run(folder, rule):
