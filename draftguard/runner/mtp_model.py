@@ -5,11 +5,11 @@ The forward, as vLLM 0.32's ``deepseek_mtp.py`` and ``mimo_mtp.py`` run it, for 
 position i + 1 and the target's hidden state at position i:
 
 - the embedding (the target's own ``model.embed_tokens``: the family shares it) is zeroed at
-  position 0, then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
+  position 0 (not in Qwen3.5's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
   is ``hnorm``-ed;
-- ``eh_proj`` of the two concatenated (DeepSeek-V3: [embedding, hidden]; MiMo: [hidden, embedding]),
+- ``eh_proj`` of the two concatenated (DeepSeek-V3, Qwen3.5: [embedding, hidden]; MiMo: [hidden, embedding]),
   then one decoder layer of the target's own class (RoPE at the target's positions, causal);
-- the final norm (DeepSeek-V3: ``shared_head.norm``; MiMo: ``final_layernorm``) gives the hidden
+- the final norm (DeepSeek-V3: ``shared_head.norm``; MiMo: ``final_layernorm``; Qwen3.5: ``mtp.norm``) gives the hidden
   state fed back to the next chain step, and the target's ``lm_head`` of it the draft logits.
   vLLM 0.32 runs MTP layer 0 for every chain step (the proposer passes no step index).
 
@@ -17,6 +17,11 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
 
 - ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
   hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
+- ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
+  ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
+  pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
+  embedding not zeroed at position 0, zero-centred (1 + w) norms, a full-attention layer
+  (``runner/mtp_qwen35.py``).
 
 DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
 is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the
@@ -48,6 +53,7 @@ from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _r
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.reference import stop_token_ids
+from draftguard.runner.mtp_qwen35 import fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
@@ -110,11 +116,13 @@ class MtpHead(nn.Module):
         self.spec = spec
         text = text_config(target)
         size, eps = int(text.hidden_size), float(text.rms_norm_eps)
-        self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
+        if spec.layout.gemma_norms:  # Qwen3.5 / Qwen3-Next (runner/mtp_qwen35.py): the target's own norm class
+            self.enorm, self.hnorm, self.final_norm = (mtp_norm(target, size, eps) for _ in range(3))
+        else:
+            self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
         self.proj = nn.Linear(2 * size, size, bias=False)
-        layers = getattr(target, "model", target).layers
-        # The family's own decoder layer (layer_idx 0: its attention type; the MTP layer is full attention).
-        self.block = type(layers[0])(text, layer_idx=0)
+        # The family's own decoder layer at layer_idx 0, full attention (a hybrid target's layer 0 may not be).
+        self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
                         "head": target.get_output_embeddings()}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
@@ -132,7 +140,8 @@ class MtpHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        embeds = torch.where(positions[..., None] == 0, torch.zeros_like(embeds), embeds)
+        if self.spec.layout.zero_first:  # DeepSeek-V3, MiMo; not Qwen3.5 / Qwen3-Next
+            embeds = torch.where(positions[..., None] == 0, torch.zeros_like(embeds), embeds)
         e, h = self.enorm(embeds), self.hnorm(hidden)
         x = self.proj(torch.cat([e, h] if self.spec.layout.embeds_first else [h, e], -1))
         n = x.shape[1]
@@ -152,6 +161,10 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
                        ("final_norm", layout.final_norm)):
         if key.startswith(name + "."):
             return role + key[len(name):]
+    block = layout.block.format(i=0)
+    if block and not key.startswith(block):
+        return None
+    key = key[len(block):]
     if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
         return "block." + key
     return None
@@ -173,10 +186,12 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     weights = {k[len(prefix):]: v for k, v in _read_weights(folder).items() if k.startswith(prefix)}
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
-    for k, tensor in weights.items():
-        mk = _module_key(layout, k)
-        if mk is None or mk not in expected:
+    names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}
+    # Qwen3-Next's experts, stored one by one, stacked as the layer holds them (runner/mtp_qwen35.py).
+    for mk, tensor in fuse_experts({mk: weights[k] for mk, k in names.items()}, expected).items():
+        if mk not in expected:
             continue
+        k = names.get(mk, layout.block.format(i=0) + mk[len("block."):])  # a stack: the name it would have
         if tuple(tensor.shape) != tuple(expected[mk].shape):
             raise BadInput(f"{folder}: `{prefix}{k}` has shape {tuple(tensor.shape)}, the config calls for "
                            f"{tuple(expected[mk].shape)}", file=str(folder), key=prefix + k)

@@ -8,6 +8,9 @@ A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vll
 has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
 so their τ is measured.
 
+The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture.
+
 In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
@@ -43,13 +46,26 @@ class MtpLayout:
     final_norm: str
     embeds_first: bool
     base_model_type: str | None = None  # the transformers family the target is built as, when its own is remote code
+    # Qwen3.5 / Qwen3-Next: the decoder layer's names sit under their own prefix inside the MTP
+    # prefix (``mtp.layers.{i}.``), the norms are zero-centred ("gemma-style": x * (1 + w), the
+    # target's own RMSNorm class), and the embedding is not zeroed at position 0.
+    block: str = ""
+    gemma_norms: bool = False
+    zero_first: bool = True
 
 
 LAYOUTS = {
     "mimo": MtpLayout("mimo", "model.mtp_layers.{i}.", "token_layernorm", "hidden_layernorm", "input_proj",
                       "final_layernorm", embeds_first=False, base_model_type="qwen2"),
 }
-ARCHITECTURES = {"MiMoForCausalLM": "mimo"}
+# Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
+# pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
+# layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
+# are shared (``mtp_use_dedicated_embeddings`` false). runner/mtp_qwen35.py builds the layer.
+for _name in ("qwen3_5", "qwen3_next"):
+    LAYOUTS[_name] = MtpLayout(_name, "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
+                               embeds_first=True, block="layers.{i}.", gemma_norms=True, zero_first=False)
+ARCHITECTURES = {"MiMoForCausalLM": "mimo", "Qwen3_5ForCausalLM": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next"}
 
 
 def read_config(folder: Path) -> dict[str, Any]:
