@@ -27,7 +27,7 @@ many calls in turn, started afresh after a call that stopped it; ``Child.stream`
 ahead of their answers, each answered when it is ready, each under its own bounds; ``run_each``,
 the same as a list; ``Child.of_thread``: each thread's, kept warm between checks); ``Stopped`` (a
 ``BadInput``) when a bound stopped it; ``BadInput`` re-raised with its fields when the function
-raised one; ``call`` (in a child); ``limit_self`` (a process that limits its own memory);
+raised one; ``call`` (in a child); ``forking.limit_memory`` (a process that limits its own memory);
 ``read_json`` (the caps, from ``draftguard.capped``).
 """
 
@@ -40,7 +40,6 @@ import math
 import multiprocessing
 import os
 import re
-import resource
 import select
 import signal
 import socket
@@ -64,7 +63,9 @@ MEMORY_EXIT = 86  # a child's exit status when an allocation failed at its addre
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
-RECYCLE = 500  # calls a thread's warm child answers before a fresh one takes over
+# A thread's warm child is replaced after RECYCLE calls, or sooner once its address space has grown
+# by GROWTH of its headroom under the memory bound since its first check (forking.address_space).
+RECYCLE, GROWTH = 5000, 0.25
 AHEAD = 32  # calls of a stream sent to the child ahead of their answers, at most
 MESSAGE, AHEAD_BYTES = 8, 32 * 2**20  # calls in one message; bytes not yet written past which no more are read
 _THREAD = threading.local()  # each thread's warm child (Child.of_thread)
@@ -137,22 +138,6 @@ def _number(env: str, default: float, size: bool = False) -> float:
     return value
 
 
-def limit_self(limits: Limits) -> None:
-    """Set ``limits``' address space on this process, soft and hard (what it runs, remote code
-    included, cannot raise it again), and no core files."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
-
-
-def _limit_cpu(seconds: float) -> None:
-    """SIGXCPU (which ends the process) once it has used ``seconds`` more CPU seconds. The hard limit
-    stays open so that the next call can move it; the caller's wall time stops a process that
-    moves it itself."""
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
-    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-
-
 def _forget_warm_child() -> None:
     """In a process forked from a caller: the forking thread's warm child is its parent's (``close()``
     leaves it)."""
@@ -194,18 +179,30 @@ class Child:
         self.proc = self.conn = self.sock = None  # type: Any
         self.calls = 0  # calls the running child has been sent
         self.sent: dict[str, str] | None = None  # the caller's environment when the running child was last sent it
+        self.settled: int | None = None
 
     @classmethod
     def of_thread(cls, limits: Limits) -> "Child":
         """This thread's warm child (a bot worker's, the CLI's): kept between checks, so the config
-        modules and caches a check warms stay warm; a fresh one for other limits, and after
-        ``RECYCLE`` calls (what a long-lived child keeps never grows past its bound unnoticed)."""
+        modules and caches a check warms stay warm; a fresh one for other limits, after ``RECYCLE``
+        calls, and once what it keeps has grown (``grown``): memory one file leaves behind never
+        counts against a later file's bound unnoticed."""
         child = getattr(_THREAD, "child", None)
-        if child is None or child.limits != limits or child.calls >= RECYCLE:
+        if child is None or child.limits != limits or child.calls >= RECYCLE or child.grown():
             if child is not None:
                 child.close()
             child = _THREAD.child = cls(limits)
         return child
+
+    def grown(self) -> bool:
+        """Whether the running child's address space grew by more than ``GROWTH`` of its headroom
+        under the memory bound since it was first asked (after its first check: transformers and the
+        config modules loaded). False where the size cannot be read (no /proc)."""
+        size = forking.address_space(self.proc.pid) if self.proc is not None else None
+        if size is None or self.settled is None:
+            self.settled = size
+            return False
+        return size - self.settled > GROWTH * (self.limits.memory - self.settled)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -232,7 +229,7 @@ class Child:
         self.proc.start()
         self.owner = os.getpid()
         theirs.close()
-        self.calls, self.sent = 0, None
+        self.calls, self.sent, self.settled = 0, None, None  # settled: its address space after its first check
         self.sock = socket.socket(fileno=os.dup(self.conn.fileno()))  # for writes that never wait
         self.poller = select.poll()
         self.poller.register(self.conn.fileno(), select.POLLIN)
@@ -476,7 +473,7 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
     ahead: collections.deque = collections.deque()  # calls that came while a call waited on its reply
     _CHILD.update(conn=conn, limits=limits, ahead=ahead)
     try:
-        limit_self(limits)
+        forking.limit_memory(limits.memory)
         settings: dict[str, str] = {}
         while True:
             try:
@@ -488,7 +485,7 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
                 if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start),
                     os.environ.clear()  # and nothing a call before set in them
                     os.environ.update(settings)
-                _limit_cpu(limits.cpu)
+                forking.limit_cpu(limits.cpu)
                 try:
                     answer: Any = function(*args)
                     data = b'{"ok": ' + answer + b"}" if isinstance(answer, Encoded) else json.dumps(

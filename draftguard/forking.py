@@ -6,16 +6,19 @@ refuses to start in a daemonic process (a queue's worker) nor imports the caller
 In: the ``Process`` arguments of ``bounded``'s children.
 Out: ``ForkProcess`` and ``ServerProcess`` (a child forked from here, or from the forkserver);
 ``forkserver_context()``; ``start_servers()``; ``forget_forkserver`` (run in every forked child);
-``PRELOAD``.
+``PRELOAD``; ``limit_memory`` and ``limit_cpu`` (a child's own bounds); ``address_space(pid)`` (a
+child's size, for when to replace it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import multiprocessing
 import multiprocessing.context as context
 import os
+import resource
 import threading
 from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
 from multiprocessing import process as mp_process
@@ -117,3 +120,29 @@ class ServerProcess(multiprocessing.context.ForkServerProcess):
 
 class ForkProcess(multiprocessing.context.ForkProcess):
     start = ServerProcess.start
+
+
+def address_space(pid: int) -> int | None:
+    """The address space of process ``pid`` in bytes (what the memory bound, RLIMIT_AS, counts), read
+    from /proc; None where it cannot be read (not Linux, or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def limit_memory(memory: int) -> None:
+    """Set an address space of ``memory`` bytes on this process, soft and hard (what it runs, remote
+    code included, cannot raise it again), and no core files."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
+def limit_cpu(seconds: float) -> None:
+    """SIGXCPU (which ends the process) once it has used ``seconds`` more CPU seconds. The hard limit
+    stays open so that the next call can move it; the caller's wall time stops a process that
+    moves it itself."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft, hard = math.ceil(used.ru_utime + used.ru_stime + seconds), resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))

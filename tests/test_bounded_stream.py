@@ -108,3 +108,31 @@ def test_the_next_calls_are_read_while_the_child_runs_and_a_caller_that_stops_re
     again = child.run_each(_nap, [(0.0,)] * 3, handlers=[{}] * 3, where=[{}] * 3)
     assert len(set(again)) == 1 and again[0] != first
     child.close()
+
+
+_KEPT: list = []
+
+
+def _hold(nbytes: int) -> int:
+    """Keep ``nbytes`` in the child after the call (what a file could leave behind), and say who ran it."""
+    _KEPT.append(bytearray(nbytes))
+    return os.getpid()
+
+
+def test_a_warm_child_that_grew_is_replaced_before_the_next_check_and_one_that_did_not_is_kept():
+    """A thread's warm child is kept between checks (its imports stay warm) for up to RECYCLE calls,
+    but not once what it keeps has grown by a quarter of its headroom under the memory bound: memory
+    one file left behind would otherwise count against a later file's bound, unnoticed."""
+    limits = bounded.Limits(memory=3 * 10**9)
+    first = bounded.Child.of_thread(limits)
+    try:
+        pid = first.run(_hold, 1)  # its first check
+        assert bounded.Child.of_thread(limits) is first  # settles its size: the baseline
+        assert first.run(_hold, 10 * 2**20) == pid  # 10 MB more: kept
+        again = bounded.Child.of_thread(limits)
+        assert again is first and again.run(_hold, 1) == pid
+        assert again.run(_hold, 2**30) == pid  # 1 GB more (over a quarter of the headroom): replaced
+        fresh = bounded.Child.of_thread(limits)
+        assert fresh is not first and fresh.run(_hold, 1) != pid
+    finally:
+        bounded.Child.of_thread(limits).close()
