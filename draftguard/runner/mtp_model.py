@@ -13,14 +13,24 @@ position i + 1 and the target's hidden state at position i:
   state fed back to the next chain step, and the target's ``lm_head`` of it the draft logits.
   vLLM 0.32 runs MTP layer 0 for every chain step (the proposer passes no step index).
 
+Which embeddings and head: DeepSeek-V3's layer ships copies of its own (``embed_tokens``,
+``shared_head.head``) and ``deepseek_mtp.py`` computes the logits with ``shared_head.head``, but in
+vLLM 0.32 the proposer replaces both after loading with the target's (``llm_base_proposer``:
+"Detected MTP model. Sharing target model embedding weights" / "Shared target model lm_head with MTP
+shared_head.head"; the copies are loaded, then dropped). The reference therefore uses the target's
+``model.embed_tokens`` and ``lm_head`` for every layout; copies that differ from them are a fault
+(``runner/mtp_weights.py``).
+
 The layouts (weight names) this module builds, ``LAYOUTS``:
 
 - ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
-  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
-
-DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
-is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the
-layer as MoE by its index, which a layout entry alone would not reproduce, and no tiny fixture tests it.
+  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them; the
+  decoder layer as the target's layer 0 (its attention type).
+- ``deepseek_v3`` (DeepseekV3ForCausalLM, MLA attention): ``model.layers.{N}.{enorm, hnorm, eh_proj,
+  shared_head.norm, shared_head.head, embed_tokens}`` and the decoder layer's names beside them, N =
+  ``num_hidden_layers``; the decoder layer built at index N, as vLLM's ``DeepseekV2DecoderLayer`` and
+  transformers build layer N (MoE when N >= ``first_k_dense_replace``, dense otherwise). vLLM's CPU
+  build runs MLA with ``--attention-backend CPU_MLA`` in float32 (its AMX backend packs bf16 only).
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -113,8 +123,9 @@ class MtpHead(nn.Module):
         self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
         self.proj = nn.Linear(2 * size, size, bias=False)
         layers = getattr(target, "model", target).layers
-        # The family's own decoder layer (layer_idx 0: its attention type; the MTP layer is full attention).
-        self.block = type(layers[0])(text, layer_idx=0)
+        # The family's own decoder layer: at index N where the family builds it by its index (DeepSeek-V3:
+        # MoE or dense), else layer_idx 0 (its attention type; the MTP layer is full attention).
+        self.block = type(layers[0])(text, layer_idx=int(text.num_hidden_layers) if spec.layout.block_at_n else 0)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
                         "head": target.get_output_embeddings()}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
