@@ -59,7 +59,7 @@ DFLASH_MARKERS = (("dflash2", "z-lab DFlash2"), ("dflare", "DFlare"), ("dspark",
 ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
 # The architectures whose MTP layer draftguard accept's reference builds (runner/mtp_model.py LAYOUTS).
-MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM",)
+MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
