@@ -33,7 +33,7 @@ NOT_RUN = {  # folder -> words the reason holds
     "torchspec-kimi-k2.5-eagle3": "RoPE is scaled (yarn)",
     "angelslim-hunyuan-1.8b-eagle3": "RoPE is scaled (dynamic)",
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
-                        "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM only",
+                        "the MTP layers of MiMoForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",

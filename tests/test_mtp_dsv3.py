@@ -196,3 +196,46 @@ def test_both_backends_agree_on_the_healthy_dsv3_layer_within_5_percent(capsys, 
     diff = result.run["differential"]
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
     assert diff["same_tokens"] == diff["prompts"] == 4
+
+
+def _copy_of(tmp_path, name: str, config: dict | None = None, extra: dict | None = None) -> Path:
+    """A copy of a fixture folder, its config changed and tensors added to its MTP shard."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / name
+    shutil.copytree(MODELS / name, folder, symlinks=False)
+    if config:
+        raw = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**raw, **config}))
+    if extra:
+        shard = folder / "model-00002-of-00002.safetensors"
+        save_file({**load_file(str(shard)), **extra}, str(shard), metadata={"format": "pt"})
+        index = json.loads((folder / "model.safetensors.index.json").read_text())
+        index["weight_map"].update({k: shard.name for k in extra})
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_an_moe_mtp_layer_is_exit_2_not_zeros(capsys, tmp_path):
+    """Before: an MoE layer's per-expert tensors (transformers 5 fuses experts) mapped to nothing and
+    ran as zeros, silently."""
+    folder = _copy_of(tmp_path, "dsv3", extra={"model.layers.1.mlp.experts.0.gate_proj.weight": torch.zeros(16, 32)})
+    code, result, err = accept(capsys, str(folder), "--num-prompts", "2", "--min-acceptance-length", BAR)
+    assert code == 2 and result is None and len(err.strip().splitlines()) == 1
+    assert ("does not build the MTP layer's `model.layers.1.mlp.experts.0.gate_proj.weight` (1 such tensor(s); "
+            "an MoE layer is not built yet)") in err
+
+
+def test_declared_fp8_mtp_weights_are_refused_not_read_raw(tmp_path):
+    """Before: FP8 weights under a declared quantization_config ran as their raw values, silently. (The
+    CLI does not get this far on CPU: transformers needs accelerate to load an FP8 target.)"""
+    from draftguard.runner.mtp_model import load_mtp, load_mtp_target
+    from draftguard.snapshot import BadInput
+
+    folder = _copy_of(tmp_path, "dsv3-mtp-fp8", config={"quantization_config": {"quant_method": "fp8"}})
+    target, _ = load_mtp_target(str(MODELS / "dsv3"))
+    with pytest.raises(BadInput, match="stored torch.float8_e4m3fn under the declared quantization_config, which "
+                                       "the reference does not dequantize"):
+        load_mtp(str(folder), target)

@@ -184,6 +184,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     weights = {k[len(prefix):]: v for k, v in _read_weights(folder).items() if k.startswith(prefix)}
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
+    _refuse_unbuilt(folder, raw, layout, prefix, weights, expected)
     for k, tensor in weights.items():
         mk = _module_key(layout, k)
         if mk is None or mk not in expected:
@@ -198,6 +199,26 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     head.load_state_dict(state)
     param = next(target.parameters())
     return head.to(device=device or param.device, dtype=param.dtype).eval()
+
+
+def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix: str,
+                    weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Bad input, not a silently zeroed tensor, for what the reference does not build: a checkpoint
+    tensor under the layer's prefix that maps to no parameter (an MoE layer's per-expert weights:
+    transformers 5 fuses them, ``experts.gate_up_proj``) other than the layer's copies of shared
+    tensors and quantization scales, or a quantized tensor the config declares (not dequantized here)."""
+    copies = {own for own, _shared in layout.copies}
+    unbuilt = [k for k in weights if k not in copies and not k.endswith(("_scale_inv", "_scale"))
+               and _module_key(layout, k) not in expected]
+    if unbuilt:
+        raise BadInput(f"{folder}: the reference does not build the MTP layer's `{prefix}{unbuilt[0]}` "
+                       f"({len(unbuilt)} such tensor(s){'; an MoE layer is not built yet' if 'experts' in unbuilt[0] else ''}); "
+                       "run --backend vllm alone", file=str(folder), key=prefix + unbuilt[0])
+    quantized = [k for k, t in weights.items() if not t.is_floating_point() or t.element_size() == 1]
+    if quantized and "quantization_config" in raw:
+        raise BadInput(f"{folder}: `{prefix}{quantized[0]}` is stored {weights[quantized[0]].dtype} under the declared "
+                       "quantization_config, which the reference does not dequantize; run --backend vllm alone",
+                       file=str(folder), key="quantization_config")
 
 
 class MtpBackend(Eagle3Backend):
