@@ -175,8 +175,8 @@ def test_vllm_runs_the_own_embeddings_copy_as_badly_as_the_reference(capsys, mon
     """vLLM loads the copy, puts the target's embeddings and head in place of the layer's copies (its
     log: "Detected MTP model. Sharing target model embedding weights"), and drafts as badly as the
     reference. Measured 2026-12-05 (4 prompts, 2 draft tokens): reference τ 1.060, vLLM 1.078. The
-    texts differ (vLLM's CPU MLA target is not transformers', see the next test), so the tokens are
-    not compared."""
+    texts differ (vLLM's CPU MLA target leaves the key unrotated, see the next test), so the tokens
+    are not compared."""
     code, result, err = _both(capsys, monkeypatch, "dsv3-mtp-own-embeddings", BAR)
     assert code == 1, err
     diff = result.run["differential"]
@@ -186,10 +186,11 @@ def test_vllm_runs_the_own_embeddings_copy_as_badly_as_the_reference(capsys, mon
 
 
 @pytest.mark.vllm
-@pytest.mark.xfail(strict=True, reason="vLLM 0.32's CPU MLA (CPU_MLA, float32 or bf16) does not compute the "
-                   "DeepseekV3 target as transformers does: the prompt log-probabilities agree for the first two "
-                   "positions and drift from the third, the greedy texts differ, and vLLM's τ is 1.49 against the "
-                   "reference's 3.00 (measured 2026-12-05); strict, so a vLLM that fixes it shows here")
+@pytest.mark.xfail(strict=True, reason="vLLM 0.32's CPU MLA leaves the key's RoPE out: its in-place CPU "
+                   "rotary_embedding op rotates q_pe but not k_pe (a strided slice of kv_a_proj_with_mqa's output); "
+                   "transformers' DeepseekV3 with the key left unrotated reproduces vLLM's layer-0 attention output "
+                   "exactly, so the texts differ and vLLM's τ is 1.49 against the reference's 3.00 (measured "
+                   "2026-12-05); strict, so a vLLM that rotates the key shows here")
 def test_both_backends_agree_on_the_healthy_dsv3_layer_within_5_percent(capsys, monkeypatch):
     code, result, err = _both(capsys, monkeypatch, "dsv3", "2.7")
     assert code == 0, err
