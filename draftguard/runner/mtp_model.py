@@ -13,19 +13,29 @@ position i + 1 and the target's hidden state at position i:
   state fed back to the next chain step, and the target's ``lm_head`` of it the draft logits.
   vLLM 0.32 runs MTP layer 0 for every chain step (the proposer passes no step index).
 
+Which embeddings and head: DeepSeek-V3's layer ships copies of its own (``embed_tokens``,
+``shared_head.head``) and ``deepseek_mtp.py`` computes the logits with ``shared_head.head``, but in
+vLLM 0.32 the proposer replaces both after loading with the target's (``llm_base_proposer``:
+"Detected MTP model. Sharing target model embedding weights" / "Shared target model lm_head with MTP
+shared_head.head"; the copies are loaded, then dropped). The reference therefore uses the target's
+``model.embed_tokens`` and ``lm_head`` for every layout; copies that differ from them are a fault
+(``runner/mtp_weights.py``).
+
 The layouts (weight names) this module builds, ``LAYOUTS``:
 
 - ``mimo`` (MiMoForCausalLM, a Qwen2 target, ``model_type`` mimo or qwen2): ``model.mtp_layers.{i}.{token_layernorm,
-  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them.
+  hidden_layernorm, input_proj, final_layernorm}`` and the decoder layer's own names beside them; the
+  decoder layer as the target's layer 0 (its attention type).
+- ``deepseek_v3`` (DeepseekV3ForCausalLM, MLA attention): ``model.layers.{N}.{enorm, hnorm, eh_proj,
+  shared_head.norm, shared_head.head, embed_tokens}`` and the decoder layer's names beside them, N =
+  ``num_hidden_layers``; the decoder layer built at index N, as vLLM's ``DeepseekV2DecoderLayer`` and
+  transformers build layer N (MoE when N >= ``first_k_dense_replace``, dense otherwise). vLLM's CPU
+  build runs MLA with ``--attention-backend CPU_MLA`` in float32 (its AMX backend packs bf16 only).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
   embedding not zeroed at position 0, zero-centred (1 + w) norms, a full-attention layer
   (``runner/mtp_qwen35.py``).
-
-DeepSeek-V3's layout (``model.layers.{N}.{enorm, hnorm, eh_proj, shared_head.{norm, head}, embed_tokens}``)
-is not built yet: vLLM computes its logits with the layer's own ``shared_head.head`` and builds the
-layer as MoE by its index, which a layout entry alone would not reproduce, and no tiny fixture tests it.
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -121,8 +131,12 @@ class MtpHead(nn.Module):
         else:
             self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
         self.proj = nn.Linear(2 * size, size, bias=False)
-        # The family's own decoder layer at layer_idx 0, full attention (a hybrid target's layer 0 may not be).
-        self.block = mtp_block(text, target)
+        if spec.layout.block_at_n:
+            # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
+            layers = getattr(target, "model", target).layers
+            self.block = type(layers[0])(text, layer_idx=int(text.num_hidden_layers))
+        else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
+            self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
                         "head": target.get_output_embeddings()}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
@@ -188,7 +202,9 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     state: dict[str, torch.Tensor] = {}
     names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}
     # Qwen3-Next's experts, stored one by one, stacked as the layer holds them (runner/mtp_qwen35.py).
-    for mk, tensor in fuse_experts({mk: weights[k] for mk, k in names.items()}, expected).items():
+    fused = fuse_experts({mk: weights[k] for mk, k in names.items()}, expected)
+    _refuse_unbuilt(folder, raw, layout, prefix, weights, expected, {names[mk] for mk in names if mk not in fused})
+    for mk, tensor in fused.items():
         if mk not in expected:
             continue
         k = names.get(mk, layout.block.format(i=0) + mk[len("block."):])  # a stack: the name it would have
@@ -202,6 +218,27 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     head.load_state_dict(state)
     param = next(target.parameters())
     return head.to(device=device or param.device, dtype=param.dtype).eval()
+
+
+def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix: str,
+                    weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], stacked: set[str]) -> None:
+    """Bad input, not a silently zeroed tensor, for what the reference does not build: a checkpoint
+    tensor under the layer's prefix that maps to no parameter (an MoE layer's per-expert weights:
+    transformers 5 fuses them, ``experts.gate_up_proj``) other than the layer's copies of shared
+    tensors, quantization scales and per-expert tensors stacked into a fused parameter
+    (``stacked``), or a quantized tensor the config declares (not dequantized here)."""
+    copies = {own for own, _shared in layout.copies}
+    unbuilt = [k for k in weights if k not in copies and k not in stacked and not k.endswith(("_scale_inv", "_scale"))
+               and _module_key(layout, k) not in expected]
+    if unbuilt:
+        raise BadInput(f"{folder}: the reference does not build the MTP layer's `{prefix}{unbuilt[0]}` "
+                       f"({len(unbuilt)} such tensor(s){'; an MoE layer is not built yet' if 'experts' in unbuilt[0] else ''}); "
+                       "run --backend vllm alone", file=str(folder), key=prefix + unbuilt[0])
+    quantized = [k for k, t in weights.items() if not t.is_floating_point() or t.element_size() == 1]
+    if quantized and "quantization_config" in raw:
+        raise BadInput(f"{folder}: `{prefix}{quantized[0]}` is stored {weights[quantized[0]].dtype} under the declared "
+                       "quantization_config, which the reference does not dequantize; run --backend vllm alone",
+                       file=str(folder), key="quantization_config")
 
 
 class MtpBackend(Eagle3Backend):

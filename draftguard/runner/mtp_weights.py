@@ -3,23 +3,30 @@ from config.json and the safetensors headers only (no torch): ``draftguard accep
 the cause ``mtp-weights`` from here whichever backend ran, vLLM's included.
 
 A fault is an MTP tensor the checkpoint lacks (dropped at save: vllm-project/vllm#35548's accept length
-1.000) or one stored quantized (FP8, int8) where config.json declares no ``quantization_config``
-(sgl-project/sglang#35797). vLLM 0.32 refuses both at load (a parameter the checkpoint lacks, a scale it
-has no parameter for); the reference runs them as an engine that loads them would (zeros, raw values),
-so their τ is measured.
+1.000), one stored quantized (FP8, int8) where config.json declares no ``quantization_config``
+(sgl-project/sglang#35797), or (DeepSeek-V3's layout) the layer's own copies of the shared tensors
+(``embed_tokens``, ``shared_head.head``) differing from the target's ``model.embed_tokens`` and
+``lm_head``. vLLM 0.32 refuses the first two at load (a parameter the checkpoint lacks, a scale it has
+no parameter for); the reference runs them as an engine that loads them would (zeros, raw values), so
+their τ is measured. The third vLLM runs: its proposer replaces the layer's copies with the target's
+(``llm_base_proposer._maybe_share_embeddings`` / ``_maybe_share_lm_head``: "Detected MTP model"), as
+the family shares them, so a layer trained against copies of its own drafts with embeddings and a
+head it was not trained with; the reference shares them the same way. The copies are compared byte
+for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture.
 
 In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
-naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers or of a layout
-the reference does not build.
+naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a
+target without MTP layers or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's).
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,11 +59,20 @@ class MtpLayout:
     block: str = ""
     gemma_norms: bool = False
     zero_first: bool = True
+    # DeepSeek-V3: the decoder layer is built at its own index N (MoE or dense by first_k_dense_replace,
+    # as vLLM's DeepseekV2DecoderLayer and transformers build layer N); MiMo: as the target's layer 0.
+    block_at_n: bool = False
+    # The layer's own copies of tensors the family shares, and the target tensor each must equal.
+    copies: tuple[tuple[str, str], ...] = ()
 
 
 LAYOUTS = {
     "mimo": MtpLayout("mimo", "model.mtp_layers.{i}.", "token_layernorm", "hidden_layernorm", "input_proj",
                       "final_layernorm", embeds_first=False, base_model_type="qwen2"),
+    "deepseek_v3": MtpLayout("deepseek_v3", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                             embeds_first=True, block_at_n=True,
+                             copies=(("embed_tokens.weight", "model.embed_tokens.weight"),
+                                     ("shared_head.head.weight", "lm_head.weight"))),
 }
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
@@ -65,7 +81,8 @@ LAYOUTS = {
 for _name in ("qwen3_5", "qwen3_next"):
     LAYOUTS[_name] = MtpLayout(_name, "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                embeds_first=True, block="layers.{i}.", gemma_norms=True, zero_first=False)
-ARCHITECTURES = {"MiMoForCausalLM": "mimo", "Qwen3_5ForCausalLM": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next"}
+ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
+                 "Qwen3NextForCausalLM": "qwen3_next"}
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -100,8 +117,8 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
     return layout
 
 
-def _headers(folder: Path) -> dict[str, str]:
-    """Every tensor's dtype, from the safetensors headers (one file or the shards an index names)."""
+def _headers(folder: Path) -> dict[str, tuple[str, Path]]:
+    """Every tensor's dtype and file, from the safetensors headers (one file or the shards an index names)."""
     index = folder / "model.safetensors.index.json"
     files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
              else ["model.safetensors"])
@@ -111,7 +128,7 @@ def _headers(folder: Path) -> dict[str, str]:
         if not path.is_file():
             continue  # the loader names a missing shard
         try:
-            out.update({k: dtype for k, (dtype, _shape) in read_header(path).items()})
+            out.update({k: (dtype, path) for k, (dtype, _shape) in read_header(path).items()})
         except HeaderError as exc:
             raise BadInput(f"{path}: {exc}", file=str(path)) from None
     return out
@@ -133,7 +150,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
     key, count = mtp_declared(raw) or ("", 0)
     n = raw.get("num_hidden_layers", 0)
     prefix = layout.prefix.format(i=0, n=n)
-    dtypes = {k: v for k, v in _headers(folder).items() if k.startswith(prefix)}
+    headers = _headers(folder)
+    dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
     faults = []
     roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm)]
     lacking = [r for r in roles if r not in dtypes]
@@ -149,7 +167,40 @@ def mtp_faults(folder: str | Path) -> list[str]:
             scale = next((s for s in (name + "_scale_inv", name + "_scale") if s in dtypes), None)
             faults.append(f"`{name}` is stored {dtype}" + (f" with `{scale}` beside it" if scale else "")
                           + ", but config.json declares no quantization_config (the reference reads its raw values)")
+    differ = [(prefix + own, shared) for own, shared in layout.copies
+              if prefix + own in headers and shared in headers
+              and not _same_tensor((headers[prefix + own][1], prefix + own), (headers[shared][1], shared))]
+    if differ:
+        faults.append(" and ".join(f"`{own}` differs from the target's `{shared}`" for own, shared in differ)
+                      + ": the family shares them, and vLLM 0.32 runs the MTP layer with the target's (its proposer "
+                      "replaces the layer's copies at load; so does the reference), so a layer trained against "
+                      "copies of its own drafts with embeddings it was not trained with")
     return faults
+
+
+def _tensor_span(path: Path, name: str) -> tuple[str, list[int], int, int]:
+    """One tensor's dtype, shape and byte span in a safetensors file (the header's offsets; no torch)."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        entry = json.loads(f.read(length))[name]
+    start, end = entry["data_offsets"]
+    return entry["dtype"], entry["shape"], 8 + length + start, end - start
+
+
+def _same_tensor(a: tuple[Path, str], b: tuple[Path, str], chunk: int = 1 << 24) -> bool:
+    """Whether two tensors (file, name) hold the same dtype, shape and bytes, read in chunks: a
+    DeepSeek-V3 embedding is 1.9 GB."""
+    (da, sa, oa, na), (db, sb, ob, nb) = _tensor_span(*a), _tensor_span(*b)
+    if (da, sa, na) != (db, sb, nb):
+        return False
+    with open(a[0], "rb") as fa, open(b[0], "rb") as fb:
+        fa.seek(oa)
+        fb.seek(ob)
+        for at in range(0, na, chunk):
+            size = min(chunk, na - at)
+            if fa.read(size) != fb.read(size):
+                return False
+    return True
 
 
 def mtp_diagnosis(faults: list[str], status: str) -> dict[str, Any] | None:
