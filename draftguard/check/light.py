@@ -95,6 +95,8 @@ def _head_dim_against_weights(
     head_dim, heads = values.get("head_dim"), values.get("num_attention_heads")
     if "head_dim" in raw or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (head_dim, heads)):
         return findings
+    if all(isinstance(values.get(k), int) for k in ("qk_nope_head_dim", "qk_rope_head_dim")):
+        return findings  # MLA (DeepSeek-V2/V3, Kimi): q_proj is heads x (nope + rope); head_dim is the rope part
     warned = [f for f in findings if f.rule == "DG003" and f.key == "head_dim"]
     if snapshot.is_hub and not warned:
         return findings
