@@ -12,32 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from draftguard.cli import main  # noqa: E402
-from draftguard.runner.result import AcceptanceResult  # noqa: E402
+from tests.test_mtp import BAR, MODELS, NEW_TOKENS, PROMPTS, ROOT, accept, trained  # noqa: E402  (one accept call)
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "tests" / "fixtures" / "mtp-models"
-PROMPTS = ROOT / "tests" / "fixtures" / "models" / "prompts.jsonl"
 BRYCE = ROOT / "tests" / "data" / "real-repos" / "bryce-hoehn--qwen3.5-18b-reap-a3b-coding"
-NEW_TOKENS = 32
-BAR = "1.8"
-
-
-def accept(capsys, target: str, *args: str) -> tuple[int, AcceptanceResult | None, str]:
-    code = main(["accept", "--target", str(MODELS / target), "--prompts", str(PROMPTS),
-                 "--max-new-tokens", str(NEW_TOKENS), "--quiet", "--format", "json", *args])
-    out, err = capsys.readouterr()
-    return code, (AcceptanceResult.from_json(out, "stdout") if out.strip() else None), err
-
-
-def trained(target: str) -> dict:
-    return json.loads((MODELS / target / "trained_eval.json").read_text())
 
 
 def test_the_layout_is_read_from_the_architecture_and_k_from_the_declared_layers():
