@@ -486,3 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BUG
+
+
+if __name__ == "__main__":  # `python -m draftguard.cli`, as `python -m draftguard`
+    entry()

@@ -142,3 +142,16 @@ def test_sarif_carries_info_notes_only_when_asked(tmp_path, capsys):
     assert {r["level"] for r in json.loads(out)["runs"][0]["results"]} == {"note"}
     code, out, _ = check(capsys, str(EXAMPLE), "--format", "sarif", "--sarif-level", "error")
     assert {r["ruleId"] for r in json.loads(out)["runs"][0]["results"]} == {"DG001", "DG005"}
+
+
+@pytest.mark.parametrize("module", ["draftguard", "draftguard.cli"])
+def test_both_module_forms_run_the_command_and_pass_its_exit_code(module, tmp_path):
+    """`python -m draftguard.cli` used to import the module and exit 0 having done nothing."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    run = subprocess.run([sys.executable, "-m", module, "check", str(bad)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert run.returncode == 2 and "config.json" in run.stderr, (run.returncode, run.stderr)
