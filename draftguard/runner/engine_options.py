@@ -9,7 +9,7 @@ window. The engine itself is ``runner/vllm.py``.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -215,6 +215,43 @@ def drafter_facts(drafter: str, revision: str | None = None, method: str = "dfla
     window = raw.get("sliding_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     return DrafterFacts(block_size=size, sliding_window=window if sliding else None, sliding_layers=sliding)
+
+
+def cpu_mla_options(target: str, opts: EngineOptions, on_cpu: bool,
+                    revision: str | None = None) -> tuple[EngineOptions, str | None]:
+    """The options vLLM's CPU build needs to run an MLA target (DeepSeek-V2/V3 attention: config.json,
+    or its ``text_config``, states ``kv_lora_rank``), and the line that says what was chosen. vLLM
+    0.32's CPU build runs MLA only with its ``CPU_MLA`` backend in float32: its default where the CPU
+    has AMX (``CPU_AMX_MLA``) packs bfloat16 weights only. An attention backend or a dtype the user
+    gave is kept; off CPU, or for another attention, the options come back as they were.
+
+    Example::
+
+        >>> opts, line = cpu_mla_options("tests/fixtures/mtp-models/dsv3", EngineOptions(method="mtp"), on_cpu=True)
+        >>> opts.attention_backend, opts.dtype
+        ('CPU_MLA', 'float32')
+    """
+    if not on_cpu or (opts.attention_backend and opts.dtype != "auto"):
+        return opts, None
+    try:
+        raw = load_snapshot(target, revision, names=("config.json",)).load_json()
+    except BadInput:
+        return opts, None  # the engine's own loader names what is wrong with the target
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    rank = text.get("kv_lora_rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
+        return opts, None
+    chosen = []
+    if not opts.attention_backend:
+        opts = replace(opts, attention_backend="CPU_MLA")
+        chosen.append("--attention-backend CPU_MLA")
+    if opts.dtype == "auto":
+        opts = replace(opts, dtype="float32")
+        chosen.append("--dtype float32")
+    if not chosen:
+        return opts, None
+    return opts, (f"{target} uses MLA attention (kv_lora_rank {rank}), which vLLM's CPU build runs only with its "
+                  f"CPU_MLA backend in float32: running with {' '.join(chosen)}")
 
 
 def target_stop_ids(target: str, revision: str | None = None) -> list[int]:

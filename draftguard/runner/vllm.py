@@ -43,6 +43,7 @@ from draftguard.runner.engine_options import (
     LOG_STREAM_ENV,
     RUNNER_ENV,
     EngineOptions,
+    cpu_mla_options,
     drafter_facts,
     has_tokenizer,
     target_stop_ids,
@@ -56,6 +57,13 @@ from draftguard.snapshot import BadInput
 # --------------------------------------------------------------------------------------------------
 # The engine
 # --------------------------------------------------------------------------------------------------
+
+
+def _on_cpu() -> bool:
+    """Whether the vLLM imported here is its CPU build (``current_platform``)."""
+    from vllm.platforms import current_platform  # vllm: the vllm extra only; imported by import_vllm already
+
+    return bool(current_platform.is_cpu())
 
 
 def import_vllm() -> ModuleType:
@@ -299,6 +307,9 @@ class VllmBackend:
         self.stop_ids = target_stop_ids(target, revision)
         self.tokenizer = has_tokenizer(target)
         vllm = import_vllm()
+        self.options, chosen = cpu_mla_options(target, self.options, _on_cpu(), revision)
+        if chosen:
+            print(f"draftguard: {chosen}", file=sys.stderr)
         for key, value in runner_env(self.options).items():
             # Set before the engine starts: its worker processes inherit the environment.
             if value is None:
