@@ -151,6 +151,25 @@ def test_the_export_with_its_mtp_layer_dropped_fails_with_mtp_weights(capsys, tm
     assert [round(p.mean_acceptance_length, 4) for p in result.per_prompt] == trained("qwen35-mtp-dropped")["per_prompt"]
 
 
+def test_fused_experts_left_fp8_are_named_by_the_light_check(tmp_path):
+    """A fused expert stack has no ``.weight`` suffix; stored float8 with no quantization_config declared,
+    the check names it as it names any other MTP weight left quantized."""
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.mtp_weights import mtp_faults
+
+    folder = export(tmp_path / "fp8", "qwen3-next", fused=True)
+    assert mtp_faults(folder) == []
+    shard = folder / "model-00003-of-00003.safetensors"
+    tensors = load_file(str(shard))
+    for k in ("mtp.layers.0.mlp.experts.gate_up_proj", "mtp.layers.0.mlp.experts.down_proj"):
+        tensors[k] = tensors[k].to(torch.float8_e4m3fn)
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+    faults = mtp_faults(folder)
+    assert len(faults) == 2 and "`mtp.layers.0.mlp.experts.down_proj` is stored F8_E4M3" in faults[0]
+    assert "`mtp.layers.0.mlp.experts.gate_up_proj` is stored F8_E4M3" in faults[1]
+
+
 @pytest.mark.parametrize("name", RELEASED + ["bryce"])
 def test_released_configs_are_read_as_the_qwen35_layout_and_run(name):
     """Published config.json files of Qwen/Qwen3.5-*, Qwen3.6-35B-A3B and the REAP export (whose keys are

@@ -175,7 +175,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
         faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)} (the reference runs them as zeros)")
     if "quantization_config" not in raw:
         for name, dtype in sorted(dtypes.items()):
-            if dtype in FULL_PRECISION or not name.endswith("weight"):
+            # a fused MoE stack (Qwen3.5/3.6-MoE's ``experts.gate_up_proj``) is a weight without the suffix
+            if dtype in FULL_PRECISION or not name.endswith(("weight", "experts.gate_up_proj", "experts.down_proj")):
                 continue
             scale = next((s for s in (name + "_scale_inv", name + "_scale") if s in dtypes), None)
             faults.append(f"`{name}` is stored {dtype}" + (f" with `{scale}` beside it" if scale else "")
