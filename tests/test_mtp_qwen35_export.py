@@ -53,10 +53,12 @@ def _fuse(weights: dict) -> dict:
     return out
 
 
-def export(out: Path, source: str = "qwen35", *, fused: bool = False, drop_mtp: bool = False) -> Path:
+def export(out: Path, source: str = "qwen35", *, fused: bool = False, drop_mtp: bool = False,
+           flat: bool = False) -> Path:
     """The shipped text fixture ``source`` as a ConditionalGeneration export in ``out``: config wrapped
     (text_config + vision_config), tensors renamed, a vision tower in a shard of its own, the MTP layer
-    in another (left out with ``drop_mtp``: the index then names no ``mtp.`` tensor)."""
+    in another (left out with ``drop_mtp``: the index then names no ``mtp.`` tensor). ``flat``: the text
+    keys at the top level under the multimodal class, as the REAP export in tests/data writes them."""
     from safetensors.torch import load_file, save_file
 
     raw = json.loads((MODELS / source / "config.json").read_text())
@@ -71,6 +73,8 @@ def export(out: Path, source: str = "qwen35", *, fused: bool = False, drop_mtp: 
               "model_type": "qwen3_5_moe" if moe else "qwen3_5", "text_config": text, "vision_config": VISION,
               "tie_word_embeddings": False, "image_token_id": 45, "video_token_id": 46,
               "vision_start_token_id": 43, "vision_end_token_id": 44}
+    if flat:
+        config = {**text, "architectures": config["architectures"]}
     weights = {}
     for shard in sorted((MODELS / source).glob("*.safetensors")):
         weights.update(load_file(str(shard)))
@@ -99,10 +103,11 @@ def _accept(capsys, folder: Path, *args: str):
     return accept(capsys, str(folder), "--no-early-stop", "--min-acceptance-length", "1.8", *args)
 
 
-@pytest.mark.parametrize("source, fused", [("qwen35", False), ("qwen3-next", False), ("qwen3-next", True)],
-                         ids=["dense", "moe-per-expert", "moe-fused"])
-def test_the_export_runs_and_measures_the_text_fixtures_tau_prompt_for_prompt(capsys, tmp_path, source, fused):
-    folder = export(tmp_path / "export", source, fused=fused)
+@pytest.mark.parametrize("source, fused, flat", [("qwen35", False, False), ("qwen3-next", False, False),
+                                                 ("qwen3-next", True, False), ("qwen3-next", False, True)],
+                         ids=["dense", "moe-per-expert", "moe-fused", "moe-flat-config"])
+def test_the_export_runs_and_measures_the_text_fixtures_tau_prompt_for_prompt(capsys, tmp_path, source, fused, flat):
+    folder = export(tmp_path / "export", source, fused=fused, flat=flat)
     code, result, err = _accept(capsys, folder)
     assert code == 0, err
     assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
