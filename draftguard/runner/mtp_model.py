@@ -35,7 +35,13 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
   embedding not zeroed at position 0, zero-centred (1 + w) norms, a full-attention layer
-  (``runner/mtp_qwen35.py``).
+  (``runner/mtp_qwen35.py``). Released Qwen3.5/3.6 checkpoints are multimodal exports
+  (``Qwen3_5ForConditionalGeneration``, ``Qwen3_5MoeForConditionalGeneration``: ``text_config``, the text
+  model under ``model.language_model.``, the vision tower under ``model.visual.``); the target is then
+  their text class (transformers' ``AutoModelForCausalLM`` builds ``Qwen3_5ForCausalLM`` /
+  ``Qwen3_5MoeForCausalLM`` and maps the prefix), the vision tower neither built nor read, and the MTP
+  layer the same (its tensors read from the shards that hold them only). MoE experts load stored one
+  by one or fused (``experts.gate_up_proj``), as vLLM loads both.
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -50,6 +56,7 @@ transformers builds its family) and an ``MtpHead`` with the ``Eagle3Head`` inter
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -197,7 +204,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
-    weights = {k[len(prefix):]: v for k, v in _read_weights(folder).items() if k.startswith(prefix)}
+    weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
     names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}
@@ -218,6 +225,29 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     head.load_state_dict(state)
     param = next(target.parameters())
     return head.to(device=device or param.device, dtype=param.dtype).eval()
+
+
+def _read_prefixed(folder: Path, prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors whose names start with ``prefix``, read one by one from the shards the index puts them
+    in: the target's own tensors (transformers loads them) and a multimodal export's vision tower
+    (``model.visual.*``) are not read. A shard the index names for one of them and that is missing:
+    ``MissingWeights``, as ``_read_weights``."""
+    from safetensors import safe_open  # safetensors: the runner extra only
+
+    index = folder / "model.safetensors.index.json"
+    if (folder / "model.safetensors").is_file():
+        shards = ["model.safetensors"]
+    elif index.is_file():
+        shards = sorted({f for k, f in json.loads(index.read_text())["weight_map"].items() if k.startswith(prefix)})
+    else:
+        return _read_weights(folder)  # names what is missing
+    out: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        if not (folder / shard).is_file():
+            raise MissingWeights(f"{folder / shard}: shard named in {index.name} is missing", file=str(index))
+        with safe_open(str(folder / shard), "pt") as f:
+            out.update({k: f.get_tensor(k) for k in f.keys() if k.startswith(prefix)})
+    return out
 
 
 def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix: str,

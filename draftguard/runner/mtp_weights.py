@@ -15,7 +15,8 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
-``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture.
+``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
+(Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
 In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.drafter.detect import MTP_KEYS
-from draftguard.check.repo.checkpoint import mtp_declared
+from draftguard.check.repo.checkpoint import mtp_declared, text_node
 from draftguard.check.repo.files import read_header
 from draftguard.errors import HeaderError
 from draftguard.runner.result import MTP_WEIGHTS
@@ -81,8 +82,16 @@ LAYOUTS = {
 for _name in ("qwen3_5", "qwen3_next"):
     LAYOUTS[_name] = MtpLayout(_name, "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                embeds_first=True, block="layers.{i}.", gemma_norms=True, zero_first=False)
+# Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
+# ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
+# tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
+# the text class's (``mtp.*``, vLLM 0.32's ``Qwen3_5MTP`` / ``Qwen3_5MoeMTP`` for all four). The reference
+# runs the text model only (``load_mtp_target``), as the drafting never reads an image.
 ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
-                 "Qwen3NextForCausalLM": "qwen3_next"}
+                 "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
+                 "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next"}
+# model_type where no architecture is named: the multimodal export's and its text config's.
+MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -101,6 +110,9 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
         >>> mtp_layout({"architectures": ["MiMoForCausalLM"], "model_type": "qwen2",
         ...             "num_nextn_predict_layers": 1}, "config.json").name
         'mimo'
+        >>> mtp_layout({"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+        ...             "text_config": {"mtp_num_hidden_layers": 1}}, "config.json").name
+        'qwen3_5'
     """
     if mtp_declared(raw) is None:
         raise BadInput(f"{where}: --method mtp needs a target that declares MTP layers ({', '.join(MTP_KEYS)}); "
@@ -109,7 +121,8 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
     for arch in archs:  # the engines pick the model by its architecture; a MiMo may say model_type qwen2
         if arch in ARCHITECTURES:
             return LAYOUTS[ARCHITECTURES[arch]]
-    layout = LAYOUTS.get(str(raw.get("model_type")))
+    model_type = str(raw.get("model_type"))
+    layout = LAYOUTS.get(MODEL_TYPES.get(model_type, model_type))
     if layout is None:
         raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
                        f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
@@ -148,7 +161,7 @@ def mtp_faults(folder: str | Path) -> list[str]:
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{folder}/config.json")
     key, count = mtp_declared(raw) or ("", 0)
-    n = raw.get("num_hidden_layers", 0)
+    n = text_node(raw)[0].get("num_hidden_layers", 0)
     prefix = layout.prefix.format(i=0, n=n)
     headers = _headers(folder)
     dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
@@ -162,7 +175,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
         faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)} (the reference runs them as zeros)")
     if "quantization_config" not in raw:
         for name, dtype in sorted(dtypes.items()):
-            if dtype in FULL_PRECISION or not name.endswith("weight"):
+            # a fused MoE stack (Qwen3.5/3.6-MoE's ``experts.gate_up_proj``) is a weight without the suffix
+            if dtype in FULL_PRECISION or not name.endswith(("weight", "experts.gate_up_proj", "experts.down_proj")):
                 continue
             scale = next((s for s in (name + "_scale_inv", name + "_scale") if s in dtypes), None)
             faults.append(f"`{name}` is stored {dtype}" + (f" with `{scale}` beside it" if scale else "")

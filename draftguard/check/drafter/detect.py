@@ -61,7 +61,10 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # The architectures whose MTP layer draftguard accept's reference builds (runner/mtp_model.py LAYOUTS), for
 # the GPU path. DeepSeek-V3's layout is built for a dense, full-precision MTP layer only (an MoE layer or a
 # declared FP8 one is refused, exit 2), which no released DeepSeek-V3 checkpoint is, so the GPU path skips it.
-MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM")
+# Qwen3.5/3.6 as released (the multimodal classes, the MoE ones) share the text class's MTP layout.
+MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+                               "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+                               "Qwen3NextForCausalLM")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
