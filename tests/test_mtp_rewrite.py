@@ -139,3 +139,16 @@ def test_vllm_takes_its_mtp_count_from_the_resolved_config(tmp_path):
     target = _without_count(tmp_path, "dsv3")
     dsv3 = SpeculativeConfig.hf_config_override(get_config(str(target), trust_remote_code=False))
     assert dsv3.architectures == ["DeepSeekMTPModel"] and dsv3.n_predict == 1
+
+
+def test_a_rewritten_count_whose_layer_is_whole_is_no_cause(tmp_path):
+    """vLLM's CPU build fails the whole DeepSeek-V3 layer (its MLA leaves the key unrotated: τ 1.48 on 4
+    prompts, K = 1, with or without the key): the class's count is not to blame for that."""
+    from draftguard.runner.mtp_weights import mtp_diagnosis
+
+    target = _without_count(tmp_path, "dsv3")
+    rewrite = mtp_rewrite(read_config(target), str(target / "config.json"))
+    assert (rewrite.raw, rewrite.resolved) == (None, 1)
+    assert mtp_diagnosis([], "fail", rewrite) is None
+    assert mtp_diagnosis(["the weights hold no tensor under `model.layers.1.`"], "fail", rewrite)["cause"] == \
+        "config-rewrite"

@@ -224,9 +224,11 @@ def _same_tensor(a: tuple[Path, str], b: tuple[Path, str], chunk: int = 1 << 24)
 def mtp_diagnosis(faults: list[str], status: str, rewrite: "MtpRewrite | None" = None) -> dict[str, Any] | None:
     """The diagnosis of a run on a target whose MTP tensors ``mtp_faults`` found wrong: cause
     ``mtp-weights``, the reason naming each tensor; or, when the config class rewrote the MTP layer
-    count and the run failed, ``config-rewrite`` naming the key, both values and the line, the tensors'
-    faults after it. None when the layer is whole and the count as written."""
-    if rewrite is not None and status == "fail":
+    count to none, or to layers whose tensors the checkpoint lacks, and the run failed,
+    ``config-rewrite`` naming the key, both values and the line, the tensors' faults after it. A
+    rewritten count whose layers are whole is no cause (the note says it): a failure there is the
+    engine's or the layer's. None when the layer is whole."""
+    if rewrite is not None and status == "fail" and (faults or rewrite.resolved == 0):
         reason = f"{rewrite.sentence()} ({rewrite.where()})"
         if faults:
             reason += "; the MTP layer's weights: " + "; ".join(faults)
