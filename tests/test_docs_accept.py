@@ -50,6 +50,10 @@ SKIPPED = {
     "--model-runner both":
         "tests/test_runners.py (test_the_documented_command_runs_as_written) runs it as written and asserts "
         "the runner diagnosis",
+    "draftguard accept --target tests/data/real-configs/stepfun-ai--step-3.7-flash --method mtp "
+    "--prompts tests/fixtures/models/prompts.jsonl":
+        "exits 2 (bad input, stderr only); tests/test_mtp_rewrite.py (test_the_documented_command_runs_as_written) "
+        "runs it as written in process and asserts the exit and its cause",
     "draftguard accept --target tests/fixtures/mtp-models/qwen35-mtp-dropped --prompts tests/fixtures/models/prompts.jsonl "
     "--min-acceptance-length 1.8":
         "tests/test_mtp_qwen35.py (test_the_documented_command_runs_as_written) runs it as written in process and "

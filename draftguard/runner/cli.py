@@ -33,11 +33,12 @@ from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
-from draftguard.runner.mtp_weights import mtp_diagnosis, mtp_faults
+from draftguard.runner.mtp_weights import (mtp_diagnosis, mtp_faults, mtp_rewrite, read_config,
+                                           refuse_rewritten_to_none)
 from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
 from draftguard.runner.prompts import select_prompts
 from draftguard.runner.render import plot_per_position, render_markdown, render_text
-from draftguard.runner.result import FAIL, MTP_WEIGHTS, PASS, AcceptanceResult
+from draftguard.runner.result import CONFIG_REWRITE, FAIL, MTP_WEIGHTS, PASS, AcceptanceResult
 from draftguard.runner.runs import config_views, run_cells, _note_catastrophic, _run_reference, _run_vllm
 from draftguard.runner.stats import MIN_FIRST_POSITION, make_thresholds
 from draftguard.settings import load_settings
@@ -160,9 +161,24 @@ def _mtp_cause(args: argparse.Namespace) -> str:
         return ""
     try:
         faults = mtp_faults(args.target)
+        rewrite = mtp_rewrite(read_config(Path(args.target)), str(Path(args.target) / "config.json"))
     except BadInput:
         return ""
+    if rewrite is not None:
+        return f"; cause: {CONFIG_REWRITE} — {rewrite.sentence()} ({rewrite.where()})"
     return f"; cause: {MTP_WEIGHTS} — " + "; ".join(faults) if faults else ""
+
+
+def _mtp_rewrite_notes(target: str) -> list[str]:
+    """Before the run (and before torch): bad input naming the cause ``config-rewrite`` where the target's
+    config class resolves its declared MTP layers to none; else a note where the class builds another
+    number of them than config.json states, for the result beside the τ."""
+    if not Path(target).is_dir():
+        return []
+    where = str(Path(target) / "config.json")
+    rewrite = refuse_rewritten_to_none(read_config(Path(target)), where)
+    return [f"the MTP layer count is rewritten ({rewrite.where()}): {rewrite.sentence()}; the run measures "
+            f"what the engine builds"] if rewrite else []
 
 
 def _mtp_drafter(args: argparse.Namespace) -> None:
@@ -282,7 +298,7 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
     args.method = drafting_method(args.drafter, args.method)
-    light = _check_fit(args.target, args.drafter) if args.method != "mtp" else []
+    light = _check_fit(args.target, args.drafter) if args.method != "mtp" else _mtp_rewrite_notes(args.target)
     runners = None
     if args.model_runner == "both":
         views, config_class, rewrites, runners = _runner_views(args)
@@ -325,10 +341,13 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     if light:  # beside the τ: what the light check finds, and what the engine ran at its defaults
         result.run["notes"] = [*result.run.get("notes", []), *light]
     if args.method == "mtp" and Path(args.target).is_dir():
-        # The MTP layer's tensors dropped or left quantized: the cause, whichever backends measured it.
+        # The MTP layer's tensors dropped or left quantized, or its count rewritten by the config class:
+        # the cause, whichever backends measured it.
         faults = mtp_faults(args.target)
-        if faults:
-            result.diagnosis = mtp_diagnosis(faults, result.verdict.status)
+        where = str(Path(args.target) / "config.json")
+        diagnosis = mtp_diagnosis(faults, result.verdict.status, mtp_rewrite(read_config(Path(args.target)), where))
+        if diagnosis:
+            result.diagnosis = diagnosis
     if args.plot:
         plot_per_position(result, args.plot)
     return result

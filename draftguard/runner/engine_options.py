@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from draftguard.check.drafter.detect import detect_drafter
-from draftguard.check.repo.checkpoint import mtp_declared
 from draftguard.errors import VllmOptionError, install_hint
+from draftguard.runner.mtp_weights import mtp_count
 from draftguard.snapshot import BadInput, load_snapshot
 
 
@@ -199,9 +199,11 @@ def drafter_facts(drafter: str, revision: str | None = None, method: str = "dfla
         >>> drafter_facts("tests/fixtures/models/drafter-window-lost")
         DrafterFacts(block_size=4, sliding_window=6, sliding_layers=1)
     """
-    raw = load_snapshot(drafter, revision).load_json()
+    snapshot = load_snapshot(drafter, revision)
+    raw = snapshot.load_json()
     if method == "mtp":  # the target's own MTP layers: K defaults to their number, as vLLM's recipes set it
-        count = (mtp_declared(raw) or ("", 1))[1]
+        # as the config class resolves it (runner/mtp_weights.mtp_rewrite), which is what vLLM reads
+        count = mtp_count(raw, snapshot.path_of("config.json"))[1] or 1
         return DrafterFacts(block_size=count + 1, sliding_window=None, sliding_layers=0)
     if method == "eagle3":  # a chain drafter: no block, no window; the block is the anchor and K drafts
         return DrafterFacts(block_size=EAGLE3_SPECULATIVE_TOKENS + 1, sliding_window=None, sliding_layers=0)

@@ -64,14 +64,13 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from draftguard.check.repo.checkpoint import mtp_declared
 from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import fuse_experts, mtp_block, mtp_norm
-from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_faults, mtp_layout, read_config
+from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
 
@@ -199,7 +198,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     raw = read_config(folder)
     where = f"{name}/config.json"
     layout = mtp_layout(raw, where)
-    key, count = mtp_declared(raw) or ("", 0)
+    key, count = mtp_count(raw, str(folder / "config.json"))
     n = int(text_config(target).num_hidden_layers)
     spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
     head = MtpHead(spec, target)

@@ -18,16 +18,31 @@ The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
+The MTP layer count is read as the engines read it, through the target's config class
+(``mtp_rewrite``): vLLM 0.32 takes its ``n_predict`` from the class's resolved (text) config, not from
+the file. Two classes change it. Step3p7Config builds ``text_config`` from defaults when the file is
+flat (the key at the top level), and Step3p7TextConfig pops ``num_nextn_predict_layers`` with a
+default of 0 (transformers 5.24 configuration_step3p7.py:189): vLLM then builds ``Step3p5MTP`` with
+``n_predict`` 0, nothing to draft with; the run is refused with the cause ``config-rewrite``.
+DeepseekV3Config (and Glm4MoeConfig, BailingHybridConfig) give 1 MTP layer where the file states none
+(``num_mtp_layers: int = 1``, configuration_deepseek_v3.py:116): vLLM's ``method: mtp`` builds
+``DeepSeekMTPModel`` from ``model.layers.{N}.*`` all the same, so the reference runs that layer too
+and a collapse is diagnosed ``config-rewrite``.
+
 In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
-naming the tensors (``mtp_faults``), and the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a
-target without MTP layers or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's).
+naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
+the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
+class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's).
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import struct
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +51,8 @@ from draftguard.check.drafter.detect import MTP_KEYS
 from draftguard.check.repo.checkpoint import mtp_declared, text_node
 from draftguard.check.repo.files import read_header
 from draftguard.errors import HeaderError
-from draftguard.runner.result import MTP_WEIGHTS
-from draftguard.snapshot import BadInput, parse_json_object
+from draftguard.runner.result import CONFIG_REWRITE, MTP_WEIGHTS
+from draftguard.snapshot import BadInput, key_lines, parse_json_object
 
 FULL_PRECISION = ("F32", "F16", "BF16")
 
@@ -114,7 +129,8 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
         ...             "text_config": {"mtp_num_hidden_layers": 1}}, "config.json").name
         'qwen3_5'
     """
-    if mtp_declared(raw) is None:
+    rewrite = refuse_rewritten_to_none(raw, where)
+    if mtp_declared(raw) is None and rewrite is None:
         raise BadInput(f"{where}: --method mtp needs a target that declares MTP layers ({', '.join(MTP_KEYS)}); "
                        "this config declares none", file=where)
     archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
@@ -160,7 +176,7 @@ def mtp_faults(folder: str | Path) -> list[str]:
     folder = Path(folder)
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{folder}/config.json")
-    key, count = mtp_declared(raw) or ("", 0)
+    key, count = mtp_count(raw, str(folder / "config.json"))
     n = text_node(raw)[0].get("num_hidden_layers", 0)
     prefix = layout.prefix.format(i=0, n=n)
     headers = _headers(folder)
@@ -168,8 +184,10 @@ def mtp_faults(folder: str | Path) -> list[str]:
     faults = []
     roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm)]
     lacking = [r for r in roles if r not in dtypes]
+    said = (f"config.json declares {count} MTP layer(s) (`{key}`)" if mtp_declared(raw) is not None
+            else f"the config class builds {count} MTP layer(s) (`{key}`, which config.json leaves out)")
     if not dtypes:
-        faults.append(f"config.json declares {count} MTP layer(s) (`{key}`), but the weights hold no tensor under "
+        faults.append(f"{said}, but the weights hold no tensor under "
                       f"`{prefix}`: dropped at save (vLLM 0.32 refuses to start; the reference runs the layer as zeros)")
     elif lacking:
         faults.append(f"the weights lack {', '.join(f'`{r}`' for r in lacking)} (the reference runs them as zeros)")
@@ -217,10 +235,152 @@ def _same_tensor(a: tuple[Path, str], b: tuple[Path, str], chunk: int = 1 << 24)
     return True
 
 
-def mtp_diagnosis(faults: list[str], status: str) -> dict[str, Any] | None:
+def mtp_diagnosis(faults: list[str], status: str, rewrite: "MtpRewrite | None" = None) -> dict[str, Any] | None:
     """The diagnosis of a run on a target whose MTP tensors ``mtp_faults`` found wrong: cause
-    ``mtp-weights``, the reason naming each tensor. None when the layer is whole."""
+    ``mtp-weights``, the reason naming each tensor; or, when the config class rewrote the MTP layer
+    count to none, or to layers whose tensors the checkpoint lacks, and the run failed,
+    ``config-rewrite`` naming the key, both values and the line, the tensors' faults after it. A
+    rewritten count whose layers are whole is no cause (the note says it): a failure there is the
+    engine's or the layer's. None when the layer is whole."""
+    if rewrite is not None and status == "fail" and (faults or rewrite.resolved == 0):
+        reason = f"{rewrite.sentence()} ({rewrite.where()})"
+        if faults:
+            reason += "; the MTP layer's weights: " + "; ".join(faults)
+        return {"cause": CONFIG_REWRITE, "status": status, "reason": reason, "rewritten": [rewrite.to_dict()],
+                "intervals": [], "cells": {}, "config_class": rewrite.config_class, "confidence": 0.95}
     if not faults:
         return None
     return {"cause": MTP_WEIGHTS, "status": status, "reason": "the MTP layer's weights: " + "; ".join(faults),
             "rewritten": [], "intervals": [], "cells": {}, "config_class": None, "confidence": 0.95}
+
+
+# --- the MTP layer count as the config class resolves it -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class MtpRewrite:
+    """The MTP layer count config.json states (None: it states none) against the one its class resolves
+    (the language model's sub-config where it has one, as vLLM reads it), with where the file says it."""
+
+    key: str
+    raw: int | None
+    resolved: int
+    config_class: str
+    version: str
+    file: str
+    line: int | None
+    fix: str
+    why: str = ""
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def text(self) -> str:
+        return f"{'absent' if self.raw is None else self.raw} → {self.resolved}"
+
+    def sentence(self) -> str:
+        stated = (f"`{self.key}` is {self.raw} in config.json" if self.raw is not None
+                  else "config.json states no MTP layer count")
+        built = ("builds no MTP layer: vLLM 0.32 takes `n_predict` 0 from it, so `method: mtp` has nothing to draft "
+                 "with (with num_speculative_tokens set it divides by that 0)" if self.resolved == 0
+                 else f"builds {self.resolved} MTP layer(s) (vLLM 0.32's `method: mtp` sets n_predict {self.resolved} "
+                      "and loads them from the checkpoint)")
+        why = f" ({self.why})" if self.why else ""
+        return (f"{stated}, but {self.config_class} (transformers {self.version}) resolves "
+                f"`{self.key.rpartition('.')[2]}` to {self.resolved}{why}: an engine that trusts the class {built}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "raw": self.raw, "resolved": self.resolved, "text": self.text(), "rule": None,
+                "file": self.file, "line": self.line, "config_class": self.config_class}
+
+
+def _resolved_config(raw: dict[str, Any]) -> Any:
+    """The target's config as transformers' class for its model_type builds it from the file (no remote
+    code); None where transformers has no such class or the class refuses the file."""
+    try:
+        from transformers import CONFIG_MAPPING  # the config classes only: no torch
+    except ImportError:
+        return None
+    try:
+        cls = CONFIG_MAPPING[str(raw.get("model_type"))]
+    except KeyError:
+        return None
+    quiet = logging.getLogger("transformers")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cls.from_dict(copy.deepcopy(raw))
+    except Exception:  # noqa: BLE001 (a class that refuses the file: the loader says why, later)
+        return None
+    finally:
+        quiet.setLevel(level)
+
+
+def mtp_rewrite(raw: dict[str, Any], where: str = "config.json") -> MtpRewrite | None:
+    """The config class's rewrite of the MTP layer count, or None where it keeps what the file states
+    (or transformers has no class for it).
+
+    Example::
+
+        >>> path = "tests/data/real-configs/stepfun-ai--step-3.7-flash/config.json"
+        >>> r = mtp_rewrite(read_config(Path(path).parent), path)
+        >>> (r.key, r.raw, r.resolved, r.config_class, r.line)
+        ('num_nextn_predict_layers', 3, 0, 'Step3p7Config', 70)
+    """
+    config = _resolved_config(raw)
+    if config is None:
+        return None
+    import transformers  # for its version: loaded by _resolved_config already, when it returned a config
+
+    declared = mtp_declared(raw)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+    def resolved(leaf: str) -> int | None:
+        for node in (text, config):
+            value = getattr(node, leaf, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    if declared is not None:
+        key, count = declared
+        now = resolved(key.rpartition(".")[2])
+        if now is None or now == count:
+            return None
+    else:
+        found = next(((k, v) for k in MTP_KEYS if (v := resolved(k)) is not None and v > 0), None)
+        if found is None:
+            return None
+        key, count, now = found[0], None, found[1]
+    sub = "text_config" if text is not config else None
+    lines = key_lines(Path(where).read_text(encoding="utf-8", errors="replace")) if Path(where).is_file() else {}
+    line = lines.get(key) or lines.get("model_type")
+    fix = (f"move the language model's keys, `{key}` with them, into \"{sub}\"" if sub and sub not in raw
+           else f"\"{key.rpartition('.')[2]}\": {count}" if count is not None
+           else f"\"{key}\": 0 if the model is not meant to draft with MTP layers")
+    why = (f"it reads the language model's settings from `{sub}`, which the file does not have, and builds it from "
+           f"{type(text).__name__}'s defaults" if sub and sub not in raw
+           else f"its default, where the file states none" if count is None else "")
+    return MtpRewrite(key, count, now, type(config).__name__, transformers.__version__, where, line, fix, why)
+
+
+def refuse_rewritten_to_none(raw: dict[str, Any], where: str) -> MtpRewrite | None:
+    """Bad input (exit 2) naming the cause ``config-rewrite`` where config.json declares MTP layers and
+    the class resolves them to none: no engine that trusts the class drafts with them, whichever layout
+    they have. Else the class's rewrite, if any."""
+    rewrite = mtp_rewrite(raw, where)
+    if rewrite is not None and rewrite.resolved == 0:
+        raise BadInput(f"{rewrite.where()}: {rewrite.sentence()}; cause: {CONFIG_REWRITE} (`{rewrite.key}` "
+                       f"{rewrite.text()}). Fix: {rewrite.fix}", file=where, key=rewrite.key)
+    return rewrite
+
+
+def mtp_count(raw: dict[str, Any], where: str = "config.json") -> tuple[str, int]:
+    """The MTP key and the number of layers an engine builds: the class's count where it rewrites the
+    file's, else the file's (0 when neither declares any)."""
+    rewrite = mtp_rewrite(raw, where)
+    if rewrite is not None:
+        return rewrite.key, rewrite.resolved
+    return mtp_declared(raw) or ("", 0)
