@@ -302,7 +302,8 @@ QWEN3_EAGLE3_ARCHITECTURES = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM")
 # RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts) and the
 # scaled kinds whose tables transformers computes as vLLM does (``runner/eagle3_layer.py``).
 PLAIN_ROPE = (None, "default", "mrope")
-SCALED_ROPE = ("linear", "dynamic", "yarn", "llama3")
+DEEPSEEK_ROPE = ("deepseek_yarn", "deepseek_llama_scaling")  # vLLM's DeepseekScalingRotaryEmbedding
+SCALED_ROPE = ("linear", "dynamic", "yarn", "llama3", "longrope", "su", "ntk") + DEEPSEEK_ROPE
 
 
 def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | None:
