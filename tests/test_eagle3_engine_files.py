@@ -115,6 +115,9 @@ def engine_variants(folder: Path) -> dict[str, Path]:
         "rope-deepseek-yarn": ({**plain, "rope_parameters": {**rope, "rope_type": "deepseek_yarn", "factor": 8.0,
                                                              "original_max_position_embeddings": 16, "mscale": 0.707,
                                                              "mscale_all_dim": 0.3}}, state),
+        "rope-yarn-mrope": ({**plain, "rope_parameters": {**rope, "rope_type": "yarn", "factor": 16.0,
+                                                          "original_max_position_embeddings": 8,
+                                                          "mrope_section": [4, 6, 6]}}, state),
         # get_rope rotates the first half of each head (partial_rotary_factor), DeepSeek-V4's scaling the last.
         "rope-partial": ({**plain, "rope_parameters": rope, "partial_rotary_factor": 0.5}, state),
         "rope-deepseek-v4-partial": ({**plain, "rope_parameters": {**rope, "rope_type": "deepseek_yarn", "factor": 8.0,
@@ -149,8 +152,8 @@ def test_heads_vllm_builds_are_run_by_the_reference(capsys, tmp_path):
         assert code in (0, 1) and result is not None, (name, err)
         taus[name] = result.mean_acceptance_length
     # Measured (6 prompts): qwen3 2.54 (both layouts), no-aux 1.36, rope linear 2.58, yarn 3.28, llama3 2.49,
-    # dynamic-alpha 3.30, longrope 3.19, ntk 3.27, ntk mixed 2.76, deepseek yarn 3.23, half the head rotated 2.74,
-    # DeepSeek-V4's scaling on the last half 2.59.
+    # dynamic-alpha 3.30, longrope 3.19, ntk 3.27, ntk mixed 2.76, deepseek yarn 3.23, yarn with an mrope section
+    # 2.94, half the head rotated 2.74, DeepSeek-V4's scaling on the last half 2.59.
     assert taus["no-aux"] < 2 and all(taus[n] < 3.9 for n in heads if n != "no-aux"), taus
 
 
@@ -161,7 +164,8 @@ def test_vllm_builds_the_qwen3_layer_the_aux_free_head_and_scaled_rope_as_the_re
     reference shows differ from the trained head's: the change is measured, not ignored). Measured 2026-12-05
     (6 prompts, reference = vLLM CPU to 3 places): qwen3 speculators 2.541, qwen3 plain 2.541, no-aux 1.365,
     rope linear 2.581, yarn 3.281, llama3 2.487, dynamic-alpha 3.298, longrope 3.186, ntk 3.271, ntk mixed
-    2.765, half the head rotated 2.739 (DeepSeek scaling: vLLM CPU fails, next test)."""
+    2.765, yarn with an mrope section 2.938, half the head rotated 2.739 (DeepSeek scaling: vLLM CPU fails,
+    next test)."""
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     for name, head in engine_variants(tmp_path).items():

@@ -47,7 +47,11 @@ from tests.test_eagle3_engine_files import LONGROPE  # noqa: E402
     # Partial rotation: get_rope's table covers the rotary dims only (rope_dim, else partial_rotary_factor).
     {"rope_type": "default", "partial_rotary_factor": 0.5}, {"rope_type": "ntk", "factor": 4.0, "rope_dim": 16},
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "partial_rotary_factor": 0.25},
-    {"rope_type": "dynamic", "alpha": 1000.0, "partial_rotary_factor": 0.5}])
+    {"rope_type": "dynamic", "alpha": 1000.0, "partial_rotary_factor": 0.5},
+    # mrope sections: plain RoPE on text positions; with YaRN, vLLM's MRotaryEmbedding reads YaRN's correction
+    # range over its cache of 4 x the original length (before: the table was plain YaRN's, off by up to 2.28).
+    {"type": "mrope", "mrope_section": [4, 6, 6]},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "mrope_section": [4, 6, 6]}])
 def test_the_rope_tables_are_vllms(rope):
     """The reference's cos and sin at positions 0..127 equal vLLM's get_rope cache for each kind (LongRoPE
     under an engine of max_model_len 128, its long or short half of vLLM's cache as vLLM picks it)."""
@@ -66,7 +70,8 @@ def test_the_rope_tables_are_vllms(rope):
     config = VllmConfig()
     with set_current_vllm_config(config):
         config.model_config = SimpleNamespace(max_model_len=128)  # what LongRoPE reads of the engine
-        emb = get_rope(32, 128, True, {k: v for k, v in params.items() if k != "type"}, torch.float32)
+        legacy = {"rope_type": "default"} if params["rope_type"] == "mrope" else {}  # vLLM's patch_legacy_rope_type
+        emb = get_rope(32, 128, True, {**{k: v for k, v in params.items() if k != "type"}, **legacy}, torch.float32)
     if hasattr(emb, "long_short_cos_sin_cache"):  # the short half (original positions), then the long one
         original = rope["original_max_position_embeddings"]
         cache = emb.long_short_cos_sin_cache[original if emb.use_long_rope else 0:][:128].float()

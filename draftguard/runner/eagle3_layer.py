@@ -16,7 +16,8 @@
   which transformers lacks (our code). LongRoPE as vLLM's Phi3LongRoPE: the long factors for every
   position when the engine's length exceeds ``original_max_position_embeddings`` (``engine_len``),
   its factor ``max_position_embeddings`` / that (the file's ``factor`` unread), ``short_mscale`` /
-  ``long_mscale`` where stated; DeepSeek's YaRN as transformers' yarn with vLLM's factor on cos/sin
+  ``long_mscale`` where stated; YaRN with an ``mrope_section`` as vLLM's MRotaryEmbedding (its
+  correction range over 4 x ``original_max_position_embeddings``); DeepSeek's YaRN as transformers' yarn with vLLM's factor on cos/sin
   (``mscale`` 1 and ``mscale_all_dim`` 0 unless stated); each over get_rope's rotary dims (``rope_dim``,
   else ``partial_rotary_factor`` of the head; the first ones, DeepSeek-V4's scaling the last ones).
 
@@ -118,6 +119,9 @@ def _as_transformers(rope: dict[str, Any], kind: str, max_position: int, engine_
         scale = params.get("long_mscale" if seq_len > original else "short_mscale")
         if scale is not None:
             params["attention_factor"] = float(scale)
+    elif kind == "yarn" and params.get("mrope_section"):  # vLLM's MRotaryEmbedding: YaRN's range over a
+        # cache of 4 x the original length (get_rope's mrope_positions_factor), where YaRNScaling reads 1 x
+        params["original_max_position_embeddings"] = 4 * int(params["original_max_position_embeddings"])
     elif kind in DEEPSEEK_ROPE:  # vLLM's DeepseekScalingRotaryEmbedding: YaRN, cos/sin times its mscale ratio
         factor = float(params["factor"])
         params = {"rope_type": "yarn", "rope_theta": params["rope_theta"], "factor": factor,
