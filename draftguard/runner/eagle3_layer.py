@@ -17,9 +17,10 @@
   position when the engine's length exceeds ``original_max_position_embeddings`` (``engine_len``),
   its factor ``max_position_embeddings`` / that (the file's ``factor`` unread), ``short_mscale`` /
   ``long_mscale`` where stated; YaRN with an ``mrope_section`` as vLLM's MRotaryEmbedding (its
-  correction range over 4 x ``original_max_position_embeddings``); DeepSeek's YaRN as transformers' yarn with vLLM's factor on cos/sin
-  (``mscale`` 1 and ``mscale_all_dim`` 0 unless stated); each over get_rope's rotary dims (``rope_dim``,
-  else ``partial_rotary_factor`` of the head; the first ones, DeepSeek-V4's scaling the last ones).
+  correction range over 4 x ``original_max_position_embeddings``); DeepSeek's YaRN as transformers'
+  yarn with vLLM's factor on cos/sin (``mscale`` 1 and ``mscale_all_dim`` 0 unless stated); each over
+  get_rope's rotary dims (``rope_dim``, else ``partial_rotary_factor`` of the head; the first ones,
+  DeepSeek-V4's scaling the last ones).
 
 In: the layer's config keys (a dict: the head's config.json, or a speculators head's
 ``transformer_layer_config``) and the head's spec.
