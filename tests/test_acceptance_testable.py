@@ -69,6 +69,9 @@ def test_the_shipped_eagle3_fixtures_are_run():
 @pytest.mark.parametrize("change, words", [
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
                                    "rope_parameters": {"rope_type": "made_up", "factor": 4.0}}}, "RoPE is made_up"),
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
+                                   "rope_parameters": {"rope_type": "default", "use_fope": True}}},
+     "RoPE is Fourier (use_fope)"),
     ({"transformer_layer_config": {"model_type": "mistral"}}, "which vLLM also refuses"),
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 2}}, "of 2 decoder layers"),
     ({"speculators_model_type": "peagle"}, "P-EAGLE heads draft in parallel"),

@@ -324,9 +324,10 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
                 "one-layer head only")
     rope = raw.get("rope_parameters") or raw.get("rope_scaling")
     rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
-    if rope_type not in PLAIN_ROPE + SCALED_ROPE:
-        return (f"its RoPE is {rope_type}, and draftguard accept's reference head builds plain RoPE and "
-                f"{', '.join(SCALED_ROPE)} scaling only, so its τ would not be the head's")
+    if rope_type not in PLAIN_ROPE + SCALED_ROPE or (isinstance(rope, dict) and rope.get("use_fope")):
+        return (f"its RoPE is {'Fourier (use_fope)' if rope_type in PLAIN_ROPE else rope_type}, and draftguard "
+                f"accept's reference head builds plain RoPE and {', '.join(SCALED_ROPE)} scaling only, so its τ "
+                "would not be the head's")
     return None
 
 
