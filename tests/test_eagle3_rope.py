@@ -138,3 +138,27 @@ def test_a_deepseek_mla_head_is_refused_in_one_sentence(capsys, tmp_path, folder
     (head / "config.json").write_text(json.dumps({**config, "architectures": ["DeepseekV3ForCausalLM"]}))
     code, result, err = accept(capsys, head)
     assert code == 2 and result is None and "MLA" in err and err.count("\n") == 1, err
+
+
+def test_longrope_factors_follow_the_engines_length(capsys, tmp_path):
+    """vLLM's Phi3LongRoPE takes the long factors for every position when its max_model_len exceeds the
+    original length: the target's 128 by default (the fixture head reads long ones), ``--max-model-len 32``
+    keeps the short ones; the reference reads the same length (before: always the head's own length)."""
+    from draftguard.runner.dflash_model import load_target
+    from draftguard.runner.eagle3_layer import rope_tables
+    from draftguard.runner.eagle3_model import load_eagle3
+    from tests.test_eagle3_engine_files import engine_variants
+
+    head = engine_variants(tmp_path)["rope-longrope"]
+    target, _ = load_target(str(MODELS / "target"))
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, **LONGROPE}
+    for length, half in ((None, "long_factor"), (32, "short_factor")):
+        built = load_eagle3(str(head), target, max_model_len=length).spec
+        inv, factor = rope_tables(rope, 32, 128, Path("config.json"), engine_len=length or 128)
+        plain, _ = rope_tables({"rope_type": "default", "rope_theta": 10000.0}, 32, 128, Path("config.json"))
+        assert torch.allclose(built.inv_freq, inv) and built.rope_factor == factor
+        assert torch.allclose(inv, plain / torch.tensor(LONGROPE[half]))
+    code, result, err = accept(capsys, head, "--num-prompts", "6", "--no-early-stop", "--max-model-len", "32")
+    assert code in (0, 1) and result is not None, err
+    # Measured: 4.00 with the short factors (near 1), 3.19 with the long ones.
+    assert result.mean_acceptance_length > 3.9, result.mean_acceptance_length

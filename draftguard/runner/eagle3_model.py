@@ -381,8 +381,8 @@ def _own_embeddings(module: Eagle3Head, own: torch.Tensor | None, target: nn.Mod
     module.own_embed = nn.Embedding.from_pretrained(own, freeze=True)
 
 
-def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None
-                ) -> Eagle3Head:
+def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None,
+                max_model_len: int | None = None) -> Eagle3Head:
     """Build the head from its config.json and load its safetensors as vLLM loads them: SpecForge's
     ``midlayer.*`` or the speculators library's ``layers.0.*`` names (``engine_names``), every tensor
     the format names with its shape, and those vLLM runs without (``ENGINE_DEFAULTS``: ``d2t``,
@@ -396,9 +396,11 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
     spec.source = str(name)
     if aux_ids is not None:
         spec.aux_ids = list(aux_ids)
-    if spec.rope["rope_type"] == "longrope":  # vLLM picks the factors by its max_model_len: the target's length
+    if spec.rope["rope_type"] == "longrope":  # vLLM picks the factors by its max_model_len (the target's length
+        # unless --max-model-len says otherwise)
+        length = max_model_len or int(text.max_position_embeddings)
         spec.inv_freq, spec.rope_factor = rope_tables(spec.rope, spec.head_dim, spec.max_position,
-                                                      folder / "config.json", engine_len=int(text.max_position_embeddings))
+                                                      folder / "config.json", engine_len=length)
     where = f"{name}/config.json"
     for i in spec.aux_ids if spec.use_aux else []:
         if not 0 <= i <= n:
