@@ -69,7 +69,10 @@ def test_the_shipped_eagle3_fixtures_are_run():
 
 @pytest.mark.parametrize("change, words", [
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
-                                   "rope_parameters": {"rope_type": "longrope", "factor": 4.0}}}, "RoPE is longrope"),
+                                   "rope_parameters": {"rope_type": "made_up", "factor": 4.0}}}, "RoPE is made_up"),
+    ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 1,
+                                   "rope_parameters": {"rope_type": "default", "use_fope": True}}},
+     "RoPE is Fourier (use_fope)"),
     ({"transformer_layer_config": {"model_type": "mistral"}}, "which vLLM also refuses"),
     ({"transformer_layer_config": {"model_type": "llama", "num_hidden_layers": 2}}, "of 2 decoder layers"),
     ({"speculators_model_type": "peagle"}, "P-EAGLE heads draft in parallel"),
@@ -104,3 +107,14 @@ def test_the_heads_vllm_builds_are_run():
     assert detect_drafter({**spec, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}).acceptance_testable
     assert detect_drafter({**spec, "rope_scaling": {"type": "linear", "factor": 2.0}}).acceptance_testable
     assert not fmt("deepspec-qwen3-8b-eagle3").acceptance_testable
+
+
+@pytest.mark.parametrize("rope", [{"rope_type": "longrope"}, {"type": "su"}, {"rope_type": "ntk"},
+                                  {"rope_type": "deepseek_yarn"}, {"rope_type": "deepseek_llama_scaling"}])
+def test_the_rope_kinds_vllm_builds_are_run(rope):
+    """LongRoPE (and its legacy name su), vLLM's ntk and DeepSeek's YaRN: vLLM's get_rope builds them for an
+    EAGLE-3 head and so does the reference since issue 43 (before: "its RoPE is longrope ...", not run)."""
+    raw = json.loads((DATA / "redhatai-gemma-4-31b-it-speculator.eagle3" / "config.json").read_text())
+    layer = {**raw["transformer_layer_config"], "rope_parameters": {"rope_theta": 1e4, **rope}}
+    found = detect_drafter({**raw, "transformer_layer_config": layer})
+    assert found.acceptance_testable, found.acceptance_refusal

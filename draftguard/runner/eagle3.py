@@ -133,15 +133,16 @@ class Eagle3Backend:
     name = "reference"
 
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
-                 num_speculative_tokens: int | None = None, aux_ids: dict[str, Sequence[int]] | None = None):
+                 num_speculative_tokens: int | None = None, aux_ids: dict[str, Sequence[int]] | None = None,
+                 max_model_len: int | None = None):
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device, self.views = device, tuple(aux_ids or ("resolved",))
         self.target, self.tokenizer = load_target(target, device, dtype)
         if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
             torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
-        self.drafters = {v: load_eagle3(drafter, self.target, device, aux_ids=(aux_ids or {}).get(v))
-                         for v in self.views}
+        self.drafters = {v: load_eagle3(drafter, self.target, device, aux_ids=(aux_ids or {}).get(v),
+                                        max_model_len=max_model_len) for v in self.views}
         self.drafter = self.drafters[self.views[0]]
         self.k = num_speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)

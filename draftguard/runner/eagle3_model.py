@@ -88,6 +88,7 @@ class Eagle3Spec:
     use_aux: bool = True  # false: no fc; the head reads the target's last (normed) hidden state, as EAGLE-1
     inv_freq: torch.Tensor | None = None  # RoPE's inverse frequencies and cos/sin factor (``rope_tables``)
     rope_factor: float = 1.0
+    max_position: int = 8192  # the layer's max_position_embeddings (LongRoPE's factor; vLLM's default 8192)
 
 
 def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
@@ -118,6 +119,10 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     _check_ids(path, ids, key)
     spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
     spec.layer_kind, spec.use_aux = layer_kind(raw, layers, False), _use_aux(path, eagle, "eagle_config.")
+    if spec.layer_kind == "mla":
+        raise BadInput(f"{path}: `architectures` names a DeepSeek EAGLE-3 head, which vLLM 0.32 builds with MLA "
+                       "attention (deepseek_eagle3.py) and the reference does not (--backend vllm measures it)",
+                       file=str(path), key="architectures")
     # As vLLM's llama_eagle3.py reads them: norm_before_fc from eagle_config first, the others top-level.
     spec.norm_before_fc = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
     spec.fc_norm, spec.norm_output = bool(raw.get("fc_norm", False)), bool(raw.get("norm_output", False))
@@ -192,7 +197,8 @@ def _spec(raw: dict[str, Any], layers: dict[str, Any], path: Path, ids: list[int
     where = "" if layers is raw else "transformer_layer_config."
     rope = rope_parameters(layers if not top_level else {**raw, **layers}, path, where)
     head_dim = int(layers.get("head_dim") or hidden // heads)
-    inv_freq, factor = rope_tables(rope, head_dim, int(layers.get("max_position_embeddings") or 8192), path, where)
+    max_position = int(layers.get("max_position_embeddings") or 8192)
+    inv_freq, factor = rope_tables(rope, head_dim, max_position, path, where)
     vocab = int(num("vocab_size"))
     return Eagle3Spec(
         source=str(path.parent), hidden_size=hidden, target_hidden_size=int(raw.get("target_hidden_size") or hidden),
@@ -201,7 +207,7 @@ def _spec(raw: dict[str, Any], layers: dict[str, Any], path: Path, ids: list[int
         rms_norm_eps=float(num("rms_norm_eps", 1e-6)), rope=rope, inv_freq=inv_freq, rope_factor=factor,
         attention_bias=bool(layers.get("attention_bias", False)), vocab_size=vocab,
         draft_vocab_size=int(raw.get("draft_vocab_size") or vocab), aux_ids=list(ids), ids_key=key,
-        norm_before_residual=norm_before_residual, sliding_window=_window(layers),
+        norm_before_residual=norm_before_residual, sliding_window=_window(layers), max_position=max_position,
     )
 
 
@@ -375,8 +381,8 @@ def _own_embeddings(module: Eagle3Head, own: torch.Tensor | None, target: nn.Mod
     module.own_embed = nn.Embedding.from_pretrained(own, freeze=True)
 
 
-def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None
-                ) -> Eagle3Head:
+def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_ids: Sequence[int] | None = None,
+                max_model_len: int | None = None) -> Eagle3Head:
     """Build the head from its config.json and load its safetensors as vLLM loads them: SpecForge's
     ``midlayer.*`` or the speculators library's ``layers.0.*`` names (``engine_names``), every tensor
     the format names with its shape, and those vLLM runs without (``ENGINE_DEFAULTS``: ``d2t``,
@@ -390,6 +396,11 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
     spec.source = str(name)
     if aux_ids is not None:
         spec.aux_ids = list(aux_ids)
+    if spec.rope["rope_type"] == "longrope":  # vLLM picks the factors by its max_model_len (the target's length
+        # unless --max-model-len says otherwise)
+        length = max_model_len or int(text.max_position_embeddings)
+        spec.inv_freq, spec.rope_factor = rope_tables(spec.rope, spec.head_dim, spec.max_position,
+                                                      folder / "config.json", engine_len=length)
     where = f"{name}/config.json"
     for i in spec.aux_ids if spec.use_aux else []:
         if not 0 <= i <= n:

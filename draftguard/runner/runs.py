@@ -141,7 +141,8 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
             views = (asked,)
         aux = {v: runners[v].aux_ids for v in views or () if runners and v in runners} or None
         return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
-                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux)
+                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux,
+                             max_model_len=getattr(args, "max_model_len", None))
     if getattr(args, "method", None) == "mtp":
         from draftguard.runner.mtp_model import MtpBackend  # torch, only when the reference backend runs
 

@@ -305,7 +305,8 @@ QWEN3_EAGLE3_ARCHITECTURES = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM")
 # RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts) and the
 # scaled kinds whose tables transformers computes as vLLM does (``runner/eagle3_layer.py``).
 PLAIN_ROPE = (None, "default", "mrope")
-SCALED_ROPE = ("linear", "dynamic", "yarn", "llama3")
+DEEPSEEK_ROPE = ("deepseek_yarn", "deepseek_llama_scaling")  # vLLM's DeepseekScalingRotaryEmbedding
+SCALED_ROPE = ("linear", "dynamic", "yarn", "llama3", "longrope", "su", "ntk") + DEEPSEEK_ROPE
 
 
 def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | None:
@@ -326,9 +327,10 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
                 "one-layer head only")
     rope = raw.get("rope_parameters") or raw.get("rope_scaling")
     rope_type = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
-    if rope_type not in PLAIN_ROPE + SCALED_ROPE:
-        return (f"its RoPE is {rope_type}, and draftguard accept's reference head builds plain RoPE and "
-                f"{', '.join(SCALED_ROPE)} scaling only, so its τ would not be the head's")
+    if rope_type not in PLAIN_ROPE + SCALED_ROPE or (isinstance(rope, dict) and rope.get("use_fope")):
+        return (f"its RoPE is {'Fourier (use_fope)' if rope_type in PLAIN_ROPE else rope_type}, and draftguard "
+                f"accept's reference head builds plain RoPE and {', '.join(SCALED_ROPE)} scaling only, so its τ "
+                "would not be the head's")
     return None
 
 
