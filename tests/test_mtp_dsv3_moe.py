@@ -1,7 +1,11 @@
 """DeepSeek-V3's MTP layer as released checkpoints ship it (issue 43): MoE (``tests/fixtures/mtp-models/dsv3-moe``,
 ``make_mtp_dsv3.py --moe``) and block-FP8 under a declared ``quantization_config`` (a copy of that fixture
 built here into tmp_path, not shipped), under the reference (``runner/mtp_dsv3.py``) and, marked vllm,
-vLLM's CPU build (which runs the MoE layer, not FP8: its CPU build has no FP8 linear method).
+vLLM's CPU build, which runs the MoE layer but not this fixture's FP8 copy (measured 2026-12-05): in
+float32, which its CPU MLA needs here, fp8 is refused ("torch.float32 is not supported for quantization
+method fp8"); in bfloat16 the CPU MLA's packing refuses the fixture's 8-wide heads ("invalid weight input
+features 8"), and its CPU FP8 kernel (W8A16) wants K blocks of 128 and N blocks and output widths in
+multiples of 32 (q_proj's 72 rows: "invalid weight out features 72").
 """
 
 from __future__ import annotations
@@ -221,9 +225,26 @@ def test_a_scale_or_expert_shape_mismatch_is_bad_input_naming_file_and_key(tmp_p
 
 @pytest.mark.vllm
 def test_vllm_runs_the_moe_mtp_layer(capsys, monkeypatch):
-    """vLLM 0.32's CPU build loads and runs the MoE MTP layer (its fused-MoE CPU experts, float32)."""
+    """vLLM 0.32's CPU build loads and runs the MoE MTP layer (its fused-MoE CPU experts, float32). Its
+    τ is low for the reason the dense layer's is (the next test)."""
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     code, result, err = accept(capsys, "dsv3-moe", *VLLM_ARGS, "--num-prompts", "4", "--min-acceptance-length", "1.0")
     assert code == 0, err
     assert result.run["method"] == "mtp" and result.mean_acceptance_length > 1.0
+
+
+@pytest.mark.vllm
+@pytest.mark.xfail(strict=True, reason="vLLM 0.32's CPU MLA leaves the key's RoPE out (tests/test_mtp_dsv3.py, the dense "
+                   "layer's strict xfail): measured 2026-12-05, 4 prompts, 2 draft tokens, vLLM τ 1.52 against the "
+                   "reference's 3.00, no text the same; strict, so a vLLM that rotates the key shows here")
+def test_both_backends_agree_on_the_moe_mtp_layer_within_5_percent(capsys, monkeypatch):
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    args = [a if a != "vllm" else "both" for a in VLLM_ARGS]
+    code, result, err = accept(capsys, "dsv3-moe", *args, "--num-prompts", "4", "--num-speculative-tokens", "2",
+                               "--min-acceptance-length", "2.7")
+    assert code == 0, err
+    diff = result.run["differential"]
+    assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
+    assert diff["same_tokens"] == diff["prompts"] == 4

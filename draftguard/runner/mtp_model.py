@@ -28,9 +28,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   decoder layer as the target's layer 0 (its attention type).
 - ``deepseek_v3`` (DeepseekV3ForCausalLM, MLA attention): ``model.layers.{N}.{enorm, hnorm, eh_proj,
   shared_head.norm, shared_head.head, embed_tokens}`` and the decoder layer's names beside them, N =
-  ``num_hidden_layers``; the decoder layer built at index N, as vLLM's ``DeepseekV2DecoderLayer`` and
-  transformers build layer N (MoE when N >= ``first_k_dense_replace``, dense otherwise). vLLM's CPU
-  build runs MLA with ``--attention-backend CPU_MLA`` in float32 (its AMX backend packs bf16 only).
+  ``num_hidden_layers``; the decoder layer built at index N, MoE or dense as vLLM's ``DeepseekV2DecoderLayer``
+  builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
+  dequantized (``runner/mtp_dsv3.py``). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
+  in float32 (its AMX backend packs bf16 only).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
