@@ -248,3 +248,24 @@ def test_both_backends_agree_on_the_moe_mtp_layer_within_5_percent(capsys, monke
     diff = result.run["differential"]
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
     assert diff["same_tokens"] == diff["prompts"] == 4
+
+
+def test_the_layer_is_moe_or_dense_as_vllm_decides_not_as_transformers_alone():
+    """vLLM's DeepseekV2DecoderLayer also reads moe_layer_freq (layer_idx % freq == 0), which transformers 5
+    ignores: with first_k_dense_replace 0 and moe_layer_freq 2, layer 1 is dense in vLLM, MoE in transformers."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
+
+    from draftguard.runner.mtp_dsv3 import VllmRouter, dsv3_block
+
+    raw = json.loads((MODELS / "dsv3-moe" / "config.json").read_text())
+    keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures")}
+    for changes, moe in (({}, True), ({"first_k_dense_replace": 0, "moe_layer_freq": 2}, False),
+                         ({"first_k_dense_replace": 0, "moe_layer_freq": 1}, True), ({"first_k_dense_replace": 2}, False)):
+        config = DeepseekV3Config(**{**keys, **changes})
+        block = dsv3_block(config, DeepseekV3DecoderLayer, 1)
+        assert hasattr(block.mlp, "experts") is moe, changes
+        assert isinstance(getattr(block.mlp, "gate", None), VllmRouter) is moe
+    config = DeepseekV3Config(**{**keys, "first_k_dense_replace": 0, "moe_layer_freq": 2})
+    dsv3_block(config, DeepseekV3DecoderLayer, 1)
+    assert config.first_k_dense_replace == 0  # a copy is changed, not the target's config
