@@ -142,9 +142,10 @@ fi
 # MTP (issue 43): the shipped MiMo target's own MTP layer (τ 2.00 on CPU with 1 draft token, so its bar
 # is τ ≥ 1.8) and its two faulty copies (MTP shard dropped, MTP layer left FP8), which must fail the
 # bar with the diagnosis mtp-weights; `--backend both` on the healthy one. A model with MTP layers is
-# its own target and drafter.
+# its own target and drafter. DeepSeek-V3's MoE MTP layer (dsv3-moe, τ 2.00 on CPU) on the reference: its
+# experts and vLLM's grouped_topk routing on CUDA (vLLM's MLA on the tiny fixture is not tried here).
 MTP_ARGS="--prompts $FIX/prompts.jsonl --min-acceptance-length 1.8"
-for model in mimo mimo-mtp-dropped mimo-mtp-fp8; do
+for model in mimo mimo-mtp-dropped mimo-mtp-fp8 dsv3-moe; do
   RUN_TARGET=$MTP_FIX/$model RUN_DRAFTER=$MTP_FIX/$model RUN_ARGS=$MTP_ARGS \
     run "mtp-$model-$DEVICE-fp32" reference "$DEVICE" float32 -
 done

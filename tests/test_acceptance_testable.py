@@ -32,7 +32,7 @@ NOT_RUN = {  # folder -> words the reason holds
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
     "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
-                        "the MTP layers of MiMoForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, "
+                        "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, "
                         "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
@@ -118,3 +118,13 @@ def test_the_rope_kinds_vllm_builds_are_run(rope):
     layer = {**raw["transformer_layer_config"], "rope_parameters": {"rope_theta": 1e4, **rope}}
     found = detect_drafter({**raw, "transformer_layer_config": layer})
     assert found.acceptance_testable, found.acceptance_refusal
+
+
+@pytest.mark.parametrize("folder", ["deepseek-ai--deepseek-v3", "deepseek-ai--deepseek-r1"])
+def test_released_deepseek_v3_mtp_targets_are_run(folder):
+    """Their MTP layer is MoE and block-FP8 under a declared quantization_config; the reference builds both
+    since issue 43 (runner/mtp_dsv3.py), so the GPU path no longer skips them."""
+    raw = json.loads((DATA.parent / "real-configs" / folder / "config.json").read_text())
+    assert raw["quantization_config"]["weight_block_size"] == [128, 128] and raw["first_k_dense_replace"] < 61
+    found = detect_drafter(raw)
+    assert found.family == "mtp" and found.acceptance_testable, found.acceptance_refusal

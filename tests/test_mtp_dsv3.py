@@ -145,7 +145,7 @@ def test_the_dsv3_fixtures_are_small_and_share_the_target_shard():
         shard = MODELS / fault / "model-00001-of-00002.safetensors"
         assert shard.is_symlink() and os.readlink(shard) == "../dsv3/model-00001-of-00002.safetensors"
     size = sum(f.stat().st_size for f in Path(MODELS).glob("dsv3*/*") if f.is_file() and not f.is_symlink())
-    assert size < 400_000
+    assert size < 500_000  # 0.33 MB, and dsv3-moe's 0.14 MB
 
 
 @pytest.mark.vllm
@@ -219,24 +219,32 @@ def _copy_of(tmp_path, name: str, config: dict | None = None, extra: dict | None
     return folder
 
 
-def test_an_moe_mtp_layer_is_exit_2_not_zeros(capsys, tmp_path):
-    """Before: an MoE layer's per-expert tensors (transformers 5 fuses experts) mapped to nothing and
-    ran as zeros, silently."""
+def test_expert_tensors_on_a_dense_mtp_layer_are_exit_2_not_zeros(capsys, tmp_path):
+    """Before: per-expert tensors mapped to nothing and ran as zeros, silently. The layer is dense here
+    (first_k_dense_replace 2 > N = 1); an MoE layer is built (tests/test_mtp_dsv3_moe.py)."""
     folder = _copy_of(tmp_path, "dsv3", extra={"model.layers.1.mlp.experts.0.gate_proj.weight": torch.zeros(16, 32)})
     code, result, err = accept(capsys, str(folder), "--num-prompts", "2", "--min-acceptance-length", BAR)
     assert code == 2 and result is None and len(err.strip().splitlines()) == 1
     assert ("does not build the MTP layer's `model.layers.1.mlp.experts.0.gate_proj.weight` (1 such tensor(s); "
-            "an MoE layer is not built yet)") in err
+            "the config makes the layer dense (n_routed_experts, first_k_dense_replace, moe_layer_freq), so it has "
+            "no experts)") in err
 
 
-def test_declared_fp8_mtp_weights_are_refused_not_read_raw(tmp_path):
-    """Before: FP8 weights under a declared quantization_config ran as their raw values, silently. (The
-    CLI does not get this far on CPU: transformers needs accelerate to load an FP8 target.)"""
+def test_declared_fp8_mtp_weights_are_dequantized_by_block_or_refused_not_read_raw(tmp_path):
+    """Before: FP8 weights under a declared quantization_config ran as their raw values, silently; then
+    they were refused. Declared as DeepSeek-V3 declares them (block FP8, weight_block_size), the same
+    tensors are dequantized and the layer drafts as the healthy one; another declared scheme (here fp8
+    without a block size: per-tensor, whose scale vLLM names weight_scale) is still refused."""
     from draftguard.runner.mtp_model import load_mtp, load_mtp_target
     from draftguard.snapshot import BadInput
 
-    folder = _copy_of(tmp_path, "dsv3-mtp-fp8", config={"quantization_config": {"quant_method": "fp8"}})
     target, _ = load_mtp_target(str(MODELS / "dsv3"))
-    with pytest.raises(BadInput, match="stored torch.float8_e4m3fn under the declared quantization_config, which "
-                                       "the reference does not dequantize"):
+    folder = _copy_of(tmp_path, "dsv3-mtp-fp8", config={"quantization_config": {"quant_method": "fp8"}})
+    with pytest.raises(BadInput, match=r"stored torch.float8_e4m3fn under the declared quantization_config "
+                                       r"\(quant_method 'fp8'\), which the reference does not dequantize"):
         load_mtp(str(folder), target)
+    # one scale per tensor in this copy: a block as large as its largest matrix (576 x 512)
+    block = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [1024, 1024]}
+    head = load_mtp(str(_copy_of(tmp_path / "b", "dsv3-mtp-fp8", config={"quantization_config": block})), target)
+    prompts = [json.loads(line)["input_ids"] for line in PROMPTS.read_text().splitlines()][:6]
+    assert head.spec.faults == [] and _tau(target, head, prompts) > 1.95  # raw values: 1.177

@@ -28,9 +28,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   decoder layer as the target's layer 0 (its attention type).
 - ``deepseek_v3`` (DeepseekV3ForCausalLM, MLA attention): ``model.layers.{N}.{enorm, hnorm, eh_proj,
   shared_head.norm, shared_head.head, embed_tokens}`` and the decoder layer's names beside them, N =
-  ``num_hidden_layers``; the decoder layer built at index N, as vLLM's ``DeepseekV2DecoderLayer`` and
-  transformers build layer N (MoE when N >= ``first_k_dense_replace``, dense otherwise). vLLM's CPU
-  build runs MLA with ``--attention-backend CPU_MLA`` in float32 (its AMX backend packs bf16 only).
+  ``num_hidden_layers``; the decoder layer built at index N, MoE or dense as vLLM's ``DeepseekV2DecoderLayer``
+  builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
+  dequantized (``runner/mtp_dsv3.py``). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
+  in float32 (its AMX backend packs bf16 only).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -59,7 +60,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -68,8 +69,9 @@ from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
+from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block
 from draftguard.runner.reference import stop_token_ids
-from draftguard.runner.mtp_qwen35 import fuse_experts, mtp_block, mtp_norm
+from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
@@ -77,27 +79,30 @@ from draftguard.snapshot import BadInput
 def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
     """The target as transformers builds its family: its own class (``load_target``), or for a
     family transformers has as remote code only (MiMo) the base class it extends (Qwen2), loaded
-    with every tensor but the MTP layers'. Example: ``target, tok = load_mtp_target("tests/fixtures/mtp-models/mimo")``."""
+    with every tensor but the MTP layers'; a declared block-FP8 checkpoint (DeepSeek-V3's) is built
+    unquantized and its weights dequantized as vLLM reads them (``runner/mtp_dsv3.py``; transformers'
+    own FP8 loader needs accelerate, and a GPU to run FP8). Example:
+    ``target, tok = load_mtp_target("tests/fixtures/mtp-models/mimo")``."""
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
-    if layout.base_model_type is None:
+    if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
-    keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map")}
-    config = AutoConfig.for_model(layout.base_model_type, **keys)
+    keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
+    config = AutoConfig.for_model(layout.base_model_type or str(raw.get("model_type")), **keys)
     config._attn_implementation = "sdpa"
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     weights = _read_weights(folder)
-    mtp_prefix = layout.prefix.split("{")[0]
-    own = {k: v for k, v in weights.items() if not k.startswith(mtp_prefix)}
+    own = {k: v for k, v in weights.items() if not _in_mtp(layout, k, int(raw.get("num_hidden_layers", 0)))}
+    own = fuse_experts(dequantize_declared(raw, own, "", _file_of(folder)), model.state_dict())
     missing, unexpected = model.load_state_dict(own, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
         raise MissingWeights(f"{folder}: the target's weights " + (f"lack {', '.join(missing[:4])}" if missing else
-                             f"hold tensors {layout.base_model_type} does not name: {', '.join(unexpected[:4])}"),
+                             f"hold tensors {config.model_type} does not name: {', '.join(unexpected[:4])}"),
                              file=str(folder))
     if config.tie_word_embeddings:
         model.tie_weights()
@@ -106,6 +111,27 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
     return model, tokenizer
+
+
+def _in_mtp(layout: MtpLayout, key: str, n: int) -> bool:
+    """Whether a checkpoint key is an MTP layer's (DeepSeek-V3: ``model.layers.{j}.`` for j >= N)."""
+    if layout.block_at_n:
+        head, _, rest = key.partition("model.layers.")
+        index = rest.split(".")[0]
+        return not head and index.isdigit() and int(index) >= n
+    return key.startswith(layout.prefix.split("{")[0])
+
+
+def _file_of(folder: Path) -> Callable[[str], str]:
+    """The safetensors file a checkpoint key is in (the index's weight map, else model.safetensors)."""
+    index = folder / "model.safetensors.index.json"
+    weight_map: dict[str, str] = {}
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text()).get("weight_map") or {}
+        except (ValueError, AttributeError):
+            weight_map = {}
+    return lambda key: str(folder / weight_map.get(key, "model.safetensors"))
 
 
 @dataclass
@@ -139,8 +165,9 @@ class MtpHead(nn.Module):
         self.proj = nn.Linear(2 * size, size, bias=False)
         if spec.layout.block_at_n:
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
+            # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
-            self.block = type(layers[0])(text, layer_idx=int(text.num_hidden_layers))
+            self.block = dsv3_block(text, type(layers[0]), int(text.num_hidden_layers))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
@@ -204,10 +231,16 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
+    file_of = _file_of(folder)
+    weights = dequantize_declared(raw, weights, prefix, file_of)  # declared block FP8 (runner/mtp_dsv3.py)
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
     names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}
-    # Qwen3-Next's experts, stored one by one, stacked as the layer holds them (runner/mtp_qwen35.py).
+    bad = expert_mismatch({mk: weights[k] for mk, k in names.items()}, expected)
+    if bad is not None:
+        name = prefix + names[bad[0]]
+        raise BadInput(f"{file_of(name)}: `{name}` {bad[1]}", file=file_of(name), key=name)
+    # Experts (Qwen3-Next, DeepSeek-V3), stored one by one, stacked as the layer holds them (runner/mtp_qwen35.py).
     fused = fuse_experts({mk: weights[k] for mk, k in names.items()}, expected)
     _refuse_unbuilt(folder, raw, layout, prefix, weights, expected, {names[mk] for mk in names if mk not in fused})
     for mk, tensor in fused.items():
@@ -215,8 +248,8 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
             continue
         k = names.get(mk, layout.block.format(i=0) + mk[len("block."):])  # a stack: the name it would have
         if tuple(tensor.shape) != tuple(expected[mk].shape):
-            raise BadInput(f"{folder}: `{prefix}{k}` has shape {tuple(tensor.shape)}, the config calls for "
-                           f"{tuple(expected[mk].shape)}", file=str(folder), key=prefix + k)
+            raise BadInput(f"{file_of(prefix + k)}: `{prefix}{k}` has shape {tuple(tensor.shape)}, the config calls "
+                           f"for {tuple(expected[mk].shape)}", file=file_of(prefix + k), key=prefix + k)
         state[mk] = tensor.to(torch.float32)  # a quantized tensor: its raw values, as an engine reads them
     for k in set(expected) - set(state):
         state[k] = torch.zeros_like(expected[k])  # absent: zeros, as an engine holds them
@@ -252,21 +285,26 @@ def _read_prefixed(folder: Path, prefix: str) -> dict[str, torch.Tensor]:
 def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix: str,
                     weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], stacked: set[str]) -> None:
     """Bad input, not a silently zeroed tensor, for what the reference does not build: a checkpoint
-    tensor under the layer's prefix that maps to no parameter (an MoE layer's per-expert weights:
-    transformers 5 fuses them, ``experts.gate_up_proj``) other than the layer's copies of shared
-    tensors, quantization scales and per-expert tensors stacked into a fused parameter
-    (``stacked``), or a quantized tensor the config declares (not dequantized here)."""
+    tensor under the layer's prefix that maps to no parameter (per-expert weights of a layer the config
+    makes dense) other than the layer's copies of shared tensors, quantization scales and per-expert
+    tensors stacked into a fused parameter (``stacked``), or a quantized tensor under a declared
+    quantization other than block FP8 (``runner/mtp_dsv3.py`` dequantizes that one)."""
     copies = {own for own, _shared in layout.copies}
     unbuilt = [k for k in weights if k not in copies and k not in stacked and not k.endswith(("_scale_inv", "_scale"))
                and _module_key(layout, k) not in expected]
     if unbuilt:
+        dense = ("; the config makes the layer dense (n_routed_experts, first_k_dense_replace, moe_layer_freq), "
+                 "so it has no experts") if ".experts." in unbuilt[0] else ""
         raise BadInput(f"{folder}: the reference does not build the MTP layer's `{prefix}{unbuilt[0]}` "
-                       f"({len(unbuilt)} such tensor(s){'; an MoE layer is not built yet' if 'experts' in unbuilt[0] else ''}); "
-                       "run --backend vllm alone", file=str(folder), key=prefix + unbuilt[0])
+                       f"({len(unbuilt)} such tensor(s){dense}); run --backend vllm alone", file=str(folder),
+                       key=prefix + unbuilt[0])
     quantized = [k for k, t in weights.items() if not t.is_floating_point() or t.element_size() == 1]
     if quantized and "quantization_config" in raw:
+        qc = raw["quantization_config"]
+        method = qc.get("quant_method") if isinstance(qc, dict) else None
         raise BadInput(f"{folder}: `{prefix}{quantized[0]}` is stored {weights[quantized[0]].dtype} under the declared "
-                       "quantization_config, which the reference does not dequantize; run --backend vllm alone",
+                       f"quantization_config (quant_method {method!r}), which the reference does not dequantize (it "
+                       "dequantizes block FP8: quant_method fp8 with weight_block_size); run --backend vllm alone",
                        file=str(folder), key="quantization_config")
 
 

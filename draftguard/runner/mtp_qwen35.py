@@ -21,8 +21,10 @@ token at position i + 1 and the target's normed hidden state at position i::
 
 In: the target (a transformers model of the family) and the MTP layer's tensors under their checkpoint
 names less the ``mtp.layers.0.`` prefix.
-Out: ``mtp_block`` (the decoder layer), ``mtp_norm`` (a norm of the target's class) and
-``fuse_experts`` (the tensors under the names the layer's state dict uses). Needs torch.
+Out: ``mtp_block`` (the decoder layer), ``mtp_norm`` (a norm of the target's class),
+``fuse_experts`` (the tensors under the names the layer's state dict uses; DeepSeek-V3's MoE MTP layer,
+``runner/mtp_dsv3.py``, and its target use it too) and ``expert_mismatch`` (a per-expert tensor that
+cannot go into its stack). Needs torch.
 """
 
 from __future__ import annotations
@@ -87,3 +89,28 @@ def fuse_experts(weights: dict[str, torch.Tensor], expected: dict[str, torch.Ten
         if all(e in experts and "down_proj" in experts[e] for e in range(count)):
             out[f"{stem}.down_proj"] = torch.stack([experts[e]["down_proj"] for e in range(count)])
     return out
+
+
+def expert_mismatch(weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> tuple[str, str] | None:
+    """The first per-expert tensor that cannot be stacked into the fused parameter the layer holds, and
+    why (its shape is not one expert's slice, or its index is past the config's expert count); None if all fit.
+
+    Example::
+
+        >>> import torch
+        >>> expert_mismatch({"mlp.experts.2.down_proj.weight": torch.zeros(3, 2)},
+        ...                 {"mlp.experts.gate_up_proj": torch.zeros(2, 4, 3), "mlp.experts.down_proj": torch.zeros(2, 3, 2)})
+        ('mlp.experts.2.down_proj.weight', 'is expert 2, but the config has 2 experts (n_routed_experts)')
+    """
+    for key, tensor in weights.items():
+        match = _EXPERT.match(key)
+        if match is None or f"{match.group(1)}.gate_up_proj" not in expected:
+            continue
+        stem, index, part = match.group(1), int(match.group(2)), match.group(3)
+        count, double, hidden = expected[f"{stem}.gate_up_proj"].shape
+        if index >= count:
+            return key, f"is expert {index}, but the config has {count} experts (n_routed_experts)"
+        want = tuple(expected[f"{stem}.down_proj"].shape[1:]) if part == "down_proj" else (double // 2, hidden)
+        if tuple(tensor.shape) != want:
+            return key, f"has shape {tuple(tensor.shape)}, the config calls for {want} per expert"
+    return None

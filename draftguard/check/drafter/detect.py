@@ -59,10 +59,10 @@ DFLASH_MARKERS = (("dflash2", "z-lab DFlash2"), ("dflare", "DFlare"), ("dspark",
 ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
 # The architectures whose MTP layer draftguard accept's reference builds (runner/mtp_model.py LAYOUTS), for
-# the GPU path. DeepSeek-V3's layout is built for a dense, full-precision MTP layer only (an MoE layer or a
-# declared FP8 one is refused, exit 2), which no released DeepSeek-V3 checkpoint is, so the GPU path skips it.
+# the GPU path. DeepSeek-V3's MTP layer is built MoE or dense, its block-FP8 weights under a declared
+# quantization_config dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
 # Qwen3.5/3.6 as released (the multimodal classes, the MoE ones) share the text class's MTP layout.
-MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
                                "Qwen3NextForCausalLM")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")

@@ -1,0 +1,163 @@
+"""DeepSeek-V3's MTP layer as released checkpoints ship it: an MoE decoder layer, stored block-FP8
+under a declared ``quantization_config``, built as vLLM 0.32's ``deepseek_v2.py`` / ``deepseek_mtp.py``
+run it.
+
+- The layer at index N (``num_hidden_layers``) is MoE where vLLM's ``DeepseekV2DecoderLayer`` makes it
+  so: ``n_routed_experts`` set, N >= ``first_k_dense_replace`` and N % ``moe_layer_freq`` == 0
+  (transformers 5 reads only ``first_k_dense_replace``; ``dsv3_block`` builds transformers' layer with
+  vLLM's choice). Its experts are stored one by one and held fused by transformers
+  (``mtp_qwen35.fuse_experts`` stacks them, as for Qwen3-Next).
+- Routing as vLLM's ``grouped_topk`` (``VllmRouter``, in place of transformers' ``DeepseekV3TopkRouter``,
+  which always scores with sigmoid and always adds the correction bias): ``scoring_func`` softmax or
+  sigmoid; with ``topk_method`` noaux_tc the ``e_score_correction_bias`` is added for the choice only
+  (the weights are the unbiased scores) and a group scores the sum of its top two, else a group scores
+  its max and the bias is not read (vLLM has no such parameter then); the top ``topk_group`` of
+  ``n_group`` groups are kept, ``num_experts_per_tok`` experts chosen among them, the weights
+  renormalised when ``norm_topk_prob``, times ``routed_scaling_factor``; the shared experts added unscaled.
+- Block FP8 (``quant_method`` fp8, ``weight_block_size`` [bh, bw]; DeepSeek-V3: e4m3, [128, 128]): each
+  ``*.weight`` float8_e4m3fn beside a float32 ``*.weight_scale_inv`` of one value per bh x bw block
+  (the last blocks partial where a side does not divide), real = fp8 x the block's scale, as vLLM's
+  block-FP8 linear method reads the weight (``dequantize``). vLLM on a GPU also quantizes activations per
+  1 x 128 group (``activation_scheme`` dynamic); the reference runs the dequantized weights in float.
+  Quantized tensors where config.json declares no quantization stay a fault (``runner/mtp_weights.py``).
+
+In: the target's text config and the MTP layer's checkpoint tensors (with the shard file each is in).
+Out: ``dsv3_block`` (the decoder layer at N), ``VllmRouter``, ``block_fp8`` (the declared block size or
+None), ``dequantize`` and ``dequantize_declared`` (bad input naming the file and key for a scale whose
+shape is not the weight's blocks, or a weight without its scale). Needs torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from draftguard.snapshot import BadInput
+
+FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+
+
+def vllm_moe_at(text: Any, index: int) -> bool:
+    """Whether vLLM 0.32's ``DeepseekV2DecoderLayer`` builds layer ``index`` as MoE."""
+    freq = int(getattr(text, "moe_layer_freq", 1) or 1)
+    return (getattr(text, "n_routed_experts", None) is not None
+            and index >= int(getattr(text, "first_k_dense_replace", 0) or 0) and index % freq == 0)
+
+
+class VllmRouter(nn.Module):
+    """vLLM's ``grouped_topk`` for DeepSeek-V2/V3 routing, under the names transformers' router holds
+    (``weight`` [E, H] float32, ``e_score_correction_bias`` [E]); returns (logits, weights, ids) as it does."""
+
+    def __init__(self, text: Any):
+        super().__init__()
+        self.experts = int(text.n_routed_experts)
+        self.top_k, self.groups = int(text.num_experts_per_tok), int(getattr(text, "n_group", 1) or 1)
+        self.topk_group = int(getattr(text, "topk_group", 1) or 1)
+        self.scoring = str(getattr(text, "scoring_func", "softmax"))
+        self.biased = getattr(text, "topk_method", None) == "noaux_tc"
+        self.renormalize = bool(getattr(text, "norm_topk_prob", False))
+        self.scale = float(getattr(text, "routed_scaling_factor", 1.0) or 1.0)
+        self.weight = nn.Parameter(torch.zeros(self.experts, int(text.hidden_size), dtype=torch.float32))
+        self.e_score_correction_bias = nn.Buffer(torch.zeros(self.experts, dtype=torch.float32))
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        hidden = hidden.reshape(-1, self.weight.shape[1])
+        logits = nn.functional.linear(hidden.float(), self.weight.float())
+        if self.scoring == "softmax":
+            scores = logits.softmax(-1)
+        elif self.scoring == "sigmoid":
+            scores = logits.sigmoid()
+        else:
+            raise BadInput(f"scoring_func {self.scoring!r}: vLLM 0.32 scores experts with softmax or sigmoid only",
+                           key="scoring_func")
+        n = scores.shape[0]
+        choice = scores + self.e_score_correction_bias if self.biased else scores
+        grouped = choice.view(n, self.groups, -1)
+        group_scores = grouped.topk(2, dim=-1)[0].sum(-1) if self.biased else grouped.max(-1).values
+        keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(self.topk_group, dim=-1)[1], 1)
+        mask = keep.unsqueeze(-1).expand(n, self.groups, self.experts // self.groups).reshape(n, -1)
+        ids = choice.masked_fill(~mask.bool(), float("-inf")).topk(self.top_k, dim=-1)[1]
+        weights = scores.gather(1, ids)
+        if self.renormalize:
+            weights = weights / weights.sum(-1, keepdim=True)
+        return logits, weights * self.scale, ids
+
+
+def dsv3_block(text: Any, layer_class: Callable[..., nn.Module], index: int) -> nn.Module:
+    """The decoder layer at ``index`` (N), MoE or dense as vLLM builds it, its router vLLM's.
+    Example: ``block = dsv3_block(text_config(target), type(target.model.layers[0]), n)``."""
+    moe = vllm_moe_at(text, index)
+    config = text
+    if moe != (index >= int(getattr(text, "first_k_dense_replace", 0) or 0)):  # moe_layer_freq, no experts
+        config = copy.deepcopy(text)
+        config.first_k_dense_replace = 0 if moe else index + 1
+    block = layer_class(config, layer_idx=index)
+    if moe:
+        block.mlp.gate = VllmRouter(text)
+    return block
+
+
+def block_fp8(raw: dict[str, Any]) -> tuple[int, int] | None:
+    """The block size of a declared block-FP8 checkpoint (``quant_method`` fp8 with ``weight_block_size``),
+    else None. Example: ``block_fp8({"quantization_config": {"quant_method": "fp8", "weight_block_size":
+    [128, 128]}})`` is (128, 128)."""
+    qc = raw.get("quantization_config")
+    if not isinstance(qc, dict) or qc.get("quant_method") != "fp8":
+        return None
+    size = qc.get("weight_block_size")
+    if not (isinstance(size, list) and len(size) == 2 and all(isinstance(s, int) and s > 0 for s in size)):
+        return None
+    return size[0], size[1]
+
+
+def dequantize(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int], where: str = "",
+               key: str = "") -> torch.Tensor:
+    """A block-FP8 weight [R, C] in float32: each bh x bw block times its scale (``scale_inv`` of shape
+    [ceil(R / bh), ceil(C / bw)]); bad input naming ``where`` and ``key`` when the shapes disagree.
+
+    Example::
+
+        >>> w = torch.ones(3, 5).to(torch.float8_e4m3fn)
+        >>> dequantize(w, torch.tensor([[2.0, 3.0]]), (4, 4))[2].tolist()
+        [2.0, 2.0, 2.0, 2.0, 3.0]
+    """
+    bh, bw = block
+    if weight.dim() != 2:
+        raise BadInput(f"{where}: `{key}` is block-FP8 with shape {tuple(weight.shape)}; block quantization "
+                       "scales 2-D weights", file=where, key=key)
+    rows, cols = weight.shape
+    want = (math.ceil(rows / bh), math.ceil(cols / bw))
+    if tuple(scale_inv.shape) != want:
+        raise BadInput(f"{where}: `{key}_scale_inv` has shape {tuple(scale_inv.shape)}, but `{key}` {rows} x {cols} "
+                       f"in {bh} x {bw} blocks (quantization_config.weight_block_size) needs {want}",
+                       file=where, key=key + "_scale_inv")
+    scale = scale_inv.float().repeat_interleave(bh, 0).repeat_interleave(bw, 1)[:rows, :cols]
+    return weight.float() * scale
+
+
+def dequantize_declared(raw: dict[str, Any], weights: dict[str, torch.Tensor], prefix: str,
+                        file_of: Callable[[str], str]) -> dict[str, torch.Tensor]:
+    """The tensors with each FP8 weight dequantized and its scale consumed, where config.json declares
+    block FP8; unchanged otherwise (an undeclared quantized tensor is a fault the run measures, and
+    another declared scheme is refused by the caller). ``prefix`` + a key is the checkpoint name and
+    ``file_of`` gives the file it is in."""
+    block = block_fp8(raw)
+    if block is None:
+        return weights
+    out = dict(weights)
+    for key, tensor in weights.items():
+        if tensor.dtype not in FP8_DTYPES:
+            continue
+        name = prefix + key
+        scale = weights.get(key + "_scale_inv")
+        if scale is None:
+            raise BadInput(f"{file_of(name)}: `{name}` is stored {tensor.dtype} under the declared block-FP8 "
+                           f"quantization_config, but the weights hold no `{name}_scale_inv`",
+                           file=file_of(name), key=name + "_scale_inv")
+        out[key] = dequantize(tensor, scale, block, file_of(name + "_scale_inv"), name)
+        del out[key + "_scale_inv"]
+    return out
