@@ -1,0 +1,65 @@
+"""Issue 42, the bound without its cost: work the check did that no answer needs, taken out without
+changing an answer. Behaviour, not timing: each test fails where the waste comes back or where the
+shortcut would answer differently from the long way.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import pytest
+from huggingface_hub import dataclasses as strict
+from transformers import PretrainedConfig
+
+from draftguard.check.light import check_snapshot
+from draftguard.check.resolver.tracing import class_voice
+from draftguard.snapshot import load_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "real-configs"
+
+
+def test_a_config_with_sub_configs_is_built_without_writing_them_as_json(monkeypatch):
+    # huggingface_hub's union check wrote the whole text_config / vision_config into an error that a
+    # later arm of `dict | PreTrainedConfig | None` threw away: 2 renderings per LLaVA check before
+    rendered: list[str] = []
+    real_repr = PretrainedConfig.__repr__
+
+    def counted(self):
+        rendered.append(type(self).__name__)
+        return real_repr(self)
+
+    monkeypatch.setattr(PretrainedConfig, "__repr__", counted)
+    result = check_snapshot(load_snapshot(str(CORPUS / "llava-hf--llava-1.5-7b-hf")))
+    assert result.config_class == "LlavaConfig" and result.values["text_config"]["__config__"] == "LlamaConfig"
+    assert rendered == []
+
+
+class _Sub(dict):
+    pass
+
+
+UNIONS = [
+    (dict | None, {"a": 1}), (dict | None, None), (dict | None, 3), (int | str, True), (int | None, True),
+    (bool | int, True), (float | None, 3), (list[int] | None, [1, 2]), (list[int] | None, ["x"]),
+    (typing.Optional[dict], _Sub()), (typing.Union[int, str], 2.5), (typing.Literal["a", "b"] | int, "c"),
+    (typing.Any | None, object()), (tuple[int, int] | None, (1, 2)), (tuple[int, int] | None, (1,)),
+]
+
+
+def _outcome(expected: typing.Any, value: typing.Any) -> str:
+    try:
+        strict.type_validator("field", value, expected)
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+    return "passes"
+
+
+@pytest.mark.parametrize("expected, value", UNIONS, ids=[f"{t}={v!r}" for t, v in UNIONS])
+def test_the_quick_union_check_passes_and_fails_as_huggingface_hubs_own(expected, value):
+    long_way = _outcome(expected, value)
+    with class_voice(None):
+        quick = _outcome(expected, value)
+    assert quick == long_way
+    assert _outcome(expected, value) == long_way  # put back after the block
