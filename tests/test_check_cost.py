@@ -13,6 +13,7 @@ from huggingface_hub import dataclasses as strict
 from transformers import PretrainedConfig
 
 from draftguard.check.light import check_snapshot
+from draftguard.check.run import check
 from draftguard.check.resolver.tracing import class_voice
 from draftguard.snapshot import load_snapshot
 
@@ -63,3 +64,13 @@ def test_the_quick_union_check_passes_and_fails_as_huggingface_hubs_own(expected
         quick = _outcome(expected, value)
     assert quick == long_way
     assert _outcome(expected, value) == long_way  # put back after the block
+
+
+def test_the_resolved_values_cross_the_pipe_only_for_a_caller_that_reads_them():
+    # no report view shows them, and they were two thirds of every answer the child wrote and the
+    # caller parsed; the launch check and the audit read them, and ask
+    folder = str(CORPUS / "llava-hf--llava-1.5-7b-hf")
+    plain, kept = check([folder]), check([folder], values=True)
+    assert plain.targets[0].values is None and check([folder], in_process=True).targets[0].values is None
+    assert kept.targets[0].values["text_config"]["__config__"] == "LlamaConfig"
+    assert [f.to_json() for f in plain.targets[0].findings] == [f.to_json() for f in kept.targets[0].findings]
