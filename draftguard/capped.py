@@ -47,6 +47,8 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, lim
     # them are text); then each pass takes away the innermost pairs, so the passes are the depth.
     # Brackets that never pair are no JSON, refused here too: json would recurse into an unclosed
     # "[[[[..." past the interpreter's depth (a RecursionError, not this ValueError).
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:  # no deeper than its brackets: most answers
+        return json.loads(data, object_hook=object_hook)
     syntax = (data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data).translate(None, _NOT_SYNTAX)
     brackets = b"".join(syntax.split(b'"')[::2]) if b'"' in syntax else syntax
     depth = 0
