@@ -14,7 +14,9 @@ from huggingface_hub import dataclasses as strict
 from transformers import PretrainedConfig
 
 from draftguard.check.light import check_snapshot
+from draftguard.check.engines.specs import parse_engines
 from draftguard.check.run import check
+from draftguard.report.engines import render_engines_section
 from draftguard.check.resolver.tracing import class_voice
 from draftguard.snapshot import key_lines, load_snapshot
 
@@ -75,6 +77,11 @@ def test_the_resolved_values_cross_the_pipe_only_for_a_caller_that_reads_them():
     assert plain.targets[0].values is None and check([folder], in_process=True).targets[0].values is None
     assert kept.targets[0].values["text_config"]["__config__"] == "LlamaConfig"
     assert [f.to_json() for f in plain.targets[0].findings] == [f.to_json() for f in kept.targets[0].findings]
+    # the engine section shows transformers' windows from them: kept where there are engine views
+    mistral = check([str(ROOT / "tests" / "data" / "healthy" / "mistral-7b-v0.1.json")],
+                    engines=parse_engines("sglang==0.5.23"))
+    assert mistral.targets[0].values["sliding_window"] == 4096
+    assert "sliding(4096) at layers 0-31" in render_engines_section(mistral)
 
 
 def test_key_lines_reads_nested_keys_list_items_escapes_and_repeats_in_one_pass():

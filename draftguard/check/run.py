@@ -66,8 +66,9 @@ def check(
     .draftguard.yml, whose ``rules:`` and ``ignore:`` are applied here (``check.policy``), once for
     every surface; ``settings_root`` is the folder its paths are relative to (None: the findings'
     files are already named from the repository root). ``values``: keep each target's resolved
-    values (``TargetResult.values``, which no report view shows) for a caller that reads them (the
-    launch check); else they stay in the child, never written, sent or parsed.
+    values (``TargetResult.values``) for a caller that reads them (the launch check, the audit);
+    else the light check's stay in the child, never written, sent or parsed, but for a target with
+    engine views (the engine section shows transformers' windows beside the engines').
 
     Each file is checked in a child process under hard limits (``draftguard.bounded``: memory, CPU
     seconds, wall time, from the environment): a file past one is an InputError naming the bound,
