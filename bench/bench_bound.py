@@ -21,9 +21,10 @@ tests/data/real-configs (Llama, Gemma 2, Phi-4, SmolLM2, LLaVA).
    (``draftguard check --format json DIR...``), wall and CPU seconds of every process under it.
    Warm: one process that has checked the corpus once, then ``check(folders)`` bounded, in process,
    and the AutoConfig loop, again and again; CPU is this process's plus its bounded children's
-   (read from /proc while one lives, from the reaped children's usage once it ended). Goal: the
-   bounded check at most 1.10 x the in-process check, cold and warm (the bound's cost); its ratio
-   to the AutoConfig loop is reported beside it (that one is the check's own cost too).
+   (read from /proc while one lives, from the reaped children's usage once it ended). Goals: warm,
+   the bounded check at most 1.10 x the AutoConfig loop, CPU and wall (issue 42: the bound and the
+   check's own work together); cold, at most 1.10 x the in-process CLI (the bound's cost; against
+   the AutoConfig loop a fresh process also pays its imports). Both ratios are printed, each way.
 """
 
 from __future__ import annotations
@@ -260,9 +261,11 @@ def main() -> None:
             m = corpus[how]
             print(f"corpus, {how} ({corpus['configs']} configs): bounded {m['bounded_cpu_s']} CPU-s, in-process "
                   f"{m['in_cpu_s']}, AutoConfig loop {m['autoconfig_cpu_s']}: bounded/in-process "
-                  f"{m['bounded_over_in_cpu']}x CPU, {m['bounded_over_in_wall']}x wall (goal <= 1.10); bounded/"
-                  f"AutoConfig {m['bounded_over_autoconfig_cpu']}x CPU, in-process/AutoConfig "
-                  f"{m['in_over_autoconfig_cpu']}x")
+                  f"{m['bounded_over_in_cpu']}x CPU, {m['bounded_over_in_wall']}x wall"
+                  f"{' (goal <= 1.10)' if how == 'cold' else ''}; bounded/AutoConfig "
+                  f"{m['bounded_over_autoconfig_cpu']}x CPU, {m['bounded_over_autoconfig_wall']}x wall"
+                  f"{' (goal <= 1.10)' if how == 'warm' else ''}; in-process/AutoConfig "
+                  f"{m['in_over_autoconfig_cpu']}x CPU")
     load = out["load_average"]
     print(f"load average (1, 5, 15 min): {load['start']} at the start, {load['end']} at the end")
 

@@ -474,15 +474,16 @@ def _serve(conn: Any, limits: Limits, environ: dict[str, str], callers_end: Any)
     _CHILD.update(conn=conn, limits=limits, ahead=ahead)
     try:
         forking.limit_memory(limits.memory)
-        settings: dict[str, str] = {}
+        settings, wanted = {}, None  # the caller's environment, and as os.environ holds it (encoded)
         while True:
             try:
                 _, function, calls, environ = ahead.popleft() if ahead else conn.recv()
             except EOFError:  # the caller closed: done
                 return
-            settings = settings if environ is None else environ  # None: as the last call's
+            if environ is not None:  # None: as the last call's
+                settings, wanted = environ, {os.environ.encodekey(k): os.environ.encodevalue(v) for k, v in environ.items()}
             for args in calls:
-                if dict(os.environ) != settings:  # the caller's settings now (not the forkserver's at its start),
+                if getattr(os.environ, "_data", None) != wanted:  # the caller's settings now (not the forkserver's),
                     os.environ.clear()  # and nothing a call before set in them
                     os.environ.update(settings)
                 forking.limit_cpu(limits.cpu)

@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 MAX_ANSWER = 16 * 2**20  # bytes of one answer the caller reads, at most
 MAX_DEPTH = 64  # nesting of one answer, at most
-_STRING = re.compile(rb'"[^"]*"')  # one JSON string, once its escapes are out
 _NOT_SYNTAX = bytes(b for b in range(256) if b not in b'"[]{}')
 _PAIR = re.compile(rb"\[\]|\{\}")  # an innermost pair of brackets
 
@@ -44,17 +43,21 @@ def read_json(data: bytes, object_hook: Callable[[dict], Any] | None = None, lim
         raise ValueError(f"over {size_text(limit)}")
     # Depth, counted before parsing, in passes of C code (no Python step per token): escaped
     # backslashes, then escaped quotes out (each quote left opens or closes a string), every byte
-    # but a quote or a bracket out, the strings out (brackets in them are text); then each pass
-    # takes away the innermost pairs, so the passes are the depth. What never pairs (invalid JSON)
-    # stays, and json.loads refuses it.
+    # but a quote or a bracket out, the strings out (every other piece between quotes: brackets in
+    # them are text); then each pass takes away the innermost pairs, so the passes are the depth.
+    # Brackets that never pair are no JSON, refused here too: json would recurse into an unclosed
+    # "[[[[..." past the interpreter's depth (a RecursionError, not this ValueError).
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:  # no deeper than its brackets: most answers
+        return json.loads(data, object_hook=object_hook)
     syntax = (data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data).translate(None, _NOT_SYNTAX)
-    brackets = _STRING.sub(b"", syntax)
-    for _ in range(MAX_DEPTH):
+    brackets = b"".join(syntax.split(b'"')[::2]) if b'"' in syntax else syntax
+    depth = 0
+    while brackets:
         inner = _PAIR.sub(b"", brackets)
-        if inner == brackets:
-            break
-        brackets = inner
-    else:
-        if _PAIR.search(brackets):
+        if len(inner) == len(brackets):
+            raise ValueError("not JSON: its brackets do not pair")
+        depth += 1
+        if depth > MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        brackets = inner
     return json.loads(data, object_hook=object_hook)

@@ -292,8 +292,7 @@ def _hub_failure(problem: HubProblem | None, exc: BaseException, repo_id: str, s
 # The json module gives no positions, and the source-map packages on PyPI are unmaintained. This
 # scanner runs only on text json.loads already accepted, and only when a finding needs a line.
 
-_WS = re.compile(r"[ \t\n\r]*")
-_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"([ \t\n\r]*:)?|[{}\[\]]', re.DOTALL)  # a string (a key: colon), a bracket
 
 
 class KeyLines(Mapping[str, int]):
@@ -347,50 +346,35 @@ def key_lines(text: str) -> KeyLines:
         {'a': 2, 'a.b': 3}
     """
     out = KeyLines()
-    at = [0, 1]  # keys are met in order: the last position counted, and its line
-
-    def line(pos: int) -> int:
-        at[1] += text.count("\n", at[0], pos)
-        at[0] = pos
-        return at[1]
-
-    def value(pos: int, node: dict[str, list]) -> int:
-        pos = _WS.match(text, pos).end()
-        ch = text[pos : pos + 1]
-        if ch == "{":
-            pos = _WS.match(text, pos + 1).end()
-            if text[pos : pos + 1] == "}":
-                return pos + 1
-            while True:
-                pos = _WS.match(text, pos).end()
-                key, end = scanstring(text, pos + 1)
-                entry = node.get(key)
-                if entry is None:
-                    entry = node[key] = [line(pos), None]
-                pos = _WS.match(text, end).end() + 1  # the colon
-                if text[_WS.match(text, pos).end() : _WS.match(text, pos).end() + 1] in ("{", "["):
-                    entry[1] = entry[1] if entry[1] is not None else {}
-                pos = _WS.match(text, value(pos, entry[1] if entry[1] is not None else {})).end()
-                if text[pos : pos + 1] == ",":
-                    pos += 1
-                    continue
-                return pos + 1
-        if ch == "[":
-            pos = _WS.match(text, pos + 1).end()
-            if text[pos : pos + 1] == "]":
-                return pos + 1
-            while True:
-                pos = _WS.match(text, value(pos, node)).end()
-                if text[pos : pos + 1] == ",":
-                    pos += 1
-                    continue
-                return pos + 1
-        if ch == '"':
-            return scanstring(text, pos + 1)[1]
-        return _SCALAR.match(text, pos).end()
-
+    at, line = 0, 1  # keys are met in order: the last position counted, and its line
+    stack: list[dict[str, list]] = []  # the nodes of the containers open around the current one
+    node, key = out._root, None  # where the current container's keys go; the key whose value comes next
     try:
-        value(0 if not text.startswith("\ufeff") else 1, out._root)
-    except (ValueError, AttributeError, IndexError, RecursionError):
+        # Only strings (a key when a colon follows) and brackets matter; numbers and words are passed
+        # over by the search itself, and a list's items put their keys in the list's own node.
+        for token in _TOKEN.finditer(text):
+            start, first = token.start(), text[token.start()]
+            if first == '"':
+                if token.group(1) is None:
+                    key = None  # a string value
+                    continue
+                name = text[start + 1:token.start(1) - 1]
+                if "\\" in name:
+                    name = scanstring(text, start + 1)[0]
+                key = node.get(name)
+                if key is None:
+                    line += text.count("\n", at, start)
+                    at = start
+                    key = node[name] = [line, None]
+            elif first in "{[":
+                stack.append(node)
+                if key is not None:
+                    if key[1] is None:
+                        key[1] = {}
+                    node = key[1]
+                key = None
+            else:
+                node, key = stack.pop(), None
+    except (ValueError, IndexError):
         pass  # positions are a convenience; findings keep line None
     return out

@@ -357,3 +357,14 @@ def test_a_launch_files_model_is_resolved_under_the_same_bound(tmp_path):
     assert "stopped at 1 GB of memory (DRAFTGUARD_CHECK_MEMORY)" in error["message"], error
     assert "Traceback" not in done.stderr
     assert time.monotonic() - started < 60
+
+
+def test_an_answer_whose_brackets_never_close_is_refused_not_a_recursion_error():
+    # json recursed into these past the interpreter's depth: a RecursionError out of the caller's
+    # read, which takes ValueError for an unreadable answer, so a child could crash its caller
+    for data in (b"[" * 100_000, b'{"a":' * 50_000, b"[" * 100_000 + b"[]", b'["x", ' * 70 + b"1"):
+        with pytest.raises(ValueError, match="do not pair"):
+            bounded.read_json(data)
+    assert bounded.read_json(b'["[[[", "\\"{"]') == ["[[[", '"{']
+    with pytest.raises(ValueError):  # a string left open is text to its end: json refuses it
+        bounded.read_json(b'["[[[' * 1000)

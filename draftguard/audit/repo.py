@@ -401,8 +401,8 @@ def _judge(snapshots: list[Snapshot], options: AuditOptions) -> list[Judged]:
         out: list[Judged] = []
         for snapshot in snapshots:
             try:
-                # The drafter and engine rules come after, per repo, retried as Hub reads are.
-                report = check([snapshot], version=options.host_version, drafter_rules=False)
+                # The drafter and engine rules come after, per repo, retried as Hub reads are, on its values.
+                report = check([snapshot], version=options.host_version, drafter_rules=False, values=True)
             except Exception as exc:  # a bug on this config: recorded, and the audit goes on
                 out.append((None, [_recorded(_failure_of(exc))], []))
                 continue

@@ -54,6 +54,7 @@ class Options:
     failed: bool = False  # the caller takes drafters whose target could not be read
     real: bool = False  # the caller has real engines (asked with bounded.call)
     hub: dict = field(default_factory=dict)  # the caller's view of the Hub (hub_access.hub_constants)
+    values: bool = False  # the caller reads each TargetResult's values (else None, but with engine views)
 
 
 def check_file(snapshot: Snapshot, options: Options, step: "DrafterStep", real: Any,
@@ -154,6 +155,8 @@ def check_one(snapshot: Snapshot, options: Options, step: "DrafterStep", real: A
                                          real=real, **step.target_of(snapshot))
             result.findings.extend(found)
             result.engine_views = views
+        if not options.values and not result.engine_views:
+            result.values = None  # read by the rules above, and by the engine section (transformers' windows)
         return result
 
     return _guarded(snapshot, one)

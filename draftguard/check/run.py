@@ -45,7 +45,7 @@ def check(
     confine: Path | None = None, drafter_rules: bool = True, drafter_failed: DrafterFailed | None = None,
     cache: dict | None = None, version: str | None = None, progress: Callable[[str], None] | None = None,
     host_in_process: bool = False, in_process: bool = False, settings: Settings | None = None,
-    settings_root: str | None = None,
+    settings_root: str | None = None, values: bool = False,
 ) -> Report:
     """Check every source into one Report: under each of ``versions`` through the version matrix
     (``check.matrix``), else under the installed transformers in this process (``check.light``).
@@ -65,7 +65,10 @@ def check(
     are the matrix's (first installs; resolving in this process). ``settings``: the repository's
     .draftguard.yml, whose ``rules:`` and ``ignore:`` are applied here (``check.policy``), once for
     every surface; ``settings_root`` is the folder its paths are relative to (None: the findings'
-    files are already named from the repository root).
+    files are already named from the repository root). ``values``: keep each target's resolved
+    values (``TargetResult.values``) for a caller that reads them (the launch check, the audit);
+    else the light check's stay in the child, never written, sent or parsed, but for a target with
+    engine views (the engine section shows transformers' windows beside the engines').
 
     Each file is checked in a child process under hard limits (``draftguard.bounded``: memory, CPU
     seconds, wall time, from the environment): a file past one is an InputError naming the bound,
@@ -94,7 +97,8 @@ def check(
         bounded.start()  # transformers is imported there while the files are read here
     options = Options(trust_remote_code=trust_remote_code, drafter_rules=drafter_rules, drafter_target=drafter_target,
                       confine=confine, engines=list(engines or []), lookup=target_lookup is not None,
-                      failed=drafter_failed is not None, real=real_engines is not None, hub=hub_constants())
+                      failed=drafter_failed is not None, real=real_engines is not None, hub=hub_constants(),
+                      values=values)
     # this thread's warm bounded child checks every file in turn (a fresh one after a file stops it);
     # a check that runs a repository's own code (trust_remote_code) has a child of its own, ended with
     # the check: what that code leaves in the child reaches no other check (docs/security.md)

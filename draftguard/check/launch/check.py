@@ -129,7 +129,7 @@ def _read(snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:
     """The raw config and the values its transformers class resolves, resolved as every other file's
     check is (``check.run.check``: in a bounded child, a file past a bound stopped and named). Raises
     BadInput: the config cannot be resolved, or it stopped at a bound."""
-    report = check([snapshot], drafter_rules=False)
+    report = check([snapshot], drafter_rules=False, values=True)
     if report.errors:
         error = report.errors[0]
         raise BadInput(error.message, file=error.file, line=error.line, column=error.column, key=error.key)
