@@ -252,3 +252,18 @@ def test_a_window_the_model_code_reads_or_no_window_is_no_unread_finding(config)
     # Mistral's model code applies its window in transformers; the real Llama sets none.
     report = check_targets([str(config)])
     assert "DG015" not in {f.rule for t in report.targets for f in t.findings}
+
+
+def test_a_multimodal_models_window_and_length_come_from_its_text_config_as_the_engines_read_them():
+    """Both engines read ``hf_text_config`` (transformers' ``get_text_config()``). olmOCR-2's Qwen2.5-VL
+    class keeps the file's top-level ``sliding_window`` 32768 beside a ``text_config`` that has none and
+    states ``layer_types``: the light tier read the top level and said vLLM slides all 28 layers."""
+    findings, result = engine_findings(REAL / "allenai--olmocr-2-7b-1025")
+    assert [f.message for f in findings if f.rule == "DG201"] == []
+    vllm = next(v for v in result.engine_views if v.engine == "vLLM 0.32.0")
+    assert vllm.windows == [None] * 28, vllm.windows_why
+    # A flat GLM-4.1V file: the class builds text_config from its defaults (32768 positions), which is
+    # what the engines serve, not the file's top-level 65536.
+    findings, result = engine_findings(REAL / "glm-4.1v-9b")
+    assert {v.max_model_len for v in result.engine_views} == {32768}
+    assert [f.rule for f in findings if "65536" in f.message] == ["DG202", "DG202"]

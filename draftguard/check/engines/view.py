@@ -61,9 +61,13 @@ class EngineView:
 
 def text_values(values: dict[str, Any]) -> dict[str, Any]:
     """The decoder's values: the top level, or a multimodal model's ``text_config`` (the engines read
-    ``hf_text_config``), with the top level's architectures and model_type kept for lookups."""
+    ``hf_text_config``, transformers' ``get_text_config()``), with the top level's architectures and
+    model_type kept for lookups. The text config wins even where the top level keeps decoder keys of
+    its own: Qwen2.5-VL's class keeps a file's top-level ``sliding_window`` 32768 while its
+    ``text_config``, the one vLLM reads, has none (allenai/olmOCR-2-7B-1025)."""
     text = values.get("text_config")
-    if "num_hidden_layers" not in values and isinstance(text, dict) and isinstance(text.get("values"), dict):
+    if (isinstance(text, dict) and isinstance(text.get("values"), dict)
+            and ("num_hidden_layers" not in values or "num_hidden_layers" in text["values"])):
         return {**text["values"], "architectures": values.get("architectures"),
                 "model_type": values.get("model_type"), "text_model_type": text["values"].get("model_type")}
     return values
