@@ -108,3 +108,15 @@ def test_the_next_chain_step_reads_the_output_before_the_final_norm():
         logits, out = head(hidden, embeds, positions)
         assert torch.allclose(logits, head._shared["head"](head.final_norm(out)))
         assert not torch.allclose(out, head.final_norm(out), atol=1e-3)
+
+
+def test_the_light_check_flags_the_dropped_glm_layer_without_a_run(tmp_path):
+    """`draftguard check` (no torch): DG404 on the dropped copy, no error on the healthy fixture."""
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    def errors(folder: Path) -> set[str]:
+        return {f.rule for f in check_repo(load_snapshot(str(folder)), {}) if f.severity.name == "ERROR"}
+
+    assert errors(MODELS / NAME) == set()
+    assert errors(dropped_copy(tmp_path)) == {"DG404"}
