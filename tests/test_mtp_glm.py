@@ -46,6 +46,18 @@ def test_the_glm_layout_is_read_from_the_config_and_the_fixture_is_small():
     assert sum(f.stat().st_size for f in (MODELS / NAME).iterdir()) <= 200_000
 
 
+def test_the_gpu_job_runs_a_glm_model_as_its_own_target():
+    """Before: detection called a GLM-4.5 MTP model not acceptance-testable and the GPU path skipped it."""
+    from draftguard.check.drafter.detect import detect_drafter
+    from draftguard.runner.gpu_job import accept_command
+    from draftguard.settings import Settings
+
+    folder = str(MODELS / NAME)
+    assert detect_drafter(json.loads((MODELS / NAME / "config.json").read_text())).acceptance_testable
+    cmd = accept_command("Qwen/Qwen3-8B", folder, Settings(), python="py", env={})
+    assert cmd[cmd.index("--target") + 1] == folder and cmd[cmd.index("--drafter") + 1] == folder
+
+
 def test_healthy_glm_mtp_layer_passes_and_matches_its_trained_tau_prompt_for_prompt(capsys):
     """Before: exit 2, the reference "builds MTP layers of the mimo, deepseek_v3, ... layout"."""
     code, result, err = accept(capsys, NAME, "--no-early-stop", "--min-acceptance-length", BAR)
