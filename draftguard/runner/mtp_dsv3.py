@@ -22,7 +22,8 @@ run it.
   Quantized tensors where config.json declares no quantization stay a fault (``runner/mtp_weights.py``).
 
 In: the target's text config and the MTP layer's checkpoint tensors (with the shard file each is in).
-Out: ``dsv3_block`` (the decoder layer at N), ``VllmRouter``, ``block_fp8`` (the declared block size or
+Out: ``dsv3_block`` (the decoder layer at N), ``glm4_block`` (GLM-4.5's, routed the same way with sigmoid
+scores and the correction bias always), ``VllmRouter``, ``block_fp8`` (the declared block size or
 None), ``dequantize`` and ``dequantize_declared`` (bad input naming the file and key for a scale whose
 shape is not the weight's blocks, or a weight without its scale). Needs torch.
 """
@@ -52,13 +53,13 @@ class VllmRouter(nn.Module):
     """vLLM's ``grouped_topk`` for DeepSeek-V2/V3 routing, under the names transformers' router holds
     (``weight`` [E, H] float32, ``e_score_correction_bias`` [E]); returns (logits, weights, ids) as it does."""
 
-    def __init__(self, text: Any):
+    def __init__(self, text: Any, scoring: str | None = None, biased: bool | None = None):
         super().__init__()
         self.experts = int(text.n_routed_experts)
         self.top_k, self.groups = int(text.num_experts_per_tok), int(getattr(text, "n_group", 1) or 1)
         self.topk_group = int(getattr(text, "topk_group", 1) or 1)
-        self.scoring = str(getattr(text, "scoring_func", "softmax"))
-        self.biased = getattr(text, "topk_method", None) == "noaux_tc"
+        self.scoring = scoring or str(getattr(text, "scoring_func", "softmax"))
+        self.biased = getattr(text, "topk_method", None) == "noaux_tc" if biased is None else biased
         self.renormalize = bool(getattr(text, "norm_topk_prob", False))
         self.scale = float(getattr(text, "routed_scaling_factor", 1.0) or 1.0)
         self.weight = nn.Parameter(torch.zeros(self.experts, int(text.hidden_size), dtype=torch.float32))
@@ -98,6 +99,22 @@ def dsv3_block(text: Any, layer_class: Callable[..., nn.Module], index: int) -> 
     block = layer_class(config, layer_idx=index)
     if moe:
         block.mlp.gate = VllmRouter(text)
+    return block
+
+
+def glm4_block(text: Any, layer_class: Callable[..., nn.Module], index: int) -> nn.Module:
+    """GLM-4.5/4.6/4.7's decoder layer at ``index`` (N) as vLLM 0.32's ``Glm4MoeDecoderLayer`` builds it:
+    MoE where ``n_routed_experts`` is set and N >= ``first_k_dense_replace`` (no ``moe_layer_freq``), routed
+    by ``Glm4MoE``'s ``grouped_topk`` (sigmoid scores, ``e_score_correction_bias`` always read: the config
+    names no ``scoring_func`` or ``topk_method``). Example: ``glm4_block(text, type(target.model.layers[0]), n)``."""
+    moe = getattr(text, "n_routed_experts", None) is not None and index >= int(text.first_k_dense_replace or 0)
+    config = text
+    if not moe and index >= int(text.first_k_dense_replace or 0):  # no experts: transformers would build MoE
+        config = copy.deepcopy(text)
+        config.first_k_dense_replace = index + 1
+    block = layer_class(config, layer_idx=index)
+    if moe:
+        block.mlp.gate = VllmRouter(text, scoring="sigmoid", biased=True)
     return block
 
 

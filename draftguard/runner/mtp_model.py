@@ -32,6 +32,11 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
   dequantized (``runner/mtp_dsv3.py``). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
   in float32 (its AMX backend packs bf16 only).
+- ``glm4_moe`` (Glm4MoeForCausalLM: GLM-4.5/4.6/4.7, vLLM's ``glm4_moe_mtp.py``): DeepSeek-V3's names and
+  forward with transformers' ``Glm4MoeDecoderLayer`` at N (GQA with partial rotary, optional qk-norm and
+  q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
+  the layer's output before ``shared_head.norm``, as vLLM's GLM layer returns it (DeepSeek-V3's, MiMo's
+  and Qwen3.5's return it normed).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -69,7 +74,7 @@ from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
-from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block
+from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block, glm4_block
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -167,7 +172,8 @@ class MtpHead(nn.Module):
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
-            self.block = dsv3_block(text, type(layers[0]), int(text.num_hidden_layers))
+            build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
+            self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
@@ -195,8 +201,9 @@ class MtpHead(nn.Module):
         mask = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[None, None]
         out = self.block(x, attention_mask=mask, position_ids=positions,
                          position_embeddings=self._shared["rotary"](x, positions))
-        out = self.final_norm(out[0] if isinstance(out, tuple) else out)
-        return self._shared["head"](out), out
+        out = out[0] if isinstance(out, tuple) else out
+        normed = self.final_norm(out)
+        return self._shared["head"](normed), out if self.spec.layout.recycle_prenorm else normed
 
     def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids

@@ -14,7 +14,7 @@ the family shares them, so a layer trained against copies of its own drafts with
 head it was not trained with; the reference shares them the same way. The copies are compared byte
 for byte, read from the safetensors files without torch.
 
-The layouts: MiMo's (``model.mtp_layers.{i}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+The layouts: MiMo's (``model.mtp_layers.{i}.*``), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -33,7 +33,7 @@ In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
-class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's).
+class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's, GLM-4.5's, Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ class MtpLayout:
     block_at_n: bool = False
     # The layer's own copies of tensors the family shares, and the target tensor each must equal.
     copies: tuple[tuple[str, str], ...] = ()
+    # GLM-4.5: the next chain step reads the layer's output before ``shared_head.norm`` (vLLM 0.32's
+    # glm4_moe_mtp.py returns it, and applies the norm for the logits only); the others read it normed.
+    recycle_prenorm: bool = False
 
 
 LAYOUTS = {
@@ -90,6 +93,13 @@ LAYOUTS = {
                              copies=(("embed_tokens.weight", "model.embed_tokens.weight"),
                                      ("shared_head.head.weight", "lm_head.weight"))),
 }
+# GLM-4.5/4.6/4.7 (vLLM 0.32's glm4_moe_mtp.py): DeepSeek-V3's names and forward (embedding zeroed at
+# position 0, [embedding, hidden], ``shared_head.norm``, the target's embeddings and head shared) with a
+# Glm4Moe decoder layer at N (GQA, partial rotary; runner/mtp_dsv3.py's ``glm4_block``), whose output
+# before the final norm feeds the next step.
+LAYOUTS["glm4_moe"] = MtpLayout("glm4_moe", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                                embeds_first=True, block_at_n=True, copies=LAYOUTS["deepseek_v3"].copies,
+                                recycle_prenorm=True)
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -104,7 +114,8 @@ for _name in ("qwen3_5", "qwen3_next"):
 # runs the text model only (``load_mtp_target``), as the drafting never reads an image.
 ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
-                 "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next"}
+                 "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
+                 "Glm4MoeForCausalLM": "glm4_moe"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
