@@ -381,3 +381,23 @@ def test_a_drafter_folder_over_the_gpu_download_limit_is_refused_before_any_down
         with pytest.raises(FileTooLarge, match="over the limit"):
             client.download_folder("drafter", "main")
         assert not [r for r in hub.requests if r.method == "GET" and r.path == "drafter/model.safetensors"]
+
+
+def test_a_target_past_the_runners_limit_is_refused_before_any_download(tmp_path, monkeypatch):
+    """The GPU path runs DeepSeek-V3 MTP targets since issue 43; a 688 GB checkpoint would have been
+    downloaded whole before the reference ran out of memory. The Hub's file list sizes it first."""
+    from draftguard.errors import AcceptanceJobError
+    from draftguard.runner.gpu_job import fetch_target
+    from tests.fakes.hub import FakeHub
+
+    with FakeHub() as hub:
+        hub.push("acme/big", {"config.json": b"{}", "model-00001-of-00002.safetensors": bytes(6000),
+                              "model-00002-of-00002.safetensors": bytes(6000), "original/consolidated.pth": bytes(50000)})
+        env = {"HF_ENDPOINT": hub.endpoint, "HF_HUB_CACHE": str(tmp_path / "hf"), "DRAFTGUARD_MAX_TARGET_BYTES": "10000"}
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+        with pytest.raises(AcceptanceJobError, match=r"acme/big: its 0\.0 GiB of files \(3 files\) are over .*MAX_TARGET_BYTES"):
+            fetch_target("acme/big", env)
+        assert not [r for r in hub.requests if r.method == "GET" and r.path.endswith(".safetensors")]
+        # Under the limit (the skipped original/ checkpoint not counted), it downloads.
+        folder = fetch_target("acme/big", {**env, "DRAFTGUARD_MAX_TARGET_BYTES": "13000"})
+        assert (Path(folder) / "model-00002-of-00002.safetensors").stat().st_size == 6000

@@ -20,7 +20,9 @@ The runner picks what the repo does not say, through its environment (``runner/d
 - ``DRAFTGUARD_ACCEPT_ARGS``: more ``draftguard accept`` options for every job on this runner, such as
   ``--attention-backend FLASH_ATTN --max-model-len 8192``;
 - ``DRAFTGUARD_ACCEPT_TIMEOUT``: seconds before a job is stopped (default 3000, under the queue's
-  one-hour GPU lease).
+  one-hour GPU lease);
+- ``DRAFTGUARD_MAX_TARGET_BYTES``: a target repo past this size is refused before any download
+  (``max_target_bytes``: 200 GiB by default, 0 for none).
 
 In: the target, the drafter's local folder, the repo's ``Settings``, the runner's environment, and a
 prompt file fetched from the default branch (``fetch_prompts``).
@@ -203,8 +205,9 @@ def fetch_target(target: str, env: Mapping[str, str] | None = None) -> str:
     api = hub_api(token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
                   endpoint=env.get("HF_ENDPOINT") or None)
     try:
-        files = api.list_repo_files(repo, revision=revision)
-        skip = _NOT_READ + (["*.bin", "*.pt"] if any(f.endswith(".safetensors") for f in files) else [])
+        tree = [f for f in api.list_repo_tree(repo, revision=revision, recursive=True) if hasattr(f, "size")]
+        skip = _NOT_READ + (["*.bin", "*.pt"] if any(f.path.endswith(".safetensors") for f in tree) else [])
+        _refuse_oversized(target, tree, skip, env)
         return api.snapshot_download(repo, revision=revision, ignore_patterns=skip)
     except Exception as exc:
         problem = hub_problem(exc)
@@ -214,6 +217,42 @@ def fetch_target(target: str, env: Mapping[str, str] | None = None) -> str:
             raise TransientHubError(f"Hub download the target: {problem.status or problem.kind}",
                                     problem.wait or 30.0, exc) from None
         raise AcceptanceJobError(f"target {target}: {problem.message}") from None
+
+
+def max_target_bytes(env: "Mapping[str, str] | None" = None) -> int | None:
+    """What the GPU path downloads of one target repo at most, its files together: ``DRAFTGUARD_MAX_TARGET_BYTES``,
+    else 200 GiB, 0 for no limit. The reference backend holds the whole target on one device, in
+    bfloat16 or float32 (a block-FP8 checkpoint dequantized), so a target past what one GPU holds
+    cannot run: DeepSeek-V3's 688 GB, Qwen3-235B's 470 GB. The default passes a 70B model in bfloat16.
+
+    Example::
+
+        >>> max_target_bytes({}), max_target_bytes({"DRAFTGUARD_MAX_TARGET_BYTES": "0"})
+        (214748364800, None)
+    """
+    value = (os.environ if env is None else env).get("DRAFTGUARD_MAX_TARGET_BYTES")
+    try:
+        limit = int(value) if value else 200 * 1024**3
+    except ValueError:
+        limit = 200 * 1024**3
+    return limit if limit > 0 else None
+
+
+def _refuse_oversized(target: str, tree: list[Any], skip: list[str], env: Mapping[str, str]) -> None:
+    """AcceptanceJobError, before any download, for a target whose files to fetch are past
+    ``max_target_bytes``: the reference could not hold it on one device, and the download alone
+    would fill the runner's disk."""
+    from huggingface_hub.utils import filter_repo_objects  # huggingface_hub: its own pattern rules
+
+    limit = max_target_bytes(env)
+    fetched = list(filter_repo_objects(tree, ignore_patterns=skip, key=lambda f: f.path))
+    total = sum(int(f.size or 0) for f in fetched)
+    if limit is not None and total > limit:
+        raise AcceptanceJobError(
+            f"target {target}: its {total / 1024**3:.1f} GiB of files ({len(fetched)} files) are over this runner's "
+            f"limit of {limit / 1024**3:.1f} GiB (DRAFTGUARD_MAX_TARGET_BYTES): the reference backend holds the whole "
+            "target on one device; not downloaded. Raise the limit in the runner's environment "
+            "(runner/draftguard-runner.env; 0 for none) where this runner holds such a model")
 
 
 def run_acceptance_job(target: str, drafter: str, settings: Any = None, *, timeout: float | None = None,
