@@ -130,3 +130,23 @@ def test_the_light_check_flags_the_dropped_mimo_v2_flash_layer_without_a_run(tmp
 
     assert errors(MODELS / NAME) == set()
     assert errors(dropped_copy(tmp_path)) == {"DG404"}
+
+
+def test_a_declared_fp8_target_keeps_the_sinks_eager_attention(tmp_path):
+    """The released checkpoint declares block FP8, so its target is built from the config (not
+    from_pretrained). Before: that path asked for sdpa attention, which transformers' MiMo-V2-Flash refuses
+    (it has no sinks): ValueError, the released model could not be loaded."""
+    from draftguard.runner.mtp_model import load_mtp_target
+
+    folder = tmp_path / "mimo-v2-flash-fp8-declared"
+    shutil.copytree(MODELS / NAME, folder)  # the tensors stay bf16: only the declaration changes the path
+    raw = json.loads((folder / "config.json").read_text())
+    raw["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+                                  "activation_scheme": "dynamic"}
+    (folder / "config.json").write_text(json.dumps(raw))
+    plain, _ = load_mtp_target(str(MODELS / NAME))
+    built, _ = load_mtp_target(str(folder))
+    assert built.config._attn_implementation == "eager"
+    ids = torch.tensor([[1, 40, 3, 6, 9, 12, 15, 18, 21]])
+    with torch.no_grad():
+        assert torch.allclose(built(ids).logits, plain(ids).logits, atol=1e-5)

@@ -103,10 +103,13 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
     config = AutoConfig.for_model(layout.base_model_type or str(raw.get("model_type")), **keys)
-    config._attn_implementation = "sdpa"
+    # MiMo-V2-Flash: transformers' class refuses sdpa (no sinks there); eager runs its sinks.
+    config._attn_implementation = "eager" if layout.sliding else "sdpa"
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     weights = _read_weights(folder)
     own = {k: v for k, v in weights.items() if not _in_mtp(layout, k, int(raw.get("num_hidden_layers", 0)))}
+    for stored, built in layout.renames:  # MiMo-V2-Flash's ``attention_sink_bias``, as transformers' loader renames it
+        own = {k.replace("." + stored, "." + built): v for k, v in own.items()}
     own = fuse_experts(dequantize_declared(raw, own, "", _file_of(folder)), model.state_dict())
     missing, unexpected = model.load_state_dict(own, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
