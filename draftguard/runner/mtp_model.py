@@ -5,7 +5,7 @@ The forward, as vLLM 0.32's ``deepseek_mtp.py`` and ``mimo_mtp.py`` run it, for 
 position i + 1 and the target's hidden state at position i:
 
 - the embedding (the target's own ``model.embed_tokens``: the family shares it) is zeroed at
-  position 0 (not in Qwen3.5's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
+  position 0 (not in Qwen3.5's or MiMo-V2-Flash's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
   is ``hnorm``-ed;
 - ``eh_proj`` of the two concatenated (DeepSeek-V3, Qwen3.5: [embedding, hidden]; MiMo: [hidden, embedding]),
   then one decoder layer of the target's own class (RoPE at the target's positions, causal);
