@@ -23,7 +23,8 @@ run it.
 
 In: the target's text config and the MTP layer's checkpoint tensors (with the shard file each is in).
 Out: ``dsv3_block`` (the decoder layer at N), ``glm4_block`` (GLM-4.5's, routed the same way with sigmoid
-scores and the correction bias always), ``VllmRouter``, ``block_fp8`` (the declared block size or
+scores and the correction bias always), ``mimo_v2_block`` and ``mimo_v2_rope`` (MiMo-V2-Flash's dense
+sliding-window MTP layer with sinks, and its rotary), ``VllmRouter``, ``block_fp8`` (the declared block size or
 None), ``dequantize`` and ``dequantize_declared`` (bad input naming the file and key for a scale whose
 shape is not the weight's blocks, or a weight without its scale). Needs torch.
 """
@@ -116,6 +117,42 @@ def glm4_block(text: Any, layer_class: Callable[..., nn.Module], index: int) -> 
     if moe:
         block.mlp.gate = VllmRouter(text, scoring="sigmoid", biased=True)
     return block
+
+
+def mimo_v2_block(text: Any, layer_class: Callable[..., nn.Module]) -> nn.Module:
+    """MiMo-V2-Flash's MTP decoder layer as vLLM 0.32's ``MiMoV2MTPLayer`` builds it: transformers' decoder
+    layer of the target's class, dense (``intermediate_size``), its attention the sliding-window kind with
+    vLLM's ``swa_*`` geometry (transformers derives it: twice the full layers' key/value heads, one head
+    dim), ``attention_value_scale`` on the values, sinks where ``add_swa_attention_sink_bias`` (none
+    otherwise), eager attention (the sinks' softmax). The window and rotary are ``mimo_v2_rope`` / the
+    head's mask. Example: ``mimo_v2_block(text_config(target), type(target.model.layers[0]))``."""
+    config = copy.deepcopy(text)
+    config.layer_types, config.mlp_layer_types = ["sliding_attention"], ["dense"]
+    config.num_attention_heads = int(getattr(text, "swa_num_attention_heads", text.num_attention_heads))
+    kv = int(getattr(text, "swa_num_key_value_heads", 2 * text.num_key_value_heads))
+    if kv % 2:
+        raise BadInput(f"swa_num_key_value_heads {kv}: transformers builds MiMo-V2-Flash's sliding-window layers with "
+                       "twice the full layers' key/value heads, so an odd count cannot be built", key="swa_num_key_value_heads")
+    config.num_key_value_heads = kv // 2
+    config.head_dim = int(getattr(text, "swa_head_dim", text.head_dim))
+    config.v_head_dim = int(getattr(text, "swa_v_head_dim", None) or getattr(text, "v_head_dim", None) or config.head_dim)
+    config._attn_implementation = "eager"
+    block = layer_class(config, layer_idx=0)
+    if not getattr(text, "add_swa_attention_sink_bias", False):
+        block.self_attn.sinks = None
+    return block
+
+
+def mimo_v2_rope(text: Any, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) for MiMo-V2-Flash's MTP layer as vLLM 0.32 rotates it: theta ``swa_rope_theta`` (else
+    ``rope_theta``), the first int(swa_head_dim x ``partial_rotary_factor``) dims, neox halves."""
+    theta = float(getattr(text, "swa_rope_theta", None) or getattr(text, "rope_theta", None) or 1e6)
+    head = int(getattr(text, "swa_head_dim", text.head_dim))
+    dim = int(head * float(getattr(text, "partial_rotary_factor", 1.0) or 1.0))
+    inv = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim)
+    freqs = positions[..., None].float() * inv
+    emb = torch.cat((freqs, freqs), -1)
+    return emb.cos(), emb.sin()
 
 
 def block_fp8(raw: dict[str, Any]) -> tuple[int, int] | None:

@@ -5,7 +5,7 @@ The forward, as vLLM 0.32's ``deepseek_mtp.py`` and ``mimo_mtp.py`` run it, for 
 position i + 1 and the target's hidden state at position i:
 
 - the embedding (the target's own ``model.embed_tokens``: the family shares it) is zeroed at
-  position 0 (not in Qwen3.5's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
+  position 0 (not in Qwen3.5's or MiMo-V2-Flash's layout), then ``enorm``-ed; the hidden state (the target's last layer after its final norm)
   is ``hnorm``-ed;
 - ``eh_proj`` of the two concatenated (DeepSeek-V3, Qwen3.5: [embedding, hidden]; MiMo: [hidden, embedding]),
   then one decoder layer of the target's own class (RoPE at the target's positions, causal);
@@ -37,6 +37,11 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
   the layer's output before ``shared_head.norm``, as vLLM's GLM layer returns it (DeepSeek-V3's, MiMo's
   and Qwen3.5's return it normed).
+- ``mimo_v2_flash`` (MiMoV2FlashForCausalLM, vLLM's ``mimo_v2_mtp.py``; 1 layer by architecture, the config
+  names no count): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``, [embedding, hidden], the
+  embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
+  sliding-window attention's ``swa_*`` geometry, sinks and window (``pre_mlp_layernorm`` is its
+  ``post_attention_layernorm``, ``attention_sink_bias`` its ``sinks``), rotated with ``swa_rope_theta``.
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -74,7 +79,7 @@ from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
-from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block, glm4_block
+from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -98,10 +103,13 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
     config = AutoConfig.for_model(layout.base_model_type or str(raw.get("model_type")), **keys)
-    config._attn_implementation = "sdpa"
+    # MiMo-V2-Flash: transformers' class refuses sdpa (no sinks there); eager runs its sinks.
+    config._attn_implementation = "eager" if layout.sliding else "sdpa"
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     weights = _read_weights(folder)
     own = {k: v for k, v in weights.items() if not _in_mtp(layout, k, int(raw.get("num_hidden_layers", 0)))}
+    for stored, built in layout.renames:  # MiMo-V2-Flash's ``attention_sink_bias``, as transformers' loader renames it
+        own = {k.replace("." + stored, "." + built): v for k, v in own.items()}
     own = fuse_experts(dequantize_declared(raw, own, "", _file_of(folder)), model.state_dict())
     missing, unexpected = model.load_state_dict(own, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
@@ -174,10 +182,12 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
+        elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
+            self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
-                        "head": target.get_output_embeddings()}
+                        "head": target.get_output_embeddings(), "text": text}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
         # layer shares the target's, as vLLM's MTP models do.
         self.own_embed: nn.Module | None = None
@@ -198,9 +208,16 @@ class MtpHead(nn.Module):
         e, h = self.enorm(embeds), self.hnorm(hidden)
         x = self.proj(torch.cat([e, h] if self.spec.layout.embeds_first else [h, e], -1))
         n = x.shape[1]
-        mask = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[None, None]
-        out = self.block(x, attention_mask=mask, position_ids=positions,
-                         position_embeddings=self._shared["rotary"](x, positions))
+        mask = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
+        if self.spec.layout.sliding:  # vLLM's window: the query and the window - 1 tokens before it
+            text = self._shared["text"]
+            window = int(getattr(text, "sliding_window_size", -1) or -1)
+            if window > 0:
+                mask = mask.masked_fill(torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-window), float("-inf"))
+            rope = tuple(t.to(x.dtype) for t in mimo_v2_rope(text, positions))
+        else:
+            rope = self._shared["rotary"](x, positions)
+        out = self.block(x, attention_mask=mask[None, None], position_ids=positions, position_embeddings=rope)
         out = out[0] if isinstance(out, tuple) else out
         normed = self.final_norm(out)
         return self._shared["head"](normed), out if self.spec.layout.recycle_prenorm else normed
@@ -215,6 +232,9 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
                        ("final_norm", layout.final_norm)):
         if key.startswith(name + "."):
             return role + key[len(name):]
+    for stored, built in layout.renames:  # MiMo-V2-Flash: ``pre_mlp_layernorm``, ``attention_sink_bias``
+        if key.startswith(stored):
+            key = built + key[len(stored):]
     block = layout.block.format(i=0)
     if block and not key.startswith(block):
         return None

@@ -14,7 +14,8 @@ the family shares them, so a layer trained against copies of its own drafts with
 head it was not trained with; the reference shares them the same way. The copies are compared byte
 for byte, read from the safetensors files without torch.
 
-The layouts: MiMo's (``model.mtp_layers.{i}.*``), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
+architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -33,7 +34,8 @@ In: a local target folder.
 Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
-class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, DeepSeek-V3's, GLM-4.5's, Qwen3.5's).
+class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
+DeepSeek-V3's, GLM-4.5's, Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ class MtpLayout:
     # GLM-4.5: the next chain step reads the layer's output before ``shared_head.norm`` (vLLM 0.32's
     # glm4_moe_mtp.py returns it, and applies the norm for the logits only); the others read it normed.
     recycle_prenorm: bool = False
+    # MiMo-V2-Flash: checkpoint names (under the prefix) the decoder layer's class names otherwise, and an
+    # MTP layer that attends as the target's sliding-window layers do (``swa_*`` keys, sinks; mtp_dsv3.py).
+    renames: tuple[tuple[str, str], ...] = ()
+    sliding: bool = False
 
 
 LAYOUTS = {
@@ -100,6 +106,15 @@ LAYOUTS = {
 LAYOUTS["glm4_moe"] = MtpLayout("glm4_moe", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
                                 embeds_first=True, block_at_n=True, copies=LAYOUTS["deepseek_v3"].copies,
                                 recycle_prenorm=True)
+# MiMo-V2-Flash (vLLM 0.32's mimo_v2_mtp.py): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``,
+# [embedding, hidden], the embedding NOT zeroed at position 0 (unlike MiMo's and DeepSeek-V3's), the target's
+# embed_tokens and lm_head shared; a dense decoder layer attending as the sliding-window layers (``swa_*``
+# heads and rope theta, ``sliding_window_size``, ``attention_sink_bias``), its post-attention norm stored
+# as ``pre_mlp_layernorm``; the output normed feeds the next step.
+LAYOUTS["mimo_v2_flash"] = MtpLayout("mimo_v2_flash", "model.mtp.layers.{i}.", "enorm", "hnorm", "eh_proj",
+                                     "final_layernorm", embeds_first=True, zero_first=False, sliding=True,
+                                     renames=(("pre_mlp_layernorm.", "post_attention_layernorm."),
+                                              ("self_attn.attention_sink_bias", "self_attn.sinks")))
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -115,7 +130,7 @@ for _name in ("qwen3_5", "qwen3_next"):
 ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
-                 "Glm4MoeForCausalLM": "glm4_moe"}
+                 "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
@@ -195,7 +210,9 @@ def mtp_faults(folder: str | Path) -> list[str]:
     faults = []
     roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm)]
     lacking = [r for r in roles if r not in dtypes]
-    said = (f"config.json declares {count} MTP layer(s) (`{key}`)" if mtp_declared(raw) is not None
+    said = (f"vLLM 0.32 builds {count} MTP layer(s) for {raw['architectures'][0]} (by its architecture: "
+            "config.json states no count)" if key == "architectures"
+            else f"config.json declares {count} MTP layer(s) (`{key}`)" if mtp_declared(raw) is not None
             else f"the config class builds {count} MTP layer(s) (`{key}`, which config.json leaves out)")
     if not dtypes:
         faults.append(f"{said}, but the weights hold no tensor under "

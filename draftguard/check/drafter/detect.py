@@ -63,9 +63,14 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # quantization_config dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
 # Qwen3.5/3.6 as released (the multimodal classes, the MoE ones) share the text class's MTP layout.
 # GLM-4.5/4.6/4.7 (Glm4MoeForCausalLM) keep DeepSeek-V3's names with their own decoder layer.
+# MiMo-V2-Flash (MiMoV2FlashForCausalLM) states no MTP key: vLLM 0.32 builds its MTP layers by architecture.
 MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-                               "Qwen3NextForCausalLM", "Glm4MoeForCausalLM")
+                               "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM")
+# Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
+# ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
+# the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1}
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
@@ -244,6 +249,8 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
     if eagle_arch or raw.get("model_type") == "eagle" or one_layer_head:
         return DrafterFormat(kind="eagle", family="eagle", label="EAGLE 1/2", architecture=eagle_arch)
     mtp = _first(raw, MTP_KEYS) or _first(raw, tuple(f"text_config.{k}" for k in MTP_KEYS))
+    if mtp is None and archs and archs[0] in MTP_BY_ARCHITECTURE:  # no key: the engine's count for the class
+        mtp = Stated("architectures", MTP_BY_ARCHITECTURE[archs[0]])
     if mtp is not None and _is_int(mtp.value) and mtp.value > 0:
         return DrafterFormat(kind="mtp", family="mtp", label="MTP", num_target_layers=mtp,
                              architecture=archs[0] if archs else None)

@@ -20,6 +20,8 @@ from draftguard.check.repo.files import RepoFiles, TensorNames
 Emit = Callable[..., None]
 IGNORE_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules", "ignored_layers")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
+# As check/drafter/detect.py's: MiMo-V2-Flash's config names no MTP key, vLLM 0.32 builds 1 layer by class.
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1}
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 # The tensors that hold a quantized weight's scales, by the weight tensor's own suffix.
 _SCALES = {
@@ -43,13 +45,17 @@ def text_node(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def mtp_declared(raw: dict[str, Any]) -> tuple[str, int] | None:
-    """The key that declares MTP layers and how many, when more than none."""
+    """The key that declares MTP layers and how many, when more than none; ``"architectures"`` for a class
+    whose engine builds them whatever the file states (MiMo-V2-Flash: 1)."""
     node, prefix = text_node(raw)
     for where, at in ((node, prefix), (raw, "")):
         for key in MTP_KEYS:
             value = where.get(key)
             if is_int(value) and value > 0:
                 return at + key, value
+    archs = raw.get("architectures")
+    if isinstance(archs, list) and archs and archs[0] in MTP_BY_ARCHITECTURE:
+        return "architectures", MTP_BY_ARCHITECTURE[archs[0]]
     return None
 
 
@@ -354,13 +360,18 @@ def mtp_weights(raw: dict[str, Any], files: RepoFiles, emit: Emit) -> None:
     if mtp_tensors(tensors.names, node.get("num_hidden_layers"), declared[1]):
         return
     key, count = declared
+    by_class = key == "architectures"  # MiMo-V2-Flash: the engines build the layer by its class
+    said = (f"{raw['architectures'][0]} has {count} MTP layer(s) (vLLM builds them by architecture)" if by_class
+            else f"`{key}` declares {count} MTP layer(s)")
+    fix = ("serve it without `method mtp`" if by_class
+           else f"set `{key.rpartition('.')[2]}` to 0 if the model is meant to be served without them")
     emit("DG404", key, count, 0,
-         f"`{key}` declares {count} MTP layer(s), but {tensors.file} holds no tensor of them (none under an "
+         f"{said}, but {tensors.file} holds no tensor of them (none under an "
          f"`mtp` prefix, none in layers {node.get('num_hidden_layers')}+). Speculative decoding with the "
          "model's own MTP head (vLLM and SGLang `--speculative-config method mtp`) then fails to load it or "
          "drafts from weights that were never trained (vllm-project/vllm#35548: an NVFP4 checkpoint that "
-         "shipped without them). Fix: ship the MTP layers' weights with the checkpoint, or set "
-         f"`{key.rpartition('.')[2]}` to 0 if the model is meant to be served without them.")
+         "shipped without them). Fix: ship the MTP layers' weights with the checkpoint, or "
+         f"{fix}.")
 
 
 # --- tied embeddings -------------------------------------------------------------------------------------
