@@ -63,9 +63,10 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # quantization_config dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
 # Qwen3.5/3.6 as released (the multimodal classes, the MoE ones) share the text class's MTP layout.
 # GLM-4.5/4.6/4.7 (Glm4MoeForCausalLM) keep DeepSeek-V3's names with their own decoder layer.
+# ERNIE-4.5 MoE (Ernie4_5_MoeForCausalLM; vLLM 0.32 serves the MoE class's MTP layer only).
 MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-                               "Qwen3NextForCausalLM", "Glm4MoeForCausalLM")
+                               "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "Ernie4_5_MoeForCausalLM")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
