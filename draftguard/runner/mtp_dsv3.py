@@ -24,7 +24,8 @@ run it.
 In: the target's text config and the MTP layer's checkpoint tensors (with the shard file each is in).
 Out: ``dsv3_block`` (the decoder layer at N), ``glm4_block`` (GLM-4.5's, routed the same way with sigmoid
 scores and the correction bias always), ``mimo_v2_block`` and ``mimo_v2_rope`` (MiMo-V2-Flash's dense
-sliding-window MTP layer with sinks, and its rotary), ``VllmRouter``, ``block_fp8`` (the declared block size or
+sliding-window MTP layer with sinks, and its rotary), ``ernie_block`` (ERNIE-4.5's Llama layer and its neox
+rotary), ``VllmRouter``, ``block_fp8`` (the declared block size or
 None), ``dequantize`` and ``dequantize_declared`` (bad input naming the file and key for a scale whose
 shape is not the weight's blocks, or a weight without its scale). Needs torch.
 """
@@ -153,6 +154,28 @@ def mimo_v2_rope(text: Any, positions: torch.Tensor) -> tuple[torch.Tensor, torc
     freqs = positions[..., None].float() * inv
     emb = torch.cat((freqs, freqs), -1)
     return emb.cos(), emb.sin()
+
+
+def ernie_block(text: Any) -> tuple[nn.Module, nn.Module]:
+    """ERNIE-4.5's MTP block as vLLM 0.32's ``ernie_mtp.py`` builds it, ``LlamaDecoderLayer`` from the
+    target's config: neox-style RoPE (the target's ``Ernie4_5_MoeAttention`` rotates interleaved), q/k/v/o
+    bias only where the config says ``attention_bias`` or ``bias`` (ERNIE's ``use_bias`` is not read), a
+    dense MLP of ``intermediate_size``. Returns the layer and its rotary embedding (transformers' Llama ones).
+    Example: ``block, rotary = ernie_block(text_config(target))``."""
+    from transformers import LlamaConfig  # transformers: only a model run pays it
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    heads = int(text.num_attention_heads)
+    config = LlamaConfig(
+        vocab_size=int(text.vocab_size), hidden_size=int(text.hidden_size), intermediate_size=int(text.intermediate_size),
+        num_attention_heads=heads, num_key_value_heads=int(getattr(text, "num_key_value_heads", None) or heads),
+        head_dim=int(getattr(text, "head_dim", None) or int(text.hidden_size) // heads),
+        rms_norm_eps=float(text.rms_norm_eps), hidden_act=str(text.hidden_act),
+        max_position_embeddings=int(getattr(text, "max_position_embeddings", 8192)),
+        attention_bias=bool(getattr(text, "attention_bias", False) or getattr(text, "bias", False)), mlp_bias=False,
+        rope_parameters=dict(getattr(text, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 500000.0}))
+    config._attn_implementation = "sdpa"
+    return LlamaDecoderLayer(config, layer_idx=0), LlamaRotaryEmbedding(config)
 
 
 def block_fp8(raw: dict[str, Any]) -> tuple[int, int] | None:

@@ -42,6 +42,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
   sliding-window attention's ``swa_*`` geometry, sinks and window (``pre_mlp_layernorm`` is its
   ``post_attention_layernorm``, ``attention_sink_bias`` its ``sinks``), rotated with ``swa_rope_theta``.
+- ``ernie4_5_moe`` (Ernie4_5_MoeForCausalLM: ERNIE-4.5-21B-A3B / 300B-A47B, vLLM's ``ernie_mtp.py``):
+  ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
+  neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
+  and the next step read the layer's output); the target's embeddings and head shared.
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -79,7 +83,8 @@ from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
-from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared, dsv3_block, glm4_block, mimo_v2_block, mimo_v2_rope
+from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
+                                         mimo_v2_block, mimo_v2_rope)
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -175,8 +180,14 @@ class MtpHead(nn.Module):
             self.enorm, self.hnorm, self.final_norm = (mtp_norm(target, size, eps) for _ in range(3))
         else:
             self.enorm, self.hnorm, self.final_norm = _RMSNorm(size, eps), _RMSNorm(size, eps), _RMSNorm(size, eps)
+        if not spec.layout.final_norm:  # ERNIE-4.5: none, the logits read the layer's output
+            self.final_norm = nn.Identity()
         self.proj = nn.Linear(2 * size, size, bias=False)
-        if spec.layout.block_at_n:
+        rotary = target.model.rotary_emb
+        if spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
+            self.block, self.rotary = ernie_block(text)  # its own (neox) rotary, moved with the head
+            rotary = self.rotary
+        elif spec.layout.block_at_n:
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
@@ -186,7 +197,7 @@ class MtpHead(nn.Module):
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
-        self._shared = {"norm": getattr(target, "model", target).norm, "rotary": target.model.rotary_emb,
+        self._shared = {"norm": getattr(target, "model", target).norm, "rotary": rotary,
                         "head": target.get_output_embeddings(), "text": text}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
         # layer shares the target's, as vLLM's MTP models do.
@@ -230,7 +241,7 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
     """A checkpoint key under the MTP layer's prefix (prefix removed) as ``MtpHead`` names it."""
     for role, name in (("enorm", layout.enorm), ("hnorm", layout.hnorm), ("proj", layout.proj),
                        ("final_norm", layout.final_norm)):
-        if key.startswith(name + "."):
+        if name and key.startswith(name + "."):
             return role + key[len(name):]
     for stored, built in layout.renames:  # MiMo-V2-Flash: ``pre_mlp_layernorm``, ``attention_sink_bias``
         if key.startswith(stored):

@@ -15,7 +15,8 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
+Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -35,7 +36,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class MtpLayout:
     enorm: str
     hnorm: str
     proj: str
-    final_norm: str
+    final_norm: str  # "": none (ERNIE-4.5: the logits read the layer's output as it is)
     embeds_first: bool
     base_model_type: str | None = None  # the transformers family the target is built as, when its own is remote code
     # Qwen3.5 / Qwen3-Next: the decoder layer's names sit under their own prefix inside the MTP
@@ -115,6 +116,13 @@ LAYOUTS["mimo_v2_flash"] = MtpLayout("mimo_v2_flash", "model.mtp.layers.{i}.", "
                                      "final_layernorm", embeds_first=True, zero_first=False, sliding=True,
                                      renames=(("pre_mlp_layernorm.", "post_attention_layernorm."),
                                               ("self_attn.attention_sink_bias", "self_attn.sinks")))
+# ERNIE-4.5 MoE (vLLM 0.32's ernie_mtp.py): ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and a Llama
+# decoder layer under ``model.mtp_block.0.`` (vLLM's LlamaDecoderLayer: neox RoPE where the target's is
+# interleaved, no bias, the dense ``intermediate_size``); embedding zeroed at position 0, [embedding,
+# hidden]; no final norm: the logits are ``lm_head`` of the layer's output, which feeds the next step;
+# the target's embed_tokens and lm_head shared (runner/mtp_dsv3.py's ``ernie_block``).
+LAYOUTS["ernie4_5_moe"] = MtpLayout("ernie4_5_moe", "model.mtp_", "emb_norm.0", "hidden_norm.0", "linear_proj.0", "",
+                                    embeds_first=True, block="block.{i}.", recycle_prenorm=True)
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -130,7 +138,8 @@ for _name in ("qwen3_5", "qwen3_next"):
 ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
-                 "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash"}
+                 "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
@@ -208,7 +217,7 @@ def mtp_faults(folder: str | Path) -> list[str]:
     headers = _headers(folder)
     dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
     faults = []
-    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm)]
+    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm) if name]
     lacking = [r for r in roles if r not in dtypes]
     said = (f"vLLM 0.32 builds {count} MTP layer(s) for {raw['architectures'][0]} (by its architecture: "
             "config.json states no count)" if key == "architectures"

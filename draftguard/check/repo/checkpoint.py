@@ -33,8 +33,9 @@ _SCALES = {
 _NEVER_QUANTIZED = re.compile(r"norm|^ln(?:_|\d|$)|embed|^gate$|^router$|^shared_expert_gate$|conv1d|^A_log$|^dt_bias$",
                               re.I)
 # Names that mark a tensor as an MTP module's: DeepSeek/GLM put the MTP layers after the decoder
-# (layers.{num_hidden_layers}...), Qwen3.5 and MiMo under an `mtp` prefix.
-_MTP_SEGMENT = re.compile(r"(?:^|\.)(?:mtp|mtp_layers|nextn)(?:\.|$)")
+# (layers.{num_hidden_layers}...), Qwen3.5 and MiMo under an `mtp` prefix, ERNIE-4.5 as `model.mtp_block.0`,
+# `model.mtp_emb_norm.0`, `model.mtp_hidden_norm.0`, `model.mtp_linear_proj.0`.
+_MTP_SEGMENT = re.compile(r"(?:^|\.)(?:mtp|mtp_layers|nextn|mtp_(?:block|emb_norm|hidden_norm|linear_proj))(?:\.|$)")
 
 
 def text_node(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
