@@ -61,8 +61,10 @@ from draftguard.snapshot import BadInput
 
 def _on_cpu() -> bool:
     """Whether the vLLM imported here is its CPU build (``current_platform``)."""
-    from vllm.platforms import current_platform  # vllm: the vllm extra only; imported by import_vllm already
-
+    try:
+        from vllm.platforms import current_platform  # vllm: the vllm extra only; imported by import_vllm already
+    except ImportError:  # a vLLM without the platforms module (or a stand-in module): not its CPU build
+        return False
     return bool(current_platform.is_cpu())
 
 
