@@ -438,6 +438,14 @@ def quiet_logs() -> None:
     hf_logging.set_verbosity_error()
 
 
+def fetched_files(items: Iterable[Any], ignore_patterns: list[str], key: Any) -> list[Any]:
+    """The items a ``snapshot_download(ignore_patterns=...)`` would fetch, by huggingface_hub's own
+    pattern rules (``filter_repo_objects``); ``key`` gives an item's path."""
+    from huggingface_hub.utils import filter_repo_objects  # huggingface_hub: the reader's import
+
+    return list(filter_repo_objects(items, ignore_patterns=ignore_patterns, key=key))
+
+
 def file_operation(path: str, data: bytes) -> Any:
     """One file to add in a Hub commit (``HfApi.create_commit``'s ``CommitOperationAdd``)."""
     from huggingface_hub import CommitOperationAdd  # with the client that commits it

@@ -49,7 +49,7 @@ import tempfile
 from typing import Any, Mapping
 
 from draftguard.errors import AcceptanceJobError, TransientHubError
-from draftguard.hub_access import hub_api, hub_problem, hub_repos
+from draftguard.hub_access import fetched_files, hub_api, hub_problem, hub_repos
 from draftguard.secrets import is_secret_name
 from draftguard.runner.engine_options import drafting_method
 from draftguard.runner.result import AcceptanceResult
@@ -242,10 +242,8 @@ def _refuse_oversized(target: str, tree: list[Any], skip: list[str], env: Mappin
     """AcceptanceJobError, before any download, for a target whose files to fetch are past
     ``max_target_bytes``: the reference could not hold it on one device, and the download alone
     would fill the runner's disk."""
-    from huggingface_hub.utils import filter_repo_objects  # huggingface_hub: its own pattern rules
-
     limit = max_target_bytes(env)
-    fetched = list(filter_repo_objects(tree, ignore_patterns=skip, key=lambda f: f.path))
+    fetched = fetched_files(tree, skip, key=lambda f: f.path)
     total = sum(int(f.size or 0) for f in fetched)
     if limit is not None and total > limit:
         raise AcceptanceJobError(
