@@ -203,3 +203,22 @@ def test_the_light_check_flags_the_same_copies_without_a_run(folder, rule):
 
     errors = {f.rule for f in check_repo(load_snapshot(str(MODELS / folder)), {}) if f.severity.name == "ERROR"}
     assert errors == ({rule} if rule else set())
+
+
+def assert_healthy_matches_trained(capsys, name: str, floor: float) -> None:
+    """A shipped MTP fixture passes under the reference at K = 1 and reproduces the τ its training
+    script measured, prompt for prompt (test_mtp_glm, test_mtp_ernie, test_mtp_mimo2)."""
+    code, result, err = accept(capsys, name, "--no-early-stop", "--min-acceptance-length", BAR)
+    assert code == 0, err
+    assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
+    assert [round(p.mean_acceptance_length, 4) for p in result.per_prompt] == trained(name)["per_prompt"]
+    assert result.mean_acceptance_length > floor and trained(name)["faults"] == []
+
+
+def dropped_fails(capsys, folder) -> str:
+    """A copy without its MTP layer fails the bar with the cause mtp-weights (τ under 1.25); its reason."""
+    code, result, err = accept(capsys, str(folder), "--no-early-stop", "--min-acceptance-length", BAR)
+    assert code == 1, err
+    assert result.verdict.status == "fail" and result.diagnosis["cause"] == "mtp-weights"
+    assert result.mean_acceptance_length < 1.25
+    return result.diagnosis["reason"]

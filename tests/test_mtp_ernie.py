@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.test_mtp import BAR, MODELS, accept, trained  # noqa: E402  (one accept call)
+from tests.test_mtp import MODELS, assert_healthy_matches_trained, dropped_fails  # noqa: E402  (one accept call)
 
 NAME, MTP_SHARD = "ernie45", "model-00002-of-00002.safetensors"
 
@@ -60,20 +60,12 @@ def test_the_gpu_job_runs_an_ernie_model_as_its_own_target():
 
 def test_healthy_ernie_mtp_layer_passes_and_matches_its_trained_tau_prompt_for_prompt(capsys):
     """Before: exit 2, the reference "builds MTP layers of the mimo, deepseek_v3, ... layout"."""
-    code, result, err = accept(capsys, NAME, "--no-early-stop", "--min-acceptance-length", BAR)
-    assert code == 0, err
-    assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
-    assert [round(p.mean_acceptance_length, 4) for p in result.per_prompt] == trained(NAME)["per_prompt"]
-    assert result.mean_acceptance_length > 1.75 and trained(NAME)["faults"] == []
+    assert_healthy_matches_trained(capsys, NAME, 1.75)
 
 
 def test_a_dropped_ernie_mtp_layer_fails_with_mtp_weights_named(capsys, tmp_path):
-    folder = dropped_copy(tmp_path)
-    code, result, err = accept(capsys, str(folder), "--no-early-stop", "--min-acceptance-length", BAR)
-    assert code == 1, err
-    assert result.verdict.status == "fail" and result.diagnosis["cause"] == "mtp-weights"
-    assert "the weights hold no tensor under `model.mtp_`: dropped at save" in result.diagnosis["reason"]
-    assert result.mean_acceptance_length < 1.25
+    reason = dropped_fails(capsys, dropped_copy(tmp_path))
+    assert "the weights hold no tensor under `model.mtp_`: dropped at save" in reason
 
 
 def test_the_block_is_vllms_llama_layer_with_neox_rope_and_no_final_norm():

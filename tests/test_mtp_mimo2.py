@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.test_mtp import BAR, MODELS, accept, trained  # noqa: E402  (one accept call)
+from tests.test_mtp import MODELS, assert_healthy_matches_trained, dropped_fails  # noqa: E402  (one accept call)
 
 NAME, MTP_SHARD = "mimo-v2-flash", "model-00002-of-00002.safetensors"
 REAL = Path(__file__).resolve().parent / "data" / "real-configs" / "xiaomimimo--mimo-v2-flash" / "config.json"
@@ -70,22 +70,13 @@ def test_the_gpu_job_runs_a_mimo_v2_flash_model_as_its_own_target():
 
 def test_healthy_mimo_v2_flash_mtp_layer_passes_and_matches_its_trained_tau_prompt_for_prompt(capsys):
     """Before: exit 2, "--method mtp needs a target that declares MTP layers"."""
-    code, result, err = accept(capsys, NAME, "--no-early-stop", "--min-acceptance-length", BAR)
-    assert code == 0, err
-    assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
-    assert [round(p.mean_acceptance_length, 4) for p in result.per_prompt] == trained(NAME)["per_prompt"]
-    assert result.mean_acceptance_length > 1.85 and trained(NAME)["faults"] == []
+    assert_healthy_matches_trained(capsys, NAME, 1.85)
 
 
 def test_a_dropped_mimo_v2_flash_mtp_layer_fails_with_mtp_weights_named(capsys, tmp_path):
-    folder = dropped_copy(tmp_path)
-    code, result, err = accept(capsys, str(folder), "--no-early-stop", "--min-acceptance-length", BAR)
-    assert code == 1, err
-    assert result.verdict.status == "fail" and result.diagnosis["cause"] == "mtp-weights"
-    reason = result.diagnosis["reason"]
+    reason = dropped_fails(capsys, dropped_copy(tmp_path))
     assert "vLLM 0.32 builds 1 MTP layer(s) for MiMoV2FlashForCausalLM" in reason
     assert "the weights hold no tensor under `model.mtp.layers.0.`: dropped at save" in reason
-    assert result.mean_acceptance_length < 1.25  # healthy: 1.89
 
 
 def test_the_layer_attends_with_sinks_in_its_window_and_does_not_zero_position_0():
