@@ -144,14 +144,20 @@ fi
 # bar with the diagnosis mtp-weights; `--backend both` on the healthy one. A model with MTP layers is
 # its own target and drafter. DeepSeek-V3's MoE MTP layer (dsv3-moe, τ 2.00 on CPU) on the reference: its
 # experts and vLLM's grouped_topk routing on CUDA (vLLM's MLA on the tiny fixture is not tried here).
+# GLM-4.5's (glm4-moe, τ 2.00), ERNIE-4.5's (ernie45, τ 1.88) and MiMo-V2-Flash's (mimo-v2-flash, τ 1.89)
+# on the reference, and `--backend both` on each: on CPU vLLM matched GLM-4.5 and MiMo-V2-Flash token for
+# token, and ran ERNIE-4.5 without its e_score_correction_bias (the CPU router's bug; CUDA's router
+# applies it, so the two backends should agree there).
 MTP_ARGS="--prompts $FIX/prompts.jsonl --min-acceptance-length 1.8"
-for model in mimo mimo-mtp-dropped mimo-mtp-fp8 dsv3-moe; do
+for model in mimo mimo-mtp-dropped mimo-mtp-fp8 dsv3-moe glm4-moe ernie45 mimo-v2-flash; do
   RUN_TARGET=$MTP_FIX/$model RUN_DRAFTER=$MTP_FIX/$model RUN_ARGS=$MTP_ARGS \
     run "mtp-$model-$DEVICE-fp32" reference "$DEVICE" float32 -
 done
 if [ "$has_vllm" = yes ] && [ "$DEVICE" != cpu ]; then
-  RUN_TARGET=$MTP_FIX/mimo RUN_DRAFTER=$MTP_FIX/mimo RUN_ARGS=$MTP_ARGS run "mtp-mimo-vllm-both" both "$DEVICE" \
-    float32 - --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+  for model in mimo glm4-moe ernie45 mimo-v2-flash; do
+    RUN_TARGET=$MTP_FIX/$model RUN_DRAFTER=$MTP_FIX/$model RUN_ARGS=$MTP_ARGS run "mtp-$model-vllm-both" both \
+      "$DEVICE" float32 - --max-model-len 128 --gpu-memory-utilization 0.3 --enforce-eager
+  done
 fi
 if [ "${GPU_CHECK_HUB:-0}" = 1 ]; then
   # The real pair: built-in prompts, no bar (its τ is the figure), bfloat16 as it is served.

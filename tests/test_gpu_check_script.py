@@ -33,7 +33,8 @@ def test_gpu_check_dry_run_lists_the_eagle3_runs(tmp_path):
         row = rows[f"eagle3-hub-{backend}"]
         assert "--target meta-llama/Llama-3.1-8B-Instruct --drafter yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in row
         assert f"--backend {backend} " in row and "--prompts builtin" in row
-    for model in ("mimo", "mimo-mtp-dropped", "mimo-mtp-fp8", "dsv3-moe"):  # MTP: a model is its own target
+    for model in ("mimo", "mimo-mtp-dropped", "mimo-mtp-fp8", "dsv3-moe", "glm4-moe", "ernie45",
+                  "mimo-v2-flash"):  # MTP: a model is its own target
         row = rows[f"mtp-{model}-cpu-fp32"]
         assert f"--target tests/fixtures/mtp-models/{model} --drafter tests/fixtures/mtp-models/{model} " in row
         assert "--min-acceptance-length 1.8" in row
