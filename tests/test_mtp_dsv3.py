@@ -233,15 +233,18 @@ def test_expert_tensors_on_a_dense_mtp_layer_are_exit_2_not_zeros(capsys, tmp_pa
 def test_declared_fp8_mtp_weights_are_dequantized_by_block_or_refused_not_read_raw(tmp_path):
     """Before: FP8 weights under a declared quantization_config ran as their raw values, silently; then
     they were refused. Declared as DeepSeek-V3 declares them (block FP8, weight_block_size), the same
-    tensors are dequantized and the layer drafts as the healthy one; another declared scheme (here fp8
-    without a block size: per-tensor, whose scale vLLM names weight_scale) is still refused."""
+    tensors are dequantized and the layer drafts as the healthy one. Declared as per-tensor FP8 (fp8
+    without a block size, whose scale vLLM names weight_scale) while the weights hold block scales
+    (weight_scale_inv), the run is refused naming the scale the scheme needs, not read raw."""
     from draftguard.runner.mtp_model import load_mtp, load_mtp_target
     from draftguard.snapshot import BadInput
 
     target, _ = load_mtp_target(str(MODELS / "dsv3"))
     folder = _copy_of(tmp_path, "dsv3-mtp-fp8", config={"quantization_config": {"quant_method": "fp8"}})
     with pytest.raises(BadInput, match=r"stored torch.float8_e4m3fn under the declared quantization_config "
-                                       r"\(quant_method 'fp8'\), which the reference does not dequantize"):
+                                       r"\(quant_method 'fp8', FP8 per tensor\), but the weights hold no "
+                                       r"`model.layers.1.eh_proj.weight_scale`; it holds "
+                                       r"`model.layers.1.eh_proj.weight_scale_inv`, another scheme's name"):
         load_mtp(str(folder), target)
     # one scale per tensor in this copy: a block as large as its largest matrix (576 x 512)
     block = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [1024, 1024]}

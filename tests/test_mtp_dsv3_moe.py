@@ -155,7 +155,7 @@ def test_the_router_is_vllms_grouped_topk():
 def test_block_fp8_dequantizes_to_the_float_weights_within_fp8_error(tmp_path):
     from safetensors.torch import load_file
 
-    from draftguard.runner.mtp_dsv3 import dequantize
+    from draftguard.runner.mtp_quant import dequantize
 
     folder = fp8_copy(tmp_path)
     healthy = {**load_file(str(MODELS / "dsv3-moe" / MTP_SHARD)), **load_file(str(MODELS / "dsv3" / TARGET_SHARD))}
@@ -209,7 +209,7 @@ def _edit(folder: Path, change) -> None:
      "(quantization_config.weight_block_size) needs (5, 1)",
      "model.layers.1.self_attn.kv_a_proj_with_mqa.weight_scale_inv"),
     (lambda s: s.pop("model.layers.1.mlp.experts.2.up_proj.weight_scale_inv"),
-     "under the declared block-FP8 quantization_config, but the weights hold no "
+     "under the declared quantization_config (quant_method 'fp8', FP8 128 x 128 blocks), but the weights hold no "
      "`model.layers.1.mlp.experts.2.up_proj.weight_scale_inv`", "model.layers.1.mlp.experts.2.up_proj.weight_scale_inv"),
     (lambda s: s.update({"model.layers.1.mlp.experts.5.down_proj.weight": torch.zeros(32, 16).to(torch.float8_e4m3fn)}),
      "`model.layers.1.mlp.experts.5.down_proj.weight` has shape (32, 16), the config calls for (32, 32) per expert",

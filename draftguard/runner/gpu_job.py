@@ -222,7 +222,7 @@ def fetch_target(target: str, env: Mapping[str, str] | None = None) -> str:
 def max_target_bytes(env: "Mapping[str, str] | None" = None) -> int | None:
     """What the GPU path downloads of one target repo at most, its files together: ``DRAFTGUARD_MAX_TARGET_BYTES``,
     else 200 GiB, 0 for no limit. The reference backend holds the whole target on one device, in
-    bfloat16 or float32 (a block-FP8 checkpoint dequantized), so a target past what one GPU holds
+    bfloat16 or float32 (an FP8 checkpoint dequantized), so a target past what one GPU holds
     cannot run: DeepSeek-V3's 688 GB, Qwen3-235B's 470 GB. The default passes a 70B model in bfloat16.
 
     Example::

@@ -14,34 +14,25 @@ run it.
   its max and the bias is not read (vLLM has no such parameter then); the top ``topk_group`` of
   ``n_group`` groups are kept, ``num_experts_per_tok`` experts chosen among them, the weights
   renormalised when ``norm_topk_prob``, times ``routed_scaling_factor``; the shared experts added unscaled.
-- Block FP8 (``quant_method`` fp8, ``weight_block_size`` [bh, bw]; DeepSeek-V3: e4m3, [128, 128]): each
-  ``*.weight`` float8_e4m3fn beside a float32 ``*.weight_scale_inv`` of one value per bh x bw block
-  (the last blocks partial where a side does not divide), real = fp8 x the block's scale, as vLLM's
-  block-FP8 linear method reads the weight (``dequantize``). vLLM on a GPU also quantizes activations per
-  1 x 128 group (``activation_scheme`` dynamic); the reference runs the dequantized weights in float.
-  Quantized tensors where config.json declares no quantization stay a fault (``runner/mtp_weights.py``).
+- Block FP8 (``quant_method`` fp8, ``weight_block_size`` [bh, bw]; DeepSeek-V3: e4m3, [128, 128]) and the
+  other declared FP8 schemes are dequantized by ``runner/mtp_quant.py``.
 
 In: the target's text config and the MTP layer's checkpoint tensors (with the shard file each is in).
 Out: ``dsv3_block`` (the decoder layer at N), ``glm4_block`` (GLM-4.5's, routed the same way with sigmoid
 scores and the correction bias always), ``mimo_v2_block`` and ``mimo_v2_rope`` (MiMo-V2-Flash's dense
 sliding-window MTP layer with sinks, and its rotary), ``ernie_block`` (ERNIE-4.5's Llama layer and its neox
-rotary), ``VllmRouter``, ``block_fp8`` (the declared block size or
-None), ``dequantize`` and ``dequantize_declared`` (bad input naming the file and key for a scale whose
-shape is not the weight's blocks, or a weight without its scale). Needs torch.
+rotary) and ``VllmRouter``. Needs torch.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from draftguard.snapshot import BadInput
-
-FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
 
 def vllm_moe_at(text: Any, index: int) -> bool:
@@ -176,65 +167,3 @@ def ernie_block(text: Any) -> tuple[nn.Module, nn.Module]:
         rope_parameters=dict(getattr(text, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 500000.0}))
     config._attn_implementation = "sdpa"
     return LlamaDecoderLayer(config, layer_idx=0), LlamaRotaryEmbedding(config)
-
-
-def block_fp8(raw: dict[str, Any]) -> tuple[int, int] | None:
-    """The block size of a declared block-FP8 checkpoint (``quant_method`` fp8 with ``weight_block_size``),
-    else None. Example: ``block_fp8({"quantization_config": {"quant_method": "fp8", "weight_block_size":
-    [128, 128]}})`` is (128, 128)."""
-    qc = raw.get("quantization_config")
-    if not isinstance(qc, dict) or qc.get("quant_method") != "fp8":
-        return None
-    size = qc.get("weight_block_size")
-    if not (isinstance(size, list) and len(size) == 2 and all(isinstance(s, int) and s > 0 for s in size)):
-        return None
-    return size[0], size[1]
-
-
-def dequantize(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int], where: str = "",
-               key: str = "") -> torch.Tensor:
-    """A block-FP8 weight [R, C] in float32: each bh x bw block times its scale (``scale_inv`` of shape
-    [ceil(R / bh), ceil(C / bw)]); bad input naming ``where`` and ``key`` when the shapes disagree.
-
-    Example::
-
-        >>> w = torch.ones(3, 5).to(torch.float8_e4m3fn)
-        >>> dequantize(w, torch.tensor([[2.0, 3.0]]), (4, 4))[2].tolist()
-        [2.0, 2.0, 2.0, 2.0, 3.0]
-    """
-    bh, bw = block
-    if weight.dim() != 2:
-        raise BadInput(f"{where}: `{key}` is block-FP8 with shape {tuple(weight.shape)}; block quantization "
-                       "scales 2-D weights", file=where, key=key)
-    rows, cols = weight.shape
-    want = (math.ceil(rows / bh), math.ceil(cols / bw))
-    if tuple(scale_inv.shape) != want:
-        raise BadInput(f"{where}: `{key}_scale_inv` has shape {tuple(scale_inv.shape)}, but `{key}` {rows} x {cols} "
-                       f"in {bh} x {bw} blocks (quantization_config.weight_block_size) needs {want}",
-                       file=where, key=key + "_scale_inv")
-    scale = scale_inv.float().repeat_interleave(bh, 0).repeat_interleave(bw, 1)[:rows, :cols]
-    return weight.float() * scale
-
-
-def dequantize_declared(raw: dict[str, Any], weights: dict[str, torch.Tensor], prefix: str,
-                        file_of: Callable[[str], str]) -> dict[str, torch.Tensor]:
-    """The tensors with each FP8 weight dequantized and its scale consumed, where config.json declares
-    block FP8; unchanged otherwise (an undeclared quantized tensor is a fault the run measures, and
-    another declared scheme is refused by the caller). ``prefix`` + a key is the checkpoint name and
-    ``file_of`` gives the file it is in."""
-    block = block_fp8(raw)
-    if block is None:
-        return weights
-    out = dict(weights)
-    for key, tensor in weights.items():
-        if tensor.dtype not in FP8_DTYPES:
-            continue
-        name = prefix + key
-        scale = weights.get(key + "_scale_inv")
-        if scale is None:
-            raise BadInput(f"{file_of(name)}: `{name}` is stored {tensor.dtype} under the declared block-FP8 "
-                           f"quantization_config, but the weights hold no `{name}_scale_inv`",
-                           file=file_of(name), key=name + "_scale_inv")
-        out[key] = dequantize(tensor, scale, block, file_of(name + "_scale_inv"), name)
-        del out[key + "_scale_inv"]
-    return out

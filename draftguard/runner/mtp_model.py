@@ -30,7 +30,7 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   shared_head.norm, shared_head.head, embed_tokens}`` and the decoder layer's names beside them, N =
   ``num_hidden_layers``; the decoder layer built at index N, MoE or dense as vLLM's ``DeepseekV2DecoderLayer``
   builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
-  dequantized (``runner/mtp_dsv3.py``). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
+  dequantized (``runner/mtp_quant.py``, which reads the other declared FP8 schemes too). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
   in float32 (its AMX backend packs bf16 only).
 - ``glm4_moe`` (Glm4MoeForCausalLM: GLM-4.5/4.6/4.7, vLLM's ``glm4_moe_mtp.py``): DeepSeek-V3's names and
   forward with transformers' ``Glm4MoeDecoderLayer`` at N (GQA with partial rotary, optional qk-norm and
@@ -83,8 +83,8 @@ from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
-from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
-                                         mimo_v2_block, mimo_v2_rope)
+from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
+from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -94,14 +94,22 @@ from draftguard.snapshot import BadInput
 def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
     """The target as transformers builds its family: its own class (``load_target``), or for a
     family transformers has as remote code only (MiMo) the base class it extends (Qwen2), loaded
-    with every tensor but the MTP layers'; a declared block-FP8 checkpoint (DeepSeek-V3's) is built
-    unquantized and its weights dequantized as vLLM reads them (``runner/mtp_dsv3.py``; transformers'
+    with every tensor but the MTP layers'; a declared FP8 checkpoint (DeepSeek-V3's block FP8, a per-tensor
+    or per-channel one) is built unquantized and its weights dequantized as vLLM reads them
+    (``runner/mtp_quant.py``; transformers'
     own FP8 loader needs accelerate, and a GPU to run FP8). Example:
     ``target, tok = load_mtp_target("tests/fixtures/mtp-models/mimo")``."""
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
-    if layout.base_model_type is None and block_fp8(raw) is None:
+    qc = raw.get("quantization_config")
+    if qc is not None and fp8_scheme(raw) is None:  # transformers would want that scheme's own library
+        method = qc.get("quant_method") if isinstance(qc, dict) else None
+        raise BadInput(f"{folder / 'config.json'}: the target declares quantization_config (quant_method {method!r}), "
+                       "which the reference does not dequantize (it dequantizes FP8 weights: quant_method fp8, "
+                       "fbgemm_fp8, modelopt FP8 and compressed-tensors float 8-bit groups); run --backend vllm alone",
+                       file=str(folder / "config.json"), key="quantization_config")
+    if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
 
@@ -270,7 +278,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
     file_of = _file_of(folder)
-    weights = dequantize_declared(raw, weights, prefix, file_of)  # declared block FP8 (runner/mtp_dsv3.py)
+    weights = dequantize_declared(raw, weights, prefix, file_of)  # a declared FP8 scheme (runner/mtp_quant.py)
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
     names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}
@@ -326,7 +334,7 @@ def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix
     tensor under the layer's prefix that maps to no parameter (per-expert weights of a layer the config
     makes dense) other than the layer's copies of shared tensors, quantization scales and per-expert
     tensors stacked into a fused parameter (``stacked``), or a quantized tensor under a declared
-    quantization other than block FP8 (``runner/mtp_dsv3.py`` dequantizes that one)."""
+    quantization other than the FP8 schemes ``runner/mtp_quant.py`` dequantizes."""
     copies = {own for own, _shared in layout.copies}
     unbuilt = [k for k in weights if k not in copies and k not in stacked and not k.endswith(("_scale_inv", "_scale"))
                and _module_key(layout, k) not in expected]
@@ -342,7 +350,8 @@ def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix
         method = qc.get("quant_method") if isinstance(qc, dict) else None
         raise BadInput(f"{folder}: `{prefix}{quantized[0]}` is stored {weights[quantized[0]].dtype} under the declared "
                        f"quantization_config (quant_method {method!r}), which the reference does not dequantize (it "
-                       "dequantizes block FP8: quant_method fp8 with weight_block_size); run --backend vllm alone",
+                       "dequantizes FP8 weights: quant_method fp8, fbgemm_fp8, modelopt FP8 and compressed-tensors "
+                       "float 8-bit groups); run --backend vllm alone",
                        file=str(folder), key="quantization_config")
 
 
