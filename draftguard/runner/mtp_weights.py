@@ -54,6 +54,7 @@ from draftguard.check.drafter.detect import MTP_KEYS
 from draftguard.check.repo.checkpoint import mtp_declared, text_node
 from draftguard.check.repo.files import read_header
 from draftguard.errors import HeaderError
+from draftguard.runner.mtp_coverage import refusal
 from draftguard.runner.result import CONFIG_REWRITE, MTP_WEIGHTS
 from draftguard.snapshot import BadInput, key_lines, parse_json_object
 
@@ -177,7 +178,7 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
     if layout is None:
         raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
                        f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
-                       f"{raw.get('model_type')!r} are not one of them", file=where, key="architectures")
+                       f"{raw.get('model_type')!r} are not one of them{refusal(raw)}", file=where, key="architectures")
     return layout
 
 

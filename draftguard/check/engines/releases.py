@@ -21,6 +21,10 @@ The file::
          "deprecated": {"task": "the release's own words"},
          "quantization_methods": [...],      # what the release accepts for --quantization
          "speculative_methods": [...],       # SpeculativeConfig's method names (vLLM) / --speculative-algorithm
+         "mtp_drafters": {"architecture:Glm4MoeForCausalLM": "Glm4MoeMTPModel",
+                          "model_type:deepseek_v3": "DeepSeekMTPModel", ...},
+                                             # vLLM: the targets `method: mtp` drafts for, and the draft model
+                                             # (SpeculativeConfig.hf_config_override run on probe configs)
          "missing": {"key": "why it could not be read"}   # only where a list could not be read
        }, ...}}
 
@@ -57,6 +61,7 @@ class ReleaseFacts:
     quantization_methods: frozenset[str] | None  # None: not read for this release
     speculative_methods: frozenset[str] | None
     stubbed: tuple[str, ...] = ()
+    mtp_drafters: Mapping[str, str] | None = None  # "architecture:X" / "model_type:t" -> vLLM's MTP draft model
 
 
 def parse_version(text: str) -> Version | None:
@@ -92,7 +97,8 @@ def _releases(engine: str) -> dict[str, ReleaseFacts]:
             deprecated=MappingProxyType(dict(r.get("deprecated", {}))),
             quantization_methods=frozenset(r["quantization_methods"]) if "quantization_methods" in r else None,
             speculative_methods=frozenset(r["speculative_methods"]) if "speculative_methods" in r else None,
-            stubbed=tuple(r.get("stubbed", ())))
+            stubbed=tuple(r.get("stubbed", ())),
+            mtp_drafters=MappingProxyType(dict(r["mtp_drafters"])) if "mtp_drafters" in r else None)
     return out
 
 

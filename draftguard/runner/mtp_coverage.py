@@ -1,0 +1,95 @@
+"""Which targets vLLM drafts for with ``method: mtp`` and the reference does not build (issue 43: "a drafter
+vLLM runs is never refused by the reference"), read from the release's own data, not a hand-kept list.
+
+``scripts/gen_engine_releases.py`` runs each vLLM release's ``SpeculativeConfig.hf_config_override`` on
+probe configs and ships, per release, the targets it drafts for and its draft model
+(``check/engines/releases.py``'s ``mtp_drafters``: ``"architecture:Glm4MoeForCausalLM":
+"Glm4MoeMTPModel"``). ``NOT_BUILT`` names every draft model of the newest release whose layer the reference
+does not build, with why where there is more to say than "not written yet"; ``tests/test_mtp_coverage.py``
+holds it equal to what ``mtp_layout`` refuses of that release's targets, so a new release's new family,
+or a family built since, shows as a failing test, not as a silent refusal.
+
+In: a target's config.json (its ``architectures`` and ``model_type``, or ``text_config``'s).
+Out: ``vllm_drafter`` (the newest release that drafts for it, and its draft model, or None) and
+``refusal`` (the sentence ``mtp_layout`` ends its refusal with).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draftguard.check.engines.releases import facts, known
+
+# vLLM's draft model -> why the reference does not build it ("" : not written yet).
+NOT_BUILT: dict[str, str] = {
+    "BailingMoeV25MTPModel": "",
+    "BailingMoeV3MTPModel": "",
+    "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
+    "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
+                           "the reference",
+    "Dots3NoteMTPModel": "",
+    "Exaone4_5_MTP": "",
+    "ExaoneMoeMTP": "",
+    "Gemma4MTPModel": "",
+    "Glm4MoeLiteMTPModel": "",
+    "Glm5NextMTPModel": "",
+    "GlmOcrMTPModel": "",
+    "HYV3MTPModel": "",
+    "HYV4MTPModel": "",
+    "KimiK3MTPModel": "",
+    "LongCatFlashMTPModel": "",
+    "MiMoV2OmniMTPModel": "",
+    "MiniMaxM3MTP": "",
+    "NemotronHMTPModel": "",
+    "Qwen4ExpMTP": "",
+    "Step3p5MTP": "",
+}
+# Targets refused although the reference builds their draft model for another target.
+NOT_BUILT_TARGETS: dict[str, str] = {
+    "architecture:MiMoV2ForCausalLM": "MiMo-V2-Pro's MTP layer (vLLM's MiMoV2MTPModel with the Pro's geometry) is "
+                                      "not written in the reference; MiMo-V2-Flash's is",
+}
+
+
+def _keys(raw: dict[str, Any]) -> list[str]:
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    keys = [f"architecture:{a}" for a in archs if isinstance(a, str)]
+    keys.append(f"model_type:{raw.get('model_type')}")
+    text = raw.get("text_config")
+    if isinstance(text, dict) and text.get("model_type"):
+        keys.append(f"model_type:{text['model_type']}")
+    return keys
+
+
+def vllm_drafter(raw: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(release, matched key, draft model) of the newest known vLLM release that drafts for this target
+    with ``method: mtp``, else None.
+
+    Example::
+
+        >>> vllm_drafter({"architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite"})[1:]
+        ('architecture:Glm4MoeLiteForCausalLM', 'Glm4MoeLiteMTPModel')
+    """
+    for release in reversed(known("vllm")):
+        drafters = facts("vllm", release).mtp_drafters
+        if not drafters:
+            continue
+        for key in _keys(raw):
+            if key in drafters:
+                return release, key, drafters[key]
+        return None  # the newest release read for drafters does not draft for it
+    return None
+
+
+def refusal(raw: dict[str, Any]) -> str:
+    """What ``mtp_layout`` says after "the reference does not build it": vLLM's view of the target."""
+    found = vllm_drafter(raw)
+    if found is None:
+        return "; no vLLM release known here drafts for it with method mtp either"
+    release, key, drafter = found
+    why = NOT_BUILT_TARGETS.get(key) or NOT_BUILT.get(drafter) or ""
+    return (f"; vLLM {release} drafts for it with method mtp (its {drafter}), which the reference does not build"
+            + (f": {why}" if why else " yet") + "; run --backend vllm alone")
+
+
+__all__ = ["NOT_BUILT", "NOT_BUILT_TARGETS", "refusal", "vllm_drafter"]
