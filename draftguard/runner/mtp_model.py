@@ -85,6 +85,7 @@ from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
                                          mimo_v2_block, mimo_v2_rope)
+from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -101,6 +102,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
+    if layout.name == "glm4v_moe":  # GLM-4.5V/4.6V: the text model alone (runner/mtp_glm_lite.py)
+        return load_glm4v_target(folder, raw, device, dtype)
     if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -191,7 +194,8 @@ class MtpHead(nn.Module):
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
-            build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
+            build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
+                     "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))

@@ -107,6 +107,21 @@ LAYOUTS = {
 LAYOUTS["glm4_moe"] = MtpLayout("glm4_moe", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
                                 embeds_first=True, block_at_n=True, copies=LAYOUTS["deepseek_v3"].copies,
                                 recycle_prenorm=True)
+# GLM-4.7-Flash (vLLM 0.32's glm4_moe_lite_mtp.py): GLM-4.5's names and forward (the chain fed the output
+# before ``shared_head.norm``) with DeepSeek-V3's MLA decoder layer and GLM's sigmoid-routed MoE
+# (runner/mtp_glm_lite.py's ``glm4_lite_block``).
+LAYOUTS["glm4_moe_lite"] = MtpLayout("glm4_moe_lite", "model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                                     "shared_head.norm", embeds_first=True, block_at_n=True,
+                                     copies=LAYOUTS["deepseek_v3"].copies, recycle_prenorm=True)
+# GLM-4.5V / GLM-4.6V (``Glm4vMoeForConditionalGeneration``): GLM-4.5's MTP layer in the multimodal export,
+# its text model's tensors (the MTP layer's with them) under ``model.language_model.``, ``text_config``
+# beside ``vision_config``; the target is the text model as vLLM builds it (``Glm4MoeForCausalLM`` from
+# ``text_config``; runner/mtp_glm_lite.py's ``load_glm4v_target``), the vision tower neither built nor read.
+LAYOUTS["glm4v_moe"] = MtpLayout("glm4v_moe", "model.language_model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                                 "shared_head.norm", embeds_first=True, block_at_n=True, recycle_prenorm=True,
+                                 base_model_type="glm4_moe",
+                                 copies=(("embed_tokens.weight", "model.language_model.embed_tokens.weight"),
+                                         ("shared_head.head.weight", "lm_head.weight")))
 # MiMo-V2-Flash (vLLM 0.32's mimo_v2_mtp.py): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``,
 # [embedding, hidden], the embedding NOT zeroed at position 0 (unlike MiMo's and DeepSeek-V3's), the target's
 # embed_tokens and lm_head shared; a dense decoder layer attending as the sliding-window layers (``swa_*``
@@ -139,7 +154,8 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe"}
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+                 "Glm4vMoeForConditionalGeneration": "glm4v_moe"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
