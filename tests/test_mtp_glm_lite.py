@@ -243,3 +243,16 @@ def test_the_glm4v_layers_own_copies_are_compared_with_the_text_models_tensors(t
     faults = mtp_faults(folder)
     assert len(faults) == 1 and ("`model.language_model.layers.2.embed_tokens.weight` differs from the target's "
                                  "`model.language_model.embed_tokens.weight`") in faults[0]
+
+
+def test_the_light_check_flags_both_dropped_layers_without_a_run(lite, glm4v, tmp_path):
+    """`draftguard check` (no torch): DG404 on each dropped copy, no error on the healthy targets."""
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    def errors(folder: Path) -> set[str]:
+        return {f.rule for f in check_repo(load_snapshot(str(folder)), {}) if f.severity.name == "ERROR"}
+
+    assert errors(lite) == errors(glm4v) == set()
+    assert errors(glm_lite(tmp_path / "lite", drop_mtp=True)) == {"DG404"}
+    assert errors(glm4v_export(tmp_path / "glm4v", drop_mtp=True)) == {"DG404"}

@@ -37,6 +37,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
   the layer's output before ``shared_head.norm``, as vLLM's GLM layer returns it (DeepSeek-V3's, MiMo's
   and Qwen3.5's return it normed).
+- ``glm4_moe_lite`` (Glm4MoeLiteForCausalLM: GLM-4.7-Flash, vLLM's ``glm4_moe_lite_mtp.py``): GLM-4.5's names and
+  chain with an MLA decoder layer (``runner/mtp_glm_lite.py``); ``glm4v_moe`` (Glm4vMoeForConditionalGeneration:
+  GLM-4.5V/4.6V exports): GLM-4.5's layer at ``model.language_model.layers.{N}.``, the target their text model.
 - ``mimo_v2_flash`` (MiMoV2FlashForCausalLM, vLLM's ``mimo_v2_mtp.py``; 1 layer by architecture, the config
   names no count): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``, [embedding, hidden], the
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the

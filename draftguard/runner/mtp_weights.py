@@ -15,7 +15,8 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
+architecture), DeepSeek-V3's, GLM-4.5's and GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports:
+``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
 Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
@@ -36,7 +37,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's).
 """
 
 from __future__ import annotations
