@@ -1,7 +1,8 @@
 """GLM-4.7-Flash's MTP layer (``Glm4MoeLiteForCausalLM``, model_type ``glm4_moe_lite``) and GLM-4.5V/4.6V's
 multimodal exports (``Glm4vMoeForConditionalGeneration``) under the reference (issue 43: "a drafter vLLM
 runs is never refused by the reference"; before, both exited 2, "the reference builds MTP layers of the
-mimo, deepseek_v3, ... layout").
+mimo, deepseek_v3, ... layout"). vLLM 0.32 runs GLM-4.7-Flash's layer; GLM-4.5V's class it maps to no MTP
+model (tests/test_mtp_glm_lite_vllm.py), though its checkpoints ship GLM-4.5's layer, which the reference runs.
 
 No weights are shipped for this file; both targets are derived here, into tmp_path, from shipped trained
 fixtures whose weights carry over:
@@ -12,8 +13,9 @@ fixtures whose weights carry over:
   layer whose ``o_proj`` and expert ``down_proj``s are zero (it adds nothing to the residual stream, so the
   target's hidden states are dsv3-moe's exactly): vLLM's ``Glm4MoeLiteForCausalLM`` refuses a target with no
   MoE layer ("No Glm4MoE layer found"), as a released one never is. The MTP layer moves to index 2.
-  At one draft token τ is then dsv3-moe's prompt for prompt; from the second token on the two differ
-  by design, GLM's layer feeding the chain its output before ``shared_head.norm``.
+  At one draft token τ is then dsv3-moe's prompt for prompt. From the second token on the chains' inputs
+  differ (GLM's layer feeds the chain its output before ``shared_head.norm``, DeepSeek-V3's the normed
+  one); measured 2026-12-05 at 2 draft tokens, 24 prompts, both τ 2.989 all the same.
 - GLM-4.5V from ``tests/fixtures/mtp-models/glm4-moe``: the text keys under ``text_config``, the tensors under
   ``model.language_model.``, a vision tower in a shard of its own that is never read.
 vLLM 0.32's CPU build on both: tests/test_mtp_glm_lite_vllm.py.
