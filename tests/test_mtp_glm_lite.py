@@ -258,3 +258,13 @@ def test_the_light_check_flags_both_dropped_layers_without_a_run(lite, glm4v, tm
     assert errors(lite) == errors(glm4v) == set()
     assert errors(glm_lite(tmp_path / "lite", drop_mtp=True)) == {"DG404"}
     assert errors(glm4v_export(tmp_path / "glm4v", drop_mtp=True)) == {"DG404"}
+
+
+def test_a_glm4v_config_without_text_config_is_bad_input_naming_file_and_key(capsys, tmp_path):
+    folder = glm4v_export(tmp_path / "flat")
+    raw = json.loads((folder / "config.json").read_text())
+    flat = {**raw.pop("text_config"), "architectures": raw["architectures"], "model_type": "glm4v_moe"}
+    (folder / "config.json").write_text(json.dumps(flat))
+    code, result, err = accept(capsys, str(folder), "--num-prompts", "1")
+    assert code == 2 and result is None and len(err.strip().splitlines()) == 1, err
+    assert f"{folder / 'config.json'}: " in err and "`text_config`" in err
