@@ -198,10 +198,12 @@ def test_released_configs_are_read_as_the_qwen35_layout_and_run(name):
 
 
 def test_a_multimodal_class_of_another_family_is_still_refused():
+    """GLM-4.5V's class (Glm4vMoeForConditionalGeneration) was the example here; the reference builds it now
+    (tests/test_mtp_glm_lite.py). ERNIE-4.5-VL's is one vLLM 0.32's ``method: mtp`` maps to no MTP model."""
     from draftguard.runner.mtp_weights import mtp_layout
     from draftguard.snapshot import BadInput
 
-    raw = {"architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe",
+    raw = {"architectures": ["Ernie4_5_VLMoeForConditionalGeneration"], "model_type": "ernie4_5_moe_vl",
            "text_config": {"num_nextn_predict_layers": 1}}
     with pytest.raises(BadInput, match="Qwen3_5MoeForConditionalGeneration"):
         mtp_layout(raw, "config.json")

@@ -31,7 +31,6 @@ NOT_BUILT: dict[str, str] = {
     "Exaone4_5_MTP": "",
     "ExaoneMoeMTP": "",
     "Gemma4MTPModel": "",
-    "Glm4MoeLiteMTPModel": "",
     "Glm5NextMTPModel": "",
     "GlmOcrMTPModel": "",
     "HYV3MTPModel": "",

@@ -37,6 +37,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
   the layer's output before ``shared_head.norm``, as vLLM's GLM layer returns it (DeepSeek-V3's, MiMo's
   and Qwen3.5's return it normed).
+- ``glm4_moe_lite`` (Glm4MoeLiteForCausalLM: GLM-4.7-Flash, vLLM's ``glm4_moe_lite_mtp.py``): GLM-4.5's names and
+  chain with an MLA decoder layer (``runner/mtp_glm_lite.py``); ``glm4v_moe`` (Glm4vMoeForConditionalGeneration:
+  GLM-4.5V/4.6V exports): GLM-4.5's layer at ``model.language_model.layers.{N}.``, the target their text model.
 - ``mimo_v2_flash`` (MiMoV2FlashForCausalLM, vLLM's ``mimo_v2_mtp.py``; 1 layer by architecture, the config
   names no count): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``, [embedding, hidden], the
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
@@ -84,6 +87,7 @@ from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _r
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
+from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
@@ -109,6 +113,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
                        "which the reference does not dequantize (it dequantizes FP8 weights: quant_method fp8, "
                        "fbgemm_fp8, modelopt FP8 and compressed-tensors float 8-bit groups); run --backend vllm alone",
                        file=str(folder / "config.json"), key="quantization_config")
+    if layout.name == "glm4v_moe":  # GLM-4.5V/4.6V: the text model alone (runner/mtp_glm_lite.py)
+        return load_glm4v_target(folder, raw, device, dtype)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -199,7 +205,8 @@ class MtpHead(nn.Module):
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
-            build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
+            build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
+                     "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))

@@ -15,7 +15,8 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
+architecture), DeepSeek-V3's, GLM-4.5's and GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports:
+``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
 Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
@@ -36,7 +37,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -108,6 +109,21 @@ LAYOUTS = {
 LAYOUTS["glm4_moe"] = MtpLayout("glm4_moe", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
                                 embeds_first=True, block_at_n=True, copies=LAYOUTS["deepseek_v3"].copies,
                                 recycle_prenorm=True)
+# GLM-4.7-Flash (vLLM 0.32's glm4_moe_lite_mtp.py): GLM-4.5's names and forward (the chain fed the output
+# before ``shared_head.norm``) with DeepSeek-V3's MLA decoder layer and GLM's sigmoid-routed MoE
+# (runner/mtp_glm_lite.py's ``glm4_lite_block``).
+LAYOUTS["glm4_moe_lite"] = MtpLayout("glm4_moe_lite", "model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                                     "shared_head.norm", embeds_first=True, block_at_n=True,
+                                     copies=LAYOUTS["deepseek_v3"].copies, recycle_prenorm=True)
+# GLM-4.5V / GLM-4.6V (``Glm4vMoeForConditionalGeneration``): GLM-4.5's MTP layer in the multimodal export,
+# its text model's tensors (the MTP layer's with them) under ``model.language_model.``, ``text_config``
+# beside ``vision_config``; the target is the text model as vLLM builds it (``Glm4MoeForCausalLM`` from
+# ``text_config``; runner/mtp_glm_lite.py's ``load_glm4v_target``), the vision tower neither built nor read.
+LAYOUTS["glm4v_moe"] = MtpLayout("glm4v_moe", "model.language_model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                                 "shared_head.norm", embeds_first=True, block_at_n=True, recycle_prenorm=True,
+                                 base_model_type="glm4_moe",
+                                 copies=(("embed_tokens.weight", "model.language_model.embed_tokens.weight"),
+                                         ("shared_head.head.weight", "lm_head.weight")))
 # MiMo-V2-Flash (vLLM 0.32's mimo_v2_mtp.py): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``,
 # [embedding, hidden], the embedding NOT zeroed at position 0 (unlike MiMo's and DeepSeek-V3's), the target's
 # embed_tokens and lm_head shared; a dense decoder layer attending as the sliding-window layers (``swa_*``
@@ -140,7 +156,8 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe"}
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+                 "Glm4vMoeForConditionalGeneration": "glm4v_moe"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
