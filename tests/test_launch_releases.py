@@ -185,3 +185,22 @@ def test_engines_list_names_every_release_and_install_refuses_what_has_no_cpu_bu
                         ("sglang==0.5.23", "no real tier")):
         done = run("engines", "install", spec)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+MINIMAX = ROOT / "tests" / "data" / "real-drafters" / "mtp-minimax-m2.7"  # MiniMax-M2.7's config (SOURCE.md)
+
+
+def test_method_mtp_on_a_target_the_pinned_release_has_no_mtp_model_for_is_refused():
+    """MiniMax-M2.7's config declares MTP modules (use_mtp, num_mtp_modules 3), but vLLM 0.32's
+    SpeculativeConfig.hf_config_override maps only MiniMax-M3 to an MTP draft model (the release's own
+    code, run on probe configs: ``mtp_drafters``); the draft stays a minimax_m2 model and vLLM stops with
+    NotImplementedError. Before, the light tier passed the launch."""
+    assert releases.mtp_drafter("0.32.0", {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2"}) is None
+    found = launch_report([], [f"vllm serve {MINIMAX} {MTP}"], parse_engines("vllm==0.32.0"), None).findings
+    [refused] = [f for f in found if f.rule == "DG300"]
+    assert refused.severity.value == "error" and refused.key == "--speculative-config"
+    assert ("vLLM 0.32.0 maps no MTP draft model for MiniMaxM2ForCausalLM, minimax_m2 and stops at configuration "
+            "(NotImplementedError: the draft is not an MTP model type)") in refused.message
+    # MiMo, which 0.32 drafts for (MiMoMTPModel): no refusal
+    assert "DG300" not in [f.rule for f in launch_report([], [f"vllm serve {MIMO} --max-model-len 32768 {MTP}"],
+                                                         parse_engines("vllm==0.32.0"), None).findings]

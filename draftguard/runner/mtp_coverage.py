@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from draftguard.check.engines.releases import facts, known
+from draftguard.check.engines.releases import known, mtp_drafter
 
 # vLLM's draft model -> why the reference does not build it ("" : not written yet).
 NOT_BUILT: dict[str, str] = {
@@ -50,19 +50,9 @@ NOT_BUILT_TARGETS: dict[str, str] = {
 }
 
 
-def _keys(raw: dict[str, Any]) -> list[str]:
-    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
-    keys = [f"architecture:{a}" for a in archs if isinstance(a, str)]
-    keys.append(f"model_type:{raw.get('model_type')}")
-    text = raw.get("text_config")
-    if isinstance(text, dict) and text.get("model_type"):
-        keys.append(f"model_type:{text['model_type']}")
-    return keys
-
-
 def vllm_drafter(raw: dict[str, Any]) -> tuple[str, str, str] | None:
-    """(release, matched key, draft model) of the newest known vLLM release that drafts for this target
-    with ``method: mtp``, else None.
+    """(release, matched key, draft model) of the newest known vLLM release whose drafters were read, where
+    it drafts for this target with ``method: mtp``, else None.
 
     Example::
 
@@ -70,13 +60,10 @@ def vllm_drafter(raw: dict[str, Any]) -> tuple[str, str, str] | None:
         ('architecture:Glm4MoeLiteForCausalLM', 'Glm4MoeLiteMTPModel')
     """
     for release in reversed(known("vllm")):
-        drafters = facts("vllm", release).mtp_drafters
-        if not drafters:
-            continue
-        for key in _keys(raw):
-            if key in drafters:
-                return release, key, drafters[key]
-        return None  # the newest release read for drafters does not draft for it
+        found = mtp_drafter(release, raw)
+        if found is False:
+            continue  # this release's drafters were not read
+        return (release, *found) if found else None
     return None
 
 

@@ -29,13 +29,15 @@ The file::
        }, ...}}
 
 In: an engine name ("vllm", "sglang") and release texts as users write them.
-Out: the known releases, their facts (``ReleaseFacts``), and answers about options and values.
+Out: the known releases, their facts (``ReleaseFacts``), and answers about options, values and which MTP
+targets a release drafts for (``mtp_drafter``, ``first_mtp_drafting``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -246,3 +248,39 @@ def refuses_value(engine: str, version: str, option: str, value: str) -> bool:
         except ValueError:
             return True
     return False
+
+
+def mtp_keys(raw: Mapping[str, Any]) -> list[str]:
+    """A config.json's keys into ``mtp_drafters``: each architecture, its ``model_type`` and its text
+    config's. Example: ``mtp_keys({"architectures": ["MiMoForCausalLM"], "model_type": "qwen2"})`` is
+    ``["architecture:MiMoForCausalLM", "model_type:qwen2"]``."""
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    keys = [f"architecture:{a}" for a in archs if isinstance(a, str)]
+    if isinstance(raw.get("model_type"), str):
+        keys.append(f"model_type:{raw['model_type']}")
+    text = raw.get("text_config")
+    if isinstance(text, Mapping) and isinstance(text.get("model_type"), str):
+        keys.append(f"model_type:{text['model_type']}")
+    return keys
+
+
+def mtp_drafter(version: str, raw: Mapping[str, Any]) -> tuple[str, str] | None | bool:
+    """(matched key, draft model) where vLLM ``version`` drafts for this target with ``method: mtp``;
+    None where it does not; False where the release's drafters were not read (no judgement)."""
+    release = _releases("vllm").get(version)
+    if release is None or release.mtp_drafters is None:
+        return False
+    for key in mtp_keys(raw):
+        if key in release.mtp_drafters:
+            return key, release.mtp_drafters[key]
+    return None
+
+
+def first_mtp_drafting(raw: Mapping[str, Any], after: str | None = None) -> str | None:
+    """The oldest known vLLM release (newer than ``after``) that drafts for this target with ``method: mtp``."""
+    for version, parsed in _parsed("vllm"):
+        if after is not None and parsed <= Version(after):
+            continue
+        if mtp_drafter(version, raw):
+            return version
+    return None

@@ -204,6 +204,15 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
         view.runner = "V1"
     if is_mtp(method):  # the MTP draft's config is the target's as config.json states it (vllm-project/vllm 58080)
         view.draft_max_model_len, _ = vllm_max_len(own)
+        if releases.mtp_drafter(version, raw) is None:  # the release's own hf_config_override, run on probes
+            later = releases.first_mtp_drafting(raw, after=version)
+            named = ", ".join(k.split(":", 1)[1] for k in releases.mtp_keys(raw)) or "it"
+            view.refusal = (f"vLLM {version} maps no MTP draft model for {named} "
+                            "and stops at configuration (NotImplementedError: the draft is not an MTP model type)"
+                            + (f"; vLLM {later} is the first release known here that drafts for it" if later else
+                               "; no release known here drafts for it"))
+            view.refusal_where = f"vllm/config/speculative.py SpeculativeConfig.hf_config_override (vLLM {version})"
+            return view
     if draft_raw is None or draft_values is None or method not in ("eagle", "eagle3", "dflash"):
         return view
     draft_arch = (draft_raw.get("architectures") or [None])[0]
