@@ -57,6 +57,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``Qwen3_5MoeForCausalLM`` and maps the prefix), the vision tower neither built nor read, and the MTP
   layer the same (its tensors read from the shards that hold them only). MoE experts load stored one
   by one or fused (``experts.gate_up_proj``), as vLLM loads both.
+- ``exaone_moe`` (ExaoneMoeForCausalLM: K-EXAONE, vLLM's ``exaone_moe_mtp.py``, ``num_nextn_predict_layers``):
+  Qwen3.5's names and forward with plain RMS norms; the target's pre-norm decoder layer built dense at
+  index 0, always rotated, its window from ``mtp_layer_types`` / ``mtp_sliding_windows`` (``runner/mtp_exaone.py``).
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -86,6 +89,7 @@ from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
                                          mimo_v2_block, mimo_v2_rope)
 from draftguard.runner.reference import stop_token_ids
+from draftguard.runner.mtp_exaone import exaone_block
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
@@ -193,6 +197,8 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
+        elif spec.layout.name == "exaone_moe":  # dense, always rotated, its own window (runner/mtp_exaone.py)
+            self.block = exaone_block(text, target)
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)

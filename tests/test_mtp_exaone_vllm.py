@@ -1,0 +1,45 @@
+"""vLLM 0.32's CPU build against the reference on EXAONE-MoE's MTP layer (``ExaoneMoeForCausalLM``, vLLM's
+``exaone_moe_mtp.py``), on the tiny target tests/test_mtp_exaone.py builds and trains at test time (the
+reference alone: that file). The layer attends with plain GQA and q/k norms, which vLLM's CPU attention
+runs in float32 like the reference, so the two are expected to agree token for token, the second draft
+step (fed the layer's normed output) included.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from tests.test_mtp import accept  # noqa: E402  (one accept call)
+from tests.test_mtp_exaone import dropped_copy, exaone  # noqa: E402,F401  (the session's trained target)
+
+ARGS = ["--enforce-eager", "--gpu-memory-utilization", "0.4", "--dtype", "float32", "--num-prompts", "4"]
+
+
+@pytest.mark.vllm
+def test_both_backends_agree_on_the_exaone_mtp_layer(capsys, monkeypatch, exaone):
+    """Measured 2026-12-05 (4 prompts, float32, K = 2): τ 2.89 in both, per position 0.956 / 0.933 in
+    both, the same tokens on all 4 (docs/acceptance.md)."""
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    code, result, err = accept(capsys, str(exaone), "--backend", "both", *ARGS, "--num-speculative-tokens", "2",
+                               "--min-acceptance-length", "2.4")
+    assert code == 0, err
+    diff = result.run["differential"]
+    assert result.run["method"] == "mtp" and result.run["block_size"] == 3
+    assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
+    assert diff["same_tokens"] == diff["prompts"] == 4, diff
+    assert diff["reference_tau"] > 2.5
+
+
+@pytest.mark.vllm
+def test_vllm_refuses_a_dropped_exaone_mtp_layer_and_the_line_names_mtp_weights(capsys, monkeypatch, exaone,
+                                                                                 tmp_path):
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    code, result, err = accept(capsys, str(dropped_copy(exaone, tmp_path)), "--backend", "vllm", *ARGS,
+                               "--min-acceptance-length", "1.6")
+    line = [x for x in err.splitlines() if x.startswith("draftguard: ")][-1]
+    assert code == 2 and result is None
+    assert "cause: mtp-weights — " in line and "mtp." in line
