@@ -56,21 +56,25 @@ def _greedy(target, prompts: torch.Tensor, length: int) -> torch.Tensor:
     return ids
 
 
-def build_exaone(folder: Path) -> Path:
+def build_exaone(folder: Path, config: dict | None = None, model_type: str = "exaone_moe",
+                 text_prefix: str = "model.") -> Path:
     """The target trained briefly on the progressions, then (the target frozen) its MTP layer with
-    draftguard's own head on the target's greedy continuations, written as a K-EXAONE checkpoint: the
-    target's shard and the MTP layer's (``mtp.*``)."""
+    draftguard's own head on the target's greedy continuations, written as a K-EXAONE checkpoint (or, with
+    ``config`` an EXAONE-4.5 export's, its text model's tensors under ``text_prefix``): the target's shard
+    and the MTP layer's (``mtp.*``)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from draftguard.runner.eagle3_model import PrenormHook, aux_features
     from draftguard.runner.mtp_model import LAYOUTS, MtpHead, MtpSpec
 
+    config = config or exaone_config()
+    text = config.get("text_config", config)
     t0, threads = time.time(), torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
     rng = random.Random(SEED)
-    keys = {k: v for k, v in exaone_config().items() if k not in ("model_type", "architectures")}
-    target = AutoModelForCausalLM.from_config(AutoConfig.for_model("exaone_moe", **keys))
+    keys = {k: v for k, v in text.items() if k not in ("model_type", "architectures")}
+    target = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **keys))
     opt = torch.optim.AdamW(target.parameters(), lr=3e-3, weight_decay=0.0)
     for _ in range(TARGET_STEPS):
         batch = torch.tensor([mm.progression(rng, 32) for _ in range(32)])
@@ -85,7 +89,7 @@ def build_exaone(folder: Path) -> Path:
     with torch.no_grad():
         feats = aux_features(target, target(ids, output_hidden_states=True), [LAYERS], hook.value)
     hook.handle.remove()
-    layout = LAYOUTS["exaone_moe"]
+    layout = LAYOUTS["exaone_moe" if model_type == "exaone_moe" else "exaone4_5"]
     head = MtpHead(MtpSpec(source="train", layout=layout, key="num_nextn_predict_layers", layers=1,
                            aux_ids=[LAYERS]), target)
     mk.train_head(head, target.get_input_embeddings(), ids, feats, rng, HEAD_STEPS, t0)
@@ -93,8 +97,9 @@ def build_exaone(folder: Path) -> Path:
              "block": "layers.0"}
     mtp = {layout.prefix + names[k.partition(".")[0]] + "." + k.partition(".")[2]: v.detach().contiguous()
            for k, v in head.state_dict().items()}
-    state = {k: v.detach().contiguous() for k, v in target.state_dict().items()}
-    mk.write_folder(folder, {mk.TARGET_SHARD: state, mk.MTP_SHARD: mtp}, exaone_config())
+    state = {(text_prefix + k[len("model."):] if k.startswith("model.") else k): v.detach().contiguous()
+             for k, v in target.state_dict().items()}
+    mk.write_folder(folder, {mk.TARGET_SHARD: state, mk.MTP_SHARD: mtp}, config)
     torch.set_num_threads(threads)
     print(f"{folder.name}: built in {time.time() - t0:.1f}s")
     return folder
@@ -107,7 +112,7 @@ def exaone(tmp_path_factory) -> Path:
 
 def dropped_copy(healthy: Path, tmp_path: Path) -> Path:
     """The folder with its MTP shard left out at save, the config still declaring the layer."""
-    folder = tmp_path / f"{NAME}-mtp-dropped"
+    folder = tmp_path / f"{healthy.name}-mtp-dropped"
     shutil.copytree(healthy, folder)
     (folder / mk.MTP_SHARD).unlink()
     index = json.loads((folder / "model.safetensors.index.json").read_text())

@@ -60,6 +60,8 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
 - ``exaone_moe`` (ExaoneMoeForCausalLM: K-EXAONE, vLLM's ``exaone_moe_mtp.py``, ``num_nextn_predict_layers``):
   Qwen3.5's names and forward with plain RMS norms; the target's pre-norm decoder layer built dense at
   index 0, always rotated, its window from ``mtp_layer_types`` / ``mtp_sliding_windows`` (``runner/mtp_exaone.py``).
+  ``exaone4_5`` (Exaone4_5_ForConditionalGeneration, vLLM's ``exaone4_5_mtp.py``): the same names, the text
+  model's post-norm ``Exaone4DecoderLayer`` at index 0 as any of its layers; the target its text model.
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -89,7 +91,7 @@ from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
                                          mimo_v2_block, mimo_v2_rope)
 from draftguard.runner.reference import stop_token_ids
-from draftguard.runner.mtp_exaone import exaone_block
+from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
@@ -105,6 +107,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
+    if layout.name == "exaone4_5":  # the export's text model only (runner/mtp_exaone.py)
+        return load_exaone45_target(folder, raw, device, dtype)
     if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -197,8 +201,8 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
-        elif spec.layout.name == "exaone_moe":  # dense, always rotated, its own window (runner/mtp_exaone.py)
-            self.block = exaone_block(text, target)
+        elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
+            self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
@@ -256,7 +260,8 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
     if block and not key.startswith(block):
         return None
     key = key[len(block):]
-    if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
+    if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
+                             "post_feedforward_layernorm"):  # EXAONE-4.5: post-norm
         return "block." + key
     return None
 

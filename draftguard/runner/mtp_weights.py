@@ -36,7 +36,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's).
+DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's).
 """
 
 from __future__ import annotations
@@ -135,6 +135,10 @@ for _name in ("qwen3_5", "qwen3_next"):
 # always rotated (runner/mtp_exaone.py).
 LAYOUTS["exaone_moe"] = MtpLayout("exaone_moe", "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                   embeds_first=True, block="layers.{i}.", zero_first=False)
+# EXAONE-4.5 (vLLM 0.32's exaone4_5_mtp.py): the same names and forward; its text model's post-norm
+# Exaone4DecoderLayer built at index 0 as any of its layers; the multimodal export's text model the target.
+LAYOUTS["exaone4_5"] = MtpLayout("exaone4_5", "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
+                                 embeds_first=True, block="layers.{i}.", zero_first=False)
 # Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
 # ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
 # tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
@@ -144,7 +148,8 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "ExaoneMoeForCausalLM": "exaone_moe"}
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "ExaoneMoeForCausalLM": "exaone_moe",
+                 "Exaone4_5_ForConditionalGeneration": "exaone4_5"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
