@@ -5,8 +5,8 @@ pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.0.*`` (the t
 
 No weights are shipped: tests/test_mtp_exaone.py's ``build_exaone`` makes the tiny text model (no vision
 tower: the reference neither builds nor reads one) and trains its MTP layer here, into a session's tmp
-folder. Not compared with vLLM's CPU build: vLLM builds the export's vision tower and multimodal processor
-too, which this text-only target does not ship (see the report in docs/acceptance.md).
+folder. vLLM 0.32's CPU build cannot start the export (its Exaone4_5 module imports torchvision): a
+strict xfail in tests/test_mtp_exaone_vllm.py records it.
 """
 
 from __future__ import annotations
