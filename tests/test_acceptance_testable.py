@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.drafter.detect import MTP_REFERENCE_ARCHITECTURES, detect_drafter
 
 DATA = Path(__file__).resolve().parent / "data" / "real-drafters"
 
@@ -31,9 +31,9 @@ NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
     "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
-    # the list of architectures grows with each MTP family (detect.MTP_REFERENCE_ARCHITECTURES): its head only
+    # the list grows with each MTP family the reference builds (the first ten, EXAONE-MoE and EXAONE-4.5, ...)
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
-                        "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM, Qwen3_5ForCausalLM, ",
+                        f"the MTP layers of {', '.join(MTP_REFERENCE_ARCHITECTURES)} only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",

@@ -60,6 +60,11 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``Qwen3_5MoeForCausalLM`` and maps the prefix), the vision tower neither built nor read, and the MTP
   layer the same (its tensors read from the shards that hold them only). MoE experts load stored one
   by one or fused (``experts.gate_up_proj``), as vLLM loads both.
+- ``exaone_moe`` (ExaoneMoeForCausalLM: K-EXAONE, vLLM's ``exaone_moe_mtp.py``, ``num_nextn_predict_layers``):
+  Qwen3.5's names and forward with plain RMS norms; the target's pre-norm decoder layer built dense at
+  index 0, always rotated, its window from ``mtp_layer_types`` / ``mtp_sliding_windows`` (``runner/mtp_exaone.py``).
+  ``exaone4_5`` (Exaone4_5_ForConditionalGeneration, vLLM's ``exaone4_5_mtp.py``): the same names, the text
+  model's post-norm ``Exaone4DecoderLayer`` at index 0 as any of its layers; the target its text model.
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -90,6 +95,7 @@ from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
+from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
@@ -115,6 +121,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
                        file=str(folder / "config.json"), key="quantization_config")
     if layout.name == "glm4v_moe":  # GLM-4.5V/4.6V: the text model alone (runner/mtp_glm_lite.py)
         return load_glm4v_target(folder, raw, device, dtype)
+    if layout.name == "exaone4_5":  # the export's text model only (runner/mtp_exaone.py)
+        return load_exaone45_target(folder, raw, device, dtype)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -208,6 +216,8 @@ class MtpHead(nn.Module):
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
                      "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
+        elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
+            self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
@@ -265,7 +275,8 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
     if block and not key.startswith(block):
         return None
     key = key[len(block):]
-    if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
+    if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
+                             "post_feedforward_layernorm"):  # EXAONE-4.5: post-norm
         return "block." + key
     return None
 

@@ -17,7 +17,7 @@ for byte, read from the safetensors files without torch.
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
 architecture), DeepSeek-V3's, GLM-4.5's and GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports:
 ``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
-Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -37,7 +37,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's).
 """
 
 from __future__ import annotations
@@ -147,6 +147,15 @@ LAYOUTS["ernie4_5_moe"] = MtpLayout("ernie4_5_moe", "model.mtp_", "emb_norm.0", 
 for _name in ("qwen3_5", "qwen3_next"):
     LAYOUTS[_name] = MtpLayout(_name, "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                embeds_first=True, block="layers.{i}.", gemma_norms=True, zero_first=False)
+# EXAONE-MoE / K-EXAONE (vLLM 0.32's exaone_moe_mtp.py, ``num_nextn_predict_layers``): Qwen3.5's names and
+# forward, the norms plain RMSNorm, the decoder layer the target's pre-norm class built dense at index 0,
+# always rotated (runner/mtp_exaone.py).
+LAYOUTS["exaone_moe"] = MtpLayout("exaone_moe", "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
+                                  embeds_first=True, block="layers.{i}.", zero_first=False)
+# EXAONE-4.5 (vLLM 0.32's exaone4_5_mtp.py): the same names and forward; its text model's post-norm
+# Exaone4DecoderLayer built at index 0 as any of its layers; the multimodal export's text model the target.
+LAYOUTS["exaone4_5"] = MtpLayout("exaone4_5", "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
+                                 embeds_first=True, block="layers.{i}.", zero_first=False)
 # Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
 # ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
 # tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
@@ -157,9 +166,11 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
                  "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
-                 "Glm4vMoeForConditionalGeneration": "glm4v_moe"}
+                 "Glm4vMoeForConditionalGeneration": "glm4v_moe", "ExaoneMoeForCausalLM": "exaone_moe",
+                 "Exaone4_5_ForConditionalGeneration": "exaone4_5"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
-MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
+MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5",
+               "exaone4_5_vision": "exaone4_5"}  # vLLM 0.32 drafts for either EXAONE-4.5 model_type
 
 
 def read_config(folder: Path) -> dict[str, Any]:
