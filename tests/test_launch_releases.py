@@ -200,7 +200,25 @@ def test_method_mtp_on_a_target_the_pinned_release_has_no_mtp_model_for_is_refus
     [refused] = [f for f in found if f.rule == "DG300"]
     assert refused.severity.value == "error" and refused.key == "--speculative-config"
     assert ("vLLM 0.32.0 maps no MTP draft model for MiniMaxM2ForCausalLM, minimax_m2 and stops at configuration "
-            "(NotImplementedError: the draft is not an MTP model type)") in refused.message
+            "(NotImplementedError: the draft is not an MTP model type); no release known here drafts for it") \
+        in refused.message
     # MiMo, which 0.32 drafts for (MiMoMTPModel): no refusal
     assert "DG300" not in [f.rule for f in launch_report([], [f"vllm serve {MIMO} --max-model-len 32768 {MTP}"],
                                                          parse_engines("vllm==0.32.0"), None).findings]
+
+
+def test_an_mtp_launch_pinned_before_the_first_release_that_drafts_for_its_target_names_that_release():
+    """Qwen3.5-35B-A3B (real config): every vLLM release's own hf_config_override, run on probes, first maps
+    Qwen3_5MoeForConditionalGeneration to an MTP draft model in 0.17.1; a launch pinned to 0.16.0 cannot
+    start with method mtp, and 0.32.0 drafts for it."""
+    qwen = ROOT / "tests" / "data" / "real-configs" / "qwen--qwen3.5-35b-a3b"
+    raw = json.loads((qwen / "config.json").read_text())
+    assert releases.first_mtp_drafting(raw) == "0.17.1" and releases.mtp_drafter("0.16.0", raw) is None
+    assert releases.mtp_drafter("0.32.0", raw) == ("architecture:Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeMTP")
+    found = launch_report([], [f"vllm serve {qwen} {MTP}"], parse_engines("vllm==0.16.0"), None).findings
+    [refused] = [f for f in found if f.rule == "DG300"]
+    assert "vLLM 0.16.0 maps no MTP draft model for Qwen3_5MoeForConditionalGeneration" in refused.message
+    assert "or earlier where it does not serve the architecture at all" in refused.message  # 0.16's registry unread
+    assert refused.message.endswith("vLLM 0.17.1 is the first release known here that drafts for it\"")
+    later = launch_report([], [f"vllm serve {qwen} {MTP}"], parse_engines("vllm==0.32.0"), None).findings
+    assert not [f for f in later if f.rule == "DG300" and "MTP draft model" in f.message]

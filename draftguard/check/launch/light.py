@@ -207,8 +207,10 @@ def vllm_view(flags: Flags, env: dict[str, str], raw: dict[str, Any], values: di
         if releases.mtp_drafter(version, raw) is None:  # the release's own hf_config_override, run on probes
             later = releases.first_mtp_drafting(raw, after=version)
             named = ", ".join(k.split(":", 1)[1] for k in releases.mtp_keys(raw)) or "it"
-            view.refusal = (f"vLLM {version} maps no MTP draft model for {named} "
-                            "and stops at configuration (NotImplementedError: the draft is not an MTP model type)"
+            served = facts["architectures"] is not None and view.architecture in facts["architectures"]
+            view.refusal = (f"vLLM {version} maps no MTP draft model for {named} and stops at configuration "
+                            "(NotImplementedError: the draft is not an MTP model type"
+                            + (")" if served else ", or earlier where it does not serve the architecture at all)")
                             + (f"; vLLM {later} is the first release known here that drafts for it" if later else
                                "; no release known here drafts for it"))
             view.refusal_where = f"vllm/config/speculative.py SpeculativeConfig.hf_config_override (vLLM {version})"
