@@ -46,6 +46,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
   neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
   and the next step read the layer's output); the target's embeddings and head shared.
+- ``longcat_flash`` (LongcatFlashForCausalLM, vLLM's ``longcat_flash_mtp.py``): ``model.mtp.layers.0.{enorm.m,
+  hnorm.m, eh_proj}`` and ``model.mtp.norm``, [embedding, hidden], the embedding not zeroed at position 0, a
+  dense MLA decoder layer (vLLM's ``DeepseekV2DecoderLayer`` without experts; ``runner/mtp_longcat.py``), the
+  output normed feeds the next step; the target built from its routed experts (``load_longcat_target``).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -85,6 +89,7 @@ from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_block, ernie_block, glm4_block,
                                          mimo_v2_block, mimo_v2_rope)
+from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
@@ -101,6 +106,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
+    if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
+        return load_longcat_target(folder, device, dtype)
     if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -193,6 +200,8 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = glm4_block if spec.layout.name == "glm4_moe" else dsv3_block
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
+        elif spec.layout.name == "longcat_flash":  # a dense MLA layer as vLLM builds it (runner/mtp_longcat.py)
+            self.block = longcat_block(text)
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
@@ -265,7 +274,9 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     layout = mtp_layout(raw, where)
     key, count = mtp_count(raw, str(folder / "config.json"))
     n = int(text_config(target).num_hidden_layers)
-    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
+    # the last decoder layer's output: LongCat-Flash's num_hidden_layers counts two attention sublayers per layer
+    last = len(getattr(target, "model", target).layers) if layout.name == "longcat_flash" else n
+    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[last])
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}

@@ -1,0 +1,206 @@
+"""LongCat-Flash's MTP layer (issue 43): ``LongcatFlashForCausalLM``, vLLM 0.32's ``longcat_flash_mtp.py``
+layout (``model.mtp.*``), under the reference. No weights are shipped: the tiny target and its trained MTP
+layer are built here once per session into a temporary folder (``tests/fixtures/make_mtp_longcat.py``,
+about 30 s on one core). vLLM 0.32's CPU build on the same target: tests/test_mtp_longcat_vllm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.test_mtp import BAR, accept, dropped_fails  # noqa: E402  (one accept call)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+MTP_SHARD = "model-00002-of-00002.safetensors"
+
+
+@pytest.fixture(scope="session")
+def longcat(tmp_path_factory) -> Path:
+    """The healthy tiny LongCat-Flash target with its trained MTP layer (built, not shipped)."""
+    import make_mtp_longcat
+
+    return make_mtp_longcat.build(tmp_path_factory.mktemp("longcat") / "longcat-flash")
+
+
+def dropped_copy(healthy: Path, tmp_path: Path) -> Path:
+    """The target with its MTP shard left out at save (vllm-project/vllm#35548), the config unchanged."""
+    folder = tmp_path / "longcat-mtp-dropped"
+    shutil.copytree(healthy, folder)
+    (folder / MTP_SHARD).unlink()
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != MTP_SHARD}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_the_longcat_layout_and_its_layer_count_are_read_as_vllm_reads_them():
+    """Before: exit 2, "the reference builds MTP layers of the mimo, deepseek_v3, ... layout". LongCat-Flash's
+    config.json states no MTP key; vLLM 0.32 reads ``num_nextn_predict_layers`` with a default of 1."""
+    import make_mtp_longcat
+
+    from draftguard.check.drafter.detect import MTP_REFERENCE_ARCHITECTURES, detect_drafter
+    from draftguard.runner.mtp_weights import mtp_count, mtp_layout
+
+    raw = make_mtp_longcat.longcat_config()
+    layout = mtp_layout(raw, "config.json")
+    assert layout.name == "longcat_flash" and layout.embeds_first and not layout.zero_first
+    assert not layout.recycle_prenorm and layout.prefix == "model.mtp."
+    by_type = {**raw, "architectures": [], "num_nextn_predict_layers": 1}
+    assert mtp_layout(by_type, "config.json").name == "longcat_flash"  # by model_type
+    assert mtp_count(raw) == ("architectures", 1)
+    assert mtp_count({**raw, "num_nextn_predict_layers": 1}) == ("num_nextn_predict_layers", 1)
+    assert "LongcatFlashForCausalLM" in MTP_REFERENCE_ARCHITECTURES
+    assert detect_drafter(raw).acceptance_testable
+
+
+def test_the_gpu_job_runs_a_longcat_model_as_its_own_target(longcat):
+    """Before: detection found no MTP layer in LongCat-Flash's config (it states no count) and the GPU path
+    did not run it."""
+    from draftguard.runner.engine_options import drafting_method
+    from draftguard.runner.gpu_job import accept_command
+    from draftguard.settings import Settings
+
+    assert drafting_method(str(longcat)) == "mtp"
+    cmd = accept_command("Qwen/Qwen3-8B", str(longcat), Settings(), python="py", env={})
+    assert cmd[cmd.index("--target") + 1] == str(longcat) and cmd[cmd.index("--drafter") + 1] == str(longcat)
+
+
+def test_healthy_longcat_mtp_layer_passes(capsys, longcat):
+    """Measured 2026-12-05: τ 1.91 at K = 1 on 8 prompts; the bar is the MTP fixtures' (1.8)."""
+    code, result, err = accept(capsys, str(longcat), "--no-early-stop", "--min-acceptance-length", BAR)
+    assert code == 0, err
+    assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
+    assert result.mean_acceptance_length > float(BAR)
+
+
+def test_a_dropped_longcat_mtp_layer_fails_with_mtp_weights_named(capsys, longcat, tmp_path):
+    reason = dropped_fails(capsys, dropped_copy(longcat, tmp_path))
+    assert "vLLM 0.32 builds 1 MTP layer(s) for LongcatFlashForCausalLM" in reason
+    assert "the weights hold no tensor under `model.mtp.`: dropped at save" in reason
+
+
+def test_the_light_check_flags_the_dropped_longcat_layer_without_a_run(longcat, tmp_path):
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    def errors(folder: Path) -> set[str]:
+        return {f.rule for f in check_repo(load_snapshot(str(folder)), {}) if f.severity.name == "ERROR"}
+
+    assert errors(longcat) == set()
+    assert errors(dropped_copy(longcat, tmp_path)) == {"DG404"}
+
+
+def test_the_target_loads_from_its_routed_experts_which_transformers_own_loader_refuses(longcat):
+    """transformers 5.24 sizes ``experts.gate_up_proj`` for the zero-computation experts too, so its
+    ``from_pretrained`` refuses a checkpoint that stores the routed experts only (as LongCat-Flash's do and
+    vLLM loads them); the reference stacks them and leaves the identity experts' rows zero."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from draftguard.runner.mtp_model import load_mtp_target
+
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+        AutoModelForCausalLM.from_pretrained(str(longcat))
+    target, _ = load_mtp_target(str(longcat))
+    stored = load_file(str(longcat / "model-00001-of-00002.safetensors"))
+    stack = target.model.layers[0].mlp.experts.gate_up_proj
+    assert stack.shape[0] == 4 and not any(k.startswith("model.layers.0.mlp.experts.2.") for k in stored)
+    assert torch.equal(stack[1], torch.cat([stored["model.layers.0.mlp.experts.1.gate_proj.weight"],
+                                            stored["model.layers.0.mlp.experts.1.up_proj.weight"]]))
+    assert not stack[2:].any()
+
+
+def _head(longcat):
+    from draftguard.runner.mtp_model import load_mtp, load_mtp_target
+
+    target, _ = load_mtp_target(str(longcat))
+    return target, load_mtp(str(longcat), target)
+
+
+def test_the_layer_is_dense_and_not_zeroed_at_position_0_and_feeds_the_next_step_normed(longcat):
+    """vLLM's LongCatFlashMTP clears n_routed_experts (a dense MLP of ffn_hidden_size), never zeroes the
+    embedding at position 0 (DeepSeek-V3's layer does), and returns the final-normed output to the chain."""
+    from safetensors.torch import load_file
+
+    target, head = _head(longcat)
+    assert head.spec.faults == [] and head.spec.aux_ids == [1]
+    stored = load_file(str(longcat / MTP_SHARD))
+    assert torch.equal(head.block.mlp.gate_proj.weight, stored["model.mtp.layers.0.transformer_layer.mlp.gate_proj.weight"])
+    assert torch.equal(head.enorm.weight, stored["model.mtp.layers.0.enorm.m.weight"])
+    assert torch.equal(head.final_norm.weight, stored["model.mtp.norm.weight"])
+    hidden, embeds, positions = torch.randn(1, 5, 32), torch.randn(1, 5, 32), torch.arange(5)[None]
+    with torch.no_grad():
+        logits, out = head(hidden, embeds, positions)
+        assert torch.allclose(logits, target.lm_head(out))  # the logits read the output the next step reads
+        rms = (out / head.final_norm.weight).pow(2).mean(-1)  # and that output is final-normed
+        assert torch.allclose(rms, torch.ones_like(rms), atol=1e-3)
+        moved = embeds.clone()
+        moved[0, 0] += 1.0
+        assert not torch.allclose(head(hidden, moved, positions)[0][0, 0], logits[0, 0])
+
+
+def _config(**changes):
+    import make_mtp_longcat
+    from transformers import AutoConfig
+
+    keys = {k: v for k, v in make_mtp_longcat.longcat_config().items() if k not in ("model_type", "architectures")}
+    return AutoConfig.for_model("longcat_flash", **{**keys, **changes})
+
+
+def test_the_mla_lora_scaling_is_the_latent_norms_weights_scaled_as_vllm_loads_them():
+    """vLLM folds sqrt(hidden / rank) into q_a_layernorm / kv_a_layernorm at load (scale_mla_lora_norms_on_load)
+    where mla_scale_q_lora / mla_scale_kv_lora are set; the reference scales the norms' outputs: the same."""
+    from draftguard.runner.mtp_longcat import LongcatMla
+
+    torch.manual_seed(0)
+    scaled, plain = LongcatMla(_config()), LongcatMla(_config(mla_scale_q_lora=False, mla_scale_kv_lora=False))
+    for p in scaled.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    state = scaled.state_dict()
+    state["q_a_layernorm.weight"] = state["q_a_layernorm.weight"] * math.sqrt(32 / 16)
+    state["kv_a_layernorm.weight"] = state["kv_a_layernorm.weight"] * math.sqrt(32 / 512)
+    plain.load_state_dict(state)
+    x, mask = torch.randn(1, 6, 32), torch.full((6, 6), float("-inf")).triu(1)[None, None]
+    cos, sin = _rope(6)
+    assert torch.allclose(scaled(x, mask, cos, sin), plain(x, mask, cos, sin), atol=1e-5)
+    unscaled = LongcatMla(_config(mla_scale_q_lora=False, mla_scale_kv_lora=False))
+    unscaled.load_state_dict(scaled.state_dict())  # the flags off, the norms as stored: another layer
+    assert not torch.allclose(scaled(x, mask, cos, sin), unscaled(x, mask, cos, sin), atol=1e-3)
+
+
+def _rope(n: int):
+    inv = 1.0 / 10000.0 ** (torch.arange(0, 64, 2).float() / 64)
+    freqs = torch.arange(n)[None, :, None].float() * inv
+    emb = torch.cat([freqs, freqs], -1)
+    return emb.cos(), emb.sin()
+
+
+def test_the_mla_matches_transformers_longcat_attention_where_both_scale_the_lora():
+    """The reference's MLA (vLLM's: interleaved RoPE on the rope dims, LoRA scaling) against transformers'
+    LongcatFlashMLA on the same weights; transformers' latent norms use eps 1e-6, so the config says 1e-6."""
+    from transformers.models.longcat_flash.modeling_longcat_flash import LongcatFlashMLA, LongcatFlashRotaryEmbedding
+
+    from draftguard.runner.mtp_longcat import LongcatMla
+
+    torch.manual_seed(1)
+    config = _config(rms_norm_eps=1e-6)
+    config._attn_implementation = "sdpa"
+    theirs, ours = LongcatFlashMLA(config, layer_idx=0), LongcatMla(config)
+    for p in theirs.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    ours.load_state_dict(theirs.state_dict())
+    x, positions = torch.randn(1, 7, 32), torch.arange(7)[None]
+    cos, sin = LongcatFlashRotaryEmbedding(config)(x, positions)
+    mask = torch.full((7, 7), float("-inf")).triu(1)[None, None]
+    with torch.no_grad():
+        want = theirs(x, (cos, sin), attention_mask=mask)[0]
+        assert torch.allclose(ours(x, mask, cos, sin), want, atol=1e-5)
