@@ -45,6 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftguard.errors import MissingWeights
+from draftguard.runner.dflash_model import _read_weights
 from draftguard.runner.eagle3_layer import RMSNorm
 from draftguard.snapshot import BadInput
 
@@ -150,8 +151,6 @@ def load_longcat_target(folder: Path, device: str = "cpu", dtype: torch.dtype | 
     routed experts one by one (the zero-computation experts' rows of the fused stack zero: never read),
     without the MTP layer's tensors. Example: ``target, tok = load_longcat_target(Path("longcat"))``."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
-
-    from draftguard.runner.dflash_model import _read_weights
 
     config = AutoConfig.from_pretrained(str(folder))
     config._attn_implementation = "sdpa"
