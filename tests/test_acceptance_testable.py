@@ -34,7 +34,7 @@ NOT_RUN = {  # folder -> words the reason holds
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
                         "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, "
                         "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM, "
-                        "Glm4MoeForCausalLM, MiMoV2FlashForCausalLM, Ernie4_5_MoeForCausalLM only",
+                        "Glm4MoeForCausalLM, MiMoV2FlashForCausalLM, Ernie4_5_MoeForCausalLM, LongcatFlashForCausalLM only",
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",

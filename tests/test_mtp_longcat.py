@@ -47,7 +47,8 @@ def test_the_longcat_layout_and_its_layer_count_are_read_as_vllm_reads_them():
     config.json states no MTP key; vLLM 0.32 reads ``num_nextn_predict_layers`` with a default of 1."""
     import make_mtp_longcat
 
-    from draftguard.check.drafter.detect import MTP_REFERENCE_ARCHITECTURES, detect_drafter
+    from draftguard.check.drafter.detect import MTP_BY_ARCHITECTURE, MTP_REFERENCE_ARCHITECTURES, detect_drafter
+    from draftguard.check.repo import checkpoint
     from draftguard.runner.mtp_weights import mtp_count, mtp_layout
 
     raw = make_mtp_longcat.longcat_config()
@@ -59,6 +60,7 @@ def test_the_longcat_layout_and_its_layer_count_are_read_as_vllm_reads_them():
     assert mtp_count(raw) == ("architectures", 1)
     assert mtp_count({**raw, "num_nextn_predict_layers": 1}) == ("num_nextn_predict_layers", 1)
     assert "LongcatFlashForCausalLM" in MTP_REFERENCE_ARCHITECTURES
+    assert MTP_BY_ARCHITECTURE["LongcatFlashForCausalLM"] == checkpoint.MTP_BY_ARCHITECTURE["LongcatFlashForCausalLM"] == 1
     assert detect_drafter(raw).acceptance_testable
 
 
