@@ -206,3 +206,46 @@ def test_the_mla_matches_transformers_longcat_attention_where_both_scale_the_lor
     with torch.no_grad():
         want = theirs(x, (cos, sin), attention_mask=mask)[0]
         assert torch.allclose(ours(x, mask, cos, sin), want, atol=1e-5)
+
+
+def _rewritten_mtp(healthy: Path, folder: Path, change) -> Path:
+    """A copy of the target whose MTP shard holds ``change(tensors)``."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(healthy, folder)
+    save_file(change(load_file(str(healthy / MTP_SHARD))), str(folder / MTP_SHARD), metadata={"format": "pt"})
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {**{k: v for k, v in index["weight_map"].items() if v != MTP_SHARD},
+                           **{k: MTP_SHARD for k in load_file(str(folder / MTP_SHARD))}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_a_longcat_mtp_layer_left_fp8_fails_with_the_tensors_named(capsys, longcat, tmp_path):
+    """The layer's linear weights float8_e4m3fn with a weight_scale_inv beside each, no quantization_config
+    (sgl-project/sglang#35797): the reference reads the raw values, as an engine that loads it would."""
+    import make_mtp_models
+
+    def fp8(state):
+        return {**make_mtp_models.fp8_state({k: v for k, v in state.items() if "embed_tokens" not in k}),
+                "model.mtp.embed_tokens.weight": state["model.mtp.embed_tokens.weight"]}
+
+    folder = _rewritten_mtp(longcat, tmp_path / "longcat-mtp-fp8", fp8)
+    code, result, err = accept(capsys, str(folder), "--no-early-stop", "--min-acceptance-length", BAR)
+    assert code == 1, err
+    assert result.diagnosis["cause"] == "mtp-weights" and result.mean_acceptance_length < 1.25
+    assert ("`model.mtp.layers.0.eh_proj.weight` is stored F8_E4M3 with `model.mtp.layers.0.eh_proj.weight_scale_inv` "
+            "beside it") in result.diagnosis["reason"]
+
+
+def test_an_embedding_copy_that_differs_from_the_targets_is_named(longcat, tmp_path):
+    """vLLM's proposer replaces the layer's ``model.mtp.embed_tokens`` with the target's; a copy that differs
+    means a layer trained against embeddings it will not draft with."""
+    from draftguard.runner.mtp_weights import mtp_faults
+
+    def own(state):
+        return {**state, "model.mtp.embed_tokens.weight": state["model.mtp.embed_tokens.weight"] + 0.5}
+
+    assert mtp_faults(longcat) == []
+    faults = mtp_faults(_rewritten_mtp(longcat, tmp_path / "longcat-own-embeddings", own))
+    assert faults and "`model.mtp.embed_tokens.weight` differs from the target's `model.embed_tokens.weight`" in faults[0]
