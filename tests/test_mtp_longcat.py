@@ -249,3 +249,44 @@ def test_an_embedding_copy_that_differs_from_the_targets_is_named(longcat, tmp_p
     assert mtp_faults(longcat) == []
     faults = mtp_faults(_rewritten_mtp(longcat, tmp_path / "longcat-own-embeddings", own))
     assert faults and "`model.mtp.embed_tokens.weight` differs from the target's `model.embed_tokens.weight`" in faults[0]
+
+
+def test_a_block_fp8_target_is_dequantized_as_vllm_reads_it_and_another_scheme_refused(longcat, tmp_path):
+    """LongCat-Flash-Chat-FP8 declares block FP8; the target's projections (experts one by one included) are
+    read as fp8 x their block's scale. Another declared scheme is bad input naming quantization_config."""
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.mtp_model import load_mtp_target
+    from draftguard.snapshot import BadInput
+
+    folder = tmp_path / "longcat-fp8"
+    shutil.copytree(longcat, folder)
+    shard = folder / "model-00001-of-00002.safetensors"
+    state, quantized = load_file(str(shard)), {}
+    for key, tensor in state.items():
+        if "_proj" in key and key.endswith(".weight"):  # every projection, kv_a_proj_with_mqa too
+            rows, cols = -(-tensor.shape[0] // 128), -(-tensor.shape[1] // 128)
+            scale = tensor.abs().max() / 448.0
+            quantized[key] = (tensor / scale).to(torch.float8_e4m3fn)
+            quantized[key + "_scale_inv"] = torch.full((rows, cols), float(scale))
+        else:
+            quantized[key] = tensor
+    save_file(quantized, str(shard), metadata={"format": "pt"})
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"].update({k: shard.name for k in quantized})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}
+    (folder / "config.json").write_text(json.dumps(config))
+    target, _ = load_mtp_target(str(folder))
+    key = "model.layers.0.self_attn.1.kv_a_proj_with_mqa.weight"
+    want = quantized[key].float() * quantized[key + "_scale_inv"][0, 0]
+    assert torch.equal(target.model.layers[0].self_attn[1].kv_a_proj_with_mqa.weight, want)
+    expert = quantized["model.layers.0.mlp.experts.0.down_proj.weight"].float()
+    assert torch.equal(target.model.layers[0].mlp.experts.down_proj[0],
+                       expert * quantized["model.layers.0.mlp.experts.0.down_proj.weight_scale_inv"][0, 0])
+    config["quantization_config"] = {"quant_method": "compressed-tensors"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(BadInput, match="quantization_config") as caught:
+        load_mtp_target(str(folder))
+    assert caught.value.key == "quantization_config"

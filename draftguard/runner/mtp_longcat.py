@@ -26,7 +26,7 @@ expert, zero-computation ones included (n_routed_experts + zero_expert_num rows,
 never read), where checkpoints, as LongCat-Flash ships them and as vLLM loads them, store the routed
 experts only (``mlp.experts.{e}.{gate,up,down}_proj.weight``, e < n_routed_experts); its own
 ``from_pretrained`` refuses that size. ``load_longcat_target`` stacks the routed experts and fills the
-identity experts' rows with zeros.
+identity experts' rows with zeros, and dequantizes a declared block-FP8 checkpoint as vLLM reads it.
 
 In: the target's config (``text``) and folder.
 Out: ``longcat_block`` (the dense MLA decoder layer), ``load_longcat_target``, ``checkpoint_names`` (an
@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -47,7 +47,8 @@ from torch.nn import functional as F
 from draftguard.errors import MissingWeights
 from draftguard.runner.dflash_model import _read_weights
 from draftguard.runner.eagle3_layer import RMSNorm
-from draftguard.snapshot import BadInput
+from draftguard.runner.mtp_dsv3 import block_fp8, dequantize_declared
+from draftguard.snapshot import BadInput, parse_json_object
 
 _EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -146,17 +147,29 @@ def longcat_block(text: Any) -> LongcatMtpBlock:
     return LongcatMtpBlock(text)
 
 
-def load_longcat_target(folder: Path, device: str = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
+def load_longcat_target(folder: Path, device: str = "cpu", dtype: torch.dtype | None = None,
+                        file_of: Callable[[str], str] | None = None) -> tuple[nn.Module, Any]:
     """The target as transformers 5.24 builds ``LongcatFlashForCausalLM``, from a checkpoint storing the
     routed experts one by one (the zero-computation experts' rows of the fused stack zero: never read),
-    without the MTP layer's tensors. Example: ``target, tok = load_longcat_target(Path("longcat"))``."""
+    without the MTP layer's tensors; a declared block-FP8 checkpoint (LongCat-Flash-Chat-FP8's) dequantized
+    as vLLM reads it (``runner/mtp_dsv3.py``), another declared quantization refused (bad input).
+    ``file_of`` names the shard a key is in, for the messages. Example:
+    ``target, tok = load_longcat_target(Path("longcat"))``."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
 
+    raw = parse_json_object((folder / "config.json").read_bytes(), str(folder / "config.json"))
+    if "quantization_config" in raw and block_fp8(raw) is None:
+        raise BadInput(f"{folder / 'config.json'}: the reference dequantizes a LongCat-Flash target stored block FP8 "
+                       "only (quant_method fp8 with weight_block_size); this one declares another quantization_config; "
+                       "run --backend vllm alone", file=str(folder / "config.json"), key="quantization_config")
     config = AutoConfig.from_pretrained(str(folder))
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built unquantized; the weights are dequantized below
     config._attn_implementation = "sdpa"
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     expected = model.state_dict()
     weights = {k: v for k, v in _read_weights(folder).items() if not k.startswith("model.mtp.")}
+    weights = dequantize_declared(raw, weights, "", file_of or (lambda _key: str(folder)))
     state: dict[str, torch.Tensor] = {}
     experts: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
     for key, tensor in weights.items():

@@ -107,7 +107,7 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
     if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
-        return load_longcat_target(folder, device, dtype)
+        return load_longcat_target(folder, device, dtype, _file_of(folder))
     if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
