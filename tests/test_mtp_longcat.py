@@ -59,6 +59,9 @@ def test_the_longcat_layout_and_its_layer_count_are_read_as_vllm_reads_them():
     assert mtp_layout(by_type, "config.json").name == "longcat_flash"  # by model_type
     assert mtp_count(raw) == ("architectures", 1)
     assert mtp_count({**raw, "num_nextn_predict_layers": 1}) == ("num_nextn_predict_layers", 1)
+    # vLLM reads num_nextn_predict_layers, 1 only where it is absent: a stated 0 is no MTP layer, for both readers
+    assert checkpoint.mtp_declared({**raw, "num_nextn_predict_layers": 0}) is None
+    assert detect_drafter({**raw, "num_nextn_predict_layers": 0}) is None
     assert "LongcatFlashForCausalLM" in MTP_REFERENCE_ARCHITECTURES
     assert MTP_BY_ARCHITECTURE["LongcatFlashForCausalLM"] == checkpoint.MTP_BY_ARCHITECTURE["LongcatFlashForCausalLM"] == 1
     assert detect_drafter(raw).acceptance_testable

@@ -57,6 +57,8 @@ def mtp_declared(raw: dict[str, Any]) -> tuple[str, int] | None:
                 return at + key, value
     archs = raw.get("architectures")
     if isinstance(archs, list) and archs and archs[0] in MTP_BY_ARCHITECTURE:
+        if archs[0] == "LongcatFlashForCausalLM" and "num_nextn_predict_layers" in node:
+            return None  # vLLM reads the key (1 only where absent): a stated 0 builds none, as detect.py reads it
         return "architectures", MTP_BY_ARCHITECTURE[archs[0]]
     return None
 
