@@ -48,7 +48,8 @@ def test_the_layout_is_read_from_the_architecture_and_the_fixture_is_small():
         assert layout.name == "mimo_v2_flash" and layout.embeds_first and not layout.zero_first and layout.sliding
         assert layout.prefix.format(i=0) == "model.mtp.layers.0." and not layout.recycle_prenorm
         assert mtp_count(raw, str(path)) == ("architectures", 1)
-    assert checkpoint.MTP_BY_ARCHITECTURE == MTP_BY_ARCHITECTURE == {"MiMoV2FlashForCausalLM": 1}
+    assert checkpoint.MTP_BY_ARCHITECTURE == MTP_BY_ARCHITECTURE
+    assert MTP_BY_ARCHITECTURE["MiMoV2FlashForCausalLM"] == 1
     assert "MiMoV2FlashForCausalLM" in MTP_REFERENCE_ARCHITECTURES
     assert drafting_method(str(MODELS / NAME)) == "mtp"
     assert sum(f.stat().st_size for f in (MODELS / NAME).iterdir()) <= 150_000

@@ -34,12 +34,13 @@ NOT_BUILT: dict[str, str] = {
     "HYV3MTPModel": "",
     "HYV4MTPModel": "",
     "KimiK3MTPModel": "",
-    "LongCatFlashMTPModel": "",
     "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
     "NemotronHMTPModel": "",
     "Qwen4ExpMTP": "",
     "Step3p5MTP": "",
+    "Step5MTP": "",
+    "Nemotron3_5TranscribeMTPModel": "a speech model (Nemotron 3.5 Transcribe): the reference runs text targets",
 }
 # Targets refused although the reference builds their draft model for another target.
 NOT_BUILT_TARGETS: dict[str, str] = {

@@ -49,6 +49,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
   neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
   and the next step read the layer's output); the target's embeddings and head shared.
+- ``longcat_flash`` (LongcatFlashForCausalLM, vLLM's ``longcat_flash_mtp.py``): ``model.mtp.layers.0.{enorm.m,
+  hnorm.m, eh_proj}`` and ``model.mtp.norm``, [embedding, hidden], the embedding not zeroed at position 0, a
+  dense MLA decoder layer (vLLM's ``DeepseekV2DecoderLayer`` without experts; ``runner/mtp_longcat.py``), the
+  output normed feeds the next step; the target built from its routed experts (``load_longcat_target``).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -93,6 +97,7 @@ from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
+from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
@@ -123,6 +128,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
         return load_glm4v_target(folder, raw, device, dtype)
     if layout.name == "exaone4_5":  # the export's text model only (runner/mtp_exaone.py)
         return load_exaone45_target(folder, raw, device, dtype)
+    if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
+        return load_longcat_target(folder, device, dtype, _file_of(folder))
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
@@ -218,6 +225,8 @@ class MtpHead(nn.Module):
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
+        elif spec.layout.name == "longcat_flash":  # a dense MLA layer as vLLM builds it (runner/mtp_longcat.py)
+            self.block = longcat_block(text)
         elif spec.layout.sliding:  # MiMo-V2-Flash: a dense sliding-window layer with sinks (runner/mtp_dsv3.py)
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
@@ -291,7 +300,9 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     layout = mtp_layout(raw, where)
     key, count = mtp_count(raw, str(folder / "config.json"))
     n = int(text_config(target).num_hidden_layers)
-    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
+    # the last decoder layer's output: LongCat-Flash's num_hidden_layers counts two attention sublayers per layer
+    last = len(getattr(target, "model", target).layers) if layout.name == "longcat_flash" else n
+    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[last])
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}

@@ -15,9 +15,10 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's, GLM-4.5's and GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports:
-``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
-Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
+architecture), LongCat-Flash's (``model.mtp.layers.0.*``, ``model.mtp.norm``; 1 layer by architecture where the
+config states no ``num_nextn_predict_layers``, as vLLM 0.32 reads it), DeepSeek-V3's, GLM-4.5's and
+GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports: ``model.language_model.layers.{N}.*``),
+ERNIE-4.5's (``model.mtp_*.0.*``) and Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -37,7 +38,8 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's).
+DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's,
+LongCat-Flash's).
 """
 
 from __future__ import annotations
@@ -140,6 +142,15 @@ LAYOUTS["mimo_v2_flash"] = MtpLayout("mimo_v2_flash", "model.mtp.layers.{i}.", "
 # the target's embed_tokens and lm_head shared (runner/mtp_dsv3.py's ``ernie_block``).
 LAYOUTS["ernie4_5_moe"] = MtpLayout("ernie4_5_moe", "model.mtp_", "emb_norm.0", "hidden_norm.0", "linear_proj.0", "",
                                     embeds_first=True, block="block.{i}.", recycle_prenorm=True)
+# LongCat-Flash (vLLM 0.32's longcat_flash_mtp.py): ``model.mtp.layers.0.{enorm.m, hnorm.m, eh_proj}``,
+# ``model.mtp.norm`` and the decoder layer under ``model.mtp.layers.0.`` (its MLP under
+# ``transformer_layer.mlp.``); [embedding, hidden], the embedding not zeroed at position 0, the output
+# normed feeds the next step; a dense MLA layer (runner/mtp_longcat.py); ``model.mtp.embed_tokens`` is a
+# copy of the target's embeddings, which vLLM's proposer puts in its place.
+LAYOUTS["longcat_flash"] = MtpLayout("longcat_flash", "model.mtp.", "layers.0.enorm.m", "layers.0.hnorm.m",
+                                     "layers.0.eh_proj", "norm", embeds_first=True, zero_first=False,
+                                     block="layers.{i}.", renames=(("layers.0.transformer_layer.", "layers.0."),),
+                                     copies=(("embed_tokens.weight", "model.embed_tokens.weight"),))
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -167,7 +178,7 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
                  "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
                  "Glm4vMoeForConditionalGeneration": "glm4v_moe", "ExaoneMoeForCausalLM": "exaone_moe",
-                 "Exaone4_5_ForConditionalGeneration": "exaone4_5"}
+                 "Exaone4_5_ForConditionalGeneration": "exaone4_5", "LongcatFlashForCausalLM": "longcat_flash"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5",
                "exaone4_5_vision": "exaone4_5"}  # vLLM 0.32 drafts for either EXAONE-4.5 model_type

@@ -73,11 +73,13 @@ MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
                                "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM",
                                "Ernie4_5_MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
-                               "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration")
+                               "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration", "LongcatFlashForCausalLM")
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
 # ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
-MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1}
+# LongCat-Flash (LongcatFlashForCausalLM): n_predict is ``num_nextn_predict_layers``, 1 where the file states
+# none (``getattr(hf_config, "num_nextn_predict_layers", 1)``); its released config.json states none.
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1}
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see

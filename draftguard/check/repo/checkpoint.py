@@ -20,8 +20,9 @@ from draftguard.check.repo.files import RepoFiles, TensorNames
 Emit = Callable[..., None]
 IGNORE_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules", "ignored_layers")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
-# As check/drafter/detect.py's: MiMo-V2-Flash's config names no MTP key, vLLM 0.32 builds 1 layer by class.
-MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1}
+# As check/drafter/detect.py's: MiMo-V2-Flash's and LongCat-Flash's configs name no MTP key, vLLM 0.32 builds
+# 1 layer by class.
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1}
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 # The tensors that hold a quantized weight's scales, by the weight tensor's own suffix.
 _SCALES = {
@@ -56,6 +57,8 @@ def mtp_declared(raw: dict[str, Any]) -> tuple[str, int] | None:
                 return at + key, value
     archs = raw.get("architectures")
     if isinstance(archs, list) and archs and archs[0] in MTP_BY_ARCHITECTURE:
+        if archs[0] == "LongcatFlashForCausalLM" and "num_nextn_predict_layers" in node:
+            return None  # vLLM reads the key (1 only where absent): a stated 0 builds none, as detect.py reads it
         return "architectures", MTP_BY_ARCHITECTURE[archs[0]]
     return None
 
