@@ -75,6 +75,15 @@ def test_an_assistant_without_its_layers_fails_with_mtp_weights_named(capsys, ge
     assert result.mean_acceptance_length < 1.25
 
 
+@pytest.mark.parametrize("method", [[], ["--method", "mtp"]])
+def test_a_gemma4_target_without_drafter_is_told_to_pass_its_assistant(capsys, gemma4_models, method):
+    """Before: "declares no MTP layers" (auto) or "needs a target that declares MTP layers" (mtp): true, but
+    silent on where Gemma 4's MTP drafter is."""
+    code = main(["accept", "--target", str(gemma4_models["target"]), *method, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "separate assistant checkpoint" in err and "--drafter" in err
+
+
 def test_a_tensor_the_assistant_does_not_name_is_bad_input_naming_the_key(capsys, gemma4_models, tmp_path):
     from safetensors.torch import load_file, save_file
 

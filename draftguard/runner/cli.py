@@ -199,6 +199,15 @@ def _assistant(drafter: str | None) -> bool:
         return False
 
 
+def _gemma4(target: str) -> bool:
+    """Whether ``--target`` is a Gemma 4 folder (whose MTP drafter is an assistant of its own)."""
+    try:
+        raw = read_config(Path(target)) if Path(target, "config.json").is_file() else {}
+    except BadInput:
+        return False
+    return str(raw.get("model_type", "")).startswith("gemma4") and not is_mtp_assistant(raw)
+
+
 def _mtp_drafter(args: argparse.Namespace) -> None:
     """``--method mtp``, or no ``--drafter``: the drafter is the target's own MTP layer, so the target
     folder is the drafter's too; without --drafter the target must declare MTP layers. A --drafter that
@@ -206,6 +215,10 @@ def _mtp_drafter(args: argparse.Namespace) -> None:
     if args.drafter is None:
         if args.method not in ("auto", "mtp"):
             raise BadInput(f"--method {args.method} needs --drafter", key="drafter")
+        if _gemma4(args.target):
+            raise BadInput(f"{args.target}/config.json: Gemma 4 declares no MTP layers of its own; its MTP drafter is a "
+                           "separate assistant checkpoint (model_type gemma4_assistant, e.g. "
+                           "google/gemma-4-e2b-it-assistant): pass it as --drafter", key="drafter")
         if args.method == "auto" and drafting_method(args.target) != "mtp":
             raise BadInput(f"accept needs --drafter: {args.target} declares no MTP layers to draft with", key="drafter")
         args.drafter, args.method = args.target, "mtp"

@@ -52,7 +52,7 @@ def assistant_faults(folder: str | Path) -> list[str]:
         >>> assistant_faults("tests/fixtures/vllm-models/target")
         Traceback (most recent call last):
         ...
-        draftguard.snapshot.BadInput: tests/fixtures/vllm-models/target/config.json: model_type 'qwen3' is no MTP assistant (gemma4_assistant)
+        draftguard.errors.BadInput: tests/fixtures/vllm-models/target/config.json: model_type 'qwen3' is no MTP assistant (gemma4_assistant)
     """
     folder = Path(folder)
     raw = read_config(folder)
