@@ -144,3 +144,39 @@ def test_the_sliding_window_binds_on_the_draft_layer(gemma4_models):
         finally:
             drafter.target_text.sliding_window = window
     assert not torch.allclose(windowed, unbounded, atol=1e-4)
+
+
+def test_ordered_embeddings_draft_the_argmax_of_vllms_centroid_selection(gemma4_models, tmp_path):
+    """``use_ordered_embeddings``: vLLM's ``Gemma4MTPMaskedEmbedder`` scores the top-k centroids' tokens only
+    (``_select_and_score``, written out here from gemma4_mtp.py) and drafts their argmax, no softcap."""
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.dflash_model import load_target
+    from draftguard.runner.mtp_gemma4 import load_gemma4_drafter, target_pass
+
+    folder = tmp_path / "assistant-ordered"
+    shutil.copytree(gemma4_models["assistant"], folder)
+    raw = json.loads((folder / "config.json").read_text())
+    raw.update(use_ordered_embeddings=True, num_centroids=4, centroid_intermediate_top_k=2)
+    (folder / "config.json").write_text(json.dumps(raw))
+    state = load_file(str(folder / "model.safetensors"))
+    gen = torch.Generator().manual_seed(0)
+    state["masked_embedding.centroids.weight"] = torch.randn(4, 32, generator=gen)
+    state["masked_embedding.token_ordering"] = torch.randperm(48, generator=gen)
+    save_file(state, str(folder / "model.safetensors"))
+    target, _ = load_target(str(gemma4_models["target"]))
+    drafter, faults = load_gemma4_drafter(str(folder), target)
+    assert faults == []
+    with torch.no_grad():
+        logits, hidden, kv = target_pass(target, torch.tensor([[40, 1, 3, 5, 7, 9]]))
+        ours, _ = drafter(logits[:, -1:].argmax(-1), hidden[:, -1:], torch.tensor([[5]]), kv)
+        # vLLM: the draft-width hidden state after model.norm, as compute_logits receives it
+        a = drafter.assistant
+        x = a.pre_projection(torch.cat([drafter.embed(logits[:, -1:].argmax(-1)), hidden[:, -1:]], -1))
+        h = a.model(inputs_embeds=x, position_ids=torch.tensor([[5]]), attention_mask=drafter._masks(torch.tensor([[5]]), 6),
+                    shared_kv_states=kv, use_cache=False).last_hidden_state[0]
+        top = torch.topk(h @ state["masked_embedding.centroids.weight"].T, k=2, dim=-1).indices
+        selected = state["masked_embedding.token_ordering"].view(4, 12)[top].reshape(1, -1)
+        scores = torch.einsum("td,tsd->ts", h, a.lm_head.weight[selected.reshape(-1)].view(1, 24, 32))
+    assert int(ours[0, 0].argmax()) == int(selected[0, scores[0].argmax()])
+    assert set(torch.nonzero(ours[0, 0] > ours[0, 0].min()).flatten().tolist()) <= set(selected[0].tolist())
