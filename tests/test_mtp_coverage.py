@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from draftguard.check.drafter.detect import MTP_ASSISTANT_ARCHITECTURES, MTP_ASSISTANT_TYPES
 from draftguard.check.engines.releases import facts, known
 from draftguard.runner.mtp_coverage import NOT_BUILT, NOT_BUILT_TARGETS, refusal, vllm_drafter
 from draftguard.runner.mtp_weights import mtp_layout
@@ -34,6 +35,8 @@ def _probe(key: str) -> dict:
 
 
 def _built(key: str) -> bool:
+    if key.split(":", 1)[1] in (*MTP_ASSISTANT_TYPES, *MTP_ASSISTANT_ARCHITECTURES):
+        return True  # a drafter in its own checkpoint (Gemma 4's assistant): accept --drafter, runner/mtp_gemma4.py
     try:
         mtp_layout(_probe(key), "config.json")
         return True

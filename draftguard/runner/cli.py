@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from draftguard.check.drafter import check_drafter
-from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.drafter.detect import detect_drafter, is_mtp_assistant
 from draftguard.check.findings import RULES, Severity, TargetResult
 from draftguard.hub_access import hub_repos, require_hub
 from draftguard.runner.diagnosis import diagnose, with_diagnosis
 from draftguard.runner.differential import cells_of_combined
 from draftguard.runner.engine_options import add_engine_arguments, check_model_runner, drafting_method
+from draftguard.runner.mtp_assistant import assistant_faults
 from draftguard.runner.mtp_weights import (mtp_diagnosis, mtp_faults, mtp_rewrite, read_config,
                                            refuse_rewritten_to_none)
 from draftguard.runner.model_runners import NESTED_KEY, RUNNERS, int_list, runner_readings, target_layers
@@ -159,6 +160,12 @@ def _mtp_cause(args: argparse.Namespace) -> str:
     (an FP8 layer's ``weight_scale_inv`` that vLLM has no parameter for), as the cause."""
     if getattr(args, "method", None) != "mtp" or not Path(str(args.target)).is_dir():
         return ""
+    if _assistant(getattr(args, "drafter", None)):
+        try:
+            faults = assistant_faults(args.drafter)
+        except BadInput:
+            return ""
+        return f"; cause: {MTP_WEIGHTS} — " + "; ".join(faults) if faults else ""
     try:
         faults = mtp_faults(args.target)
         rewrite = mtp_rewrite(read_config(Path(args.target)), str(Path(args.target) / "config.json"))
@@ -181,6 +188,26 @@ def _mtp_rewrite_notes(target: str) -> list[str]:
             f"what the engine builds"] if rewrite else []
 
 
+def _assistant(drafter: str | None) -> bool:
+    """Whether ``--drafter`` is a folder holding an MTP assistant (Gemma 4's), drafting beside ``--target``."""
+    folder = Path(str(drafter))
+    if drafter is None or not (folder / "config.json").is_file():
+        return False
+    try:
+        return is_mtp_assistant(read_config(folder))
+    except BadInput:
+        return False
+
+
+def _gemma4(target: str) -> bool:
+    """Whether ``--target`` is a Gemma 4 folder (whose MTP drafter is an assistant of its own)."""
+    try:
+        raw = read_config(Path(target)) if Path(target, "config.json").is_file() else {}
+    except BadInput:
+        return False
+    return str(raw.get("model_type", "")).startswith("gemma4") and not is_mtp_assistant(raw)
+
+
 def _mtp_drafter(args: argparse.Namespace) -> None:
     """``--method mtp``, or no ``--drafter``: the drafter is the target's own MTP layer, so the target
     folder is the drafter's too; without --drafter the target must declare MTP layers. A --drafter that
@@ -188,10 +215,17 @@ def _mtp_drafter(args: argparse.Namespace) -> None:
     if args.drafter is None:
         if args.method not in ("auto", "mtp"):
             raise BadInput(f"--method {args.method} needs --drafter", key="drafter")
+        if _gemma4(args.target):
+            raise BadInput(f"{args.target}/config.json: Gemma 4 declares no MTP layers of its own; its MTP drafter is a "
+                           "separate assistant checkpoint (model_type gemma4_assistant, e.g. "
+                           "google/gemma-4-e2b-it-assistant): pass it as --drafter", key="drafter")
         if args.method == "auto" and drafting_method(args.target) != "mtp":
             raise BadInput(f"accept needs --drafter: {args.target} declares no MTP layers to draft with", key="drafter")
         args.drafter, args.method = args.target, "mtp"
     elif args.method == "mtp" or (args.method == "auto" and drafting_method(args.drafter) == "mtp"):
+        if _assistant(args.drafter):  # Gemma 4's MTP drafter is its own checkpoint (runner/mtp_gemma4.py)
+            args.method = "mtp"
+            return
         if args.drafter != args.target:
             raise BadInput(f"--method mtp drafts with the target's own MTP layer; drop --drafter {args.drafter} (a model "
                            "with MTP layers runs as --target, without --drafter)", key="drafter")
@@ -298,7 +332,9 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
     args.method = drafting_method(args.drafter, args.method)
-    light = _check_fit(args.target, args.drafter) if args.method != "mtp" else _mtp_rewrite_notes(args.target)
+    assistant = args.method == "mtp" and _assistant(args.drafter)
+    light = (_check_fit(args.target, args.drafter) if args.method != "mtp"
+             else [] if assistant else _mtp_rewrite_notes(args.target))
     runners = None
     if args.model_runner == "both":
         views, config_class, rewrites, runners = _runner_views(args)
@@ -340,7 +376,11 @@ def _accept(args: argparse.Namespace) -> AcceptanceResult:
         light += engine_default_notes(args.drafter)
     if light:  # beside the τ: what the light check finds, and what the engine ran at its defaults
         result.run["notes"] = [*result.run.get("notes", []), *light]
-    if args.method == "mtp" and Path(args.target).is_dir():
+    if assistant:  # the assistant's tensors dropped or left quantized: the cause, whichever backends measured it
+        diagnosis = mtp_diagnosis(assistant_faults(args.drafter), result.verdict.status)
+        if diagnosis:
+            result.diagnosis = diagnosis
+    elif args.method == "mtp" and Path(args.target).is_dir():
         # The MTP layer's tensors dropped or left quantized, or its count rewritten by the config class:
         # the cause, whichever backends measured it.
         faults = mtp_faults(args.target)

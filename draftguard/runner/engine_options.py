@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from draftguard.check.drafter.detect import detect_drafter
+from draftguard.check.drafter.detect import detect_drafter, is_mtp_assistant
 from draftguard.errors import VllmOptionError, install_hint
 from draftguard.runner.mtp_weights import mtp_count
 from draftguard.snapshot import BadInput, load_snapshot
@@ -201,6 +201,8 @@ def drafter_facts(drafter: str, revision: str | None = None, method: str = "dfla
     """
     snapshot = load_snapshot(drafter, revision)
     raw = snapshot.load_json()
+    if method == "mtp" and is_mtp_assistant(raw):  # Gemma 4's assistant: one token per step, K the user's
+        return DrafterFacts(block_size=EAGLE3_SPECULATIVE_TOKENS + 1, sliding_window=None, sliding_layers=0)
     if method == "mtp":  # the target's own MTP layers: K defaults to their number, as vLLM's recipes set it
         # as the config class resolves it (runner/mtp_weights.mtp_rewrite), which is what vLLM reads
         count = mtp_count(raw, snapshot.path_of("config.json"))[1] or 1

@@ -48,12 +48,13 @@ import sys
 import tempfile
 from typing import Any, Mapping
 
+from draftguard.check.drafter.detect import is_mtp_assistant
 from draftguard.errors import AcceptanceJobError, TransientHubError
 from draftguard.hub_access import fetched_files, hub_api, hub_problem, hub_repos
 from draftguard.secrets import is_secret_name
 from draftguard.runner.engine_options import drafting_method
 from draftguard.runner.result import AcceptanceResult
-from draftguard.snapshot import BadInput
+from draftguard.snapshot import BadInput, load_snapshot
 
 BACKENDS = ("reference", "vllm", "both")
 DEFAULT_TIMEOUT = 3000.0
@@ -79,6 +80,15 @@ def default_device(env: Mapping[str, str] | None = None) -> str:
     return "cuda" if os.path.exists("/dev/nvidiactl") else "cpu"
 
 
+def _assistant_folder(drafter: str) -> bool:
+    """Whether a drafter folder is an MTP assistant (Gemma 4's): it drafts beside the target it is named
+    with, not as a model of its own (``runner/mtp_gemma4.py``)."""
+    try:
+        return is_mtp_assistant(load_snapshot(drafter).load_json())
+    except BadInput:
+        return False
+
+
 def accept_command(target: str, drafter: str, settings: Any = None, *, backend_default: str = "reference",
                    python: str | None = None, env: Mapping[str, str] | None = None, prompts: str | None = None,
                    settings_dir: str | None = None, quiet: bool = False) -> list[str]:
@@ -102,7 +112,7 @@ def accept_command(target: str, drafter: str, settings: Any = None, *, backend_d
     if backend not in BACKENDS:
         raise BadInput(f"DRAFTGUARD_BACKEND / .draftguard.yml `backend` must be one of {', '.join(BACKENDS)}, "
                        f"got {backend!r}", key="backend")
-    if os.path.isdir(drafter) and drafting_method(drafter) == "mtp":
+    if os.path.isdir(drafter) and drafting_method(drafter) == "mtp" and not _assistant_folder(drafter):
         target = drafter  # a model with its own MTP layers is its own target (docs/acceptance.md)
     cmd = [python or sys.executable, "-m", "draftguard", "accept", "--target", target, "--drafter", drafter,
            "--format", "json", "--backend", backend]

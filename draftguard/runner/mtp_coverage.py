@@ -28,7 +28,6 @@ NOT_BUILT: dict[str, str] = {
     "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
                            "the reference",
     "Dots3NoteMTPModel": "",
-    "Gemma4MTPModel": "",
     "Glm5NextMTPModel": "",
     "GlmOcrMTPModel": "",
     "HYV3MTPModel": "",

@@ -143,6 +143,12 @@ def _reference_backend(args: argparse.Namespace, views: Sequence[str] | None = N
         return Eagle3Backend(args.target, args.drafter, device=args.device, dtype=dtype,
                              num_speculative_tokens=getattr(args, "num_speculative_tokens", None), aux_ids=aux,
                              max_model_len=getattr(args, "max_model_len", None))
+    if getattr(args, "method", None) == "mtp" and args.drafter != args.target:
+        from draftguard.runner.mtp_gemma4 import Gemma4Backend  # torch, only when the reference backend runs
+
+        # An MTP assistant beside its target (cli._mtp_drafter lets no other --drafter through)
+        return Gemma4Backend(args.target, args.drafter, device=args.device, dtype=dtype,
+                             num_speculative_tokens=getattr(args, "num_speculative_tokens", None))
     if getattr(args, "method", None) == "mtp":
         from draftguard.runner.mtp_model import MtpBackend  # torch, only when the reference backend runs
 

@@ -80,6 +80,11 @@ MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen
 # LongCat-Flash (LongcatFlashForCausalLM): n_predict is ``num_nextn_predict_layers``, 1 where the file states
 # none (``getattr(hf_config, "num_nextn_predict_layers", 1)``); its released config.json states none.
 MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1}
+# MTP drafters shipped as their own checkpoint beside the target: Gemma 4's assistant, which vLLM 0.32
+# serves with method mtp and the assistant as the speculative model (config rewritten to gemma4_mtp). The
+# reference runs it (runner/mtp_gemma4.py) with --drafter <assistant> --target <the Gemma 4 model>.
+MTP_ASSISTANT_TYPES = ("gemma4_assistant", "gemma4_unified_assistant")
+MTP_ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM",)
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
@@ -93,6 +98,7 @@ RECOGNISED_FORMATS = (
     "EAGLE-3 (an *Eagle3* architecture, draft_vocab_size or eagle_aux_hidden_state_layer_ids)",
     "EAGLE 1/2 (an Eagle architecture, model_type eagle, or a one-layer head of the target's width)",
     "MTP heads declared by a model (num_nextn_predict_layers, mtp_num_hidden_layers, num_mtp_modules)",
+    "MTP assistants (Gemma 4's: model_type gemma4_assistant)",
     "Medusa heads (medusa_num_heads, or vLLM's model_type medusa with num_heads)",
 )
 
@@ -169,6 +175,8 @@ class DrafterFormat:
             return self.eagle3_refusal
         if self.family == "mtp" and self.architecture in MTP_REFERENCE_ARCHITECTURES:
             return None  # the model's own MTP layer, run as its own target (runner/mtp_model.py)
+        if self.kind == "mtp-assistant":
+            return None  # Gemma 4's assistant beside its target (runner/mtp_gemma4.py)
         return {
             "eagle": "EAGLE 1/2 heads are not run: draftguard accept runs DFlash block drafters and EAGLE-3 heads",
             "mtp": (f"MTP heads are not run for {self.architecture or 'this architecture'}: draftguard accept's "
@@ -257,6 +265,9 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
                       and raw.get("hidden_size") == target_hidden_size)
     if eagle_arch or raw.get("model_type") == "eagle" or one_layer_head:
         return DrafterFormat(kind="eagle", family="eagle", label="EAGLE 1/2", architecture=eagle_arch)
+    if is_mtp_assistant(raw):
+        return DrafterFormat(kind="mtp-assistant", family="mtp", label="Gemma 4 MTP assistant",
+                             architecture=archs[0] if archs else MTP_ASSISTANT_ARCHITECTURES[0])
     mtp = _first(raw, MTP_KEYS) or _first(raw, tuple(f"text_config.{k}" for k in MTP_KEYS))
     if mtp is None and archs and archs[0] in MTP_BY_ARCHITECTURE:  # no key: the engine's count for the class
         mtp = Stated("architectures", MTP_BY_ARCHITECTURE[archs[0]])
@@ -264,6 +275,18 @@ def detect_drafter(raw: dict[str, Any], *, target_hidden_size: int | None = None
         return DrafterFormat(kind="mtp", family="mtp", label="MTP", num_target_layers=mtp,
                              architecture=archs[0] if archs else None)
     return None
+
+
+def is_mtp_assistant(raw: dict[str, Any]) -> bool:
+    """Whether a config.json is an MTP drafter shipped as its own checkpoint (Gemma 4's assistant).
+
+    Example::
+
+        >>> is_mtp_assistant({"model_type": "gemma4_assistant"}), is_mtp_assistant({"model_type": "gemma4"})
+        (True, False)
+    """
+    archs = _architectures(raw)
+    return raw.get("model_type") in MTP_ASSISTANT_TYPES or any(a in MTP_ASSISTANT_ARCHITECTURES for a in archs)
 
 
 def _speculators(raw: dict[str, Any], spec_type: str, archs: list[str]) -> DrafterFormat:
