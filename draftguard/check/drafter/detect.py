@@ -312,6 +312,10 @@ LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"
 # And those vLLM builds as qwen3_eagle3's Qwen3 layer (q/k norms), which the reference builds too; vLLM's
 # EAGLEConfig names a plain ``Qwen3ForCausalLM`` head Eagle3Qwen3ForCausalLM.
 QWEN3_EAGLE3_ARCHITECTURES = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM")
+# And those vLLM builds as deepseek_eagle3's DeepSeek layer (MLA attention over 2 x hidden, a dense MLP),
+# which the reference builds too (``runner/eagle3_mla.py``); a plain DeepseekV2/V3ForCausalLM head is renamed so.
+MLA_EAGLE3_ARCHITECTURES = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
+MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
 # RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts) and the
 # scaled kinds whose tables transformers computes as vLLM does (``runner/eagle3_layer.py``).
 PLAIN_ROPE = (None, "default", "mrope")
@@ -327,10 +331,11 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
     if label == "P-EAGLE":
         return "P-EAGLE heads draft in parallel; draftguard accept runs EAGLE-3's chain drafting only"
     model_type = raw.get("model_type", "llama")
-    built = LLAMA_EAGLE3_ARCHITECTURES + QWEN3_EAGLE3_ARCHITECTURES
-    if arch not in built and (arch is not None or model_type not in ("llama", "qwen3")):
+    built = LLAMA_EAGLE3_ARCHITECTURES + QWEN3_EAGLE3_ARCHITECTURES + MLA_EAGLE3_ARCHITECTURES
+    if arch not in built and (arch is not None or model_type not in ("llama", "qwen3") + MLA_MODEL_TYPES):
         return (f"an EAGLE-3 head with a {arch or model_type} decoder layer (model_type {model_type!r}); "
-                "draftguard accept builds the LLaMA and Qwen3 layers vLLM builds for EAGLE-3 heads only")
+                "draftguard accept builds the LLaMA, Qwen3 and DeepSeek MLA layers vLLM builds for EAGLE-3 heads "
+                "only")
     layer_count = raw.get("num_hidden_layers", 1)
     if layer_count != 1:
         return (f"an EAGLE-3 head of {layer_count} decoder layers; draftguard accept builds EAGLE-3's "
