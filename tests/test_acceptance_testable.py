@@ -26,11 +26,11 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "speculators-qwen3-moe-eagle3",  # norm_before_fc, norm_output and a sliding window: all built
     # scaled RoPE, computed as vLLM's get_rope computes it (issue 43): llama3, yarn, Hunyuan's NTK-alpha dynamic
     "specforge-llama3-70b-eagle3", "torchspec-kimi-k2.5-eagle3", "angelslim-hunyuan-1.8b-eagle3",
+    "torchspec-kimi-k2.5-eagle3-mla",  # deepseek_eagle3's MLA layer (runner/eagle3_mla.py; issue 43)
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
-    "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
                         "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, "
                         "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM, "

@@ -17,6 +17,8 @@ What differs from the LLaMA head (``eagle3_layer``), read from vLLM's code:
 - the head's dims default as transformers' ``DeepseekV3Config`` (the class vLLM reads the head's
   config with): q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim and
   v_head_dim 128;
+- ``q_lora_rank`` null is refused as vLLM refuses it at load (its mapper renames ``kv_a_proj_with_mqa``
+  to ``fused_qkv_a_proj``, which only a q-LoRA layer has); the module still builds either form;
 - no ``norm_before_fc`` (vLLM builds no ``input_norm``: such a tensor is refused at load), and ``fc``
   is sized by ``num_aux_hidden_states``, else the length of ``eagle_config``'s aux ids, else 3 (a
   top-level id list is not read there), which must equal the number of aux states the target feeds
@@ -80,6 +82,11 @@ def mla_dims(raw: dict[str, Any], path: Path, max_position: int) -> MlaDims:
             raise BadInput(f"{path}: `{key}` is {value!r}; an MLA EAGLE-3 head needs a positive int", file=str(path),
                            key=key)
         dims[key] = value
+    if dims["q_lora_rank"] is None:
+        raise BadInput(f"{path}: `q_lora_rank` is null: vLLM 0.32's deepseek_eagle3 loader maps `kv_a_proj_with_mqa` "
+                       "into `fused_qkv_a_proj`, which MLA without a q LoRA lacks, and refuses the head at load (\"no "
+                       "module or parameter named 'layers.0.self_attn.fused_qkv_a_proj'\"); so does the reference",
+                       file=str(path), key="q_lora_rank")
     rope = rope_parameters(raw, path)
     rope.pop("partial_rotary_factor", None)  # vLLM rotates qk_rope_head_dim, whatever the fraction
     if rope["rope_type"] != "default":  # DeepseekV2MLAAttention's rewrite of the config's rope type

@@ -46,6 +46,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from draftguard.check.drafter.detect import mtp_model_type_refusal
 from draftguard.errors import DrafterMismatch, MissingWeights
 from draftguard.runner.dflash_model import _local_folder, _read_weights, text_config
 from draftguard.runner.eagle3_layer import MidLayer, RMSNorm, layer_kind, rope_parameters, rope_tables
@@ -53,6 +54,10 @@ from draftguard.runner.eagle3_mla import MlaAttention, MlaDims, fc_inputs, mla_d
 from draftguard.snapshot import BadInput, parse_json_object
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+# Targets vLLM 0.32 runs with deepseek_v2.py's DeepseekV2Model, whose aux capture adds a residual that is None before
+# layer 0 (other models' _maybe_add_hidden_state take the hidden state alone there).
+DEEPSEEK_MODEL_TARGETS = ("DeepseekForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                          "MistralLarge3ForCausalLM")
 
 
 def default_aux_ids(n: int) -> list[int]:
@@ -109,6 +114,9 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     raw = parse_json_object(path.read_bytes(), str(path))
     if raw.get("speculators_model_type") is not None:
         return _speculators_spec(raw, path, target_layers)
+    refusal = mtp_model_type_refusal(raw.get("model_type"))
+    if refusal:  # vLLM builds its MTP model for such a draft and fails
+        raise BadInput(f"{path}: `model_type`: {refusal}", file=str(path), key="model_type")
     layers = raw.get("transformer_layer_config") if isinstance(raw.get("transformer_layer_config"), dict) else raw
     eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
     if raw.get(IDS_KEY) is not None:
@@ -415,6 +423,12 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
         if not 0 <= i <= n:
             raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id {i}, but the target has "
                                   f"{n} layers (aux ids 0..{n})", file=where, key=spec.ids_key)
+    arch = (getattr(target.config, "architectures", None) or [None])[0]
+    if spec.use_aux and 0 in spec.aux_ids and arch in DEEPSEEK_MODEL_TARGETS:
+        raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id 0, which vLLM 0.32's DeepSeek "
+                              f"model ({arch}) captures as hidden + residual before layer 0, where the residual is None: "
+                              "the engine fails at the first step (\"unsupported operand type(s) for +: 'Tensor' and "
+                              "'NoneType'\")", file=where, key=spec.ids_key)
     if spec.target_hidden_size != int(text.hidden_size) or spec.vocab_size != int(text.vocab_size):
         raise DrafterMismatch(f"{where}: the head's target hidden size {spec.target_hidden_size} and vocabulary "
                               f"{spec.vocab_size} differ from the target's {text.hidden_size} and {text.vocab_size}",
