@@ -94,6 +94,14 @@ def test_aux_id_0_on_a_deepseek_target_is_refused_as_vllm_fails_on_it(capsys, ml
     assert "`eagle_aux_hidden_state_layer_ids` [0]" in err and "NoneType" in err and err.count("\n") == 1, err
 
 
+def test_a_missing_latent_norm_runs_at_ones_with_a_note(capsys, mla_head, tmp_path):
+    """vLLM's loader checks no set of loaded names: a head without ``kv_a_layernorm`` runs with it at ones."""
+    state = {k: v for k, v in weights(mla_head).items() if k != "midlayer.self_attn.kv_a_layernorm.weight"}
+    code, result, err = accept(capsys, variant(mla_head, tmp_path / "no-kv-norm", state=state), "--num-prompts", "4")
+    assert result is not None, err
+    assert any("kv_a_layernorm" in n and "at ones" in n for n in result.run["notes"]), result.run["notes"]
+
+
 @pytest.mark.parametrize("name, config, extra", [
     # vLLM sizes fc for 3 aux states without num_aux_hidden_states (its loader asserts the shape)
     ("fc-for-3", {"num_aux_hidden_states": DROP}, {}),

@@ -358,7 +358,10 @@ def engine_default_notes(name: str) -> list[str]:
     if "d2t" not in names and spec.draft_vocab_size != spec.vocab_size:
         notes.append(f"{folder}: the weights have no `d2t`; run as vLLM runs them, with the map at zeros, so draft "
                      f"id i (of {spec.draft_vocab_size}) is drafted as target id i")
-    norms = sorted(k for k in ENGINE_DEFAULTS - {"d2t", "t2d"} if k not in names)
+    expected = ENGINE_DEFAULTS - {"d2t", "t2d"}
+    if spec.mla is not None:  # the MLA layer's latent norms, ones in vLLM too
+        expected |= {"midlayer.self_attn.kv_a_layernorm.weight", "midlayer.self_attn.q_a_layernorm.weight"}
+    norms = sorted(k for k in expected if k not in names)
     if norms:
         notes.append(f"{folder}: the weights have no {', '.join(f'`{k}`' for k in norms)}; run as vLLM runs them, "
                      "with each norm's weight at ones")
