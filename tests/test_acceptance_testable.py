@@ -35,6 +35,7 @@ NOT_RUN = {  # folder -> words the reason holds
                         "the MTP layers of MiMoForCausalLM, DeepseekV3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, "
                         "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM, "
                         "Glm4MoeForCausalLM, MiMoV2FlashForCausalLM, Ernie4_5_MoeForCausalLM only",
+    "torchspec-qwen3-8b-eagle3-mla": "as DeepSeek's MTP model",  # model_type deepseek_v3: vLLM 0.32 cannot start it
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",
