@@ -195,3 +195,14 @@ def test_mla_attention_equals_transformers_deepseek_v3_attention(q_lora_rank, ro
     mask = torch.full((12, 12), float("-inf")).triu(1)[None, None]
     expected = theirs(x, (cos, sin), mask)[0]
     assert torch.allclose(ours(x, positions), expected, atol=1e-5), (ours(x, positions) - expected).abs().max()
+
+
+def test_the_light_check_does_not_read_head_dim_against_an_mla_q_proj(capsys, mla_head, tmp_path):
+    """MLA without a q LoRA has a q_proj of heads x (nope + rope) rows and no k/v_proj: DG123 called it a
+    mismatch (head_dim derived as hidden / heads = 16, so 32 rows expected against 144)."""
+    state = {k: v for k, v in weights(mla_head).items() if ".q_a_" not in k and ".q_b_" not in k}
+    state["midlayer.self_attn.q_proj.weight"] = torch.zeros(2 * 72, 64)
+    head = variant(mla_head, tmp_path / "q-proj", {"q_lora_rank": None}, state)
+    main(["check", str(head), "--target", str(TARGET), "--format", "json"])
+    out = capsys.readouterr().out
+    assert "DG123" not in out and "layers.0" not in out, out[-2000:]
