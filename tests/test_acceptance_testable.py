@@ -26,14 +26,15 @@ RUN = [  # the one-layer LLaMA EAGLE-3 head with midlayer.* weights, and DFlash
     "speculators-qwen3-moe-eagle3",  # norm_before_fc, norm_output and a sliding window: all built
     # scaled RoPE, computed as vLLM's get_rope computes it (issue 43): llama3, yarn, Hunyuan's NTK-alpha dynamic
     "specforge-llama3-70b-eagle3", "torchspec-kimi-k2.5-eagle3", "angelslim-hunyuan-1.8b-eagle3",
+    "torchspec-kimi-k2.5-eagle3-mla",  # deepseek_eagle3's MLA layer (runner/eagle3_mla.py; issue 43)
 ]
 NOT_RUN = {  # folder -> words the reason holds
     "specforge-qwen3-8b-peagle": "P-EAGLE heads draft in parallel",
     "deepspec-qwen3-8b-eagle3": "Qwen3Eagle3Model decoder layer",
-    "torchspec-kimi-k2.5-eagle3-mla": "Eagle3DeepseekV2ForCausalLM decoder layer",
     # the list grows with each MTP family the reference builds (the first ten, EXAONE-MoE and EXAONE-4.5, ...)
     "mtp-minimax-m2.7": "MTP heads are not run for MiniMaxM2ForCausalLM: draftguard accept's reference builds "
                         f"the MTP layers of {', '.join(MTP_REFERENCE_ARCHITECTURES)} only",
+    "torchspec-qwen3-8b-eagle3-mla": "as DeepSeek's MTP model",  # model_type deepseek_v3: vLLM 0.32 cannot start it
     "specforge-qwen3-8b-dspark": "DSpark drafters are not run",
     "zlab-dflash2": "drafters are not run",
     "medusa-vicuna-7b-v1.3": "Medusa heads are not run",

@@ -46,12 +46,18 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from draftguard.check.drafter.detect import mtp_model_type_refusal
 from draftguard.errors import DrafterMismatch, MissingWeights
 from draftguard.runner.dflash_model import _local_folder, _read_weights, text_config
 from draftguard.runner.eagle3_layer import MidLayer, RMSNorm, layer_kind, rope_parameters, rope_tables
+from draftguard.runner.eagle3_mla import MlaAttention, MlaDims, fc_inputs, mla_dims
 from draftguard.snapshot import BadInput, parse_json_object
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+# Targets vLLM 0.32 runs with deepseek_v2.py's DeepseekV2Model, whose aux capture adds a residual that is None before
+# layer 0 (other models' _maybe_add_hidden_state take the hidden state alone there).
+DEEPSEEK_MODEL_TARGETS = ("DeepseekForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                          "MistralLarge3ForCausalLM")
 
 
 def default_aux_ids(n: int) -> list[int]:
@@ -89,6 +95,8 @@ class Eagle3Spec:
     inv_freq: torch.Tensor | None = None  # RoPE's inverse frequencies and cos/sin factor (``rope_tables``)
     rope_factor: float = 1.0
     max_position: int = 8192  # the layer's max_position_embeddings (LongRoPE's factor; vLLM's default 8192)
+    mla: MlaDims | None = None  # a DeepSeek head's MLA dims (``layer_kind`` "mla", ``runner/eagle3_mla.py``)
+    fc_inputs: int | None = None  # aux states fc is sized for, where vLLM does not size it by the ids (MLA heads)
 
 
 def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
@@ -106,6 +114,9 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     raw = parse_json_object(path.read_bytes(), str(path))
     if raw.get("speculators_model_type") is not None:
         return _speculators_spec(raw, path, target_layers)
+    refusal = mtp_model_type_refusal(raw.get("model_type"))
+    if refusal:  # vLLM builds its MTP model for such a draft and fails
+        raise BadInput(f"{path}: `model_type`: {refusal}", file=str(path), key="model_type")
     layers = raw.get("transformer_layer_config") if isinstance(raw.get("transformer_layer_config"), dict) else raw
     eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
     if raw.get(IDS_KEY) is not None:
@@ -119,12 +130,10 @@ def read_eagle3_spec(folder: str | Path, target_layers: int) -> Eagle3Spec:
     _check_ids(path, ids, key)
     spec = _spec(raw, layers, path, ids, key, norm_before_residual=bool(raw.get("norm_before_residual", False)))
     spec.layer_kind, spec.use_aux = layer_kind(raw, layers, False), _use_aux(path, eagle, "eagle_config.")
-    if spec.layer_kind == "mla":
-        raise BadInput(f"{path}: `architectures` names a DeepSeek EAGLE-3 head, which vLLM 0.32 builds with MLA "
-                       "attention (deepseek_eagle3.py) and the reference does not (--backend vllm measures it)",
-                       file=str(path), key="architectures")
+    if spec.layer_kind == "mla":  # deepseek_eagle3.py: MLA attention, no input_norm, fc sized its own way
+        spec.mla, spec.fc_inputs = mla_dims(layers, path, spec.max_position), fc_inputs(raw)
     # As vLLM's llama_eagle3.py reads them: norm_before_fc from eagle_config first, the others top-level.
-    spec.norm_before_fc = bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
+    spec.norm_before_fc = spec.mla is None and bool(eagle.get("norm_before_fc", raw.get("norm_before_fc", False)))
     spec.fc_norm, spec.norm_output = bool(raw.get("fc_norm", False)), bool(raw.get("norm_output", False))
     return spec
 
@@ -234,12 +243,15 @@ class Eagle3Head(nn.Module):
         super().__init__()
         self.spec = spec
         if spec.use_aux:  # vLLM builds fc only then, and drops a checkpoint's fc.* otherwise
-            self.fc = nn.Linear(len(spec.aux_ids) * spec.target_hidden_size, spec.hidden_size, bias=False)
+            self.fc = nn.Linear((spec.fc_inputs or len(spec.aux_ids)) * spec.target_hidden_size, spec.hidden_size,
+                                bias=False)
         if spec.norm_before_fc:
             self.input_norm = _RMSNorm(len(spec.aux_ids) * spec.target_hidden_size, spec.rms_norm_eps)
         if spec.fc_norm:
             self.fc_norm = nn.ModuleList([_RMSNorm(spec.target_hidden_size, spec.rms_norm_eps) for _ in spec.aux_ids])
         self.midlayer = MidLayer(spec)
+        if spec.mla is not None:
+            self.midlayer.self_attn = MlaAttention(spec.mla, 2 * spec.hidden_size, spec.hidden_size, spec.rms_norm_eps)
         self.norm = _RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.lm_head = nn.Linear(spec.hidden_size, spec.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(spec.draft_vocab_size, dtype=torch.long))
@@ -346,7 +358,10 @@ def engine_default_notes(name: str) -> list[str]:
     if "d2t" not in names and spec.draft_vocab_size != spec.vocab_size:
         notes.append(f"{folder}: the weights have no `d2t`; run as vLLM runs them, with the map at zeros, so draft "
                      f"id i (of {spec.draft_vocab_size}) is drafted as target id i")
-    norms = sorted(k for k in ENGINE_DEFAULTS - {"d2t", "t2d"} if k not in names)
+    expected = ENGINE_DEFAULTS - {"d2t", "t2d"}
+    if spec.mla is not None:  # the MLA layer's latent norms, ones in vLLM too
+        expected |= {"midlayer.self_attn.kv_a_layernorm.weight", "midlayer.self_attn.q_a_layernorm.weight"}
+    norms = sorted(k for k in expected if k not in names)
     if norms:
         notes.append(f"{folder}: the weights have no {', '.join(f'`{k}`' for k in norms)}; run as vLLM runs them, "
                      "with each norm's weight at ones")
@@ -402,10 +417,21 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
         spec.inv_freq, spec.rope_factor = rope_tables(spec.rope, spec.head_dim, spec.max_position,
                                                       folder / "config.json", engine_len=length)
     where = f"{name}/config.json"
+    if spec.use_aux and spec.fc_inputs is not None and spec.fc_inputs != len(spec.aux_ids):
+        raise DrafterMismatch(f"{where}: vLLM sizes this DeepSeek head's fc for {spec.fc_inputs} aux states "
+                              "(`num_aux_hidden_states`, else the length of `eagle_config.eagle_aux_hidden_state_layer_"
+                              f"ids`, else 3), but the target feeds {len(spec.aux_ids)} ({spec.ids_key} "
+                              f"{spec.aux_ids}): vLLM fails on the mismatch", file=where, key=spec.ids_key)
     for i in spec.aux_ids if spec.use_aux else []:
         if not 0 <= i <= n:
             raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id {i}, but the target has "
                                   f"{n} layers (aux ids 0..{n})", file=where, key=spec.ids_key)
+    arch = (getattr(target.config, "architectures", None) or [None])[0]
+    if spec.use_aux and 0 in spec.aux_ids and arch in DEEPSEEK_MODEL_TARGETS:
+        raise DrafterMismatch(f"{where}: `{spec.ids_key}` {spec.aux_ids} reads aux id 0, which vLLM 0.32's DeepSeek "
+                              f"model ({arch}) captures as hidden + residual before layer 0, where the residual is None: "
+                              "the engine fails at the first step (\"unsupported operand type(s) for +: 'Tensor' and "
+                              "'NoneType'\")", file=where, key=spec.ids_key)
     if spec.target_hidden_size != int(text.hidden_size) or spec.vocab_size != int(text.vocab_size):
         raise DrafterMismatch(f"{where}: the head's target hidden size {spec.target_hidden_size} and vocabulary "
                               f"{spec.vocab_size} differ from the target's {text.hidden_size} and {text.vocab_size}",
@@ -415,9 +441,11 @@ def load_eagle3(name: str, target: nn.Module, device: str | None = None, *, aux_
                               f"hidden state ({text.hidden_size} wide) as its own ({spec.hidden_size}); vLLM asserts "
                               "they are equal", file=where, key="hidden_size")
     weights = engine_names(_read_weights(folder))
-    # vLLM's loader drops these before loading (load_weights: its mapper's None entries, mask_hidden skipped)
-    dropped = {k for k in weights if k == "mask_hidden" or (k.startswith("fc.") and not spec.use_aux)
-               or (k.startswith("input_norm.") and not spec.norm_before_fc)}
+    # vLLM's loader drops these before loading (load_weights: its mapper's None entries, mask_hidden skipped);
+    # deepseek_eagle3's loader drops none of them (an unused fc loads; mask_hidden and input_norm are refused)
+    dropped = {k for k in weights if (k == "mask_hidden" or (k.startswith("fc.") and not spec.use_aux)
+               or (k.startswith("input_norm.") and not spec.norm_before_fc)) and spec.mla is None}
+    dropped |= {k for k in weights if k.startswith("fc.") and not spec.use_aux}
     weights = {k: v for k, v in weights.items() if k not in dropped}
     module = Eagle3Head(spec)
     expected = module.state_dict()

@@ -342,6 +342,23 @@ LLAMA_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"
 # And those vLLM builds as qwen3_eagle3's Qwen3 layer (q/k norms), which the reference builds too; vLLM's
 # EAGLEConfig names a plain ``Qwen3ForCausalLM`` head Eagle3Qwen3ForCausalLM.
 QWEN3_EAGLE3_ARCHITECTURES = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM")
+# And those vLLM builds as deepseek_eagle3's DeepSeek layer (MLA attention over 2 x hidden, a dense MLP),
+# which the reference builds too (``runner/eagle3_mla.py``); a plain DeepseekV2/V3ForCausalLM head is renamed so.
+MLA_EAGLE3_ARCHITECTURES = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
+MLA_MODEL_TYPES = ("deepseek_v2", "kimi_k2")
+# Draft model_types vLLM 0.32 reads as DeepSeek's MTP model whatever the method (SpeculativeConfig.hf_config_override
+# sets architectures to DeepSeekMTPModel), so an EAGLE-3 head of one cannot start ("Model architectures
+# ['Eagle3DeepSeekMTPModel'] are not supported"); Kimi's kimi_k2 (DeepseekV3Config) is not rewritten.
+VLLM_MTP_DRAFT_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+
+
+def mtp_model_type_refusal(model_type: Any) -> str | None:
+    """Why vLLM 0.32 cannot start an EAGLE-3 head of this ``model_type``, or None."""
+    if model_type not in VLLM_MTP_DRAFT_TYPES:
+        return None
+    return (f"its model_type {model_type!r} makes vLLM 0.32 read the head as DeepSeek's MTP model (it rewrites the "
+            "architectures of a draft of that model_type to DeepSeekMTPModel), so vLLM cannot start it as an EAGLE-3 "
+            "head (Eagle3DeepSeekMTPModel is not supported); deepseek_v2 or kimi_k2 (TorchSpec's Kimi heads) run")
 # RoPE the reference head builds: plain RoPE (an mrope section is plain RoPE on text-only prompts) and the
 # scaled kinds whose tables transformers computes as vLLM does (``runner/eagle3_layer.py``).
 PLAIN_ROPE = (None, "default", "mrope")
@@ -357,10 +374,17 @@ def _eagle3_refusal(raw: dict[str, Any], label: str, arch: str | None) -> str | 
     if label == "P-EAGLE":
         return "P-EAGLE heads draft in parallel; draftguard accept runs EAGLE-3's chain drafting only"
     model_type = raw.get("model_type", "llama")
-    built = LLAMA_EAGLE3_ARCHITECTURES + QWEN3_EAGLE3_ARCHITECTURES
-    if arch not in built and (arch is not None or model_type not in ("llama", "qwen3")):
+    if mtp_model_type_refusal(model_type):
+        return mtp_model_type_refusal(model_type)
+    built = LLAMA_EAGLE3_ARCHITECTURES + QWEN3_EAGLE3_ARCHITECTURES + MLA_EAGLE3_ARCHITECTURES
+    if arch not in built and (arch is not None or model_type not in ("llama", "qwen3") + MLA_MODEL_TYPES):
         return (f"an EAGLE-3 head with a {arch or model_type} decoder layer (model_type {model_type!r}); "
-                "draftguard accept builds the LLaMA and Qwen3 layers vLLM builds for EAGLE-3 heads only")
+                "draftguard accept builds the LLaMA, Qwen3 and DeepSeek MLA layers vLLM builds for EAGLE-3 heads "
+                "only")
+    if (arch in MLA_EAGLE3_ARCHITECTURES or (arch is None and model_type in MLA_MODEL_TYPES)) \
+            and "q_lora_rank" in raw and raw["q_lora_rank"] is None:
+        return ("a DeepSeek MLA EAGLE-3 head without a q LoRA (q_lora_rank null), which vLLM 0.32 refuses at load (its "
+                "loader maps kv_a_proj_with_mqa into fused_qkv_a_proj, which such a layer lacks)")
     layer_count = raw.get("num_hidden_layers", 1)
     if layer_count != 1:
         return (f"an EAGLE-3 head of {layer_count} decoder layers; draftguard accept builds EAGLE-3's "

@@ -86,6 +86,8 @@ class WeightRules:
             kv_heads = heads
         if not (_is_int(heads) and _is_int(head_dim)):
             return
+        if _is_int(self.drafter("qk_nope_head_dim")) and _is_int(self.drafter("qk_rope_head_dim")):
+            return  # MLA (a DeepSeek EAGLE-3 head): q_proj is heads x (nope + rope), no k/v_proj; head_dim unread
         expected = {"q_proj": heads * head_dim, "k_proj": kv_heads * head_dim, "v_proj": kv_heads * head_dim}
         check_in = self.fmt.is_dflash and _is_int(hidden)  # EAGLE-3's first layer reads 2 x hidden
         bad: list[str] = []
