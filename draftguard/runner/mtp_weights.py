@@ -15,8 +15,8 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
-Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
+architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``),
+Nemotron-H's (``mtp.layers.{j}.*``, one per MTP sublayer) and Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -36,7 +36,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Nemotron-H's, Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -130,6 +130,13 @@ LAYOUTS["ernie4_5_moe"] = MtpLayout("ernie4_5_moe", "model.mtp_", "emb_norm.0", 
 for _name in ("qwen3_5", "qwen3_next"):
     LAYOUTS[_name] = MtpLayout(_name, "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                embeds_first=True, block="layers.{i}.", gemma_norms=True, zero_first=False)
+# Nemotron-H (vLLM 0.32's nemotron_h_mtp.py; runner/mtp_nemotron.py): ``mtp.layers.{j}.*``, one sublayer per
+# character of ``mtp_hybrid_override_pattern`` (``*E``: attention, MoE), ``enorm``/``hnorm``/``eh_proj`` in
+# sublayer 0 and ``final_layernorm`` in the last (the block applies it: no final norm here); [embedding,
+# hidden], the embedding not zeroed; the normed output feeds the next step; the target's embeddings and
+# head loaded into the MTP model (no copies of its own).
+LAYOUTS["nemotron_h"] = MtpLayout("nemotron_h", "mtp.", "layers.0.enorm", "layers.0.hnorm", "layers.0.eh_proj", "",
+                                  embeds_first=True, zero_first=False)
 # Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
 # ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
 # tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
@@ -139,7 +146,7 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe"}
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "NemotronHForCausalLM": "nemotron_h"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
 
