@@ -136,3 +136,15 @@ def test_an_mtp_sublayer_vllm_does_not_build_is_refused_as_vllm_refuses_it(capsy
     code, result, err = accept(capsys, str(folder), "--num-prompts", "2")
     assert code == 2 and result is None
     assert "mtp_hybrid_override_pattern '*M' has sublayer(s) ['M']" in err and "Traceback" not in err
+
+
+def test_the_light_check_flags_the_dropped_nemotron_layer_without_a_run(nemotron, tmp_path):
+    """`draftguard check` (no torch): DG404 on the dropped copy, no error on the healthy target."""
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    def errors(folder: Path) -> set[str]:
+        return {f.rule for f in check_repo(load_snapshot(str(folder)), {}) if f.severity.name == "ERROR"}
+
+    assert errors(nemotron) == set()
+    assert errors(dropped_copy(nemotron, tmp_path / "dropped")) == {"DG404"}
