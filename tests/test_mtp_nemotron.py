@@ -148,3 +148,18 @@ def test_the_light_check_flags_the_dropped_nemotron_layer_without_a_run(nemotron
 
     assert errors(nemotron) == set()
     assert errors(dropped_copy(nemotron, tmp_path / "dropped")) == {"DG404"}
+
+
+def test_vllm_runs_a_mamba_target_with_prefix_caching_off(nemotron):
+    """vLLM 0.32's prefix caching puts a Mamba target's state in "align" mode, whose copy for speculative
+    decoding has no CPU kernel (tests/test_mtp_nemotron_vllm.py); the engine is started without it."""
+    from draftguard.runner.engine_options import EngineOptions
+    from draftguard.runner.vllm import llm_kwargs, mamba_target
+
+    from tests.test_mtp import MODELS
+
+    assert mamba_target(str(nemotron)) and not mamba_target(str(MODELS / "mimo"))
+    kw = llm_kwargs(str(nemotron), str(nemotron), EngineOptions(method="mtp"), num_speculative_tokens=2)
+    assert kw["enable_prefix_caching"] is False
+    assert "enable_prefix_caching" not in llm_kwargs(str(MODELS / "mimo"), str(MODELS / "mimo"),
+                                                     EngineOptions(method="mtp"), num_speculative_tokens=2)
