@@ -17,6 +17,7 @@ Needs the ``runner`` extra (torch).
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Callable, Iterable, Sequence
 
@@ -96,6 +97,7 @@ def eagle3_generate(
             start = len(seq) - 1  # the anchor's position
             block = torch.tensor([[anchor] + drafted], device=device)
             positions = torch.arange(start, start + k + 1, device=device)[None]
+            before = copy.deepcopy(cache) if _recurrent(cache) else None
             out = target(block, position_ids=positions, **{kv: cache}, use_cache=True, output_hidden_states=True)
             posterior = out.logits[0].argmax(-1).tolist()
             accepted = 0
@@ -103,7 +105,11 @@ def eagle3_generate(
                 accepted += 1
             produced = drafted[:accepted] + [posterior[accepted]]
             produced, accepted = _count_step(counts, produced, accepted, stops, k + 1)
-            _crop(cache, start + accepted + 1)
+            if before is not None and accepted < k:  # a recurrent state cannot be cropped: rerun what was kept
+                cache = before
+                target(block[:, :accepted + 1], position_ids=positions[:, :accepted + 1], **{kv: cache}, use_cache=True)
+            else:
+                _crop(cache, start + accepted + 1)
             step_features = head_features(head, target, out, hook.value)[:, : accepted + 1]
             features = torch.cat([features, step_features], 1)
             seq.extend(produced)
@@ -114,6 +120,17 @@ def eagle3_generate(
     finally:
         hook.handle.remove()
     return new[:max_new_tokens], counts
+
+
+def _recurrent(cache: object) -> bool:
+    """Whether the cache holds a layer whose state is recurrent (Mamba-2, Gated DeltaNet: Nemotron-H's,
+    Qwen3-Next's), which ``crop`` cannot roll back past a rejected draft: the verification step then
+    keeps a copy from before the block and reruns the kept tokens on it (exact, as recomputing is)."""
+    try:
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin  # transformers: only a model run pays it
+    except ImportError:  # a transformers without such layers
+        return False
+    return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in getattr(cache, "layers", ()))
 
 
 class Eagle3Backend:

@@ -315,7 +315,8 @@ class PrenormHook:
     """Keeps the input of the target's final norm (the last layer's pre-norm output) on each forward."""
 
     def __init__(self, target: nn.Module):
-        norm = getattr(getattr(target, "model", target), "norm", None)
+        base = getattr(target, "model", target)
+        norm = getattr(base, "norm", None) or getattr(base, "norm_f", None)  # Nemotron-H: ``norm_f``
         if norm is None:
             raise BadInput("the reference runs EAGLE-3 on targets with a `model.norm` (LLaMA/Qwen-style) only")
         self.value: torch.Tensor | None = None

@@ -35,7 +35,6 @@ NOT_BUILT: dict[str, str] = {
     "KimiK3MTPModel": "",
     "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
-    "NemotronHMTPModel": "",
     "Qwen4ExpMTP": "",
     "Step3p5MTP": "",
     "Step5MTP": "",

@@ -101,6 +101,7 @@ from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
+from draftguard.runner.mtp_nemotron import nemotron_block, stack_plain_experts
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
@@ -204,7 +205,8 @@ class MtpHead(nn.Module):
         super().__init__()
         self.spec = spec
         text = text_config(target)
-        size, eps = int(text.hidden_size), float(text.rms_norm_eps)
+        size = int(text.hidden_size)
+        eps = float(text.rms_norm_eps if hasattr(text, "rms_norm_eps") else text.layer_norm_epsilon)  # Nemotron-H's name
         if spec.layout.gemma_norms:  # Qwen3.5 / Qwen3-Next (runner/mtp_qwen35.py): the target's own norm class
             self.enorm, self.hnorm, self.final_norm = (mtp_norm(target, size, eps) for _ in range(3))
         else:
@@ -212,8 +214,10 @@ class MtpHead(nn.Module):
         if not spec.layout.final_norm:  # ERNIE-4.5: none, the logits read the layer's output
             self.final_norm = nn.Identity()
         self.proj = nn.Linear(2 * size, size, bias=False)
-        rotary = target.model.rotary_emb
-        if spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
+        rotary = getattr(target.model, "rotary_emb", None)  # Nemotron-H: none (its attention has no rotary)
+        if spec.layout.name == "nemotron_h":  # the MTP sublayers and final norm (runner/mtp_nemotron.py)
+            self.block = nemotron_block(text, target)
+        elif spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
             self.block, self.rotary = ernie_block(text)  # its own (neox) rotary, moved with the head
             rotary = self.rotary
         elif spec.layout.block_at_n:
@@ -231,7 +235,8 @@ class MtpHead(nn.Module):
             self.block = mimo_v2_block(text, type(target.model.layers[0]))
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
-        self._shared = {"norm": getattr(target, "model", target).norm, "rotary": rotary,
+        base = getattr(target, "model", target)
+        self._shared = {"norm": base.norm if hasattr(base, "norm") else base.norm_f, "rotary": rotary,
                         "head": target.get_output_embeddings(), "text": text}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
         # layer shares the target's, as vLLM's MTP models do.
@@ -261,7 +266,7 @@ class MtpHead(nn.Module):
                 mask = mask.masked_fill(torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-window), float("-inf"))
             rope = tuple(t.to(x.dtype) for t in mimo_v2_rope(text, positions))
         else:
-            rope = self._shared["rotary"](x, positions)
+            rope = self._shared["rotary"](x, positions) if self._shared["rotary"] is not None else None
         out = self.block(x, attention_mask=mask[None, None], position_ids=positions, position_embeddings=rope)
         out = out[0] if isinstance(out, tuple) else out
         normed = self.final_norm(out)
@@ -285,7 +290,7 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
         return None
     key = key[len(block):]
     if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
-                             "post_feedforward_layernorm"):  # EXAONE-4.5: post-norm
+                             "post_feedforward_layernorm", "layers"):  # EXAONE-4.5: post-norm; Nemotron-H: sublayers
         return "block." + key
     return None
 
@@ -316,7 +321,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
         name = prefix + names[bad[0]]
         raise BadInput(f"{file_of(name)}: `{name}` {bad[1]}", file=file_of(name), key=name)
     # Experts (Qwen3-Next, DeepSeek-V3), stored one by one, stacked as the layer holds them (runner/mtp_qwen35.py).
-    fused = fuse_experts({mk: weights[k] for mk, k in names.items()}, expected)
+    fused = stack_plain_experts(fuse_experts({mk: weights[k] for mk, k in names.items()}, expected), expected, str(folder))
     _refuse_unbuilt(folder, raw, layout, prefix, weights, expected, {names[mk] for mk in names if mk not in fused})
     for mk, tensor in fused.items():
         if mk not in expected:

@@ -18,7 +18,8 @@ The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.l
 architecture), LongCat-Flash's (``model.mtp.layers.0.*``, ``model.mtp.norm``; 1 layer by architecture where the
 config states no ``num_nextn_predict_layers``, as vLLM 0.32 reads it), DeepSeek-V3's, GLM-4.5's and
 GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports: ``model.language_model.layers.{N}.*``),
-ERNIE-4.5's (``model.mtp_*.0.*``) and Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
+ERNIE-4.5's (``model.mtp_*.0.*``), Nemotron-H's (``mtp.layers.{j}.*``, one per MTP sublayer) and
+Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -39,7 +40,7 @@ naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count 
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
 DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's,
-LongCat-Flash's).
+LongCat-Flash's, Nemotron-H's).
 """
 
 from __future__ import annotations
@@ -167,6 +168,13 @@ LAYOUTS["exaone_moe"] = MtpLayout("exaone_moe", "mtp.", "pre_fc_norm_embedding",
 # Exaone4DecoderLayer built at index 0 as any of its layers; the multimodal export's text model the target.
 LAYOUTS["exaone4_5"] = MtpLayout("exaone4_5", "mtp.", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm",
                                  embeds_first=True, block="layers.{i}.", zero_first=False)
+# Nemotron-H (vLLM 0.32's nemotron_h_mtp.py; runner/mtp_nemotron.py): ``mtp.layers.{j}.*``, one sublayer per
+# character of ``mtp_hybrid_override_pattern`` (``*E``: attention, MoE), ``enorm``/``hnorm``/``eh_proj`` in
+# sublayer 0 and ``final_layernorm`` in the last (the block applies it: no final norm here); [embedding,
+# hidden], the embedding not zeroed; the normed output feeds the next step; the target's embeddings and
+# head loaded into the MTP model (no copies of its own).
+LAYOUTS["nemotron_h"] = MtpLayout("nemotron_h", "mtp.", "layers.0.enorm", "layers.0.hnorm", "layers.0.eh_proj", "",
+                                  embeds_first=True, zero_first=False)
 # Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
 # ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
 # tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
@@ -178,7 +186,8 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
                  "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
                  "Glm4vMoeForConditionalGeneration": "glm4v_moe", "ExaoneMoeForCausalLM": "exaone_moe",
-                 "Exaone4_5_ForConditionalGeneration": "exaone4_5", "LongcatFlashForCausalLM": "longcat_flash"}
+                 "Exaone4_5_ForConditionalGeneration": "exaone4_5", "LongcatFlashForCausalLM": "longcat_flash",
+                 "NemotronHForCausalLM": "nemotron_h"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5",
                "exaone4_5_vision": "exaone4_5"}  # vLLM 0.32 drafts for either EXAONE-4.5 model_type

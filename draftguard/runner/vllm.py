@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import json
 import os
 import re
 import sys
@@ -271,7 +272,38 @@ def llm_kwargs(target: str, drafter: str, opts: EngineOptions, *, num_speculativ
         kw["attention_config"] = {"backend": opts.attention_backend}
     if not tokenizer:
         kw["skip_tokenizer_init"] = True
+    if opts.method == "mtp" and mamba_target(target):
+        # vLLM 0.32 turns a Mamba target's prefix caching into mamba_cache_mode "align", whose state copy for
+        # speculative decoding is a Triton kernel (none in the CPU build: "'function' object is not
+        # subscriptable" at the first step). One greedy prompt at a time drafts the same without the cache.
+        kw["enable_prefix_caching"] = False
     return kw
+
+
+def mamba_target(target: str) -> bool:
+    """Whether a local target folder's config declares Mamba layers (Nemotron-H's ``hybrid_override_pattern``
+    with ``M``, or its ``layers_block_type`` with ``linear_attention``); False for a Hub id or no config.
+
+    Example::
+
+        >>> mamba_target("tests/fixtures/mtp-models/mimo")
+        False
+    """
+    path = os.path.join(target, "config.json")
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError):
+        return False  # the engine names a bad config
+    if not isinstance(raw, dict):
+        return False
+    node = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    layers = node.get("layers_block_type")
+    return ("M" in str(node.get("hybrid_override_pattern") or "")
+            or (node.get("model_type", raw.get("model_type")) == "nemotron_h" and isinstance(layers, list)
+                and "linear_attention" in layers))
 
 
 def runner_env(opts: EngineOptions) -> dict[str, str | None]:

@@ -73,7 +73,8 @@ MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
                                "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM",
                                "Ernie4_5_MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
-                               "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration", "LongcatFlashForCausalLM")
+                               "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration", "LongcatFlashForCausalLM",
+                               "NemotronHForCausalLM")
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
 # ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
