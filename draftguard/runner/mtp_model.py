@@ -87,6 +87,7 @@ from draftguard.runner.mtp_dsv3 import (block_fp8, dequantize_declared, dsv3_blo
                                          mimo_v2_block, mimo_v2_rope)
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
+from draftguard.runner.mtp_step import check_steps, load_step_target, no_rotary, step_block
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
@@ -101,9 +102,12 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     folder = _local_folder(name, "target")
     raw = read_config(folder)
     layout = mtp_layout(raw, f"{name}/config.json")
+    if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
+        target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
+        return target, _tokenizer(folder)
     if layout.base_model_type is None and block_fp8(raw) is None:
         return load_target(str(folder), device, dtype)
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
+    from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
@@ -125,10 +129,15 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if config.tie_word_embeddings:
         model.tie_weights()
     model = model.to(device=device, dtype=dtype).eval()
-    tokenizer = None
+    return model, _tokenizer(folder)
+
+
+def _tokenizer(folder: Path) -> Any:
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+        from transformers import AutoTokenizer  # transformers: only a model run pays it
+
+        return AutoTokenizer.from_pretrained(str(folder))
+    return None
 
 
 def _in_mtp(layout: MtpLayout, key: str, n: int) -> bool:
@@ -163,6 +172,7 @@ class MtpSpec:
     layers: int
     aux_ids: list[int]
     faults: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)  # config.json, where a head is built without a folder
 
 
 class MtpHead(nn.Module):
@@ -184,7 +194,11 @@ class MtpHead(nn.Module):
             self.final_norm = nn.Identity()
         self.proj = nn.Linear(2 * size, size, bias=False)
         rotary = target.model.rotary_emb
-        if spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
+        if spec.layout.name == "step3p5":  # vLLM's Step3p5DecoderLayer at N, its own rotary and head (runner/mtp_step.py)
+            self.block = step_block(text, spec.raw, int(text.num_hidden_layers), f"{spec.source}/config.json")
+            self.own_head = nn.Linear(size, int(text.vocab_size), bias=False)
+            rotary = no_rotary
+        elif spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
             self.block, self.rotary = ernie_block(text)  # its own (neox) rotary, moved with the head
             rotary = self.rotary
         elif spec.layout.block_at_n:
@@ -198,7 +212,7 @@ class MtpHead(nn.Module):
         else:  # layer_idx 0, full attention (a hybrid target's layer 0 may not be)
             self.block = mtp_block(text, target)
         self._shared = {"norm": getattr(target, "model", target).norm, "rotary": rotary,
-                        "head": target.get_output_embeddings(), "text": text}
+                        "head": getattr(self, "own_head", None) or target.get_output_embeddings(), "text": text}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
         # layer shares the target's, as vLLM's MTP models do.
         self.own_embed: nn.Module | None = None
@@ -240,7 +254,7 @@ class MtpHead(nn.Module):
 def _module_key(layout: MtpLayout, key: str) -> str | None:
     """A checkpoint key under the MTP layer's prefix (prefix removed) as ``MtpHead`` names it."""
     for role, name in (("enorm", layout.enorm), ("hnorm", layout.hnorm), ("proj", layout.proj),
-                       ("final_norm", layout.final_norm)):
+                       ("final_norm", layout.final_norm), ("own_head", layout.own_head)):
         if name and key.startswith(name + "."):
             return role + key[len(name):]
     for stored, built in layout.renames:  # MiMo-V2-Flash: ``pre_mlp_layernorm``, ``attention_sink_bias``
@@ -265,7 +279,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     layout = mtp_layout(raw, where)
     key, count = mtp_count(raw, str(folder / "config.json"))
     n = int(text_config(target).num_hidden_layers)
-    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n])
+    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[n], raw=raw)
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
@@ -368,6 +382,8 @@ class MtpBackend(Eagle3Backend):
         self.drafter = load_mtp(target, self.target, device)
         self.drafters = {"resolved": self.drafter}
         self.k = num_speculative_tokens or self.drafter.spec.layers
+        if self.drafter.spec.layout.name == "step3p5":
+            check_steps(read_config(_local_folder(target, "target")), self.k, f"{target}/config.json")
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
         self.replayed_steps = 0
 

@@ -15,7 +15,7 @@ head it was not trained with; the reference shares them the same way. The copies
 for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), DeepSeek-V3's and GLM-4.5's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
+architecture), DeepSeek-V3's, GLM-4.5's and Step-3.5/3.7's (``model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``) and
 Qwen3.5/3.6's, which Qwen3-Next shares (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
@@ -36,7 +36,7 @@ Out: its ``MtpLayout`` (``mtp_layout``), the faults, one sentence each
 naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count (``mtp_rewrite``), and
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
-DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's).
+DeepSeek-V3's, GLM-4.5's, ERNIE-4.5's, Qwen3.5's, Step-3.5/3.7's).
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class MtpLayout:
     # MTP layer that attends as the target's sliding-window layers do (``swa_*`` keys, sinks; mtp_dsv3.py).
     renames: tuple[tuple[str, str], ...] = ()
     sliding: bool = False
+    # Step-3.5/3.7: the logits read the layer's own head (``shared_head.head``), not the target's lm_head.
+    own_head: str = ""
 
 
 LAYOUTS = {
@@ -123,6 +125,14 @@ LAYOUTS["mimo_v2_flash"] = MtpLayout("mimo_v2_flash", "model.mtp.layers.{i}.", "
 # the target's embed_tokens and lm_head shared (runner/mtp_dsv3.py's ``ernie_block``).
 LAYOUTS["ernie4_5_moe"] = MtpLayout("ernie4_5_moe", "model.mtp_", "emb_norm.0", "hidden_norm.0", "linear_proj.0", "",
                                     embeds_first=True, block="block.{i}.", recycle_prenorm=True)
+# Step-3.5/3.7 (vLLM 0.32's step3p5_mtp.py; runner/mtp_step.py): ``model.layers.{N}.{enorm, hnorm, eh_proj,
+# shared_head.norm, shared_head.head}`` and a Step3p5 decoder layer at N beside them; zero-centred norms,
+# [embedding, hidden], the embedding not zeroed at position 0 and shared with the target, the layer's OWN
+# head (the Step proposer shares no lm_head), the output before ``shared_head.norm`` fed to the next step.
+LAYOUTS["step3p5"] = MtpLayout("step3p5", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                               embeds_first=True, block_at_n=True, gemma_norms=True, zero_first=False,
+                               copies=(LAYOUTS["deepseek_v3"].copies[0],), recycle_prenorm=True,
+                               own_head="shared_head.head")
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -139,9 +149,10 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
                  "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
                  "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe"}
+                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Step3p5ForCausalLM": "step3p5",
+                 "Step3p7ForConditionalGeneration": "step3p5"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
-MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
+MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5", "step3p7": "step3p5"}
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -217,7 +228,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
     headers = _headers(folder)
     dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
     faults = []
-    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm) if name]
+    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm,
+                                                     layout.own_head) if name]
     lacking = [r for r in roles if r not in dtypes]
     said = (f"vLLM 0.32 builds {count} MTP layer(s) for {raw['architectures'][0]} (by its architecture: "
             "config.json states no count)" if key == "architectures"

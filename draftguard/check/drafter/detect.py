@@ -65,10 +65,11 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # GLM-4.5/4.6/4.7 (Glm4MoeForCausalLM) keep DeepSeek-V3's names with their own decoder layer.
 # ERNIE-4.5 MoE (Ernie4_5_MoeForCausalLM; vLLM 0.32 serves the MoE class's MTP layer only).
 # MiMo-V2-Flash (MiMoV2FlashForCausalLM) states no MTP key: vLLM 0.32 builds its MTP layers by architecture.
+# Step-3.5/3.7 (Step3p5ForCausalLM; Step3p7ForConditionalGeneration, its MTP key under text_config): runner/mtp_step.py.
 MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
                                "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM",
-                               "Ernie4_5_MoeForCausalLM")
+                               "Ernie4_5_MoeForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration")
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
 # ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
