@@ -46,6 +46,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
   neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
   and the next step read the layer's output); the target's embeddings and head shared.
+- ``step3p5`` (Step3p5ForCausalLM, Step3p7ForConditionalGeneration; vLLM's ``step3p5_mtp.py``): DeepSeek-V3's
+  names at N plus the layer's OWN ``shared_head.head`` for the logits (the Step proposer shares no lm_head),
+  zero-centred norms, no zeroing at position 0, the pre-norm output fed on; a dense ``Step3p7DecoderLayer``
+  with its own per-layer rotary (``runner/mtp_step.py``, which also builds the target).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -194,7 +198,7 @@ class MtpHead(nn.Module):
             self.final_norm = nn.Identity()
         self.proj = nn.Linear(2 * size, size, bias=False)
         rotary = target.model.rotary_emb
-        if spec.layout.name == "step3p5":  # vLLM's Step3p5DecoderLayer at N, its own rotary and head (runner/mtp_step.py)
+        if spec.layout.name == "step3p5":  # vLLM's Step3p5DecoderLayer at N, own rotary and head (runner/mtp_step.py)
             self.block = step_block(text, spec.raw, int(text.num_hidden_layers), f"{spec.source}/config.json")
             self.own_head = nn.Linear(size, int(text.vocab_size), bias=False)
             rotary = no_rotary

@@ -33,8 +33,9 @@ mapped as transformers' ``step3p7`` conversion maps them (``moe.gate.weight``, `
 Not built (bad input, exit 2, naming the key): ``use_head_wise_attn_gate`` false (transformers' class
 always gates), an MTP layer with MoE or with ``rope_scaling`` applied to it.
 
-In: the target folder's config.json and tensors. Out: ``load_step_target`` (the target and its
-tokenizer), ``step_block`` (the MTP decoder layer, with its own rotary and window), ``check_steps``.
+In: the target folder's config.json and tensors.
+Out: ``load_step_target`` (the target), ``step_block`` (the MTP decoder layer, with its own rotary and
+window), ``check_steps`` (bad input for K draft steps over layers the reference does not hold).
 Needs torch and transformers (imported where used).
 """
 
@@ -77,7 +78,7 @@ def _at(value: Any, index: int, default: Any) -> Any:
 
 def text_config_of(raw: dict[str, Any], where: str) -> Any:
     """transformers' ``Step3p7TextConfig`` of the target's language model, its MLP kinds as vLLM builds them."""
-    from transformers.models.step3p7.configuration_step3p7 import Step3p7TextConfig
+    from transformers.models.step3p7.configuration_step3p7 import Step3p7TextConfig  # transformers: a model run only
 
     text = copy.deepcopy(text_raw(raw))
     if not text.get("use_head_wise_attn_gate", False):
@@ -100,8 +101,9 @@ def text_config_of(raw: dict[str, Any], where: str) -> Any:
 
 
 def _step3p5_class() -> type:
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-    from transformers.models.step3p7.modeling_step3p7 import Step3p7PreTrainedModel, Step3p7TextModel
+    from transformers.modeling_outputs import CausalLMOutputWithPast  # transformers: a model run only
+    from transformers.models.step3p7.modeling_step3p7 import (  # transformers: a model run only
+        Step3p7PreTrainedModel, Step3p7TextModel)
 
     class Step3p5ForCausalLM(Step3p7PreTrainedModel):
         """``Step3p7TextModel`` and an untied ``lm_head``: vLLM's ``Step3p5ForCausalLM``."""
@@ -188,7 +190,7 @@ def check_steps(raw: dict[str, Any], k: int, where: str) -> None:
 def step_block(text: Any, raw: dict[str, Any], index: int, where: str = "config.json") -> nn.Module:
     """MTP layer ``index`` - N's decoder layer at index ``index``, as vLLM's ``Step3p5DecoderLayer`` builds it:
     transformers' ``Step3p7DecoderLayer`` with that layer's heads, MLP, rotary and window."""
-    from transformers.models.step3p7.modeling_step3p7 import Step3p7DecoderLayer
+    from transformers.models.step3p7.modeling_step3p7 import Step3p7DecoderLayer  # transformers: a model run only
 
     src = text_raw(raw)
     kinds = src.get("layer_types")
