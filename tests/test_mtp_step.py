@@ -162,3 +162,16 @@ def test_the_flat_step37_config_is_still_refused_as_config_rewrite(capsys, monke
     """The layout is built now; the flat Step-3.7 file's count still resolves to 0 (test_mtp_rewrite)."""
     code = main(["accept", "--target", str(STEP_REAL), "--method", "mtp", "--prompts", str(PROMPTS)])
     assert code == 2 and "cause: config-rewrite" in capsys.readouterr().err
+
+
+def test_without_layer_types_the_target_slides_where_vllm_does():
+    """vLLM's Step3p5Attention makes the even layers sliding-window where the config sets ``sliding_window``
+    and no ``layer_types``; transformers' class would make every layer full attention."""
+    from draftguard.runner.mtp_step import text_config_of
+    from make_mtp_step import step_config
+
+    raw = {**step_config(), "sliding_window": 8}
+    assert text_config_of(raw, "config.json").layer_types == ["sliding_attention", "full_attention"]
+    assert text_config_of(step_config(), "config.json").layer_types == ["full_attention", "full_attention"]
+    with pytest.raises(Exception, match="use_head_wise_attn_gate"):
+        text_config_of({**step_config(), "use_head_wise_attn_gate": False}, "config.json")

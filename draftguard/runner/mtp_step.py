@@ -89,6 +89,8 @@ def text_config_of(raw: dict[str, Any], where: str) -> Any:
     moe = vllm_moe_layers(text)
     text.pop("moe_layers_enum", None)
     text["mlp_layer_types"] = ["sparse" if i in moe else "dense" for i in range(n)]
+    if not text.get("layer_types") and text.get("sliding_window") is not None:  # vLLM: the even layers slide
+        text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     if "mtp_mlp_layer_types" in text:
         text.pop("mtp_mlp_layer_types")
     for key in ("model_type", "architectures", "auto_map", "quantization_config"):
