@@ -70,7 +70,7 @@ def test_the_gpu_job_runs_a_step_model_as_its_own_target(step_folders):
 
 def test_healthy_step_mtp_layer_passes_well_above_1(capsys, step_folders):
     """Before: exit 2, "the reference builds MTP layers of the mimo, deepseek_v3, ... layout". Measured
-    2026-12-05: τ 1.62 (K = 1, 24 prompts, 32 new tokens; K = 2: 1.96); the dropped copy 1.00."""
+    2026-12-05: τ 1.675 (K = 1, 24 prompts, 32 new tokens; K = 2: 2.074); the dropped copy 1.00."""
     code, result, err = run(capsys, step_folders["healthy"])
     assert code == 0, err
     assert result.run["method"] == "mtp" and result.run["block_size"] == 2 and result.diagnosis is None
@@ -176,3 +176,21 @@ def test_without_layer_types_the_target_slides_where_vllm_does():
     assert text_config_of(step_config(), "config.json").layer_types == ["full_attention", "full_attention"]
     with pytest.raises(Exception, match="use_head_wise_attn_gate"):
         text_config_of({**step_config(), "use_head_wise_attn_gate": False}, "config.json")
+
+
+def test_a_softmax_routed_target_routes_with_softmax_as_vllm_does(step_folders):
+    """``moe_router_activation`` softmax (vLLM's Step3p5Config default; the fixture's, as vLLM's CPU router
+    refuses sigmoid): transformers' Step3p7 router scores with sigmoid only, which picks other weights."""
+    from draftguard.runner.mtp_model import load_mtp_target
+    from draftguard.runner.mtp_step import SoftmaxRouter
+
+    target, _ = load_mtp_target(str(step_folders["healthy"]))
+    gate = target.model.layers[1].mlp.gate
+    assert isinstance(gate, SoftmaxRouter)
+    hidden = torch.randn(16, 64)
+    logits, weights, index = gate(hidden)
+    scores = (hidden @ gate.weight.T).softmax(-1)
+    top = scores.topk(2, -1)
+    assert torch.equal(index.sort(-1).values, top.indices.sort(-1).values)
+    assert torch.allclose(weights.sum(-1), torch.ones(16)) and torch.allclose(weights.max(-1).values,
+                                                                               (top.values / top.values.sum(-1, keepdim=True)).max(-1).values)

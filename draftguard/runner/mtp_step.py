@@ -28,7 +28,8 @@ What vLLM 0.32 runs (``Step3p5MTP``, proposer ``v1/spec_decode/step3p5.py``):
 The target as vLLM 0.32's ``Step3p5ForCausalLM`` builds it: the MoE layers where vLLM puts them
 (``moe_layers_enum``, else 1 .. N - 1; transformers' own default is 3 .. N - 1), its checkpoint names
 mapped as transformers' ``step3p7`` conversion maps them (``moe.gate.weight``, ``moe.router_bias``,
-``moe.{gate,up,down}_proj.weight`` stacked per layer, ``share_expert.*``).
+``moe.{gate,up,down}_proj.weight`` stacked per layer, ``share_expert.*``), routed with
+``moe_router_activation`` (sigmoid as released; softmax, vLLM's default, by ``SoftmaxRouter``).
 
 Not built (bad input, exit 2, naming the key): ``use_head_wise_attn_gate`` false (transformers' class
 always gates), an MTP layer with MoE or with ``rope_scaling`` applied to it.
@@ -156,13 +157,27 @@ def target_names(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+def build_step_target(raw: dict[str, Any], where: str) -> nn.Module:
+    """The target's module (random weights), routed as vLLM routes it."""
+    config = text_config_of(raw, where)
+    config.num_nextn_predict_layers = 0
+    model = _step3p5_class()(config)
+    text = text_raw(raw)
+    scoring = str(text.get("moe_router_activation", "softmax"))  # vLLM's Step3p5Config default
+    if scoring not in ("softmax", "sigmoid"):
+        raise BadInput(f"{where}: `moe_router_activation` {scoring!r}: vLLM 0.32 routes Step experts with softmax "
+                       "or sigmoid", file=where, key="moe_router_activation")
+    for layer in model.model.layers:
+        if scoring == "softmax" and hasattr(layer.mlp, "gate"):
+            layer.mlp.gate = SoftmaxRouter(layer.mlp.gate, bool(text.get("norm_expert_weight", True)))
+    return model
+
+
 def load_step_target(folder: Path, raw: dict[str, Any], device: str, dtype: torch.dtype | None,
                      weights: dict[str, torch.Tensor]) -> nn.Module:
     """The target (every tensor but the MTP layers' and a multimodal file's vision tower), as vLLM builds it."""
-    config = text_config_of(raw, str(folder / "config.json"))
-    n = int(config.num_hidden_layers)
-    config.num_nextn_predict_layers = 0
-    model = _step3p5_class()(config)
+    model = build_step_target(raw, str(folder / "config.json"))
+    n = int(model.config.num_hidden_layers)
     own = {}
     for k, v in target_names(weights).items():
         head, _, rest = k.partition("model.layers.")
@@ -177,6 +192,28 @@ def load_step_target(folder: Path, raw: dict[str, Any], device: str, dtype: torc
                              file=str(folder))
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     return model.to(device=device, dtype=dtype).eval()
+
+
+class SoftmaxRouter(nn.Module):
+    """vLLM's softmax routing of a Step MoE layer (``moe_router_activation`` softmax): the top k of the
+    softmax scores (``router_bias`` added for the choice only), renormalised when ``norm_expert_weight``;
+    transformers' ``Step3p7TopKRouter`` scores with sigmoid only. Same names and outputs as that router."""
+
+    def __init__(self, gate: nn.Module, renormalize: bool):
+        super().__init__()
+        self.top_k, self.renormalize = gate.top_k, renormalize
+        self.weight = gate.weight
+        self.e_score_correction_bias = nn.Buffer(gate.e_score_correction_bias.clone())
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        hidden = hidden.reshape(-1, self.weight.shape[1])
+        logits = nn.functional.linear(hidden.to(self.weight.dtype), self.weight)
+        scores = logits.float().softmax(-1)
+        _, index = torch.topk(scores + self.e_score_correction_bias, self.top_k, dim=-1)
+        weights = scores.gather(1, index)
+        if self.renormalize:
+            weights = weights / weights.sum(-1, keepdim=True)
+        return logits, weights, index
 
 
 def check_steps(raw: dict[str, Any], k: int, where: str) -> None:
