@@ -43,6 +43,7 @@ Needs torch and transformers (imported where used).
 from __future__ import annotations
 
 import copy
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +126,14 @@ def _step3p5_class() -> type:
             return self.lm_head
 
         def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=None,
-                    output_hidden_states=None, **kwargs):
+                    output_hidden_states=None, past_key_values=None, **kwargs):
+            # transformers 5.2x names the cache ``cache`` where 5.19 (vLLM's venv) names it ``past_key_values``
+            name = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+            kwargs[name] = cache if cache is not None else past_key_values
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             cache=cache, use_cache=use_cache, output_hidden_states=output_hidden_states, **kwargs)
-            return CausalLMOutputWithPast(logits=self.lm_head(out.last_hidden_state), past_key_values=out.cache,
+                             use_cache=use_cache, output_hidden_states=output_hidden_states, **kwargs)
+            kept = getattr(out, "cache", None) if hasattr(out, "cache") else getattr(out, "past_key_values", None)
+            return CausalLMOutputWithPast(logits=self.lm_head(out.last_hidden_state), past_key_values=kept,
                                           hidden_states=out.hidden_states)
 
     return Step3p5ForCausalLM
