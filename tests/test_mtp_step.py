@@ -182,11 +182,11 @@ def test_a_softmax_routed_target_routes_with_softmax_as_vllm_does(step_folders):
     """``moe_router_activation`` softmax (vLLM's Step3p5Config default; the fixture's, as vLLM's CPU router
     refuses sigmoid): transformers' Step3p7 router scores with sigmoid only, which picks other weights."""
     from draftguard.runner.mtp_model import load_mtp_target
-    from draftguard.runner.mtp_step import SoftmaxRouter
+    from draftguard.runner.mtp_step import StepRouter
 
     target, _ = load_mtp_target(str(step_folders["healthy"]))
     gate = target.model.layers[1].mlp.gate
-    assert isinstance(gate, SoftmaxRouter)
+    assert isinstance(gate, StepRouter) and gate.scoring == "softmax"
     hidden = torch.randn(16, 64)
     logits, weights, index = gate(hidden)
     scores = (hidden @ gate.weight.T).softmax(-1)
@@ -195,3 +195,16 @@ def test_a_softmax_routed_target_routes_with_softmax_as_vllm_does(step_folders):
     renormed = top.values / top.values.sum(-1, keepdim=True)
     assert torch.allclose(weights.sum(-1), torch.ones(16))
     assert torch.allclose(weights.max(-1).values, renormed.max(-1).values)
+
+
+def test_a_sigmoid_target_without_renormalisation_keeps_vllms_weights():
+    """``norm_expert_weight`` false: vLLM's FusedMoE does not renormalise; transformers' router always did."""
+    from draftguard.runner.mtp_step import StepRouter, build_step_target
+    from make_mtp_step import step_config
+
+    raw = {**step_config(), "moe_router_activation": "sigmoid", "norm_expert_weight": False}
+    gate = build_step_target(raw, "config.json").model.layers[1].mlp.gate
+    assert isinstance(gate, StepRouter) and gate.scoring == "sigmoid" and not gate.renormalize
+    hidden = torch.randn(8, 64)
+    _, weights, index = gate(hidden)
+    assert torch.allclose(weights, (hidden @ gate.weight.T).sigmoid().gather(1, index))

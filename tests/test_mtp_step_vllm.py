@@ -39,7 +39,7 @@ def compare(capsys, monkeypatch, folder: Path, k: int) -> dict:
 
 @pytest.mark.vllm
 def test_both_backends_agree_on_the_step_mtp_layer_at_k_1(capsys, monkeypatch, step_folders):
-    """Not measured before the deadline (the shared vLLM lock); the first draft step agreed at K = 2."""
+    """Measured 2026-12-05 (4 prompts, float32): τ 1.73 and 1.73, the same tokens on all 4 (docs/acceptance.md)."""
     diff = compare(capsys, monkeypatch, step_folders["healthy"], 1)
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
 

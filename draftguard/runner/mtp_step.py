@@ -29,7 +29,7 @@ The target as vLLM 0.32's ``Step3p5ForCausalLM`` builds it: the MoE layers where
 (``moe_layers_enum``, else 1 .. N - 1; transformers' own default is 3 .. N - 1), its checkpoint names
 mapped as transformers' ``step3p7`` conversion maps them (``moe.gate.weight``, ``moe.router_bias``,
 ``moe.{gate,up,down}_proj.weight`` stacked per layer, ``share_expert.*``), routed with
-``moe_router_activation`` (sigmoid as released; softmax, vLLM's default, by ``SoftmaxRouter``).
+``moe_router_activation`` (sigmoid as released; softmax, vLLM's default) and ``norm_expert_weight`` (``StepRouter``).
 
 Not built (bad input, exit 2, naming the key): ``use_head_wise_attn_gate`` false (transformers' class
 always gates), an MTP layer with MoE or with ``rope_scaling`` applied to it.
@@ -173,8 +173,8 @@ def build_step_target(raw: dict[str, Any], where: str) -> nn.Module:
         raise BadInput(f"{where}: `moe_router_activation` {scoring!r}: vLLM 0.32 routes Step experts with softmax "
                        "or sigmoid", file=where, key="moe_router_activation")
     for layer in model.model.layers:
-        if scoring == "softmax" and hasattr(layer.mlp, "gate"):
-            layer.mlp.gate = SoftmaxRouter(layer.mlp.gate, bool(text.get("norm_expert_weight", True)))
+        if hasattr(layer.mlp, "gate"):
+            layer.mlp.gate = StepRouter(layer.mlp.gate, scoring, bool(text.get("norm_expert_weight", True)))
     return model
 
 
@@ -199,21 +199,21 @@ def load_step_target(folder: Path, raw: dict[str, Any], device: str, dtype: torc
     return model.to(device=device, dtype=dtype).eval()
 
 
-class SoftmaxRouter(nn.Module):
-    """vLLM's softmax routing of a Step MoE layer (``moe_router_activation`` softmax): the top k of the
-    softmax scores (``router_bias`` added for the choice only), renormalised when ``norm_expert_weight``;
-    transformers' ``Step3p7TopKRouter`` scores with sigmoid only. Same names and outputs as that router."""
+class StepRouter(nn.Module):
+    """vLLM's routing of a Step MoE layer: the top k of the ``moe_router_activation`` scores (softmax or
+    sigmoid; ``router_bias`` added for the choice only), renormalised only when ``norm_expert_weight``;
+    transformers' ``Step3p7TopKRouter`` scores with sigmoid and renormalises always. Same names and outputs."""
 
-    def __init__(self, gate: nn.Module, renormalize: bool):
+    def __init__(self, gate: nn.Module, scoring: str, renormalize: bool):
         super().__init__()
-        self.top_k, self.renormalize = gate.top_k, renormalize
+        self.top_k, self.scoring, self.renormalize = gate.top_k, scoring, renormalize
         self.weight = gate.weight
         self.e_score_correction_bias = nn.Buffer(gate.e_score_correction_bias.clone())
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         hidden = hidden.reshape(-1, self.weight.shape[1])
         logits = nn.functional.linear(hidden.to(self.weight.dtype), self.weight)
-        scores = logits.float().softmax(-1)
+        scores = logits.float().softmax(-1) if self.scoring == "softmax" else logits.float().sigmoid()
         _, index = torch.topk(scores + self.e_score_correction_bias, self.top_k, dim=-1)
         weights = scores.gather(1, index)
         if self.renormalize:
