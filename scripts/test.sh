@@ -63,7 +63,8 @@ VLLM_TESTS=(tests/test_vllm_engine.py tests/test_eagle3.py tests/test_gpu_path.p
             tests/test_cpu_mla.py tests/test_mtp_rewrite.py tests/test_eagle3_rope.py tests/test_mtp_dsv3_moe.py
             tests/test_mtp_glm_vllm.py tests/test_mtp_mimo2_vllm.py tests/test_mtp_ernie_vllm.py
             tests/test_mtp_glm_lite_vllm.py tests/test_mtp_exaone_vllm.py tests/test_mtp_longcat_vllm.py
-            tests/test_mtp_gemma4_vllm.py tests/test_eagle3_mla_vllm.py tests/test_mtp_nemotron_vllm.py)
+            tests/test_mtp_gemma4_vllm.py tests/test_eagle3_mla_vllm.py tests/test_mtp_nemotron_vllm.py
+            tests/test_mtp_step_vllm.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
   [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0

@@ -37,11 +37,16 @@ def _probe(key: str) -> dict:
 def _built(key: str) -> bool:
     if key.split(":", 1)[1] in (*MTP_ASSISTANT_TYPES, *MTP_ASSISTANT_ARCHITECTURES):
         return True  # a drafter in its own checkpoint (Gemma 4's assistant): accept --drafter, runner/mtp_gemma4.py
-    try:
-        mtp_layout(_probe(key), "config.json")
-        return True
-    except BadInput:
-        return False
+    flat = _probe(key)
+    nested = {k: v for k, v in flat.items() if k != "num_nextn_predict_layers"}
+    nested["text_config"] = {"num_nextn_predict_layers": 1}  # Step-3.7 and the multimodal exports nest the count
+    for raw in (flat, nested):
+        try:
+            mtp_layout(raw, "config.json")
+            return True
+        except BadInput:
+            continue
+    return False
 
 
 def test_every_target_vllm_drafts_for_is_built_or_named_with_its_draft_model():

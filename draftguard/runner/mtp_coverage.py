@@ -36,7 +36,6 @@ NOT_BUILT: dict[str, str] = {
     "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
     "Qwen4ExpMTP": "",
-    "Step3p5MTP": "",
     "Step5MTP": "",
     "Nemotron3_5TranscribeMTPModel": "a speech model (Nemotron 3.5 Transcribe): the reference runs text targets",
 }

@@ -53,6 +53,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   hnorm.m, eh_proj}`` and ``model.mtp.norm``, [embedding, hidden], the embedding not zeroed at position 0, a
   dense MLA decoder layer (vLLM's ``DeepseekV2DecoderLayer`` without experts; ``runner/mtp_longcat.py``), the
   output normed feeds the next step; the target built from its routed experts (``load_longcat_target``).
+- ``step3p5`` (Step3p5ForCausalLM, Step3p7ForConditionalGeneration; vLLM's ``step3p5_mtp.py``): DeepSeek-V3's
+  names at N plus the layer's OWN ``shared_head.head`` for the logits (the Step proposer shares no lm_head),
+  zero-centred norms, no zeroing at position 0, the pre-norm output fed on; a dense ``Step3p7DecoderLayer``
+  with its own per-layer rotary (``runner/mtp_step.py``, which also builds the target).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -103,6 +107,7 @@ from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
 from draftguard.runner.mtp_nemotron import nemotron_block, stack_plain_experts
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
+from draftguard.runner.mtp_step import check_steps, load_step_target, no_rotary, step_block
 from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
@@ -131,9 +136,12 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
         return load_exaone45_target(folder, raw, device, dtype)
     if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
         return load_longcat_target(folder, device, dtype, _file_of(folder))
+    if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
+        target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
+        return target, _tokenizer(folder)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
+    from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
@@ -155,10 +163,15 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if config.tie_word_embeddings:
         model.tie_weights()
     model = model.to(device=device, dtype=dtype).eval()
-    tokenizer = None
+    return model, _tokenizer(folder)
+
+
+def _tokenizer(folder: Path) -> Any:
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+        from transformers import AutoTokenizer  # transformers: only a model run pays it
+
+        return AutoTokenizer.from_pretrained(str(folder))
+    return None
 
 
 def _in_mtp(layout: MtpLayout, key: str, n: int) -> bool:
@@ -193,6 +206,7 @@ class MtpSpec:
     layers: int
     aux_ids: list[int]
     faults: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)  # config.json, where a head is built without a folder
 
 
 class MtpHead(nn.Module):
@@ -217,6 +231,10 @@ class MtpHead(nn.Module):
         rotary = getattr(target.model, "rotary_emb", None)  # Nemotron-H: none (its attention has no rotary)
         if spec.layout.name == "nemotron_h":  # the MTP sublayers and final norm (runner/mtp_nemotron.py)
             self.block = nemotron_block(text, target)
+        elif spec.layout.name == "step3p5":  # vLLM's Step3p5DecoderLayer at N, own rotary and head (runner/mtp_step.py)
+            self.block = step_block(text, spec.raw, int(text.num_hidden_layers), f"{spec.source}/config.json")
+            self.own_head = nn.Linear(size, int(text.vocab_size), bias=False)
+            rotary = no_rotary
         elif spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
             self.block, self.rotary = ernie_block(text)  # its own (neox) rotary, moved with the head
             rotary = self.rotary
@@ -237,7 +255,7 @@ class MtpHead(nn.Module):
             self.block = mtp_block(text, target)
         base = getattr(target, "model", target)
         self._shared = {"norm": base.norm if hasattr(base, "norm") else base.norm_f, "rotary": rotary,
-                        "head": target.get_output_embeddings(), "text": text}
+                        "head": getattr(self, "own_head", None) or target.get_output_embeddings(), "text": text}
         # The chain (runner.eagle3) embeds draft tokens with a head's own table where it has one; an MTP
         # layer shares the target's, as vLLM's MTP models do.
         self.own_embed: nn.Module | None = None
@@ -279,7 +297,7 @@ class MtpHead(nn.Module):
 def _module_key(layout: MtpLayout, key: str) -> str | None:
     """A checkpoint key under the MTP layer's prefix (prefix removed) as ``MtpHead`` names it."""
     for role, name in (("enorm", layout.enorm), ("hnorm", layout.hnorm), ("proj", layout.proj),
-                       ("final_norm", layout.final_norm)):
+                       ("final_norm", layout.final_norm), ("own_head", layout.own_head)):
         if name and key.startswith(name + "."):
             return role + key[len(name):]
     for stored, built in layout.renames:  # MiMo-V2-Flash: ``pre_mlp_layernorm``, ``attention_sink_bias``
@@ -307,7 +325,7 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     n = int(text_config(target).num_hidden_layers)
     # the last decoder layer's output: LongCat-Flash's num_hidden_layers counts two attention sublayers per layer
     last = len(getattr(target, "model", target).layers) if layout.name == "longcat_flash" else n
-    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[last])
+    spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[last], raw=raw)
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
@@ -411,6 +429,8 @@ class MtpBackend(Eagle3Backend):
         self.drafter = load_mtp(target, self.target, device)
         self.drafters = {"resolved": self.drafter}
         self.k = num_speculative_tokens or self.drafter.spec.layers
+        if self.drafter.spec.layout.name == "step3p5":
+            check_steps(read_config(_local_folder(target, "target")), self.k, f"{target}/config.json")
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
         self.replayed_steps = 0
 

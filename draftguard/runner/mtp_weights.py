@@ -16,10 +16,10 @@ for byte, read from the safetensors files without torch.
 
 The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
 architecture), LongCat-Flash's (``model.mtp.layers.0.*``, ``model.mtp.norm``; 1 layer by architecture where the
-config states no ``num_nextn_predict_layers``, as vLLM 0.32 reads it), DeepSeek-V3's, GLM-4.5's and
-GLM-4.7-Flash's (``model.layers.{N}.*``; GLM-4.5V's exports: ``model.language_model.layers.{N}.*``),
-ERNIE-4.5's (``model.mtp_*.0.*``), Nemotron-H's (``mtp.layers.{j}.*``, one per MTP sublayer) and
-Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
+config states no ``num_nextn_predict_layers``, as vLLM 0.32 reads it), DeepSeek-V3's, GLM-4.5's,
+GLM-4.7-Flash's and Step-3.5/3.7's (``model.layers.{N}.*``; GLM-4.5V's exports:
+``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``), Nemotron-H's
+(``mtp.layers.{j}.*``, one per MTP sublayer) and Qwen3.5/3.6's, which Qwen3-Next and EXAONE-MoE share (``mtp.fc``,
 ``mtp.pre_fc_norm_{embedding,hidden}``, ``mtp.norm``, ``mtp.layers.{i}.*``), by the config's architecture
 (Qwen3.5/3.6's multimodal exports' too, whose MTP key sits under ``text_config``).
 
@@ -40,7 +40,7 @@ naming the tensors (``mtp_faults``), the class's rewrite of the MTP layer count 
 the diagnosis they make (``mtp_diagnosis``); bad input (exit 2) for a target without MTP layers, whose
 class resolves them to none, or of a layout the reference does not build (``LAYOUTS``: MiMo's, MiMo-V2-Flash's,
 DeepSeek-V3's, GLM-4.5's, GLM-4.7-Flash's, GLM-4.5V's, ERNIE-4.5's, Qwen3.5's, EXAONE-MoE's, EXAONE-4.5's,
-LongCat-Flash's, Nemotron-H's).
+LongCat-Flash's, Nemotron-H's, Step-3.5/3.7's).
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ class MtpLayout:
     # MTP layer that attends as the target's sliding-window layers do (``swa_*`` keys, sinks; mtp_dsv3.py).
     renames: tuple[tuple[str, str], ...] = ()
     sliding: bool = False
+    # Step-3.5/3.7: the logits read the layer's own head (``shared_head.head``), not the target's lm_head.
+    own_head: str = ""
 
 
 LAYOUTS = {
@@ -152,6 +154,14 @@ LAYOUTS["longcat_flash"] = MtpLayout("longcat_flash", "model.mtp.", "layers.0.en
                                      "layers.0.eh_proj", "norm", embeds_first=True, zero_first=False,
                                      block="layers.{i}.", renames=(("layers.0.transformer_layer.", "layers.0."),),
                                      copies=(("embed_tokens.weight", "model.embed_tokens.weight"),))
+# Step-3.5/3.7 (vLLM 0.32's step3p5_mtp.py; runner/mtp_step.py): ``model.layers.{N}.{enorm, hnorm, eh_proj,
+# shared_head.norm, shared_head.head}`` and a Step3p5 decoder layer at N beside them; zero-centred norms,
+# [embedding, hidden], the embedding not zeroed at position 0 and shared with the target, the layer's OWN
+# head (the Step proposer shares no lm_head), the output before ``shared_head.norm`` fed to the next step.
+LAYOUTS["step3p5"] = MtpLayout("step3p5", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                               embeds_first=True, block_at_n=True, gemma_norms=True, zero_first=False,
+                               copies=(LAYOUTS["deepseek_v3"].copies[0],), recycle_prenorm=True,
+                               own_head="shared_head.head")
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head
@@ -187,9 +197,10 @@ ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v
                  "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
                  "Glm4vMoeForConditionalGeneration": "glm4v_moe", "ExaoneMoeForCausalLM": "exaone_moe",
                  "Exaone4_5_ForConditionalGeneration": "exaone4_5", "LongcatFlashForCausalLM": "longcat_flash",
-                 "NemotronHForCausalLM": "nemotron_h"}
+                 "NemotronHForCausalLM": "nemotron_h", "Step3p5ForCausalLM": "step3p5",
+                 "Step3p7ForConditionalGeneration": "step3p5"}
 # model_type where no architecture is named: the multimodal export's and its text config's.
-MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5",
+MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5", "step3p7": "step3p5",
                "exaone4_5_vision": "exaone4_5"}  # vLLM 0.32 drafts for either EXAONE-4.5 model_type
 
 
@@ -266,7 +277,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
     headers = _headers(folder)
     dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
     faults = []
-    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm) if name]
+    roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm,
+                                                     layout.own_head) if name]
     lacking = [r for r in roles if r not in dtypes]
     said = (f"vLLM 0.32 builds {count} MTP layer(s) for {raw['architectures'][0]} (by its architecture: "
             "config.json states no count)" if key == "architectures"

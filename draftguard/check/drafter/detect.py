@@ -69,12 +69,13 @@ ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
 # EXAONE-MoE / K-EXAONE (ExaoneMoeForCausalLM) and EXAONE-4.5 (its multimodal export) keep Qwen3.5's names
 # (``mtp.*``) with their own layers.
 # MiMo-V2-Flash (MiMoV2FlashForCausalLM) states no MTP key: vLLM 0.32 builds its MTP layers by architecture.
+# Step-3.5/3.7 (Step3p5ForCausalLM; Step3p7ForConditionalGeneration, its MTP key under text_config): runner/mtp_step.py.
 MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
                                "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM",
                                "Ernie4_5_MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
                                "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration", "LongcatFlashForCausalLM",
-                               "NemotronHForCausalLM")
+                               "NemotronHForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration")
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
 # ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
