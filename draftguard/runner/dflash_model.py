@@ -349,7 +349,7 @@ def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None
     """Load the target with transformers ``AutoModelForCausalLM`` (and its tokenizer, or None when the
     folder has none). Example: ``target, tokenizer = load_target("Qwen/Qwen3-8B", "cuda")``."""
     # transformers: seconds to import; only a model run pays it
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     folder = _local_folder(name, "target")
     if not (folder / "config.json").is_file():
@@ -365,10 +365,26 @@ def load_target(name: str, device: str = "cpu", dtype: torch.dtype | None = None
     except OSError as exc:
         raise MissingWeights(f"{folder}: cannot load the target's weights ({exc})", file=str(folder)) from None
     model.to(device).eval()
-    tokenizer = None
-    if any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+    return model, folder_tokenizer(folder)
+
+
+def folder_tokenizer(folder: Path) -> Any:
+    """The folder's tokenizer, or None when it has none."""
+    if not any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
+        return None
+    from transformers import AutoTokenizer  # transformers: seconds to import; only a model run pays it
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def finish_target(model: nn.Module, folder: Path, device: str, dtype: torch.dtype | None) -> tuple[nn.Module, Any]:
+    """A target built from its config and its weights loaded: the head tied where the config ties it, on
+    ``device`` in ``dtype`` (float32 on CPU, bfloat16 elsewhere, by default), in eval mode, with the
+    folder's tokenizer."""
+    if model.config.tie_word_embeddings:
+        model.tie_weights()
+    model = model.to(device=device, dtype=dtype or (torch.float32 if device == "cpu" else torch.bfloat16)).eval()
+    return model, folder_tokenizer(folder)
 
 
 def text_config(target: nn.Module) -> Any:

@@ -43,6 +43,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftguard.errors import MissingWeights
+from draftguard.runner.dflash_model import finish_target
 from draftguard.snapshot import BadInput
 
 
@@ -140,7 +141,7 @@ def load_exaone45_target(folder: Path, raw: dict[str, Any], device: str, dtype: 
     from the shards that hold them only (the vision tower, ``model.visual.*``, neither built nor read; the
     drafting reads no image). Example: ``target, tok = load_exaone45_target(Path(f), read_config(Path(f)), "cpu", None)``."""
     from safetensors import safe_open  # safetensors, transformers: only a model run pays them
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     text = raw.get("text_config")
     if not isinstance(text, dict):
@@ -172,10 +173,4 @@ def load_exaone45_target(folder: Path, raw: dict[str, Any], device: str, dtype: 
         raise MissingWeights(f"{folder}: the target's weights lack "
                              f"{', '.join(TEXT_PREFIX + k[len('model.'):] if k.startswith('model.') else k for k in missing[:4])}",
                              file=str(folder))
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model = model.to(device=device, dtype=dtype or (torch.float32 if device == "cpu" else torch.bfloat16)).eval()
-    tokenizer = None
-    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+    return finish_target(model, folder, device, dtype)

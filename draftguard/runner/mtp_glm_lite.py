@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from draftguard.errors import MissingWeights
+from draftguard.runner.dflash_model import finish_target
 from draftguard.runner.mtp_dsv3 import VllmRouter, vllm_moe_at
 from draftguard.runner.mtp_qwen35 import fuse_experts
 from draftguard.snapshot import BadInput
@@ -61,7 +62,7 @@ def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu",
     from ``text_config``, loaded from ``model.language_model.*`` (less the MTP layers at N and after) and
     ``lm_head.weight``, read from the shards that hold them only. Bad input naming config.json without a
     ``text_config``; ``MissingWeights`` naming the first tensor the text model lacks."""
-    from transformers import AutoTokenizer, Glm4MoeConfig, Glm4MoeForCausalLM  # a model run pays it
+    from transformers import Glm4MoeConfig, Glm4MoeForCausalLM  # a model run pays it
 
     text = raw.get("text_config")
     if not isinstance(text, dict):
@@ -93,13 +94,7 @@ def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu",
             f"lack {', '.join(_stored(k) for k in missing[:4])}" if missing
             else f"hold tensors Glm4MoeForCausalLM does not name: {', '.join(_stored(k) for k in unexpected[:4])}"),
             file=str(folder))
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model = model.to(device=device, dtype=dtype or (torch.float32 if device == "cpu" else torch.bfloat16)).eval()
-    tokenizer = None
-    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+    return finish_target(model, folder, device, dtype)
 
 
 def _stored(key: str) -> str:

@@ -45,7 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftguard.errors import MissingWeights
-from draftguard.runner.dflash_model import _read_weights
+from draftguard.runner.dflash_model import _read_weights, finish_target
 from draftguard.runner.eagle3_layer import RMSNorm
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.snapshot import BadInput, parse_json_object
@@ -155,7 +155,7 @@ def load_longcat_target(folder: Path, device: str = "cpu", dtype: torch.dtype | 
     as vLLM reads it (``runner/mtp_quant.py``), another declared quantization refused (bad input).
     ``file_of`` names the shard a key is in, for the messages. Example:
     ``target, tok = load_longcat_target(Path("longcat"))``."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # transformers: only a model run pays it
+    from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
 
     raw = parse_json_object((folder / "config.json").read_bytes(), str(folder / "config.json"))
     if "quantization_config" in raw and fp8_scheme(raw) is None:
@@ -197,13 +197,7 @@ def load_longcat_target(folder: Path, device: str = "cpu", dtype: torch.dtype | 
         raise MissingWeights(f"{folder}: the target's weights " + (f"lack {', '.join(missing[:4])}" if missing else
                              f"hold tensors longcat_flash does not name: {', '.join(unexpected[:4])}"),
                              file=str(folder))
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model = model.to(device=device, dtype=dtype or (torch.float32 if device == "cpu" else torch.bfloat16)).eval()
-    tokenizer = None
-    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return model, tokenizer
+    return finish_target(model, folder, device, dtype)
 
 
 def checkpoint_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

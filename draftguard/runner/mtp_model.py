@@ -96,7 +96,8 @@ import torch
 from torch import nn
 
 from draftguard.errors import MissingWeights
-from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target, text_config
+from draftguard.runner.dflash_model import (SMALL_MODEL_PARAMS, _local_folder, _read_weights, finish_target,
+                                             folder_tokenizer, load_target, text_config)
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
@@ -138,7 +139,7 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
         return load_longcat_target(folder, device, dtype, _file_of(folder))
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
         target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
-        return target, _tokenizer(folder)
+        return target, folder_tokenizer(folder)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
@@ -160,18 +161,7 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
         raise MissingWeights(f"{folder}: the target's weights " + (f"lack {', '.join(missing[:4])}" if missing else
                              f"hold tensors {config.model_type} does not name: {', '.join(unexpected[:4])}"),
                              file=str(folder))
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model = model.to(device=device, dtype=dtype).eval()
-    return model, _tokenizer(folder)
-
-
-def _tokenizer(folder: Path) -> Any:
-    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        from transformers import AutoTokenizer  # transformers: only a model run pays it
-
-        return AutoTokenizer.from_pretrained(str(folder))
-    return None
+    return finish_target(model, folder, device, dtype)
 
 
 def _in_mtp(layout: MtpLayout, key: str, n: int) -> bool:
