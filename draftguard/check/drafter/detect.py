@@ -57,25 +57,51 @@ DFLASH_MARKERS = (("dflash2", "z-lab DFlash2"), ("dflare", "DFlare"), ("dspark",
 # that a shifted list can be told from (DG115). SpecForge's DSpark for Qwen3.6-27B uses [2, 17, ...]
 # on purpose.
 ZLAB_DEFAULT_IDS = ("DFlashDraftModel", "DFlash2DraftModel")
-# MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
-# The architectures whose MTP layer draftguard accept's reference builds (runner/mtp_model.py LAYOUTS), for
-# the GPU path. DeepSeek-V3's MTP layer is built MoE or dense, its block-FP8 weights under a declared
-# quantization_config dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
-# Qwen3.5/3.6 as released (the multimodal classes, the MoE ones) share the text class's MTP layout.
-# GLM-4.5/4.6/4.7 (Glm4MoeForCausalLM) keep DeepSeek-V3's names with their own decoder layer.
-# GLM-4.7-Flash (Glm4MoeLiteForCausalLM: the same names, an MLA layer) and GLM-4.5V/4.6V's exports
-# (Glm4vMoeForConditionalGeneration: GLM-4.5's layer under ``model.language_model.``).
-# ERNIE-4.5 MoE (Ernie4_5_MoeForCausalLM; vLLM 0.32 serves the MoE class's MTP layer only).
-# EXAONE-MoE / K-EXAONE (ExaoneMoeForCausalLM) and EXAONE-4.5 (its multimodal export) keep Qwen3.5's names
-# (``mtp.*``) with their own layers.
-# MiMo-V2-Flash (MiMoV2FlashForCausalLM) states no MTP key: vLLM 0.32 builds its MTP layers by architecture.
-# Step-3.5/3.7 (Step3p5ForCausalLM; Step3p7ForConditionalGeneration, its MTP key under text_config): runner/mtp_step.py.
-MTP_REFERENCE_ARCHITECTURES = ("MiMoForCausalLM", "DeepseekV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-                               "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-                               "Qwen3NextForCausalLM", "Glm4MoeForCausalLM", "MiMoV2FlashForCausalLM",
-                               "Ernie4_5_MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
-                               "ExaoneMoeForCausalLM", "Exaone4_5_ForConditionalGeneration", "LongcatFlashForCausalLM",
-                               "NemotronHForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration")
+# The architectures whose MTP layer draftguard accept's reference builds, each -> its layout in
+# runner/mtp_weights.py's LAYOUTS: the one list of what the reference builds (the light check and the GPU
+# path read it here, without torch). A new family is one line here and one LAYOUTS entry.
+MTP_REFERENCE_LAYOUTS = {
+    "MiMoForCausalLM": "mimo",
+    # DeepSeek-V3's MTP layer, MoE or dense, its block-FP8 weights under a declared quantization_config
+    # dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    # Released Qwen3.5/3.6 checkpoints are multimodal exports (``text_config`` beside ``vision_config``, the
+    # text model's tensors under ``model.language_model.``); their MTP layer is the text class's (``mtp.*``,
+    # vLLM 0.32's Qwen3_5MTP / Qwen3_5MoeMTP for all four). The reference runs the text model only
+    # (runner/mtp_model.py's ``load_mtp_target``), as the drafting never reads an image.
+    "Qwen3_5ForCausalLM": "qwen3_5",
+    "Qwen3_5MoeForCausalLM": "qwen3_5",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5",
+    "Qwen3NextForCausalLM": "qwen3_next",
+    # GLM-4.5/4.6/4.7: DeepSeek-V3's names with their own decoder layer.
+    "Glm4MoeForCausalLM": "glm4_moe",
+    # MiMo-V2-Flash states no MTP key: vLLM 0.32 builds its MTP layers by architecture (MTP_BY_ARCHITECTURE).
+    "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+    # ERNIE-4.5 MoE (vLLM 0.32 serves the MoE class's MTP layer only).
+    "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
+    # GLM-4.7-Flash (the same names, an MLA layer) and GLM-4.5V/4.6V's exports (GLM-4.5's layer under
+    # ``model.language_model.``).
+    "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
+    "Glm4vMoeForConditionalGeneration": "glm4v_moe",
+    # EXAONE-MoE / K-EXAONE and EXAONE-4.5 (its multimodal export): Qwen3.5's names (``mtp.*``), own layers.
+    "ExaoneMoeForCausalLM": "exaone_moe",
+    "Exaone4_5_ForConditionalGeneration": "exaone4_5",
+    "LongcatFlashForCausalLM": "longcat_flash",
+    "NemotronHForCausalLM": "nemotron_h",
+    # Step-3.5/3.7 (3.7's MTP key under text_config): runner/mtp_step.py.
+    "Step3p5ForCausalLM": "step3p5",
+    "Step3p7ForConditionalGeneration": "step3p5",
+}
+# model_type where no architecture is named: the multimodal export's and its text config's.
+MTP_LAYOUT_MODEL_TYPES = {
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5",
+    "step3p7": "step3p5",
+    "exaone4_5_vision": "exaone4_5",  # vLLM 0.32 drafts for either EXAONE-4.5 model_type
+}
+MTP_REFERENCE_ARCHITECTURES = tuple(MTP_REFERENCE_LAYOUTS)
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's
 # ``config/speculative.py`` sets n_predict from ``_MIMO_V2_FLASH_NUM_MTP_LAYERS`` (1) in mimo_v2_mtp.py,
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
@@ -87,6 +113,7 @@ MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1
 # reference runs it (runner/mtp_gemma4.py) with --drafter <assistant> --target <the Gemma 4 model>.
 MTP_ASSISTANT_TYPES = ("gemma4_assistant", "gemma4_unified_assistant")
 MTP_ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM",)
+# MiniMax writes num_mtp_modules (M2, with use_mtp and mtp_transformer_layers); M3 under text_config.
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 MEDUSA_KEYS = ("medusa_num_heads", "num_heads")
 # DFlash relatives the acceptance backends do not run, by the label detection gives them (see
