@@ -100,7 +100,7 @@ def test_the_mtp_block_is_built_at_its_own_index():
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from draftguard.runner.mtp_model import MtpHead, MtpSpec
-    from draftguard.runner.mtp_weights import LAYOUTS
+    from draftguard.runner.mtp_layouts import LAYOUTS
 
     raw = json.loads((MODELS / "dsv3" / "config.json").read_text())
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures")}

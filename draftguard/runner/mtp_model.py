@@ -109,7 +109,8 @@ from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
 from draftguard.runner.mtp_nemotron import nemotron_block, stack_plain_experts
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
 from draftguard.runner.mtp_step import check_steps, load_step_target, no_rotary, step_block
-from draftguard.runner.mtp_weights import LAYOUTS, MtpLayout, mtp_count, mtp_faults, mtp_layout, read_config
+from draftguard.runner.mtp_layouts import LAYOUTS, MtpLayout
+from draftguard.runner.mtp_weights import mtp_count, mtp_faults, mtp_layout, read_config
 from draftguard.snapshot import BadInput
 
 
