@@ -24,9 +24,10 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, load_target
+from draftguard.runner.dflash_model import load_target
 from draftguard.runner.eagle3_model import Eagle3Head, PrenormHook, head_features, load_eagle3
-from draftguard.runner.reference import DraftCounts, _cache_arg, _count_step, _crop, _new_cache, stop_token_ids
+from draftguard.runner.reference import (DraftCounts, _cache_arg, _count_step, _crop, _new_cache, open_target,
+                                         stop_token_ids)
 from draftguard.runner.result import PromptResult
 from draftguard.snapshot import BadInput
 
@@ -152,12 +153,8 @@ class Eagle3Backend:
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
                  num_speculative_tokens: int | None = None, aux_ids: dict[str, Sequence[int]] | None = None,
                  max_model_len: int | None = None):
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device, self.views = device, tuple(aux_ids or ("resolved",))
-        self.target, self.tokenizer = load_target(target, device, dtype)
-        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
-            torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
+        self.target, self.tokenizer = open_target(load_target, target, device, dtype)
         self.drafters = {v: load_eagle3(drafter, self.target, device, aux_ids=(aux_ids or {}).get(v),
                                         max_model_len=max_model_len) for v in self.views}
         self.drafter = self.drafters[self.views[0]]
@@ -169,14 +166,19 @@ class Eagle3Backend:
     def block_size(self) -> int:
         return self.k + 1
 
+    def generate(self, head: nn.Module, input_ids: Sequence[int], max_new_tokens: int, k: int
+                 ) -> tuple[list[int], DraftCounts]:
+        """One prompt's speculative decoding with ``head`` drafting k tokens a step (a subclass's own loop)."""
+        return eagle3_generate(self.target, head, input_ids, max_new_tokens, num_speculative_tokens=k,
+                               stop_ids=self.stop_ids)
+
     def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
                    block_size: int | None = None, label: str | None = None,
                    view: str | None = None) -> tuple[PromptResult, list[int]]:
         k = block_size - 1 if block_size else self.k
         head = self.drafters[view] if view is not None else self.drafter
         t0 = time.perf_counter()
-        tokens, c = eagle3_generate(self.target, head, input_ids, max_new_tokens, num_speculative_tokens=k,
-                                    stop_ids=self.stop_ids)
+        tokens, c = self.generate(head, input_ids, max_new_tokens, k)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         return PromptResult.from_counts(

@@ -32,19 +32,17 @@ training a fixture). Needs the ``runner`` extra (torch).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 
-from draftguard.runner.dflash_model import SMALL_MODEL_PARAMS, _local_folder, _read_weights, load_target
-from draftguard.runner.eagle3 import DEFAULT_SPECULATIVE_TOKENS
+from draftguard.runner.dflash_model import _local_folder, _read_weights, load_target
+from draftguard.runner.eagle3 import DEFAULT_SPECULATIVE_TOKENS, Eagle3Backend
 from draftguard.check.drafter.detect import is_mtp_assistant
 from draftguard.runner.mtp_assistant import assistant_faults
-from draftguard.runner.reference import DraftCounts, _count_step, stop_token_ids
-from draftguard.runner.result import PromptResult
+from draftguard.runner.reference import DraftCounts, _count_step, open_target, stop_token_ids
 from draftguard.snapshot import BadInput
 
 def _text_model(target: nn.Module) -> nn.Module:
@@ -221,7 +219,7 @@ def gemma4_generate(target: nn.Module, drafter: Gemma4Drafter, input_ids: Sequen
     return new[:max_new_tokens], counts
 
 
-class Gemma4Backend:
+class Gemma4Backend(Eagle3Backend):
     """The reference backend for a Gemma 4 target and its assistant (``--method mtp --drafter <assistant>``).
     K defaults to 3 (vLLM takes ``num_speculative_tokens`` from the user; the assistant drafts one per step).
 
@@ -235,41 +233,18 @@ class Gemma4Backend:
 
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
                  num_speculative_tokens: int | None = None):
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device, self.views = device, ("resolved",)
-        self.target, self.tokenizer = load_target(target, device, dtype)
-        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
-            torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
+        self.target, self.tokenizer = open_target(load_target, target, device, dtype)
         self.drafter, self.faults = load_gemma4_drafter(drafter, self.target, device)
         self.drafters = {"resolved": self.drafter}
         self.k = num_speculative_tokens or DEFAULT_SPECULATIVE_TOKENS
         self.stop_ids = stop_token_ids(self.target, self.tokenizer)
         self.replayed_steps = 0
 
-    @property
-    def block_size(self) -> int:
-        return self.k + 1
-
-    def run_prompt(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
-                   block_size: int | None = None, label: str | None = None,
-                   view: str | None = None) -> tuple[PromptResult, list[int]]:
-        k = block_size - 1 if block_size else self.k
-        t0 = time.perf_counter()
-        tokens, c = gemma4_generate(self.target, self.drafter, input_ids, max_new_tokens, num_speculative_tokens=k,
-                                    stop_ids=self.stop_ids)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return PromptResult.from_counts(
-            index, drafts=c.drafts, draft_tokens=c.draft_tokens, accepted_tokens=c.accepted_tokens,
-            accepted_per_position=c.accepted_per_position, new_tokens=len(tokens),
-            wall_seconds=time.perf_counter() - t0, label=label), tokens
-
-    def run_prompt_views(self, index: int, input_ids: Sequence[int], max_new_tokens: int, *,
-                         block_size: int | None = None, label: str | None = None
-                         ) -> dict[str, tuple[PromptResult, list[int]]]:
-        return {v: self.run_prompt(index, input_ids, max_new_tokens, block_size=block_size, label=label, view=v)
-                for v in self.views}
+    def generate(self, head: nn.Module, input_ids: Sequence[int], max_new_tokens: int, k: int
+                 ) -> tuple[list[int], DraftCounts]:
+        return gemma4_generate(self.target, head, input_ids, max_new_tokens, num_speculative_tokens=k,
+                               stop_ids=self.stop_ids)
 
 
 __all__ = ["Gemma4Backend", "Gemma4Drafter", "gemma4_generate", "load_gemma4_drafter", "target_pass"]

@@ -59,6 +59,19 @@ class DraftCounts:
     accepted_per_position: list[int] = field(default_factory=list)
 
 
+def open_target(load: Callable[[str, str, Any], tuple[nn.Module, Any]], target: str, device: str,
+                dtype: torch.dtype | None) -> tuple[nn.Module, Any]:
+    """``load(target, device, dtype)`` -> (model, tokenizer), for every reference backend: --device cuda is
+    refused where torch sees no GPU, and a small model on CPU gets one intra-op thread (its matmuls are too
+    short to split: extra threads only spin, and on a busy machine they ran the fixtures 10-30x slower)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BadInput(f"--device {device}: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
+    model, tokenizer = load(target, device, dtype)
+    if device == "cpu" and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS:
+        torch.set_num_threads(1)
+    return model, tokenizer
+
+
 def stop_token_ids(target: nn.Module, tokenizer: Any = None) -> list[int]:
     """End-of-sequence ids from the target's generation config (else its config, else the tokenizer)."""
     ids: Any = None
@@ -349,17 +362,11 @@ class ReferenceBackend:
 
     def __init__(self, target: str, drafter: str, *, device: str = "cpu", view: str = "resolved",
                  dtype: torch.dtype | None = None, views: Sequence[str] | None = None, layer_offset: int = 1):
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device = device
         self.views = tuple(views or (view,))
         if layer_offset != 1:
             self.name = LAYER_IDS_ONE_OFF
-        self.target, self.tokenizer = load_target(target, device, dtype)
-        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
-            # A small model's matmuls are too short to split: extra intra-op threads only spin, and on
-            # a busy machine they ran the fixtures 10-30x slower than one thread.
-            torch.set_num_threads(1)
+        self.target, self.tokenizer = open_target(load_target, target, device, dtype)
         self.drafters = {v: load_drafter(drafter, self.target, v, device, layer_offset=layer_offset)
                          for v in self.views}
         self.drafter = self.drafters[self.views[0]]
