@@ -11,7 +11,9 @@ Three steps, each its own command (a release runs in its own interpreter, its wh
 The interpreter is the vLLM environment's (``.venv-vllm``: CPython 3.11, torch 2.13.0, transformers 5.19.0
 and vLLM's other dependencies); a release that breaks on that transformers gets the one of its era
 first on the path (``pip install --no-deps --target``: 4.53.3 for vLLM 0.9.x, 4.57.6 for vLLM 0.8.5 and
-0.10-0.18 and SGLang 0.4.10-0.5.5); the data records which one it ran with:
+0.10-0.18 and SGLang 0.4.10-0.5.5, each with the tokenizers and huggingface-hub its import checks for:
+``"tokenizers>=0.22,<=0.23.0" "huggingface-hub<1.0"`` into /tmp/rel/tf-4.57.6, ``"tokenizers<0.22"
+"huggingface-hub<1.0"`` into /tmp/rel/tf-4.53.3); the data records which one it ran with:
 
     # 1. one release (vLLM: its `vllm serve` parser; SGLang: ServerArgs.add_cli_args). The wheel is
     #    unzipped without its compiled extensions (they are built for another torch, or for CUDA); the
