@@ -11,7 +11,9 @@ Three steps, each its own command (a release runs in its own interpreter, its wh
 The interpreter is the vLLM environment's (``.venv-vllm``: CPython 3.11, torch 2.13.0, transformers 5.19.0
 and vLLM's other dependencies); a release that breaks on that transformers gets the one of its era
 first on the path (``pip install --no-deps --target``: 4.53.3 for vLLM 0.9.x, 4.57.6 for vLLM 0.8.5 and
-0.10-0.18 and SGLang 0.4.10-0.5.5); the data records which one it ran with:
+0.10-0.18 and SGLang 0.4.10-0.5.5, each with the tokenizers and huggingface-hub its import checks for:
+``"tokenizers>=0.22,<=0.23.0" "huggingface-hub<1.0"`` into /tmp/rel/tf-4.57.6, ``"tokenizers<0.22"
+"huggingface-hub<1.0"`` into /tmp/rel/tf-4.53.3); the data records which one it ran with:
 
     # 1. one release (vLLM: its `vllm serve` parser; SGLang: ServerArgs.add_cli_args). The wheel is
     #    unzipped without its compiled extensions (they are built for another torch, or for CUDA); the
@@ -22,8 +24,10 @@ first on the path (``pip install --no-deps --target``: 4.53.3 for vLLM 0.9.x, 4.
         scripts/gen_engine_releases.py extract vllm /tmp/rel/out/vllm-0.10.1.1.json
     #    the installed release (0.32.0 in .venv-vllm) needs no path: tests/test_releases_vllm.py does this
     .venv-vllm/bin/python scripts/gen_engine_releases.py extract vllm /tmp/rel/out/vllm-0.32.0.json
-    # 2. every release read so far, into the shipped file (sorted by packaging.version.Version)
+    # 2. every release read so far, into the shipped file (sorted by packaging.version.Version); with
+    #    --only FIELD, only that field of releases already there (a probe fixed since: mtp_drafters)
     python scripts/gen_engine_releases.py merge vllm /tmp/rel/out/vllm-*.json
+    python scripts/gen_engine_releases.py merge vllm --only mtp_drafters /tmp/rel/out/vllm-*.json
     # 3. docs/engines.md's table of the releases known
     python scripts/gen_engine_releases.py table vllm
 
@@ -42,9 +46,11 @@ import argparse
 import ast
 import importlib.abc
 import importlib.machinery
+import inspect
 import json
 import re
 import sys
+import textwrap
 import types
 import typing
 from datetime import datetime, timezone
@@ -274,9 +280,11 @@ def vllm_speculative_methods() -> tuple[list[str], str]:
 
 def vllm_mtp_drafters() -> tuple[dict[str, str], str]:
     """Which targets ``--speculative-config '{"method": "mtp"}'`` drafts for, and with which draft model: the
-    release's own ``SpeculativeConfig.hf_config_override`` run on a probe config per transformers/vLLM
-    ``model_type`` (architecture a placeholder) and per registered architecture (``model_type`` a
-    placeholder, then the one transformers maps it to), ``num_nextn_predict_layers`` 1. A probe whose
+    release's own ``SpeculativeConfig.hf_config_override`` run on a probe config per ``model_type`` that
+    transformers or vLLM registers or that the function's own source compares against
+    (``compared_model_types``: a family whose config is remote code, OpenPangu's ``pangu_ultra_moe``), the
+    architecture a placeholder; and per registered architecture (``model_type`` a placeholder, then the
+    one transformers maps it to), ``num_nextn_predict_layers`` 1. A probe whose
     architecture comes back changed is a target the release drafts for: ``"model_type:deepseek_v3":
     "DeepSeekMTPModel"``, ``"architecture:Glm4MoeForCausalLM": "Glm4MoeMTPModel"``. A branch that reads
     another attribute (``text_config``, ``layer_types``) gets it (a sub-config, [], 1) and runs again."""
@@ -295,7 +303,12 @@ def vllm_mtp_drafters() -> tuple[dict[str, str], str]:
         registered = set(getattr(vllm_configs, "_CONFIG_REGISTRY", {}))
     except Exception:
         registered = set()
-    types_ = sorted(set(configuration_auto.CONFIG_MAPPING_NAMES) | registered)
+    override = SpeculativeConfig.hf_config_override
+    # model_types only the release's own branches name (a family whose config ships as remote code, so neither
+    # transformers nor vLLM registers it: ``hf_config.model_type in ("pangu_ultra_moe")``)
+    compared = compared_model_types(textwrap.dedent(inspect.getsource(override)),
+                                    vars(sys.modules[SpeculativeConfig.__module__]))
+    types_ = sorted(set(configuration_auto.CONFIG_MAPPING_NAMES) | registered | set(compared))
     archs = sorted(ModelRegistry.get_supported_archs())
     typed = {}
     for name in ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"):
@@ -311,7 +324,7 @@ def vllm_mtp_drafters() -> tuple[dict[str, str], str]:
             config = PretrainedConfig(architectures=[arch], num_nextn_predict_layers=1, **extra)
             config.model_type = model_type
             try:
-                got = SpeculativeConfig.hf_config_override(config)
+                got = override(config)
             except AttributeError as exc:
                 name = re.search(r"has no attribute '(\w+)'", str(exc))
                 if not name or name.group(1) in extra:
@@ -327,6 +340,48 @@ def vllm_mtp_drafters() -> tuple[dict[str, str], str]:
                 out[key] = drafted
             break
     return dict(sorted(out.items())), where
+
+
+def _strings(node: ast.AST, names: dict) -> list[str]:
+    """A comparison operand's string values: a literal, a tuple/list/set of them, or a module-level name
+    bound to those (``names``: the module's globals)."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e, names)]
+    if isinstance(node, ast.Name) and node.id in names:
+        value = names[node.id]
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, (tuple, list, set, frozenset)):
+            return sorted(v for v in value if isinstance(v, str))
+    return []
+
+
+def _is_model_type(node: ast.AST) -> bool:
+    """``x.model_type`` or ``getattr(x, "model_type", ...)``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "model_type"
+    return (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant) and node.args[1].value == "model_type")
+
+
+def compared_model_types(source: str, names: dict | None = None) -> list[str]:
+    """The strings a function's source compares a ``model_type`` against (``x.model_type == "t"``,
+    ``x.model_type in ("a", "b")``, ``"t" in x.model_type``, ``getattr(x, "model_type", None) == "t"``),
+    less the ones it assigns to a ``model_type`` itself: those are its draft's own type (``"deepseek_mtp"``),
+    compared so that a second pass over the rewritten config keeps it, not a target's."""
+    names = names or {}
+    compared: set[str] = set()
+    assigned: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_model_type(o) for o in operands):
+                compared.update(s for o in operands if not _is_model_type(o) for s in _strings(o, names))
+        elif isinstance(node, ast.Assign) and any(_is_model_type(t) for t in node.targets):
+            assigned.update(_strings(node.value, names))
+    return sorted(compared - assigned)
 
 
 def _cpu_build_is_vllm() -> str | None:
@@ -502,14 +557,23 @@ def _ast_literal_strings(node: ast.AST) -> list[str]:
 # every release into the shipped file
 
 
-def merge(engine: str, paths: list[Path]) -> Path:
+def merge(engine: str, paths: list[Path], only: str | None = None) -> Path:
+    """Each extracted release into the shipped file, whole; with ``only``, just that field of a release already
+    there (the others stay as they were read: a probe fixed since need not rerun every release's parser)."""
     from packaging.version import Version
 
     path = OUT / f"{engine}.json"
     releases = json.loads(path.read_text())["releases"] if path.exists() else {}
     for p in paths:
         data = json.loads(p.read_text())
-        releases[data.pop("version")] = data
+        version = data.pop("version")
+        if only is None:
+            releases[version] = data
+        elif version not in releases or only not in data:
+            raise SystemExit(f"{p}: {engine} {version} is not in {path.name}, or {only!r} was not read: "
+                             "merge it whole")
+        else:
+            releases[version][only] = data[only]
     ordered = dict(sorted(releases.items(), key=lambda kv: Version(kv[0])))
     OUT.mkdir(parents=True, exist_ok=True)
     lines = [f'{{"engine": {json.dumps(engine)}, "releases": {{']
@@ -577,8 +641,9 @@ def main(argv: list[str]) -> None:
         print(f"{engine} {data['version']}: {len(data['options'])} options, stubbed {data['stubbed']}")
     elif step == "extract":
         extract(argv[1], Path(argv[2]))
-    elif step == "merge":
-        print(merge(argv[1], [Path(p) for p in argv[2:]]))
+    elif step == "merge":  # merge ENGINE [--only FIELD] PATH...
+        only = argv[3] if argv[2:3] == ["--only"] else None
+        print(merge(argv[1], [Path(p) for p in argv[(4 if only else 2):]], only))
     elif step == "table":
         print(table(argv[1]))
     else:

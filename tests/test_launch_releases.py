@@ -222,3 +222,21 @@ def test_an_mtp_launch_pinned_before_the_first_release_that_drafts_for_its_targe
     assert refused.message.endswith("vLLM 0.17.1 is the first release known here that drafts for it\"")
     later = launch_report([], [f"vllm serve {qwen} {MTP}"], parse_engines("vllm==0.32.0"), None).findings
     assert not [f for f in later if f.rule == "DG300" and "MTP draft model" in f.message]
+
+
+def test_an_mtp_launch_of_a_remote_code_family_only_the_release_names_is_judged_by_its_release(tmp_path):
+    """openPangu-Ultra-MoE (model_type pangu_ultra_moe, remote code: no transformers or vLLM config class
+    registers it) is drafted for by vLLM 0.11.2's hf_config_override on (OpenPanguMTPModel). Before the probe
+    read the model_types the override compares against, every release was said to refuse it."""
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe", "num_nextn_predict_layers": 1,
+         "auto_map": {"AutoConfig": "configuration_openpangu_moe.PanguUltraMoEConfig"}, "torch_dtype": "bfloat16",
+         "max_position_embeddings": 131072}))
+    now = launch_report([], [f"vllm serve {tmp_path} --trust-remote-code --max-model-len 32768 {MTP}"],
+                        parse_engines("vllm==0.32.0"), None).findings
+    assert not [f for f in now if f.rule == "DG300" and "MTP draft model" in f.message]
+    before = launch_report([], [f"vllm serve {tmp_path} --trust-remote-code --max-model-len 32768 {MTP}"],
+                           parse_engines("vllm==0.11.0"), None).findings
+    [refused] = [f for f in before if f.rule == "DG300" and "MTP draft model" in f.message]
+    assert "vLLM 0.11.0 maps no MTP draft model for PanguUltraMoEForCausalLM, pangu_ultra_moe" in refused.message
+    assert "vLLM 0.11.2 is the first release known here that drafts for it" in refused.message

@@ -80,4 +80,7 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     pro = refusal({"architectures": ["MiMoV2ForCausalLM"], "model_type": "mimo_v2"})
     assert "MiMo-V2-Pro's MTP layer" in pro and "MiMoV2MTPModel" in pro
     assert vllm_drafter({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}) is None
+    # OpenPangu: remote code, named by the release's own hf_config_override only (not by a registry)
+    pangu = refusal({"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe"})
+    assert "(its OpenPanguMTPModel)" in pangu and "transformers 5.24 has no class for it" in pangu
     assert refusal({"architectures": ["LlamaForCausalLM"]}).startswith("; no vLLM release known here drafts")

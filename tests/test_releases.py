@@ -3,6 +3,7 @@ release's own code by scripts/gen_engine_releases.py), read through their one re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,68 @@ def test_first_refusing_and_last_accepting_agree_with_each_release_for_every_opt
         later = [v for v in versions if Version(v) > Version(accepting[0])]
         refusing = [v for v in later if option_kind(engine, v, option) is None]
         assert first == (refusing[0] if refusing else None), option
+
+
+def _generator():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "gen_engine_releases.py"
+    spec = importlib.util.spec_from_file_location("gen_engine_releases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the shapes vLLM 0.32's SpeculativeConfig.hf_config_override compares a model_type in (config/speculative.py)
+OVERRIDE = '''
+def hf_config_override(hf_config):
+    if hf_config.model_type in ("pangu_ultra_moe"):
+        hf_config.model_type = "pangu_ultra_moe_mtp"
+    if hf_config.model_type == "pangu_ultra_moe_mtp":
+        hf_config.update({"n_predict": 1, "architectures": ["OpenPanguMTPModel"]})
+    if hf_config.model_type in {"nemotron_h", "nemotron_h_puzzle"} and hf_config.num_nextn_predict_layers > 0:
+        hf_config.model_type = "nemotron_h_mtp"
+    if "exaone4_5" in hf_config.model_type:
+        hf_config.model_type = "exaone4_5_mtp"
+    if getattr(hf_config.text_config, "model_type", None) == "qwen3_5_moe_text" or hf_config.model_type in NAMED:
+        hf_config.architectures = ["Qwen3_5MoeMTP"]
+    if hf_config.architectures[0] == "MiMoForCausalLM":
+        hf_config.model_type = "mimo_mtp"
+'''
+
+
+def test_the_generator_probes_every_model_type_the_release_compares_against():
+    """A family whose config is remote code (OpenPangu's pangu_ultra_moe) is registered neither by
+    transformers nor by vLLM: only the override's own comparisons name it. The types the function writes
+    itself (its draft's, compared so a second pass keeps them) are no targets."""
+    found = _generator().compared_model_types(OVERRIDE, {"NAMED": ("interns2_mobius", 3)})
+    assert found == ["exaone4_5", "interns2_mobius", "nemotron_h", "nemotron_h_puzzle", "pangu_ultra_moe",
+                     "qwen3_5_moe_text"]
+
+
+def test_every_release_that_compares_pangu_ultra_moe_drafts_for_openpangu():
+    """OpenPangu-Ultra-MoE (remote code, model_type pangu_ultra_moe): vLLM 0.11.2's hf_config_override first
+    maps it to OpenPanguMTPModel; before the probe read the override's own model_types, no release did."""
+    raw = {"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe", "num_nextn_predict_layers": 1}
+    assert releases.first_mtp_drafting(raw) == "0.11.2"
+    assert releases.mtp_drafter("0.11.0", raw) is None
+    assert releases.mtp_drafter("0.32.0", raw) == ("model_type:pangu_ultra_moe", "OpenPanguMTPModel")
+
+
+def test_merge_only_replaces_that_field_and_keeps_every_other_byte(tmp_path, monkeypatch):
+    gen = _generator()
+    monkeypatch.setattr(gen, "OUT", tmp_path)
+    old = {"version": "0.32.0", "options": {"model": "value"}, "source": "read", "mtp_drafters": {"a": "B"}}
+    first = tmp_path / "old.json"
+    first.write_text(json.dumps(old))
+    gen.merge("vllm", [first])
+    before = (tmp_path / "vllm.json").read_text()
+    fresh = tmp_path / "fresh.json"
+    fresh.write_text(json.dumps({**old, "options": {"other": "switch"}, "mtp_drafters": {"a": "B", "c": "D"}}))
+    gen.merge("vllm", [fresh], only="mtp_drafters")
+    after = (tmp_path / "vllm.json").read_text()
+    assert after == before.replace('{"a":"B"}', '{"a":"B","c":"D"}')
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({**old, "version": "0.99.0"}))
+    with pytest.raises(SystemExit, match="0.99.0 is not in vllm.json"):
+        gen.merge("vllm", [unknown], only="mtp_drafters")

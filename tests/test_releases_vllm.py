@@ -35,3 +35,6 @@ def test_the_installed_release_regenerates_to_the_shipped_data():
     assert fresh["mtp_drafters"] == dict(shipped.mtp_drafters)
     assert fresh["mtp_drafters"]["architecture:DeepseekV3ForCausalLM"] == "DeepSeekMTPModel"
     assert fresh["mtp_drafters"]["architecture:Glm4MoeForCausalLM"] == "Glm4MoeMTPModel"
+    # a remote-code family only the override's own comparisons name (neither transformers nor vLLM registers it)
+    assert fresh["mtp_drafters"]["model_type:pangu_ultra_moe"] == "OpenPanguMTPModel"
+    assert "model_type:pangu_ultra_moe_mtp" not in fresh["mtp_drafters"]  # the draft's own type, no target

@@ -35,6 +35,9 @@ NOT_BUILT: dict[str, str] = {
     "KimiK3MTPModel": "",
     "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
+    "OpenPanguMTPModel": "openPangu-Ultra-MoE ships its config and model as remote code (model_type pangu_ultra_moe): "
+                         "transformers 5.24 has no class for it, and its decoder (vLLM's openpangu.py) is not "
+                         "written in the reference",
     "Qwen4ExpMTP": "",
     "Step5MTP": "",
     "Nemotron3_5TranscribeMTPModel": "a speech model (Nemotron 3.5 Transcribe): the reference runs text targets",
@@ -43,6 +46,12 @@ NOT_BUILT: dict[str, str] = {
 NOT_BUILT_TARGETS: dict[str, str] = {
     "architecture:MiMoV2ForCausalLM": "MiMo-V2-Pro's MTP layer (vLLM's MiMoV2MTPModel with the Pro's geometry) is "
                                       "not written in the reference; MiMo-V2-Flash's is",
+    "model_type:intern_s2_preview": "Intern-S2-Preview ships its config as remote code (model_type intern_s2_preview): "
+                                    "transformers 5.24 has no class for it; the reference builds vLLM's Qwen3_5MTP for "
+                                    "Qwen3.5's own configs",
+    "model_type:nemotron_h_puzzle": "Nemotron-H Puzzle ships its config as remote code (model_type nemotron_h_puzzle, "
+                                    "per-layer block_configs, MTP experts from mtp_n_routed_experts): transformers 5.24 "
+                                    "has no class for it; the reference builds vLLM's NemotronHMTPModel for nemotron_h",
 }
 
 
