@@ -33,17 +33,13 @@ NOT_BUILT: dict[str, str] = {
     "HYV3MTPModel": "",
     "HYV4MTPModel": "",
     "KimiK3MTPModel": "",
-    "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
     "Qwen4ExpMTP": "",
     "Step5MTP": "",
     "Nemotron3_5TranscribeMTPModel": "a speech model (Nemotron 3.5 Transcribe): the reference runs text targets",
 }
 # Targets refused although the reference builds their draft model for another target.
-NOT_BUILT_TARGETS: dict[str, str] = {
-    "architecture:MiMoV2ForCausalLM": "MiMo-V2-Pro's MTP layer (vLLM's MiMoV2MTPModel with the Pro's geometry) is "
-                                      "not written in the reference; MiMo-V2-Flash's is",
-}
+NOT_BUILT_TARGETS: dict[str, str] = {}
 
 
 def vllm_drafter(raw: dict[str, Any]) -> tuple[str, str, str] | None:
