@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 from tests.test_mtp import BAR, MODELS, accept, assert_healthy_matches_trained, dropped_fails  # noqa: E402
 
 FLASH, MTP_SHARD = "mimo-v2-flash", "model-00002-of-00002.safetensors"
-REAL = Path(__file__).resolve().parent / "data" / "real-configs"
+REAL = Path(__file__).resolve().parent / "data" / "mimo-v2-configs"
 VISION = {"depth": 1, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32, "out_hidden_size": 32,
           "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3}
 
@@ -46,9 +46,11 @@ def _fuse(state: dict, prefix: str) -> dict:
     return out
 
 
-def derived(tmp_path: Path, kind: str, *, mtp=None) -> Path:
+def derived(tmp_path: Path, kind: str, *, mtp=None, model_type: str = "mimo_v2") -> Path:
     """The Flash fixture as a Pro ("pro") or omni ("omni": MiMo-V2.5's config, "omni-class": vLLM's class
-    name) checkpoint computing the same function; ``mtp`` rewrites the MTP layer's tensors (a fault)."""
+    name) checkpoint computing the same function; ``mtp`` rewrites the MTP layer's tensors (a fault).
+    ``model_type`` mimo_v2 as released (a config class only the checkpoint's remote code has); vLLM 0.32
+    reads the file without remote code under transformers' ``mimo_v2_flash`` only."""
     from safetensors.torch import load_file, save_file
 
     folder = tmp_path / f"mimo-v2-{kind}"
@@ -56,7 +58,7 @@ def derived(tmp_path: Path, kind: str, *, mtp=None) -> Path:
     raw = json.loads((folder / "config.json").read_text())
     for key in ("layer_types", "mlp_layer_types"):  # as released: vLLM's keys only
         raw.pop(key)
-    raw.update(architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", attention_projection_layout="fused_qkv")
+    raw.update(architectures=["MiMoV2ForCausalLM"], model_type=model_type, attention_projection_layout="fused_qkv")
     shards = {name: load_file(str(folder / name)) for name in sorted({*json.loads(
         (folder / "model.safetensors.index.json").read_text())["weight_map"].values()})}
     prefix = "model."
@@ -100,6 +102,7 @@ def test_the_layout_and_count_come_from_the_architecture():
     """vLLM 0.32 (config/speculative.py) builds MiMoV2MTPModel / MiMoV2OmniMTPModel with 1 layer for both
     architectures, the config naming no count (MiMo-V2.5's and MiMo-V2.5-Pro's). Before: refused, "the Pro's
     geometry" / MiMoV2OmniMTPModel not built."""
+    from draftguard.check.drafter.detect import detect_drafter
     from draftguard.runner.mtp_coverage import NOT_BUILT, NOT_BUILT_TARGETS, vllm_drafter
     from draftguard.runner.mtp_weights import mtp_count, mtp_layout
 
@@ -115,6 +118,8 @@ def test_the_layout_and_count_come_from_the_architecture():
         path = REAL / name / "config.json"
         raw = json.loads(path.read_text())
         assert mtp_layout(raw, str(path)).name == "mimo_v2" and mtp_count(raw, str(path)) == ("architectures", 1)
+        fmt = detect_drafter(raw)  # the GPU path runs the model as its own target
+        assert fmt.family == "mtp" and fmt.acceptance_testable and fmt.num_target_layers.key == "architectures"
 
 
 @pytest.mark.parametrize("kind", ["pro", "omni"])

@@ -45,6 +45,8 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
   sliding-window attention's ``swa_*`` geometry, sinks and window (``pre_mlp_layernorm`` is its
   ``post_attention_layernorm``, ``attention_sink_bias`` its ``sinks``), rotated with ``swa_rope_theta``.
+  ``mimo_v2`` (MiMoV2ForCausalLM: MiMo-V2-Pro; MiMoV2OmniForCausalLM): the same layer; the fused ``qkv_proj``,
+  vLLM's per-kind geometry and the omni export's text model in ``runner/mtp_mimo2.py``.
 - ``ernie4_5_moe`` (Ernie4_5_MoeForCausalLM: ERNIE-4.5-21B-A3B / 300B-A47B, vLLM's ``ernie_mtp.py``):
   ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
   neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
