@@ -196,3 +196,57 @@ def test_the_light_check_flags_a_dropped_omni_layer_without_a_run(omni, tmp_path
 
     assert errors(omni) == set()
     assert errors(derived(tmp_path, "omni", mtp=lambda state: {})) == {"DG404"}
+
+
+def _tiled_fp8(tensor: torch.Tensor, shards: int, sizes: tuple[int, int, int], block: int) -> tuple:
+    """A [Q; K; V] weight stored as MiMo-V2.5-Pro stores it: ``shards`` shards of [Q_c; K_c; V_c], block
+    FP8, the scales tiled shard by shard (the last block of a shard partial)."""
+    q, k, v = (part.chunk(shards) for part in tensor.float().split(sizes))
+    weights, scales = [], []
+    for chunk in (torch.cat([q[i], k[i], v[i]]) for i in range(shards)):
+        rows, cols = chunk.shape
+        pad = torch.zeros(-(-rows // block) * block, -(-cols // block) * block)
+        pad[:rows, :cols] = chunk
+        grid = pad.unflatten(0, (-1, block)).unflatten(2, (-1, block)).abs().amax((1, 3)) / 448
+        scale = grid.repeat_interleave(block, 0).repeat_interleave(block, 1)[:rows, :cols]
+        weights.append((chunk / scale).to(torch.float8_e4m3fn))
+        scales.append(grid)
+    return torch.cat(weights), torch.cat(scales)
+
+
+def test_a_block_fp8_fused_projection_stored_pre_sharded_is_read_as_vllm_reads_it(pro, tmp_path):
+    """MiMo-V2.5-Pro's ``qkv_proj`` (27136 rows, scales [216, 48]) is 8 shards (``num_key_value_heads``) of
+    [Q_c; K_c; V_c], scales tiled per shard; vLLM 0.32's ``_shard_fp8_qkv_proj`` gathers them. Here 2 shards
+    of 96 rows in 64 x 64 blocks: scales 2 x 2 rows (one grid would be 3). Before: refused, the scale's shape
+    is not one grid's."""
+    from safetensors.torch import load_file, save_file
+
+    from draftguard.runner.mtp_model import load_mtp, load_mtp_target
+
+    folder = tmp_path / "pro-fp8"
+    shutil.copytree(pro, folder)
+    raw = json.loads((folder / "config.json").read_text())
+    raw["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [64, 64],
+                                  "activation_scheme": "dynamic"}
+    (folder / "config.json").write_text(json.dumps(raw))
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    for shard in sorted(set(index["weight_map"].values())):
+        state = load_file(str(folder / shard))
+        for key in [k for k in state if k.endswith("qkv_proj.weight")]:
+            state[key], state[key + "_scale_inv"] = _tiled_fp8(state[key], 2, (64, 64, 64), 64)
+            assert tuple(state[key + "_scale_inv"].shape) == (4, 1)
+            index["weight_map"][key + "_scale_inv"] = shard
+        save_file(state, str(folder / shard), metadata={"format": "pt"})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    plain, _ = load_mtp_target(str(pro))
+    built, _ = load_mtp_target(str(folder))
+    ids = torch.tensor([[1, 40, 3, 6, 9, 12, 15, 18, 21]])
+    with torch.no_grad():
+        want, got = plain(ids).logits, built(ids).logits
+    assert (got - want).abs().max() < 0.1 * want.abs().max()
+    for name in ("q_proj", "k_proj", "v_proj"):  # each part from its own rows of every shard
+        a, b = (getattr(m.model.layers[0].self_attn, name).weight for m in (plain, built))
+        assert (a - b).abs().max() <= a.abs().max() / 8
+    head, fp8_head = load_mtp(str(pro), plain), load_mtp(str(folder), built)
+    a, b = head.block.self_attn.k_proj.weight, fp8_head.block.self_attn.k_proj.weight
+    assert (a - b).abs().max() <= a.abs().max() / 8 and fp8_head.spec.faults == []

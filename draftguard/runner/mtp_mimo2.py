@@ -23,20 +23,28 @@ What differs from Flash, and what this module does about it (the layer itself is
   5e6, its window one longer); stated here in transformers' names.
 - ``text_weights``: the omni export's text model is under ``model.`` (or ``model.language_model.``, the
   names vLLM's mapper also takes); the vision tower (``model.visual.``, ``visual.``) and the audio
-  tensors are not read. A block-FP8 fused ``qkv_proj`` whose scales are tiled per checkpoint shard
-  (MiMo-V2.5-Pro's [216, 48] for 27136 rows) is refused by ``mtp_quant`` naming the scale's shape.
+  tensors are not read.
+- ``untile_qkv``: a block-FP8 fused ``qkv_proj`` is stored pre-sharded for ``num_key_value_heads`` ranks,
+  [Q_c; K_c; V_c] per shard, its scales tiled per shard (MiMo-V2.5-Pro: 8 shards of 3392 rows, scales
+  [216, 48] for 27136 rows) or one grid; vLLM's ``_shard_fp8_qkv_proj`` gathers each rank's heads from
+  the shards. Dequantized shard by shard and put back in [Q; K; V] order, as one rank holds it. An
+  unquantized fused projection vLLM reads as it is.
 
 In: the target's config.json (dict) or its transformers config, its tensors, the built transformers model.
-Out: ``text_keys``, ``text_weights``, ``split_qkv``, ``geometry``, ``set_geometry``, ``fix_target``. Needs torch.
+Out: ``text_keys``, ``text_weights``, ``untile_qkv``, ``split_qkv``, ``geometry``, ``set_geometry``,
+``fix_target``. Needs torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import torch
 from torch import nn
 
+from draftguard.runner.mtp_quant import FP8_DTYPES, dequantize, fp8_scheme
 from draftguard.snapshot import BadInput
 
 TOWERS = ("model.visual.", "visual.", "speech_embeddings.", "audio_tokenizer.", "audio_encoder.")
@@ -102,6 +110,36 @@ def text_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+def untile_qkv(raw: dict[str, Any], weights: dict[str, torch.Tensor], sliding: Any, where: str
+               ) -> dict[str, torch.Tensor]:
+    """Each block-FP8 fused ``<layer>.self_attn.qkv_proj.weight`` (with its ``weight_scale_inv``) in float,
+    rows [Q; K; V], read as vLLM 0.32 reads the pre-sharded layout; other tensors unchanged."""
+    scheme = fp8_scheme(raw)
+    shards = int(raw.get("num_key_value_heads") or 0)
+    if scheme is None or scheme.granularity != "block" or shards <= 0:
+        return weights
+    out = dict(weights)
+    for key, tensor in weights.items():
+        scale = weights.get(key + "_scale_inv")
+        if not key.endswith("self_attn.qkv_proj.weight") or tensor.dtype not in FP8_DTYPES or scale is None:
+            continue
+        heads, kv, dim, vdim = geometry(raw, sliding(key))
+        rows, block = tensor.shape[0], scheme.block[0]
+        q, k, v = (heads // shards) * dim, (kv // shards) * dim, (kv // shards) * vdim
+        if heads % shards or kv % shards or rows != shards * (q + k + v):
+            raise BadInput(f"{where}: `{key}` has {rows} rows, not {shards} shards (num_key_value_heads) of "
+                           f"{q} + {k} + {v} q, k, v rows, as vLLM 0.32 reads a fused FP8 qkv_proj", key=key)
+        if scale.shape[0] == shards * math.ceil((q + k + v) / block):  # scales tiled shard by shard
+            full = torch.cat([dequantize(c, s, scheme, where, key) for c, s in zip(tensor.chunk(shards),
+                                                                                    scale.chunk(shards))])
+        else:  # one grid over the whole tensor (or a shape dequantize names)
+            full = dequantize(tensor, scale, scheme, where, key)
+        parts = full.view(shards, q + k + v, -1).split([q, k, v], dim=1)
+        out[key] = torch.cat([part.reshape(-1, full.shape[1]) for part in parts])
+        del out[key + "_scale_inv"]
+    return out
+
+
 def split_qkv(weights: dict[str, torch.Tensor], node: Any, sliding: Any, where: str) -> dict[str, torch.Tensor]:
     """Each fused ``<layer>.self_attn.qkv_proj.{weight,bias}`` as q/k/v_proj by that layer's geometry;
     ``sliding(key)`` says whether the key's layer is a sliding-window one."""
@@ -145,11 +183,11 @@ def target_layer_sliding(raw: dict[str, Any]) -> Any:
     """``split_qkv``'s ``sliding`` for the target's own tensors (``model.layers.{i}.``)."""
     slide = sliding_layers(raw)
 
-    def sliding(key: str) -> bool:
-        index = key.split("model.layers.", 1)[1].split(".")[0] if "model.layers." in key else ""
+    def sliding(key: str) -> bool:  # model.layers.{i}. or the omni export's model.language_model.layers.{i}.
+        index = key.split("layers.", 1)[1].split(".")[0] if "layers." in key else ""
         return index.isdigit() and int(index) < len(slide) and slide[int(index)]
     return sliding
 
 
 __all__ = ["fix_target", "geometry", "set_geometry", "sliding_layers", "split_qkv", "target_layer_sliding",
-           "text_keys", "text_weights"]
+           "text_keys", "text_weights", "untile_qkv"]

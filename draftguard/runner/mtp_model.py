@@ -105,7 +105,8 @@ from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
-from draftguard.runner.mtp_mimo2 import fix_target, split_qkv, target_layer_sliding, text_keys, text_weights
+from draftguard.runner.mtp_mimo2 import (fix_target, split_qkv, target_layer_sliding, text_keys, text_weights,
+                                         untile_qkv)
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
@@ -162,6 +163,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     own = {k: v for k, v in weights.items() if not _in_mtp(layout, k, int(raw.get("num_hidden_layers", 0)))}
     for stored, built in layout.renames:  # MiMo-V2-Flash's ``attention_sink_bias``, as transformers' loader renames it
         own = {k.replace("." + stored, "." + built): v for k, v in own.items()}
+    if mimo_v2:  # a block-FP8 fused qkv_proj stored pre-sharded
+        own = untile_qkv(raw, own, target_layer_sliding(raw), str(folder / "config.json"))
     own = dequantize_declared(raw, own, "", _file_of(folder))
     if mimo_v2:  # the text model's tensors, a fused qkv_proj split
         own = split_qkv(text_weights(own), raw, target_layer_sliding(raw), str(folder / "config.json"))
@@ -331,6 +334,8 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
     file_of = _file_of(folder)
+    if layout.sliding:  # MiMo-V2: a block-FP8 fused qkv_proj stored pre-sharded (runner/mtp_mimo2.py)
+        weights = untile_qkv(raw, weights, lambda key: True, str(folder / "config.json"))
     weights = dequantize_declared(raw, weights, prefix, file_of)  # a declared FP8 scheme (runner/mtp_quant.py)
     if layout.sliding:  # MiMo-V2: a fused qkv_proj (the Pro, the omni export) split as vLLM loads it
         weights = split_qkv(weights, raw, lambda key: True, str(folder / "config.json"))
