@@ -61,7 +61,7 @@ def test_every_target_vllm_drafts_for_is_built_or_named_with_its_draft_model():
     built = sorted({d for k, d in drafters.items() if k not in refused})
     # the families the reference builds (runner/mtp_weights.py LAYOUTS)
     for drafter in ("MiMoMTPModel", "DeepSeekMTPModel", "Glm4MoeMTPModel", "ErnieMTPModel", "Qwen3_5MTP",
-                    "Qwen3_5MoeMTP", "Qwen3NextMTP", "MiMoV2MTPModel"):
+                    "Qwen3_5MoeMTP", "Qwen3NextMTP", "MiMoV2MTPModel", "MiMoV2OmniMTPModel"):
         assert drafter in built, (drafter, built)
 
 
@@ -77,8 +77,8 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     assert said.endswith(f"; vLLM {release} drafts for it with method mtp (its KimiK3MTPModel), which the "
                          "reference does not build yet; run --backend vllm alone")
     assert "sparse attention" in refusal({"architectures": ["GlmMoeDsaForCausalLM"]})  # GLM-5: a reason given
-    pro = refusal({"architectures": ["MiMoV2ForCausalLM"], "model_type": "mimo_v2"})
-    assert "MiMo-V2-Pro's MTP layer" in pro and "MiMoV2MTPModel" in pro
+    for arch in ("MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM"):  # MiMo-V2-Pro, the omni export: built since
+        assert mtp_layout({"architectures": [arch], "model_type": "mimo_v2"}, "config.json").name == "mimo_v2"
     assert vllm_drafter({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}) is None
     # OpenPangu: remote code, named by the release's own hf_config_override only (not by a registry)
     pangu = refusal({"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe"})

@@ -33,7 +33,6 @@ NOT_BUILT: dict[str, str] = {
     "HYV3MTPModel": "",
     "HYV4MTPModel": "",
     "KimiK3MTPModel": "",
-    "MiMoV2OmniMTPModel": "",
     "MiniMaxM3MTP": "",
     "OpenPanguMTPModel": "openPangu-Ultra-MoE ships its config and model as remote code (model_type pangu_ultra_moe): "
                          "transformers 5.24 has no class for it, and its decoder (vLLM's openpangu.py) is not "
@@ -44,8 +43,6 @@ NOT_BUILT: dict[str, str] = {
 }
 # Targets refused although the reference builds their draft model for another target.
 NOT_BUILT_TARGETS: dict[str, str] = {
-    "architecture:MiMoV2ForCausalLM": "MiMo-V2-Pro's MTP layer (vLLM's MiMoV2MTPModel with the Pro's geometry) is "
-                                      "not written in the reference; MiMo-V2-Flash's is",
     "model_type:intern_s2_preview": "Intern-S2-Preview ships its config as remote code (model_type intern_s2_preview): "
                                     "transformers 5.24 has no class for it; the reference builds vLLM's Qwen3_5MTP for "
                                     "Qwen3.5's own configs",

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from draftguard.runner.mtp_mimo2 import set_geometry
 from draftguard.snapshot import BadInput
 
 
@@ -112,26 +113,18 @@ def glm4_block(text: Any, layer_class: Callable[..., nn.Module], index: int) -> 
 
 
 def mimo_v2_block(text: Any, layer_class: Callable[..., nn.Module]) -> nn.Module:
-    """MiMo-V2-Flash's MTP decoder layer as vLLM 0.32's ``MiMoV2MTPLayer`` builds it: transformers' decoder
-    layer of the target's class, dense (``intermediate_size``), its attention the sliding-window kind with
-    vLLM's ``swa_*`` geometry (transformers derives it: twice the full layers' key/value heads, one head
-    dim), ``attention_value_scale`` on the values, sinks where ``add_swa_attention_sink_bias`` (none
-    otherwise), eager attention (the sinks' softmax). The window and rotary are ``mimo_v2_rope`` / the
-    head's mask. Example: ``mimo_v2_block(text_config(target), type(target.model.layers[0]))``."""
+    """MiMo-V2's MTP decoder layer (Flash, Pro, the omni export) as vLLM 0.32's ``MiMoV2MTPLayer`` builds it:
+    transformers' decoder layer of the target's class, dense (``intermediate_size``), its attention the
+    sliding-window kind with vLLM's ``swa_*`` geometry (``mtp_mimo2.set_geometry``: heads, key/value heads and
+    head dims as the keys state them, not transformers' twice-the-full-layers rule), ``attention_value_scale``
+    on the values, sinks where ``add_swa_attention_sink_bias`` (none otherwise), eager attention (the sinks'
+    softmax). The window and rotary are ``mimo_v2_rope`` / the head's mask. Example:
+    ``mimo_v2_block(text_config(target), type(target.model.layers[0]))``."""
     config = copy.deepcopy(text)
     config.layer_types, config.mlp_layer_types = ["sliding_attention"], ["dense"]
-    config.num_attention_heads = int(getattr(text, "swa_num_attention_heads", text.num_attention_heads))
-    kv = int(getattr(text, "swa_num_key_value_heads", 2 * text.num_key_value_heads))
-    if kv % 2:
-        raise BadInput(f"swa_num_key_value_heads {kv}: transformers builds MiMo-V2-Flash's sliding-window layers with "
-                       "twice the full layers' key/value heads, so an odd count cannot be built", key="swa_num_key_value_heads")
-    config.num_key_value_heads = kv // 2
-    config.head_dim = int(getattr(text, "swa_head_dim", text.head_dim))
-    config.v_head_dim = int(getattr(text, "swa_v_head_dim", None) or getattr(text, "v_head_dim", None) or config.head_dim)
     config._attn_implementation = "eager"
     block = layer_class(config, layer_idx=0)
-    if not getattr(text, "add_swa_attention_sink_bias", False):
-        block.self_attn.sinks = None
+    set_geometry(block.self_attn, text, sliding=True)
     return block
 
 

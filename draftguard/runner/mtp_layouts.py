@@ -9,7 +9,7 @@ of a target) and ``mtp_model`` (the reference's forward).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,10 @@ LAYOUTS["mimo_v2_flash"] = MtpLayout("mimo_v2_flash", "model.mtp.layers.{i}.", "
                                      "final_layernorm", embeds_first=True, zero_first=False, sliding=True,
                                      renames=(("pre_mlp_layernorm.", "post_attention_layernorm."),
                                               ("self_attn.attention_sink_bias", "self_attn.sinks")))
+# MiMo-V2-Pro / MiMo-V2.5-Pro (MiMoV2ForCausalLM) and the omni export (MiMoV2OmniForCausalLM): Flash's layer and
+# names (vLLM 0.32's MiMoV2MTP / MiMoV2OmniMTP), the target built as transformers' MiMo-V2-Flash with vLLM's
+# geometry and keys, a fused ``qkv_proj`` split, the omni export's towers not read (runner/mtp_mimo2.py).
+LAYOUTS["mimo_v2"] = replace(LAYOUTS["mimo_v2_flash"], name="mimo_v2", base_model_type="mimo_v2_flash")
 # ERNIE-4.5 MoE (vLLM 0.32's ernie_mtp.py): ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and a Llama
 # decoder layer under ``model.mtp_block.0.`` (vLLM's LlamaDecoderLayer: neox RoPE where the target's is
 # interleaved, no bias, the dense ``intermediate_size``); embedding zeroed at position 0, [embedding,

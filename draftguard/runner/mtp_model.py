@@ -45,6 +45,8 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
   sliding-window attention's ``swa_*`` geometry, sinks and window (``pre_mlp_layernorm`` is its
   ``post_attention_layernorm``, ``attention_sink_bias`` its ``sinks``), rotated with ``swa_rope_theta``.
+  ``mimo_v2`` (MiMoV2ForCausalLM: MiMo-V2-Pro; MiMoV2OmniForCausalLM): the same layer; the fused ``qkv_proj``,
+  vLLM's per-kind geometry and the omni export's text model in ``runner/mtp_mimo2.py``.
 - ``ernie4_5_moe`` (Ernie4_5_MoeForCausalLM: ERNIE-4.5-21B-A3B / 300B-A47B, vLLM's ``ernie_mtp.py``):
   ``model.mtp_{emb_norm,hidden_norm,linear_proj}.0`` and ``model.mtp_block.0.*`` (vLLM's LlamaDecoderLayer:
   neox RoPE, dense MLP), embedding zeroed at position 0, [embedding, hidden]; no final norm (the logits
@@ -103,6 +105,8 @@ from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
+from draftguard.runner.mtp_mimo2 import (fix_target, split_qkv, target_layer_sliding, text_keys, text_weights,
+                                         untile_qkv)
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
 from draftguard.runner.reference import stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
@@ -147,15 +151,24 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
 
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     keys = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map", "quantization_config")}
+    mimo_v2 = layout.name == "mimo_v2"  # MiMo-V2-Pro, the omni export: vLLM's reading of the keys (runner/mtp_mimo2.py)
+    keys = text_keys(keys) if mimo_v2 else keys
     config = AutoConfig.for_model(layout.base_model_type or str(raw.get("model_type")), **keys)
     # MiMo-V2-Flash: transformers' class refuses sdpa (no sinks there); eager runs its sinks.
     config._attn_implementation = "eager" if layout.sliding else "sdpa"
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if mimo_v2:  # each attention in vLLM's own geometry for its kind
+        fix_target(model, raw)
     weights = _read_weights(folder)
     own = {k: v for k, v in weights.items() if not _in_mtp(layout, k, int(raw.get("num_hidden_layers", 0)))}
     for stored, built in layout.renames:  # MiMo-V2-Flash's ``attention_sink_bias``, as transformers' loader renames it
         own = {k.replace("." + stored, "." + built): v for k, v in own.items()}
-    own = fuse_experts(dequantize_declared(raw, own, "", _file_of(folder)), model.state_dict())
+    if mimo_v2:  # a block-FP8 fused qkv_proj stored pre-sharded
+        own = untile_qkv(raw, own, target_layer_sliding(raw), str(folder / "config.json"))
+    own = dequantize_declared(raw, own, "", _file_of(folder))
+    if mimo_v2:  # the text model's tensors, a fused qkv_proj split
+        own = split_qkv(text_weights(own), raw, target_layer_sliding(raw), str(folder / "config.json"))
+    own = fuse_experts(own, model.state_dict())
     missing, unexpected = model.load_state_dict(own, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
@@ -321,7 +334,11 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     prefix = layout.prefix.format(i=0, n=n)
     weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
     file_of = _file_of(folder)
+    if layout.sliding:  # MiMo-V2: a block-FP8 fused qkv_proj stored pre-sharded (runner/mtp_mimo2.py)
+        weights = untile_qkv(raw, weights, lambda key: True, str(folder / "config.json"))
     weights = dequantize_declared(raw, weights, prefix, file_of)  # a declared FP8 scheme (runner/mtp_quant.py)
+    if layout.sliding:  # MiMo-V2: a fused qkv_proj (the Pro, the omni export) split as vLLM loads it
+        weights = split_qkv(weights, raw, lambda key: True, str(folder / "config.json"))
     expected = head.state_dict()
     state: dict[str, torch.Tensor] = {}
     names = {mk: k for k in weights if (mk := _module_key(layout, k)) is not None}

@@ -14,8 +14,8 @@ the family shares them, so a layer trained against copies of its own drafts with
 head it was not trained with; the reference shares them the same way. The copies are compared byte
 for byte, read from the safetensors files without torch.
 
-The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's (``model.mtp.layers.{i}.*``, its count by
-architecture), LongCat-Flash's (``model.mtp.layers.0.*``, ``model.mtp.norm``; 1 layer by architecture where the
+The layouts: MiMo's (``model.mtp_layers.{i}.*``), MiMo-V2-Flash's, -Pro's and the omni export's
+(``model.mtp.layers.{i}.*``, its count by architecture), LongCat-Flash's (``model.mtp.layers.0.*``, ``model.mtp.norm``; 1 layer by architecture where the
 config states no ``num_nextn_predict_layers``, as vLLM 0.32 reads it), DeepSeek-V3's, GLM-4.5's,
 GLM-4.7-Flash's and Step-3.5/3.7's (``model.layers.{N}.*``; GLM-4.5V's exports:
 ``model.language_model.layers.{N}.*``), ERNIE-4.5's (``model.mtp_*.0.*``), Nemotron-H's

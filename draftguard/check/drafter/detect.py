@@ -78,6 +78,11 @@ MTP_REFERENCE_LAYOUTS = {
     "Glm4MoeForCausalLM": "glm4_moe",
     # MiMo-V2-Flash states no MTP key: vLLM 0.32 builds its MTP layers by architecture (MTP_BY_ARCHITECTURE).
     "MiMoV2FlashForCausalLM": "mimo_v2_flash",
+    # MiMo-V2-Pro / MiMo-V2.5-Pro and the omni export (MiMo-V2.5; vLLM's MiMoV2OmniForCausalLM): Flash's MTP
+    # layer, 1 by architecture in vLLM 0.32 as Flash's; the fused qkv_proj, the Pro's geometry and the omni
+    # export's text model in runner/mtp_mimo2.py.
+    "MiMoV2ForCausalLM": "mimo_v2",
+    "MiMoV2OmniForCausalLM": "mimo_v2",
     # ERNIE-4.5 MoE (vLLM 0.32 serves the MoE class's MTP layer only).
     "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
     # GLM-4.7-Flash (the same names, an MLA layer) and GLM-4.5V/4.6V's exports (GLM-4.5's layer under
@@ -107,7 +112,8 @@ MTP_REFERENCE_ARCHITECTURES = tuple(MTP_REFERENCE_LAYOUTS)
 # the checkpoint's config.json naming no MTP key. ``mtp_declared`` reports it under the key "architectures".
 # LongCat-Flash (LongcatFlashForCausalLM): n_predict is ``num_nextn_predict_layers``, 1 where the file states
 # none (``getattr(hf_config, "num_nextn_predict_layers", 1)``); its released config.json states none.
-MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1}
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "MiMoV2ForCausalLM": 1, "MiMoV2OmniForCausalLM": 1,
+                       "LongcatFlashForCausalLM": 1}
 # MTP drafters shipped as their own checkpoint beside the target: Gemma 4's assistant, which vLLM 0.32
 # serves with method mtp and the assistant as the speculative model (config rewritten to gemma4_mtp). The
 # reference runs it (runner/mtp_gemma4.py) with --drafter <assistant> --target <the Gemma 4 model>.

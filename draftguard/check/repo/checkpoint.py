@@ -22,7 +22,8 @@ IGNORE_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules", "ignored_l
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", "num_mtp_modules")
 # As check/drafter/detect.py's: MiMo-V2-Flash's and LongCat-Flash's configs name no MTP key, vLLM 0.32 builds
 # 1 layer by class.
-MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "LongcatFlashForCausalLM": 1}
+MTP_BY_ARCHITECTURE = {"MiMoV2FlashForCausalLM": 1, "MiMoV2ForCausalLM": 1, "MiMoV2OmniForCausalLM": 1,
+                       "LongcatFlashForCausalLM": 1}
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 # The tensors that hold a quantized weight's scales, by the weight tensor's own suffix.
 _SCALES = {
