@@ -30,7 +30,6 @@ NOT_BUILT: dict[str, str] = {
     "Dots3NoteMTPModel": "",
     "Glm5NextMTPModel": "",
     "GlmOcrMTPModel": "",
-    "HYV3MTPModel": "",
     "HYV4MTPModel": "",
     "KimiK3MTPModel": "",
     "MiMoV2OmniMTPModel": "",
