@@ -41,8 +41,12 @@ def compare(capsys, monkeypatch, folder: Path, k: int) -> dict:
 
 @pytest.mark.vllm
 def test_both_backends_agree_on_the_hyv3_mtp_layer_at_k_2(capsys, monkeypatch, hyv3_folders):
-    """K = 2 (at K = 1 the layer's one draft is always right on 4 prompts: τ 2.00 both, measured 2026-12-05),
-    so the second step, fed the first's normed output, is compared too."""
-    diff = compare(capsys, monkeypatch, hyv3_folders["healthy"], 2)
-    assert diff["per_position"][0]["reference"] == diff["per_position"][0]["vllm"], diff
+    """On the ``partial`` layer (the healthy one's drafts are all accepted on these 4 prompts at K = 1 and 2:
+    τ 2.00 / 3.00 both, measured 2026-12-05, which would hide a difference), at K = 2, so the second step, fed
+    the first's normed output, is compared too. Measured 2026-12-05: τ 2.612 both, acceptance 0.878 / 0.735
+    at positions 1 / 2 in both, the same tokens on 4 of 4."""
+    diff = compare(capsys, monkeypatch, hyv3_folders["partial"], 2)
+    for position in diff["per_position"]:
+        assert abs(position["reference"] - position["vllm"]) <= 0.05, diff
+    assert diff["per_position"][1]["reference"] < 0.95, diff  # not saturated: the comparison can see a difference
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff
