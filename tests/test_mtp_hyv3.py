@@ -68,6 +68,9 @@ def test_a_dropped_hyv3_mtp_layer_fails_with_mtp_weights_named(capsys, hyv3_fold
     assert code == 1, err
     assert result.diagnosis["cause"] == "mtp-weights" and result.mean_acceptance_length < 1.25
     assert "the weights hold no tensor under `model.layers.2.`: dropped at save" in result.diagnosis["reason"]
+    # vLLM 0.32 ran this copy (τ 1.01, 4 prompts, --backend vllm, 2026-12-05): HYV3MTP.load_weights returns None,
+    # so DefaultModelLoader's "weights not initialized" check never runs; the sentence said it refused to start.
+    assert "vLLM 0.32 starts all the same" in result.diagnosis["reason"]
 
 
 def test_a_hyv3_mtp_layer_left_fp8_fails_with_mtp_weights_named(capsys, hyv3_folders):
