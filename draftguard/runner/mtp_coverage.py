@@ -30,8 +30,9 @@ NOT_BUILT: dict[str, str] = {
     "Dots3NoteMTPModel": "",
     "Glm5NextMTPModel": "",
     "GlmOcrMTPModel": "",
-    "HYV3MTPModel": "",
-    "HYV4MTPModel": "",
+    "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
+                    "learnable sinks and a clamped-SwiGLU MoE, none written in the reference (vLLM 0.32 builds it "
+                    "for CUDA and ROCm only)",
     "KimiK3MTPModel": "",
     "MiniMaxM3MTP": "",
     "OpenPanguMTPModel": "openPangu-Ultra-MoE ships its config and model as remote code (model_type pangu_ultra_moe): "

@@ -44,6 +44,9 @@ class MtpLayout:
     sliding: bool = False
     # Step-3.5/3.7: the logits read the layer's own head (``shared_head.head``), not the target's lm_head.
     own_head: str = ""
+    # HY-V3: names under the prefix the engine's loader skips (the layer's own ``embed_tokens`` and
+    # ``shared_head``: vLLM maps the target's tensors in their place), neither read nor refused.
+    skipped: tuple[str, ...] = ()
 
 
 LAYOUTS = {
@@ -113,6 +116,16 @@ LAYOUTS["step3p5"] = MtpLayout("step3p5", "model.layers.{n}.", "enorm", "hnorm",
                                embeds_first=True, block_at_n=True, gemma_norms=True, zero_first=False,
                                copies=(LAYOUTS["deepseek_v3"].copies[0],), recycle_prenorm=True,
                                own_head="shared_head.head")
+# HY-V3 / Hy3 (vLLM 0.32's hy_v3_mtp.py; runner/mtp_hyv3.py): ``model.layers.{N}.{enorm, hnorm, eh_proj,
+# final_layernorm}`` and a HYV3 decoder layer at N (MoE by ``first_k_dense_replace``) beside them, its MoE
+# under the checkpoint's names (``mlp.router.gate``, ``mlp.expert_bias``, ``mlp.shared_mlp``); embedding
+# zeroed at position 0, [embedding, hidden], the output normed feeds the next step; the target's
+# embed_tokens and lm_head read in place of the layer's own ``embed_tokens`` / ``shared_head``, skipped.
+LAYOUTS["hy_v3"] = MtpLayout("hy_v3", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "final_layernorm",
+                             embeds_first=True, block_at_n=True, skipped=("embed_tokens.", "shared_head."),
+                             renames=(("mlp.router.gate.", "mlp.gate."),
+                                      ("mlp.expert_bias", "mlp.e_score_correction_bias"),
+                                      ("mlp.shared_mlp.", "mlp.shared_experts.")))
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head

@@ -59,6 +59,10 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   names at N plus the layer's OWN ``shared_head.head`` for the logits (the Step proposer shares no lm_head),
   zero-centred norms, no zeroing at position 0, the pre-norm output fed on; a dense ``Step3p7DecoderLayer``
   with its own per-layer rotary (``runner/mtp_step.py``, which also builds the target).
+- ``hy_v3`` (HYV3ForCausalLM: Tencent Hy3, vLLM's ``hy_v3_mtp.py``): DeepSeek-V3's names at N with
+  ``final_layernorm``, the embedding zeroed at position 0, the normed output fed on, the target's embeddings
+  and head (the layer's own ``embed_tokens`` / ``shared_head`` skipped, as vLLM's loader skips them); a MoE
+  ``HYV3DecoderLayer`` routed as vLLM routes it, the target too (``runner/mtp_hyv3.py``).
 - ``qwen3_5`` (Qwen3_5ForCausalLM, ``mtp_num_hidden_layers``) and ``qwen3_next`` (Qwen3NextForCausalLM,
   ``num_nextn_predict_layers``), vLLM's ``qwen3_5_mtp.py`` / ``qwen3_next_mtp.py``: ``mtp.{pre_fc_norm_embedding,
   pre_fc_norm_hidden, fc, norm}`` and the decoder layer under ``mtp.layers.{i}.``; [embedding, hidden], the
@@ -103,6 +107,7 @@ from draftguard.runner.dflash_model import (SMALL_MODEL_PARAMS, _local_folder, _
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
+from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.mtp_mimo2 import (fix_target, split_qkv, target_layer_sliding, text_keys, text_weights,
@@ -142,6 +147,9 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
         return load_exaone45_target(folder, raw, device, dtype)
     if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
         return load_longcat_target(folder, device, dtype, _file_of(folder))
+    if layout.name == "hy_v3":  # the checkpoint's names, vLLM's routing and layer kinds (runner/mtp_hyv3.py)
+        return load_hyv3_target(folder, raw, device, dtype, _read_weights(folder),
+                                lambda w: dequantize_declared(raw, w, "", _file_of(folder)))
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
         target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
         return target, folder_tokenizer(folder)
@@ -247,7 +255,7 @@ class MtpHead(nn.Module):
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
-                     "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
+                     "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
@@ -397,7 +405,7 @@ def _refuse_unbuilt(folder: Path, raw: dict[str, Any], layout: MtpLayout, prefix
     quantization other than the FP8 schemes ``runner/mtp_quant.py`` dequantizes."""
     copies = {own for own, _shared in layout.copies}
     unbuilt = [k for k in weights if k not in copies and k not in stacked and not k.endswith(("_scale_inv", "_scale"))
-               and _module_key(layout, k) not in expected]
+               and not k.startswith(layout.skipped) and _module_key(layout, k) not in expected]
     if unbuilt:
         dense = ("; the config makes the layer dense (n_routed_experts, first_k_dense_replace, moe_layer_freq), "
                  "so it has no experts") if ".experts." in unbuilt[0] else ""

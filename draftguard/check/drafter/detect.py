@@ -97,6 +97,8 @@ MTP_REFERENCE_LAYOUTS = {
     # Step-3.5/3.7 (3.7's MTP key under text_config): runner/mtp_step.py.
     "Step3p5ForCausalLM": "step3p5",
     "Step3p7ForConditionalGeneration": "step3p5",
+    # Tencent HY-V3 / Hy3: DeepSeek-V3's names at N, a final_layernorm, the target's head (runner/mtp_hyv3.py).
+    "HYV3ForCausalLM": "hy_v3",
 }
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MTP_LAYOUT_MODEL_TYPES = {
