@@ -29,7 +29,6 @@ NOT_BUILT: dict[str, str] = {
                            "the reference",
     "Dots3NoteMTPModel": "",
     "Glm5NextMTPModel": "",
-    "GlmOcrMTPModel": "",
     "HYV3MTPModel": "",
     "HYV4MTPModel": "",
     "KimiK3MTPModel": "",
