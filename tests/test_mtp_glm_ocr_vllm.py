@@ -11,6 +11,12 @@ the CPU build's torch 2.13.0+cpu its import fails ("RuntimeError: operator torch
 the +cpu wheel is on download.pytorch.org only. The comparison is a strict xfail with that reason, as
 EXAONE-4.5's (tests/test_mtp_exaone_vllm.py): a vLLM that imports the class turns it into a failure to
 read, and the test then holds the two τ within 5%.
+
+Past the import, a second refusal waits (run once by hand, 2026-12-05, with an import-only torchvision
+stand-in on PYTHONPATH; not kept): vLLM resolved the draft model (``GlmOcrMTPModel``) and stopped at
+``ValueError: Glm4vMultiModalProcessor requires a tokenizer and cannot be initialized when
+`skip_tokenizer_init=True``` (draftguard's vLLM backend sends token ids with ``skip_tokenizer_init``, and the
+fixture ships no tokenizer), so a vLLM with torchvision needs that too before τ can be compared.
 """
 
 from __future__ import annotations
