@@ -29,7 +29,6 @@ NOT_BUILT: dict[str, str] = {
                            "the reference",
     "Dots3NoteMTPModel": "",
     "Glm5NextMTPModel": "",
-    "GlmOcrMTPModel": "",
     "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
                     "learnable sinks and a clamped-SwiGLU MoE, none written in the reference (vLLM 0.32 builds it "
                     "for CUDA and ROCm only)",

@@ -56,13 +56,15 @@ def glm4_lite_block(text: Any, layer_class: Callable[..., nn.Module], index: int
     return block
 
 
-def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu",
-                      dtype: torch.dtype | None = None) -> tuple[nn.Module, Any]:
+def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu", dtype: torch.dtype | None = None,
+                      base: str = "glm4_moe", adjust: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+                      ) -> tuple[nn.Module, Any]:
     """The text model of a GLM-4.5V/4.6V export as vLLM builds it: transformers' ``Glm4MoeForCausalLM``
     from ``text_config``, loaded from ``model.language_model.*`` (less the MTP layers at N and after) and
     ``lm_head.weight``, read from the shards that hold them only. Bad input naming config.json without a
-    ``text_config``; ``MissingWeights`` naming the first tensor the text model lacks."""
-    from transformers import Glm4MoeConfig, Glm4MoeForCausalLM  # a model run pays it
+    ``text_config``; ``MissingWeights`` naming the first tensor the text model lacks. ``base`` / ``adjust``:
+    another GLM text class and the keys as vLLM reads them for it (GLM-OCR: runner/mtp_glm_ocr.py)."""
+    from transformers import AutoConfig, AutoModelForCausalLM  # a model run pays it
 
     text = raw.get("text_config")
     if not isinstance(text, dict):
@@ -70,9 +72,9 @@ def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu",
                        "language model's settings)", file=str(folder / "config.json"), key="text_config")
     keys = {k: v for k, v in text.items() if k not in ("model_type", "architectures")}
     keys.setdefault("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-    config = Glm4MoeConfig(**keys)
+    config = AutoConfig.for_model(base, **(adjust(keys) if adjust else keys))
     config._attn_implementation = "sdpa"
-    model = Glm4MoeForCausalLM(config)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     n = int(config.num_hidden_layers)
 
     def wanted(key: str) -> bool:
@@ -92,7 +94,7 @@ def load_glm4v_target(folder: Path, raw: dict[str, Any], device: str = "cpu",
     if missing or unexpected:
         raise MissingWeights(f"{folder}: the text model's weights " + (
             f"lack {', '.join(_stored(k) for k in missing[:4])}" if missing
-            else f"hold tensors Glm4MoeForCausalLM does not name: {', '.join(_stored(k) for k in unexpected[:4])}"),
+            else f"hold tensors {type(model).__name__} does not name: {', '.join(_stored(k) for k in unexpected[:4])}"),
             file=str(folder))
     return finish_target(model, folder, device, dtype)
 

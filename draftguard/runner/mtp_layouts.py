@@ -79,6 +79,14 @@ LAYOUTS["glm4v_moe"] = MtpLayout("glm4v_moe", "model.language_model.layers.{n}."
                                  base_model_type="glm4_moe",
                                  copies=(("embed_tokens.weight", "model.language_model.embed_tokens.weight"),
                                          ("shared_head.head.weight", "lm_head.weight")))
+# GLM-OCR (``GlmOcrForConditionalGeneration``; vLLM 0.32's glm_ocr_mtp.py): GLM-4.5V's names under
+# ``model.language_model.layers.{N}.`` and GLM-4.5's forward (embedding zeroed at position 0, [embedding,
+# hidden], ``shared_head.norm`` for the logits only, the pre-norm output fed on, the target's embeddings and
+# head shared) with a dense Glm4 decoder layer (sandwich norms); the target is the text model as vLLM builds it
+# (``Glm4ForCausalLM`` from ``text_config``; runner/mtp_glm_ocr.py).
+LAYOUTS["glm_ocr"] = MtpLayout("glm_ocr", "model.language_model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                               "shared_head.norm", embeds_first=True, block_at_n=True, recycle_prenorm=True,
+                               base_model_type="glm4", copies=LAYOUTS["glm4v_moe"].copies)
 # MiMo-V2-Flash (vLLM 0.32's mimo_v2_mtp.py): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``,
 # [embedding, hidden], the embedding NOT zeroed at position 0 (unlike MiMo's and DeepSeek-V3's), the target's
 # embed_tokens and lm_head shared; a dense decoder layer attending as the sliding-window layers (``swa_*``

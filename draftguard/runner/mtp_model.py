@@ -40,6 +40,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
 - ``glm4_moe_lite`` (Glm4MoeLiteForCausalLM: GLM-4.7-Flash, vLLM's ``glm4_moe_lite_mtp.py``): GLM-4.5's names and
   chain with an MLA decoder layer (``runner/mtp_glm_lite.py``); ``glm4v_moe`` (Glm4vMoeForConditionalGeneration:
   GLM-4.5V/4.6V exports): GLM-4.5's layer at ``model.language_model.layers.{N}.``, the target their text model.
+- ``glm_ocr`` (GlmOcrForConditionalGeneration, vLLM's ``glm_ocr_mtp.py``): GLM-4.5V's names and GLM-4.5's chain
+  with a dense Glm4 decoder layer (sandwich norms), the target the export's text model as ``Glm4ForCausalLM``
+  (``runner/mtp_glm_ocr.py``).
 - ``mimo_v2_flash`` (MiMoV2FlashForCausalLM, vLLM's ``mimo_v2_mtp.py``; 1 layer by architecture, the config
   names no count): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``, [embedding, hidden], the
   embedding not zeroed at position 0; transformers' ``MiMoV2FlashDecoderLayer`` built dense with the
@@ -109,6 +112,7 @@ from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
+from draftguard.runner.mtp_glm_ocr import glm_ocr_block, load_glm_ocr_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.mtp_mimo2 import (fix_target, split_qkv, target_layer_sliding, text_keys, text_weights,
                                          untile_qkv)
@@ -143,6 +147,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
                        file=str(folder / "config.json"), key="quantization_config")
     if layout.name == "glm4v_moe":  # GLM-4.5V/4.6V: the text model alone (runner/mtp_glm_lite.py)
         return load_glm4v_target(folder, raw, device, dtype)
+    if layout.name == "glm_ocr":  # GLM-OCR: the text model alone, Glm4ForCausalLM (runner/mtp_glm_ocr.py)
+        return load_glm_ocr_target(folder, raw, device, dtype)
     if layout.name == "exaone4_5":  # the export's text model only (runner/mtp_exaone.py)
         return load_exaone45_target(folder, raw, device, dtype)
     if layout.name == "longcat_flash":  # routed experts stored one by one, the zero experts none (runner/mtp_longcat.py)
@@ -255,7 +261,8 @@ class MtpHead(nn.Module):
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
-                     "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block}.get(spec.layout.name, dsv3_block)
+                     "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block,
+                     "glm_ocr": glm_ocr_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
@@ -320,7 +327,8 @@ def _module_key(layout: MtpLayout, key: str) -> str | None:
         return None
     key = key[len(block):]
     if key.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
-                             "post_feedforward_layernorm", "layers"):  # EXAONE-4.5: post-norm; Nemotron-H: sublayers
+                             "post_feedforward_layernorm", "layers",  # EXAONE-4.5: post-norm; Nemotron-H: sublayers
+                             "post_self_attn_layernorm", "post_mlp_layernorm"):  # GLM-OCR's sandwich norms
         return "block." + key
     return None
 

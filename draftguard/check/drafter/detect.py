@@ -89,6 +89,8 @@ MTP_REFERENCE_LAYOUTS = {
     # ``model.language_model.``).
     "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
     "Glm4vMoeForConditionalGeneration": "glm4v_moe",
+    # GLM-OCR's export: a dense GLM-4 text model, its MTP layer GLM-4.5V's names (runner/mtp_glm_ocr.py).
+    "GlmOcrForConditionalGeneration": "glm_ocr",
     # EXAONE-MoE / K-EXAONE and EXAONE-4.5 (its multimodal export): Qwen3.5's names (``mtp.*``), own layers.
     "ExaoneMoeForCausalLM": "exaone_moe",
     "Exaone4_5_ForConditionalGeneration": "exaone4_5",
