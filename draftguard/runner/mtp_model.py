@@ -99,13 +99,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from draftguard.errors import MissingWeights
-from draftguard.runner.dflash_model import (SMALL_MODEL_PARAMS, _local_folder, _read_weights, finish_target,
+from draftguard.runner.dflash_model import (_local_folder, _read_weights, finish_target,
                                              folder_tokenizer, load_target, text_config)
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
@@ -117,7 +117,7 @@ from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
 from draftguard.runner.mtp_mimo2 import (fix_target, split_qkv, target_layer_sliding, text_keys, text_weights,
                                          untile_qkv)
 from draftguard.runner.mtp_quant import dequantize_declared, fp8_scheme
-from draftguard.runner.reference import stop_token_ids
+from draftguard.runner.reference import open_target, stop_token_ids
 from draftguard.runner.mtp_exaone import exaone_block, load_exaone45_target
 from draftguard.runner.mtp_nemotron import nemotron_block, stack_plain_experts
 from draftguard.runner.mtp_qwen35 import expert_mismatch, fuse_experts, mtp_block, mtp_norm
@@ -444,12 +444,8 @@ class MtpBackend(Eagle3Backend):
 
     def __init__(self, target: str, *, device: str = "cpu", dtype: torch.dtype | None = None,
                  num_speculative_tokens: int | None = None):
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA GPU is visible to torch here; run on a GPU runner or use --device cpu")
         self.device, self.views = device, ("resolved",)
-        self.target, self.tokenizer = load_mtp_target(target, device, dtype)
-        if device == "cpu" and sum(p.numel() for p in self.target.parameters()) < SMALL_MODEL_PARAMS:
-            torch.set_num_threads(1)  # as ReferenceBackend: a tiny model's matmuls only spin extra threads
+        self.target, self.tokenizer = open_target(load_mtp_target, target, device, dtype)
         self.drafter = load_mtp(target, self.target, device)
         self.drafters = {"resolved": self.drafter}
         self.k = num_speculative_tokens or self.drafter.spec.layers
