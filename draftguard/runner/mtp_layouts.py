@@ -44,6 +44,8 @@ class MtpLayout:
     sliding: bool = False
     # Step-3.5/3.7: the logits read the layer's own head (``shared_head.head``), not the target's lm_head.
     own_head: str = ""
+    # dots3: a table of the layer's own outside its prefix, which vLLM drafts with (has_own_embed_tokens).
+    own_embed: str = ""
 
 
 LAYOUTS = {
@@ -109,6 +111,13 @@ LAYOUTS["step3p5"] = MtpLayout("step3p5", "model.layers.{n}.", "enorm", "hnorm",
                                embeds_first=True, block_at_n=True, gemma_norms=True, zero_first=False,
                                copies=(LAYOUTS["deepseek_v3"].copies[0],), recycle_prenorm=True,
                                own_head="shared_head.head")
+# dots3 (rednote-hilab's Dots3Note; vLLM 0.32's models/dots3_note/nvidia/mtp.py; runner/mtp_dots3.py):
+# DeepSeek-V3's names at N and forward (embedding zeroed at position 0, [embedding, hidden], the normed output
+# fed on, the target's lm_head), a Dots3Note decoder layer at N attending by ``mtp_layer_types`` (default
+# sliding window), and the layer's OWN embedding ``model.mtp.embed_tokens``, which vLLM keeps.
+LAYOUTS["dots3_note"] = MtpLayout("dots3_note", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                                  embeds_first=True, block_at_n=True, copies=(LAYOUTS["deepseek_v3"].copies[1],),
+                                  own_embed="model.mtp.embed_tokens.weight")
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head

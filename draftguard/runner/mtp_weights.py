@@ -167,6 +167,12 @@ def mtp_faults(folder: str | Path) -> list[str]:
                       + ": the family shares them, and vLLM 0.32 runs the MTP layer with the target's (its proposer "
                       "replaces the layer's copies at load; so does the reference), so a layer trained against "
                       "copies of its own drafts with embeddings it was not trained with")
+    own, shared = layout.own_embed, "model.embed_tokens.weight"
+    if own and own in headers and shared in headers and not _same_tensor((headers[own][1], own),
+                                                                         (headers[shared][1], shared)):
+        faults.append(f"`{own}` (the MTP layer's own embedding, which vLLM 0.32 drafts with: has_own_embed_tokens; "
+                      f"so does the reference) differs from the target's `{shared}`: the layer drafts well only if "
+                      "it was trained with this copy")
     return faults
 
 
