@@ -55,7 +55,7 @@ def dots3_text_config(raw: dict[str, Any], extra_layers: int = 0) -> Any:
     """transformers' ``Dots3NoteTextConfig`` of a dots3 config.json (published checkpoints keep the text keys at
     the top level; an export with ``text_config`` keeps them there); ``extra_layers`` > 0: with the MTP layers
     appended as vLLM appends them (``mtp_layer_types``, default sliding; MLP dense)."""
-    from transformers.models.dots3_note.configuration_dots3_note import Dots3NoteTextConfig
+    from transformers.models.dots3_note.configuration_dots3_note import Dots3NoteTextConfig  # transformers: a run pays it
 
     node = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     keys = {k: v for k, v in node.items() if k not in _DROP}
@@ -76,7 +76,7 @@ def load_dots3_target(folder: Path, raw: dict[str, Any], device: str, dtype: tor
                       file_of: Callable[[str], str]) -> tuple[nn.Module, Any]:
     """The text target, transformers' ``Dots3NoteForCausalLM``, with every tensor but the MTP layers'
     (``model.layers.{j}`` for j >= N, ``model.mtp.*``); a declared FP8 checkpoint dequantized as vLLM reads it."""
-    from transformers.models.dots3_note.modeling_dots3_note import Dots3NoteForCausalLM
+    from transformers.models.dots3_note.modeling_dots3_note import Dots3NoteForCausalLM  # transformers: a run's cost
 
     config = dots3_text_config(raw)
     config._attn_implementation = "eager"
@@ -100,8 +100,8 @@ def load_dots3_target(folder: Path, raw: dict[str, Any], device: str, dtype: tor
 def dots3_block(raw: dict[str, Any], where: str) -> tuple[nn.Module, nn.Module, str, int]:
     """MTP layer 0's decoder layer (transformers' ``Dots3NoteTextDecoderLayer`` at index N), the rotary that
     turns its positions, its layer type and its window (0: none)."""
-    from transformers.models.dots3_note.modeling_dots3_note import (Dots3NoteTextDecoderLayer,
-                                                                      Dots3NoteTextRotaryEmbedding)
+    from transformers.models.dots3_note.modeling_dots3_note import (  # transformers: only a model run pays it
+        Dots3NoteTextDecoderLayer, Dots3NoteTextRotaryEmbedding)
 
     node = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     for key in ("attention_gate_type", "swa_attention_gate_type"):
