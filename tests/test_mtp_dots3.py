@@ -67,7 +67,7 @@ def test_the_dots3_layout_is_read_as_vllm_reads_it():
 
 
 def test_healthy_dots3_mtp_layer_passes(capsys, dots3):
-    """Measured 2026-12-05: τ 1.97 at K = 1 on the 24 prompts (trained_eval); the bar is the MTP fixtures' (1.8).
+    """Measured 2026-12-05: τ 1.969 at K = 1 on the 24 prompts; the bar is the MTP fixtures' (1.8).
     Before the reference's cache recorded a sliding layer's past, the run raised at the first rejected draft
     past the target's 4-token window (transformers' ``crop``)."""
     code, result, err = accept(capsys, str(dots3), "--no-early-stop", "--min-acceptance-length", BAR)
