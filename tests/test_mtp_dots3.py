@@ -174,3 +174,19 @@ def test_an_mtp_layer_vllm_builds_with_dsa_or_an_elementwise_gate_is_refused(dot
         dots3_block({**raw, "mtp_layer_types": ["sliding_attention"] * 2}, "config.json")
     block, _rotary, kind, window = dots3_block({**raw, "apply_mla_qkv_lora_rescale": False}, "config.json")
     assert kind == "sliding_attention" and window == 4 and block.self_attn.q_lora_scale == 1.0
+
+
+def test_the_light_check_flags_a_dots3_layer_dropped_beside_its_kept_embedding(dots3, tmp_path):
+    """Before: no finding. ``model.mtp.embed_tokens`` (under an ``mtp`` prefix) counted as the MTP layer, so
+    a copy that kept it and dropped ``model.layers.2.*`` passed the light tier, where vLLM 0.32's Dots3NoteMTP
+    loads the table into its embedding (no layer index) and refuses the missing layer 2."""
+    from draftguard.check.repo import check_repo
+    from draftguard.snapshot import load_snapshot
+
+    def errors(folder: Path) -> set[str]:
+        return {f.rule for f in check_repo(load_snapshot(str(folder)), {}) if f.severity.name == "ERROR"}
+
+    assert errors(dots3) == set()
+    dropped = _copy(dots3, tmp_path, "dots3-layer-dropped", lambda s: {k: v for k, v in s.items()
+                                                                       if k.startswith("model.mtp.")})
+    assert errors(dropped) == {"DG404"}
