@@ -47,6 +47,8 @@ class MtpLayout:
     # HY-V3: names under the prefix the engine's loader skips (the layer's own ``embed_tokens`` and
     # ``shared_head``: vLLM maps the target's tensors in their place), neither read nor refused.
     skipped: tuple[str, ...] = ()
+    # dots3: a table of the layer's own outside its prefix, which vLLM drafts with (has_own_embed_tokens).
+    own_embed: str = ""
 
 
 LAYOUTS = {
@@ -134,6 +136,14 @@ LAYOUTS["hy_v3"] = MtpLayout("hy_v3", "model.layers.{n}.", "enorm", "hnorm", "eh
                              renames=(("mlp.router.gate.", "mlp.gate."),
                                       ("mlp.expert_bias", "mlp.e_score_correction_bias"),
                                       ("mlp.shared_mlp.", "mlp.shared_experts.")))
+
+# dots3 (rednote-hilab's Dots3Note; vLLM 0.32's models/dots3_note/nvidia/mtp.py; runner/mtp_dots3.py):
+# DeepSeek-V3's names at N and forward (embedding zeroed at position 0, [embedding, hidden], the normed output
+# fed on, the target's lm_head), a Dots3Note decoder layer at N attending by ``mtp_layer_types`` (default
+# sliding window), and the layer's OWN embedding ``model.mtp.embed_tokens``, which vLLM keeps.
+LAYOUTS["dots3_note"] = MtpLayout("dots3_note", "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                                  embeds_first=True, block_at_n=True, copies=(LAYOUTS["deepseek_v3"].copies[1],),
+                                  own_embed="model.mtp.embed_tokens.weight")
 # Qwen3.5/3.6 (vLLM's qwen3_5_mtp.py) and Qwen3-Next (qwen3_next_mtp.py): one layout, ``mtp.{fc,
 # pre_fc_norm_embedding, pre_fc_norm_hidden, norm}`` and ``mtp.layers.{i}.*`` (a full-attention decoder
 # layer of the target's class), [embedding, hidden] concatenated; the target's embed_tokens and lm_head

@@ -109,6 +109,7 @@ from draftguard.runner.dflash_model import (_local_folder, _read_weights, finish
                                              folder_tokenizer, load_target, text_config)
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
+from draftguard.runner.mtp_dots3 import dots3_block, dots3_embedding, load_dots3_target
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
@@ -156,6 +157,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if layout.name == "hy_v3":  # the checkpoint's names, vLLM's routing and layer kinds (runner/mtp_hyv3.py)
         return load_hyv3_target(folder, raw, device, dtype, _read_weights(folder),
                                 lambda w: dequantize_declared(raw, w, "", _file_of(folder)))
+    if layout.name == "dots3_note":  # the text model, its MTP tensors left out (runner/mtp_dots3.py)
+        return load_dots3_target(folder, raw, device, dtype, _file_of(folder))
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
         target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
         return target, folder_tokenizer(folder)
@@ -247,6 +250,7 @@ class MtpHead(nn.Module):
             self.final_norm = nn.Identity()
         self.proj = nn.Linear(2 * size, size, bias=False)
         rotary = getattr(target.model, "rotary_emb", None)  # Nemotron-H: none (its attention has no rotary)
+        self.window = 0  # a sliding window the layer attends within (dots3), else none
         if spec.layout.name == "nemotron_h":  # the MTP sublayers and final norm (runner/mtp_nemotron.py)
             self.block = nemotron_block(text, target)
         elif spec.layout.name == "step3p5":  # vLLM's Step3p5DecoderLayer at N, own rotary and head (runner/mtp_step.py)
@@ -256,6 +260,9 @@ class MtpHead(nn.Module):
         elif spec.layout.name == "ernie4_5_moe":  # vLLM's LlamaDecoderLayer (runner/mtp_dsv3.py)
             self.block, self.rotary = ernie_block(text)  # its own (neox) rotary, moved with the head
             rotary = self.rotary
+        elif spec.layout.name == "dots3_note":  # Dots3Note's layer at N, its window (runner/mtp_dots3.py)
+            self.block, self.rotary, kind, self.window = dots3_block(spec.raw, f"{spec.source}/config.json")
+            rotary = lambda x, pos, turn=self.rotary: turn(x, pos, kind)  # noqa: E731
         elif spec.layout.block_at_n:
             # DeepSeek-V3: the family's own decoder layer at index N, as it builds it by its index (MoE or dense).
             # Its router is vLLM's (runner/mtp_dsv3.py).
@@ -296,14 +303,15 @@ class MtpHead(nn.Module):
         x = self.proj(torch.cat([e, h] if self.spec.layout.embeds_first else [h, e], -1))
         n = x.shape[1]
         mask = torch.full((n, n), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
-        if self.spec.layout.sliding:  # vLLM's window: the query and the window - 1 tokens before it
+        window = self.window
+        if self.spec.layout.sliding:  # MiMo-V2-Flash: its window and rope from the swa_* keys
             text = self._shared["text"]
             window = int(getattr(text, "sliding_window_size", -1) or -1)
-            if window > 0:
-                mask = mask.masked_fill(torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-window), float("-inf"))
             rope = tuple(t.to(x.dtype) for t in mimo_v2_rope(text, positions))
         else:
             rope = self._shared["rotary"](x, positions) if self._shared["rotary"] is not None else None
+        if window > 0:  # vLLM's window: the query and the window - 1 tokens before it
+            mask = mask.masked_fill(torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-window), float("-inf"))
         out = self.block(x, attention_mask=mask[None, None], position_ids=positions, position_embeddings=rope)
         out = out[0] if isinstance(out, tuple) else out
         normed = self.final_norm(out)
@@ -377,6 +385,8 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
         state[k] = torch.zeros_like(expected[k])  # absent: zeros, as an engine holds them
     spec.faults.extend(mtp_faults(folder))
     head.load_state_dict(state)
+    if layout.own_embed:  # dots3: the layer's own table, as vLLM keeps it (runner/mtp_dots3.py)
+        head.own_embed = dots3_embedding(_read_prefixed(folder, layout.own_embed), target, str(folder))
     param = next(target.parameters())
     return head.to(device=device or param.device, dtype=param.dtype).eval()
 

@@ -161,7 +161,13 @@ def _cache_arg(target: nn.Module) -> str:
 def _new_cache(target: nn.Module) -> Any:
     from transformers import DynamicCache  # transformers: seconds to import; only a model run pays it
 
-    return DynamicCache(config=target.config)
+    cache = DynamicCache(config=target.config)
+    # A sliding-window layer past its window keeps the states a rejected draft must be cropped back to
+    # (transformers refuses ``crop`` there otherwise: a dots3 target's window of 4 raised it mid-run).
+    for layer in getattr(cache, "layers", []):
+        if hasattr(layer, "activate_past_recording"):
+            layer.activate_past_recording()
+    return cache
 
 
 def _crop(cache: Any, length: int) -> None:

@@ -101,6 +101,8 @@ MTP_REFERENCE_LAYOUTS = {
     "Step3p7ForConditionalGeneration": "step3p5",
     # Tencent HY-V3 / Hy3: DeepSeek-V3's names at N, a final_layernorm, the target's head (runner/mtp_hyv3.py).
     "HYV3ForCausalLM": "hy_v3",
+    # dots3 (Dots3Note): vLLM 0.32 drafts for it by model_type dots3_note (runner/mtp_dots3.py).
+    "Dots3NoteForCausalLM": "dots3_note",
 }
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MTP_LAYOUT_MODEL_TYPES = {
@@ -109,6 +111,7 @@ MTP_LAYOUT_MODEL_TYPES = {
     "qwen3_5_moe_text": "qwen3_5",
     "step3p7": "step3p5",
     "exaone4_5_vision": "exaone4_5",  # vLLM 0.32 drafts for either EXAONE-4.5 model_type
+    "dots3_note": "dots3_note",
 }
 MTP_REFERENCE_ARCHITECTURES = tuple(MTP_REFERENCE_LAYOUTS)
 # Architectures whose MTP layer count is the engine's, not the config's: vLLM 0.32's

@@ -65,8 +65,10 @@ def mtp_declared(raw: dict[str, Any]) -> tuple[str, int] | None:
 
 
 def mtp_tensors(names: frozenset[str], layers: Any, count: int) -> set[str]:
-    """The tensors of the MTP modules: under an `mtp` prefix, or in the layers past the decoder's."""
-    found = {n for n in names if _MTP_SEGMENT.search(n)}
+    """The tensors of the MTP modules: under an `mtp` prefix, or in the layers past the decoder's. An
+    embedding table alone under the prefix (dots3's `model.mtp.embed_tokens`, beside its layer at
+    `model.layers.{N}`) is no MTP layer: vLLM refuses a checkpoint that keeps only it."""
+    found = {n for n in names if _MTP_SEGMENT.search(n) and ".embed_tokens." not in n}
     if is_int(layers):
         for name in names:
             match = _LAYER.search(name)
