@@ -23,7 +23,6 @@ from draftguard.check.engines.releases import known, mtp_drafter
 # vLLM's draft model -> why the reference does not build it ("" : not written yet).
 NOT_BUILT: dict[str, str] = {
     "BailingMoeV25MTPModel": "",
-    "BailingMoeV3MTPModel": "",
     "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
     "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
                            "the reference",
@@ -41,6 +40,8 @@ NOT_BUILT: dict[str, str] = {
 }
 # Targets refused although the reference builds their draft model for another target.
 NOT_BUILT_TARGETS: dict[str, str] = {
+    "architecture:BailingMoeV3VLForConditionalGeneration": "the Ling-3.0 VL export's text model is not loaded by the "
+                                                           "reference; BailingMoeV3ForCausalLM's MTP layer is built",
     "architecture:MiMoV2ForCausalLM": "MiMo-V2-Pro's MTP layer (vLLM's MiMoV2MTPModel with the Pro's geometry) is "
                                       "not written in the reference; MiMo-V2-Flash's is",
 }

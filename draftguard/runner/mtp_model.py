@@ -100,6 +100,7 @@ from draftguard.runner.dflash_model import (SMALL_MODEL_PARAMS, _local_folder, _
                                              folder_tokenizer, load_target, text_config)
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
+from draftguard.runner.mtp_bailing import bailing_block, load_bailing_target
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
@@ -141,6 +142,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
         target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
         return target, folder_tokenizer(folder)
+    if layout.name == "bailing_moe_v3":  # vLLM's routing and attention rule (runner/mtp_bailing.py)
+        return load_bailing_target(folder, load_target, device, dtype)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
@@ -234,7 +237,7 @@ class MtpHead(nn.Module):
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
-                     "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
+                     "glm4_moe_lite": glm4_lite_block, "bailing_moe_v3": bailing_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")

@@ -92,6 +92,8 @@ MTP_REFERENCE_LAYOUTS = {
     # Step-3.5/3.7 (3.7's MTP key under text_config): runner/mtp_step.py.
     "Step3p5ForCausalLM": "step3p5",
     "Step3p7ForConditionalGeneration": "step3p5",
+    # Ling-3.0 / Ring-3.0 (model_type bailing_hybrid, which Ling-2.5 shares: by architecture only).
+    "BailingMoeV3ForCausalLM": "bailing_moe_v3",
 }
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MTP_LAYOUT_MODEL_TYPES = {
