@@ -182,7 +182,7 @@ def test_vllm_geometry_the_reference_does_not_build_is_bad_input_naming_the_key(
     code = main(["accept", "--target", str(folder), "--prompts", str(ROOT / "tests/fixtures/models/prompts.jsonl"),
                  "--quiet"])
     err = capsys.readouterr().err
-    assert code == 2 and "gated_attention_proj_granularity_type 'element_wise'" in err and "Traceback" not in err
+    assert code == 2 and "config.json: gated_attention_proj_granularity_type 'element_wise'" in err and "Traceback" not in err
 
 
 def test_an_ungated_config_runs_the_mla_layers_without_the_gate_as_vllm_does(ling, tmp_path):

@@ -58,16 +58,17 @@ def vllm_router(text: Any) -> VllmRouter:
     return VllmRouter(spec, scoring="sigmoid", biased=True)
 
 
-def _check_vllm_geometry(text: Any) -> None:
+def _check_vllm_geometry(text: Any, where: str = "config.json") -> None:
     """Bad input where vLLM 0.32 would build another layer than transformers' class here."""
     granularity = getattr(text, "gated_attention_proj_granularity_type", None)
+    key = "gated_attention_proj_granularity_type"
     if granularity not in (None, "head_wise"):
-        raise BadInput(f"gated_attention_proj_granularity_type {granularity!r}: the reference builds the head-wise "
-                       "attention gate (transformers' BailingHybridAttention) or none", key="gated_attention_proj_granularity_type")
+        raise BadInput(f"{where}: {key} {granularity!r}: the reference builds the head-wise attention gate "
+                       "(transformers' BailingHybridAttention) or none; run --backend vllm alone", file=where, key=key)
     for key in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list"):
         if getattr(text, key, None):
-            raise BadInput(f"{key}: vLLM 0.32 clamps the SwiGLU of these layers; the reference does not",
-                           key=key)
+            raise BadInput(f"{where}: {key}: vLLM 0.32 clamps the SwiGLU of these layers, the reference does not; "
+                           "run --backend vllm alone", file=where, key=key)
 
 
 class _OpenGate(nn.Module):
@@ -117,9 +118,10 @@ def load_bailing_target(folder: Any, load: Callable[..., tuple[nn.Module, Any]],
                         dtype: torch.dtype | None) -> tuple[nn.Module, Any]:
     """The target by transformers' class (``load``: ``dflash_model.load_target``), refused where vLLM builds
     other attention, its MoE layers routed as vLLM routes them."""
-    model, tokenizer = load(str(folder), device, dtype)
-    text = model.config
-    _check_vllm_geometry(text)
+    from transformers import AutoConfig  # a model run pays it
+
+    text = AutoConfig.from_pretrained(str(folder))  # refused before transformers builds (and warns about) it
+    _check_vllm_geometry(text, f"{folder}/config.json")
     n, group = int(text.num_hidden_layers), int(text.layer_group_size)
     for i, kind in enumerate(text.layer_types[:n]):
         vllm = "linear_attention" if vllm_kda_layer(i, group, n) else "full_attention"
@@ -128,6 +130,7 @@ def load_bailing_target(folder: Any, load: Callable[..., tuple[nn.Module, Any]],
                            f"{vllm!r} (KDA unless (i + 1) % layer_group_size == 0 or i >= {n // group * group}); the "
                            "reference would run another model than the engine", file=f"{folder}/config.json",
                            key="layer_types")
+    model, tokenizer = load(str(folder), device, dtype)
     for layer in model.model.layers:
         if hasattr(layer.mlp, "experts"):
             old = layer.mlp.gate

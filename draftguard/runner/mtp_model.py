@@ -73,6 +73,8 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   index 0, always rotated, its window from ``mtp_layer_types`` / ``mtp_sliding_windows`` (``runner/mtp_exaone.py``).
   ``exaone4_5`` (Exaone4_5_ForConditionalGeneration, vLLM's ``exaone4_5_mtp.py``): the same names, the text
   model's post-norm ``Exaone4DecoderLayer`` at index 0 as any of its layers; the target its text model.
+- ``bailing_moe_v3`` (BailingMoeV3ForCausalLM: Ling-3.0, vLLM's ``bailing_moe_v3_mtp.py``): DeepSeek-V3's place
+  (``model.layers.{N}.``) with ``final_layernorm``, no zeroing, an MLA + MoE layer (``runner/mtp_bailing.py``).
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
