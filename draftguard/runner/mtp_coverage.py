@@ -23,7 +23,6 @@ from draftguard.check.engines.releases import known, mtp_drafter
 # vLLM's draft model -> why the reference does not build it ("" : not written yet).
 NOT_BUILT: dict[str, str] = {
     "BailingMoeV25MTPModel": "",
-    "BailingMoeV3MTPModel": "",
     "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
     "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
                            "the reference",
@@ -48,6 +47,8 @@ NOT_BUILT_TARGETS: dict[str, str] = {
     "model_type:nemotron_h_puzzle": "Nemotron-H Puzzle ships its config as remote code (model_type nemotron_h_puzzle, "
                                     "per-layer block_configs, MTP experts from mtp_n_routed_experts): transformers 5.24 "
                                     "has no class for it; the reference builds vLLM's NemotronHMTPModel for nemotron_h",
+    "architecture:BailingMoeV3VLForConditionalGeneration": "the Ling-3.0 VL export's text model is not loaded by the "
+                                                           "reference; BailingMoeV3ForCausalLM's MTP layer is built",
 }
 
 

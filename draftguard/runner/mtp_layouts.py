@@ -167,6 +167,18 @@ LAYOUTS["exaone4_5"] = MtpLayout("exaone4_5", "mtp.", "pre_fc_norm_embedding", "
 # head loaded into the MTP model (no copies of its own).
 LAYOUTS["nemotron_h"] = MtpLayout("nemotron_h", "mtp.", "layers.0.enorm", "layers.0.hnorm", "layers.0.eh_proj", "",
                                   embeds_first=True, zero_first=False)
+# Ling-3.0 / Ring-3.0 (BailingMoeV3ForCausalLM, model_type bailing_hybrid; vLLM 0.32's bailing_moe_v3_mtp.py,
+# runner/mtp_bailing.py): ``model.layers.{N}.{enorm, hnorm, eh_proj, final_layernorm}`` and an MLA + MoE decoder
+# layer beside them (stored as Ling names it: ``attention.``, ``attention.dense``, ``mlp.gate.expert_bias``);
+# [embedding, hidden], the embedding not zeroed, the output normed feeds the next step; the target's embeddings
+# and head shared. Not named ``bailing_hybrid``: Ling-2.5 (BailingMoeV2_5ForCausalLM, another MTP model) has
+# that model_type too, and ``mtp_layout`` falls back on the model_type.
+LAYOUTS["bailing_moe_v3"] = MtpLayout("bailing_moe_v3", "model.layers.{n}.", "enorm", "hnorm", "eh_proj",
+                                      "final_layernorm", embeds_first=True, zero_first=False, block_at_n=True,
+                                      copies=(("embed_tokens.weight", "model.word_embeddings.weight"),
+                                              ("shared_head.head.weight", "lm_head.weight")),
+                                      renames=(("attention.dense.", "self_attn.o_proj."), ("attention.", "self_attn."),
+                                               ("mlp.gate.expert_bias", "mlp.gate.e_score_correction_bias")))
 
 
 __all__ = ["LAYOUTS", "MtpLayout"]

@@ -82,6 +82,8 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   index 0, always rotated, its window from ``mtp_layer_types`` / ``mtp_sliding_windows`` (``runner/mtp_exaone.py``).
   ``exaone4_5`` (Exaone4_5_ForConditionalGeneration, vLLM's ``exaone4_5_mtp.py``): the same names, the text
   model's post-norm ``Exaone4DecoderLayer`` at index 0 as any of its layers; the target its text model.
+- ``bailing_moe_v3`` (BailingMoeV3ForCausalLM: Ling-3.0, vLLM's ``bailing_moe_v3_mtp.py``): DeepSeek-V3's place
+  (``model.layers.{N}.``) with ``final_layernorm``, no zeroing, an MLA + MoE layer (``runner/mtp_bailing.py``).
 
 A head whose tensors are absent (dropped at save) or stored quantized where the config declares no
 quantization is still built, as an engine that loads it would hold it (absent tensors zero, a
@@ -110,6 +112,7 @@ from draftguard.runner.dflash_model import (_local_folder, _read_weights, finish
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dots3 import dots3_block, dots3_embedding, load_dots3_target
+from draftguard.runner.mtp_bailing import bailing_block, load_bailing_target
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
@@ -162,6 +165,8 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
         target = load_step_target(folder, raw, device, dtype, _read_weights(folder))
         return target, folder_tokenizer(folder)
+    if layout.name == "bailing_moe_v3":  # vLLM's routing and attention rule (runner/mtp_bailing.py)
+        return load_bailing_target(folder, load_target, device, dtype)
     if layout.base_model_type is None and qc is None:
         return load_target(str(folder), device, dtype)
     from transformers import AutoConfig, AutoModelForCausalLM  # transformers: only a model run pays it
@@ -269,7 +274,7 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
                      "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block,
-                     "glm_ocr": glm_ocr_block}.get(spec.layout.name, dsv3_block)
+                     "glm_ocr": glm_ocr_block, "bailing_moe_v3": bailing_block}.get(spec.layout.name, dsv3_block)
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")

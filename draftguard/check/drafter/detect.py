@@ -103,6 +103,8 @@ MTP_REFERENCE_LAYOUTS = {
     "HYV3ForCausalLM": "hy_v3",
     # dots3 (Dots3Note): vLLM 0.32 drafts for it by model_type dots3_note (runner/mtp_dots3.py).
     "Dots3NoteForCausalLM": "dots3_note",
+    # Ling-3.0 / Ring-3.0 (model_type bailing_hybrid, which Ling-2.5 shares: by architecture only).
+    "BailingMoeV3ForCausalLM": "bailing_moe_v3",
 }
 # model_type where no architecture is named: the multimodal export's and its text config's.
 MTP_LAYOUT_MODEL_TYPES = {
