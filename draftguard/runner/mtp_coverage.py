@@ -25,8 +25,6 @@ NOT_BUILT: dict[str, str] = {
     "BailingMoeV25MTPModel": "",
     "BailingMoeV3MTPModel": "",
     "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
-    "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
-                           "the reference",
     "Dots3NoteMTPModel": "",
     "Glm5NextMTPModel": "",
     "GlmOcrMTPModel": "",

@@ -100,6 +100,7 @@ from draftguard.runner.dflash_model import (SMALL_MODEL_PARAMS, _local_folder, _
                                              folder_tokenizer, load_target, text_config)
 from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
+from draftguard.runner.mtp_dsa import check_dsa, dsa_block
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
@@ -234,7 +235,10 @@ class MtpHead(nn.Module):
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
-                     "glm4_moe_lite": glm4_lite_block}.get(spec.layout.name, dsv3_block)
+                     "glm4_moe_lite": glm4_lite_block, "deepseek_v32": dsa_block,  # V3.2, GLM-5: runner/mtp_dsa.py
+                     "glm_moe_dsa": dsa_block}.get(spec.layout.name, dsv3_block)
+            if build is dsa_block:
+                check_dsa(spec.raw, f"{spec.source}/config.json")
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")
