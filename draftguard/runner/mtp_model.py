@@ -32,6 +32,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
   dequantized (``runner/mtp_quant.py``, which reads the other declared FP8 schemes too). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
   in float32 (its AMX backend packs bf16 only).
+- ``deepseek_v32`` / ``glm_moe_dsa`` (DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM; vLLM's ``DeepseekV32MTPModel``):
+  DeepSeek-V3's names and forward with transformers' sparse-attention decoder layer at N, its indexer under
+  ``self_attn.indexer.*`` (``runner/mtp_dsa.py``).
 - ``glm4_moe`` (Glm4MoeForCausalLM: GLM-4.5/4.6/4.7, vLLM's ``glm4_moe_mtp.py``): DeepSeek-V3's names and
   forward with transformers' ``Glm4MoeDecoderLayer`` at N (GQA with partial rotary, optional qk-norm and
   q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
