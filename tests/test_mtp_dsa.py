@@ -139,3 +139,27 @@ def test_what_the_reference_would_run_otherwise_than_vllm_is_bad_input(capsys, t
     code, _, err = accept(capsys, str(dsa_target(tmp_path / "bad", index_topk=16, **changes)), *BAR)
     assert code == 2 and key in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_layer_at_n_is_moe_as_vllm_builds_it_and_always_has_its_own_indexer(tmp_path):
+    """vLLM's DeepseekV32DecoderLayer: MoE at N by first_k_dense_replace / moe_layer_freq (transformers reads
+    ``mlp_layer_types``, which has no entry for N), routed by vLLM's grouped_topk; the MTP layer builds a full
+    indexer whatever the target's layers share (GLM-5's ``indexer_types``; vLLM's ``is_mtp_layer``)."""
+    from draftguard.runner.mtp_dsa import dsa_block
+    from draftguard.runner.mtp_dsv3 import VllmRouter
+    from draftguard.runner.mtp_model import load_mtp_target
+
+    for model_type in ("deepseek_v32", "glm_moe_dsa"):
+        target, _ = load_mtp_target(str(dsa_target(tmp_path / model_type, index_topk=16, model_type=model_type)))
+        text, layer = target.config, type(target.model.layers[0])
+        before = list(text.mlp_layer_types)
+        for changes, moe in (({}, False), ({"first_k_dense_replace": 1}, True),
+                             ({"first_k_dense_replace": 1, "moe_layer_freq": 2}, False)):
+            config = type(text)(**{**text.to_dict(), **changes})
+            if model_type == "glm_moe_dsa":
+                config.indexer_types = ["shared"]  # the target's layer 0 would reuse a previous layer's top-k
+            block = dsa_block(config, layer, 1)
+            assert hasattr(block.mlp, "experts") is moe, (model_type, changes)
+            assert isinstance(block.mlp.gate, VllmRouter) if moe else True
+            assert block.self_attn.indexer is not None
+        assert text.mlp_layer_types == before  # a copy is changed, not the target's config
