@@ -76,7 +76,9 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     assert said.startswith("k/config.json: the reference builds MTP layers of the ")
     assert said.endswith(f"; vLLM {release} drafts for it with method mtp (its KimiK3MTPModel), which the "
                          "reference does not build yet; run --backend vllm alone")
-    assert "sparse attention" in refusal({"architectures": ["GlmMoeDsaForCausalLM"]})  # GLM-5: a reason given
+    assert "compressed attention" in refusal({"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"})
+    glm5 = {"architectures": ["GlmMoeDsaForCausalLM"], "num_nextn_predict_layers": 1}  # built since (runner/mtp_dsa.py)
+    assert mtp_layout(glm5, "config.json").name == "glm_moe_dsa"
     for arch in ("MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM"):  # MiMo-V2-Pro, the omni export: built since
         assert mtp_layout({"architectures": [arch], "model_type": "mimo_v2"}, "config.json").name == "mimo_v2"
     assert vllm_drafter({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}) is None

@@ -24,8 +24,6 @@ from draftguard.check.engines.releases import known, mtp_drafter
 NOT_BUILT: dict[str, str] = {
     "BailingMoeV25MTPModel": "",
     "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
-    "DeepseekV32MTPModel": "DeepSeek-V3.2's and GLM-5's sparse attention (the lightning indexer) is not written in "
-                           "the reference",
     "Glm5NextMTPModel": "",
     "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
                     "learnable sinks and a clamped-SwiGLU MoE, none written in the reference (vLLM 0.32 builds it "

@@ -89,6 +89,14 @@ LAYOUTS["glm4v_moe"] = MtpLayout("glm4v_moe", "model.language_model.layers.{n}."
 LAYOUTS["glm_ocr"] = MtpLayout("glm_ocr", "model.language_model.layers.{n}.", "enorm", "hnorm", "eh_proj",
                                "shared_head.norm", embeds_first=True, block_at_n=True, recycle_prenorm=True,
                                base_model_type="glm4", copies=LAYOUTS["glm4v_moe"].copies)
+
+# DeepSeek-V3.2 / GLM-5 (vLLM 0.32's DeepseekV32MTPModel, models/deepseek_v32/nvidia/mtp.py): DeepSeek-V3's
+# names and forward (zeroed position 0, [embedding, hidden], the normed output fed on, the target's embeddings
+# and head shared) with transformers' sparse-attention decoder layer at N, its indexer under
+# ``self_attn.indexer.*`` (runner/mtp_dsa.py).
+for _name in ("deepseek_v32", "glm_moe_dsa"):
+    LAYOUTS[_name] = MtpLayout(_name, "model.layers.{n}.", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                               embeds_first=True, block_at_n=True, copies=LAYOUTS["deepseek_v3"].copies)
 # MiMo-V2-Flash (vLLM 0.32's mimo_v2_mtp.py): ``model.mtp.layers.{i}.{enorm, hnorm, eh_proj, final_layernorm}``,
 # [embedding, hidden], the embedding NOT zeroed at position 0 (unlike MiMo's and DeepSeek-V3's), the target's
 # embed_tokens and lm_head shared; a dense decoder layer attending as the sliding-window layers (``swa_*``

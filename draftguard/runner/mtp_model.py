@@ -32,6 +32,9 @@ The layouts (weight names) this module builds, ``LAYOUTS``:
   builds layer N, routed as vLLM routes, its block-FP8 weights under a declared ``quantization_config``
   dequantized (``runner/mtp_quant.py``, which reads the other declared FP8 schemes too). vLLM's CPU build runs MLA with ``--attention-backend CPU_MLA``
   in float32 (its AMX backend packs bf16 only).
+- ``deepseek_v32`` / ``glm_moe_dsa`` (DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM; vLLM's ``DeepseekV32MTPModel``):
+  DeepSeek-V3's names and forward with transformers' sparse-attention decoder layer at N, its indexer under
+  ``self_attn.indexer.*`` (``runner/mtp_dsa.py``).
 - ``glm4_moe`` (Glm4MoeForCausalLM: GLM-4.5/4.6/4.7, vLLM's ``glm4_moe_mtp.py``): DeepSeek-V3's names and
   forward with transformers' ``Glm4MoeDecoderLayer`` at N (GQA with partial rotary, optional qk-norm and
   q/k/v bias; MoE as vLLM builds it, sigmoid-routed with the correction bias always), and the chain fed
@@ -113,6 +116,7 @@ from draftguard.runner.eagle3 import Eagle3Backend
 from draftguard.runner.eagle3_model import _RMSNorm
 from draftguard.runner.mtp_dots3 import dots3_block, dots3_embedding, load_dots3_target
 from draftguard.runner.mtp_bailing import bailing_block, load_bailing_target
+from draftguard.runner.mtp_dsa import check_dsa, dsa_block
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
@@ -274,7 +278,11 @@ class MtpHead(nn.Module):
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
                      "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block,
-                     "glm_ocr": glm_ocr_block, "bailing_moe_v3": bailing_block}.get(spec.layout.name, dsv3_block)
+                     "glm_ocr": glm_ocr_block, "bailing_moe_v3": bailing_block,
+                     "deepseek_v32": dsa_block, "glm_moe_dsa": dsa_block,  # V3.2, GLM-5: runner/mtp_dsa.py
+                     }.get(spec.layout.name, dsv3_block)
+            if build is dsa_block:
+                check_dsa(spec.raw, f"{spec.source}/config.json")
             self.block = build(text, type(layers[0]), int(text.num_hidden_layers))
         elif spec.layout.name in ("exaone_moe", "exaone4_5"):  # its own window and RoPE rule (runner/mtp_exaone.py)
             self.block = exaone_block(text, target, mtp_keys=spec.layout.name == "exaone_moe")

@@ -65,6 +65,9 @@ MTP_REFERENCE_LAYOUTS = {
     # DeepSeek-V3's MTP layer, MoE or dense, its block-FP8 weights under a declared quantization_config
     # dequantized (runner/mtp_dsv3.py), as every released DeepSeek-V3/R1 checkpoint ships it.
     "DeepseekV3ForCausalLM": "deepseek_v3",
+    # DeepSeek-V3.2 and GLM-5: DeepSeek-V3's layer with sparse attention (the indexer; runner/mtp_dsa.py).
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "GlmMoeDsaForCausalLM": "glm_moe_dsa",
     # Released Qwen3.5/3.6 checkpoints are multimodal exports (``text_config`` beside ``vision_config``, the
     # text model's tensors under ``model.language_model.``); their MTP layer is the text class's (``mtp.*``,
     # vLLM 0.32's Qwen3_5MTP / Qwen3_5MoeMTP for all four). The reference runs the text model only
