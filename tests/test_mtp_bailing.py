@@ -24,11 +24,12 @@ MTP_SHARD = "model-00002-of-00002.safetensors"
 
 
 @pytest.fixture(scope="session")
-def ling(tmp_path_factory) -> Path:
+def ling() -> Path:
     """The healthy tiny Ling-3.0 target with its trained MTP layer (built, not shipped)."""
+    import built_once
     import make_mtp_bailing
 
-    return make_mtp_bailing.build(tmp_path_factory.mktemp("ling") / "ling-3")
+    return built_once.once("ling", make_mtp_bailing.build, subfolder="ling-3")
 
 
 def _copy(healthy: Path, tmp_path: Path, name: str, mtp: dict | None = None, config: dict | None = None) -> Path:

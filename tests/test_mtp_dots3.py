@@ -24,11 +24,12 @@ MTP_SHARD = "model-00002-of-00002.safetensors"
 
 
 @pytest.fixture(scope="session")
-def dots3(tmp_path_factory) -> Path:
+def dots3() -> Path:
     """The healthy tiny dots3 target with its trained MTP layer (built, not shipped)."""
+    import built_once
     import make_mtp_dots3
 
-    return make_mtp_dots3.build(tmp_path_factory.mktemp("dots3") / "dots3-note")
+    return built_once.once("dots3", make_mtp_dots3.build, subfolder="dots3-note")
 
 
 def _copy(healthy: Path, tmp_path: Path, name: str, change) -> Path:

@@ -26,11 +26,12 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 
 @pytest.fixture(scope="session")
-def gemma4_models(tmp_path_factory) -> dict[str, Path]:
+def gemma4_models() -> dict[str, Path]:
     """The trained tiny target, its assistant and the assistant without its layers (about 30 s)."""
+    import built_once
     import make_mtp_gemma4
 
-    return make_mtp_gemma4.build(tmp_path_factory.mktemp("gemma4-mtp"))
+    return built_once.once("gemma4-mtp", make_mtp_gemma4.build)
 
 
 def accept(capsys, target: Path, drafter: Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:

@@ -25,10 +25,11 @@ PREFIX = "model.language_model.layers.2."
 
 
 @pytest.fixture(scope="session")
-def glm_ocr(tmp_path_factory) -> dict[str, Path]:
+def glm_ocr() -> dict[str, Path]:
+    import built_once
     import make_mtp_glm_ocr
 
-    return make_mtp_glm_ocr.build(tmp_path_factory.mktemp("glm-ocr"))
+    return built_once.once("glm-ocr", make_mtp_glm_ocr.build)
 
 
 def _copy(folder: Path, out: Path, change) -> Path:

@@ -36,10 +36,11 @@ ARGS = ["--backend", "both", "--enforce-eager", "--gpu-memory-utilization", "0.4
 
 
 @pytest.fixture(scope="module")
-def glm_ocr(tmp_path_factory) -> dict[str, Path]:
+def glm_ocr() -> dict[str, Path]:
+    import built_once
     import make_mtp_glm_ocr
 
-    return make_mtp_glm_ocr.build(tmp_path_factory.mktemp("glm-ocr"))
+    return built_once.once("glm-ocr", make_mtp_glm_ocr.build)
 
 
 @pytest.mark.vllm
@@ -49,8 +50,17 @@ def glm_ocr(tmp_path_factory) -> dict[str, Path]:
     "and the CPU build has no torchvision (PyPI's 0.28.0 is a CUDA build: 'operator torchvision::nms does not "
     "exist' on torch 2.13.0+cpu), so the engine refuses to start (exit 2: 'failed to be inspected', the log "
     "naming torchvision), as for EXAONE-4.5 and Qwen3.5's exports"))
-def test_both_backends_agree_on_the_glm_ocr_mtp_layer(capsys, monkeypatch, glm_ocr):
+def test_both_backends_agree_on_the_glm_ocr_mtp_layer(capsys, monkeypatch, request):
     pytest.importorskip("vllm")
+    import importlib
+
+    try:  # the class the engine inspects, imported first: building and training the fixture takes minutes
+        importlib.import_module("vllm.model_executor.models.glm_ocr")
+    except ModuleNotFoundError as e:
+        if e.name != "torchvision":
+            raise RuntimeError(f"not the recorded reason: {e}") from e  # an error, not the expected failure
+        raise AssertionError(f"vLLM cannot import its glm_ocr module here: {e}") from e
+    glm_ocr = request.getfixturevalue("glm_ocr")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     code, result, err = accept(capsys, str(glm_ocr["healthy"]), *ARGS, "--num-speculative-tokens", "1")
     if code != 0 and "failed to be inspected" not in err:

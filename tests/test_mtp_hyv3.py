@@ -24,10 +24,11 @@ BAR = "1.8"  # healthy 2.00, the layer left FP8 1.55, dropped 1.02 (measured 202
 
 
 @pytest.fixture(scope="session")
-def hyv3_folders(tmp_path_factory) -> dict[str, Path]:
+def hyv3_folders() -> dict[str, Path]:
+    import built_once
     import make_mtp_hyv3
 
-    return make_mtp_hyv3.build(tmp_path_factory.mktemp("hyv3"))
+    return built_once.once("hyv3", make_mtp_hyv3.build)
 
 
 def run(capsys, target: Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:

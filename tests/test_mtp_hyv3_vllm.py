@@ -26,10 +26,11 @@ ARGS = ["--backend", "both", "--enforce-eager", "--gpu-memory-utilization", "0.4
 
 
 @pytest.fixture(scope="module")
-def hyv3_folders(tmp_path_factory) -> dict[str, Path]:
+def hyv3_folders() -> dict[str, Path]:
+    import built_once
     import make_mtp_hyv3
 
-    return make_mtp_hyv3.build(tmp_path_factory.mktemp("hyv3"))
+    return built_once.once("hyv3", make_mtp_hyv3.build)
 
 
 def compare(capsys, monkeypatch, folder: Path, k: int) -> dict:

@@ -24,11 +24,12 @@ MTP_SHARD = "model-00002-of-00002.safetensors"
 
 
 @pytest.fixture(scope="session")
-def longcat(tmp_path_factory) -> Path:
+def longcat() -> Path:
     """The healthy tiny LongCat-Flash target with its trained MTP layer (built, not shipped)."""
+    import built_once
     import make_mtp_longcat
 
-    return make_mtp_longcat.build(tmp_path_factory.mktemp("longcat") / "longcat-flash")
+    return built_once.once("longcat", make_mtp_longcat.build, subfolder="longcat-flash")
 
 
 def dropped_copy(healthy: Path, tmp_path: Path) -> Path:

@@ -20,15 +20,16 @@ torch = pytest.importorskip("torch")
 from tests.test_mtp import PROMPTS, accept, dropped_fails  # noqa: E402  (one accept call)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+import built_once  # noqa: E402  (built once per checkout, shared with the vLLM pass)
 import make_mtp_nemotron  # noqa: E402  (the test-time builder)
 
 FLOOR = 1.8
 
 
 @pytest.fixture(scope="session")
-def nemotron(tmp_path_factory) -> Path:
+def nemotron() -> Path:
     """The tiny Nemotron-H target with its trained MTP layer (about 30 s on one core)."""
-    return make_mtp_nemotron.build(tmp_path_factory.mktemp("nemotron") / "nemotron-h")
+    return built_once.once("nemotron", make_mtp_nemotron.build, subfolder="nemotron-h")
 
 
 def dropped_copy(source: Path, folder: Path) -> Path:

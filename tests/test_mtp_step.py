@@ -25,10 +25,11 @@ STEP_REAL = Path(__file__).resolve().parent / "data" / "real-configs" / "stepfun
 
 
 @pytest.fixture(scope="session")
-def step_folders(tmp_path_factory) -> dict[str, Path]:
+def step_folders() -> dict[str, Path]:
+    import built_once
     import make_mtp_step
 
-    return make_mtp_step.build(tmp_path_factory.mktemp("step"))
+    return built_once.once("step", make_mtp_step.build)
 
 
 def run(capsys, target: Path, *args: str) -> tuple[int, AcceptanceResult | None, str]:

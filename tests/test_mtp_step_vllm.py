@@ -20,10 +20,11 @@ ARGS = ["--backend", "both", "--enforce-eager", "--gpu-memory-utilization", "0.4
 
 
 @pytest.fixture(scope="module")
-def step_folders(tmp_path_factory) -> dict[str, Path]:
+def step_folders() -> dict[str, Path]:
+    import built_once
     import make_mtp_step
 
-    return make_mtp_step.build(tmp_path_factory.mktemp("step"))
+    return built_once.once("step", make_mtp_step.build)
 
 
 def compare(capsys, monkeypatch, folder: Path, k: int) -> dict:
