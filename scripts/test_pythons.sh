@@ -26,30 +26,51 @@ find_python() {  # a python3.X on PATH, else a pyenv install of 3.X
   return 1
 }
 
-failed=()
-for v in $VERSIONS; do
-  if ! py=$(find_python "$v"); then
-    echo "== Python $v: not on this machine, skipped"
-    continue
-  fi
-  venv=".venv-py${v/./}"
+# One interpreter's run: README command 1, then the light-check tests. Its output goes to stdout; the
+# exit status says whether it passed. Installs into the shared checkout (pip's editable build writes
+# draftguard.egg-info there) take a lock, so runs side by side never install at once.
+mkdir -p .test-logs
+run_one() {
+  local v=$1 py=$2 venv=".venv-py${1/./}" cmd out start
   # Same command, with this interpreter (the guard and the venv) and its own venv.
   cmd=${readme_command//python3 -/$py -}
   cmd=${cmd/-m venv .venv/-m venv $venv}
   cmd=${cmd//.venv\/bin\//$venv/bin/}
   echo "== Python $v ($py): README command 1"
   start=$SECONDS
-  if ! out=$(bash -c "$cmd" 2>&1); then
+  if ! out=$(flock .test-logs/pip.lock bash -c "$cmd" 2>&1); then
     echo "$out" | grep -v '^WARNING: Location' | tail -20
-    echo "== Python $v: README command 1 FAILED"; failed+=("$v"); continue
+    echo "== Python $v: README command 1 FAILED"; return 1
   fi
   echo "$out" | grep -q "DG005 sliding-layer-runs-full" \
-    || { echo "$out" | tail -20; echo "== Python $v: README command 1 ran but did not report DG005"; failed+=("$v"); continue; }
+    || { echo "$out" | tail -20; echo "== Python $v: README command 1 ran but did not report DG005"; return 1; }
   echo "== Python $v: README command 1 ok ($((SECONDS - start)) s); light-check tests"
-  "$venv/bin/pip" install -q -c constraints.txt -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+  flock .test-logs/pip.lock "$venv/bin/pip" install -q -c constraints.txt -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
   if ! "$venv/bin/python" -m pytest -q -p no:cacheprovider "${LIGHT_TESTS[@]}"; then
-    echo "== Python $v: light-check tests FAILED"; failed+=("$v"); continue
+    echo "== Python $v: light-check tests FAILED"; return 1
   fi
+}
+
+# Two interpreters at a time where there are two cores or more (DRAFTGUARD_TEST_JOBS=1: one at a time);
+# each one's output is printed whole, in the order of VERSIONS, once all have ended.
+jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$jobs" -ge 2 ] && jobs=2
+failed=()
+names=()
+for v in $VERSIONS; do
+  if ! py=$(find_python "$v"); then
+    echo "== Python $v: not on this machine, skipped"
+    continue
+  fi
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  rm -f ".test-logs/python-$v.rc"
+  { rc=0; run_one "$v" "$py" > ".test-logs/python-$v.log" 2>&1 || rc=$?; echo "$rc" > ".test-logs/python-$v.rc"; } &
+  names+=("$v")
+done
+wait
+for v in ${names[@]+"${names[@]}"}; do
+  cat ".test-logs/python-$v.log"
+  [ "$(cat ".test-logs/python-$v.rc" 2>/dev/null)" = 0 ] || failed+=("$v")
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
