@@ -138,9 +138,9 @@ echo "setup of .venv: $SECONDS s"
 # vLLM's CPU build skips the inductor compile (dynamo then eager), as vLLM's own CPU CI does: each engine
 # start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed.
 export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
-# The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more (most
-# tests in either pass keep to one thread): the main pass prints as it goes, the vLLM pass writes its log,
-# printed whole once both have ended. DRAFTGUARD_TEST_JOBS=1 runs everything one after the other.
+# The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more: the
+# main pass prints as it goes, the vLLM pass writes its log, printed whole once both have ended.
+# DRAFTGUARD_TEST_JOBS=1 runs everything one after the other, on one core.
 jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 mkdir -p .test-logs
 vllm_log=.test-logs/vllm-pass.log
@@ -153,9 +153,13 @@ vllm_pass() {
   echo "vLLM pass: $((SECONDS - start)) s"
   return "$rc"
 }
+# The main pass spreads its files over the cores (pytest-xdist, a file per worker at a time: a file's
+# session fixtures are built once in its worker, and trained ones once per checkout, tests/fixtures/built_once.py).
+xdist=()
+[ "$jobs" -ge 2 ] && xdist=(-n "$jobs" --dist loadfile)
 main_pass() {
   local start=$SECONDS rc=0
-  .venv/bin/python -m pytest -q -m "not vllm" "$@" || rc=$?
+  .venv/bin/python -m pytest -q -m "not vllm" ${xdist[@]+"${xdist[@]}"} "$@" || rc=$?
   echo "main pass: $((SECONDS - start)) s"
   return "$rc"
 }
