@@ -149,17 +149,18 @@ vllm_pass() {
   setup_vllm
   echo "setup of .venv-vllm: $((SECONDS - start)) s"
   start=$SECONDS
-  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm "${VLLM_TESTS[@]}" || rc=$?
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m vllm "${VLLM_TESTS[@]}" || rc=$?
   echo "vLLM pass: $((SECONDS - start)) s"
   return "$rc"
 }
+# Each pass ends with its 15 slowest tests, so that a CI log shows where the time goes.
 # The main pass spreads its files over the cores (pytest-xdist, a file per worker at a time: a file's
 # session fixtures are built once in its worker, and trained ones once per checkout, tests/fixtures/built_once.py).
 xdist=()
 [ "$jobs" -ge 2 ] && xdist=(-n "$jobs" --dist loadfile)
 main_pass() {
   local start=$SECONDS rc=0
-  .venv/bin/python -m pytest -q -m "not vllm" ${xdist[@]+"${xdist[@]}"} "$@" || rc=$?
+  .venv/bin/python -m pytest -q --durations=15 -m "not vllm" ${xdist[@]+"${xdist[@]}"} "$@" || rc=$?
   echo "main pass: $((SECONDS - start)) s"
   return "$rc"
 }
