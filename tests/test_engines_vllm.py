@@ -206,7 +206,7 @@ def test_light_tier_sglang_rules_agree_with_sglangs_own_model_config():
 
 # The generator, run in a process of its own: the registries it reads (transformers' model types among them)
 # are the installed engine's, not what a test run earlier in this process registered (a file of EAGLE-3
-# tests registers a model type; with it first in the pass, this comparison failed).
+# tests registers a model type; run before it in the pass, this comparison failed).
 GENERATE = """
 import importlib.util, json, sys
 from pathlib import Path
