@@ -139,17 +139,15 @@ echo "setup of .venv: $SECONDS s"
 # start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed.
 export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
 # The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more: the
-# main pass prints as it goes, the vLLM pass writes its log, printed whole once both have ended.
-# DRAFTGUARD_TEST_JOBS=1 runs everything one after the other, on one core.
+# main pass prints as it goes, the vLLM pass writes its log, printed whole once both have ended (or when the
+# run is stopped). DRAFTGUARD_TEST_JOBS=1 runs everything one after the other, on one core.
 jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 mkdir -p .test-logs
 vllm_log=.test-logs/vllm-pass.log
-vllm_pass() {
+vllm_tests() {
   local start=$SECONDS rc=0
-  setup_vllm
-  echo "setup of .venv-vllm: $((SECONDS - start)) s"
-  start=$SECONDS
-  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m vllm "${VLLM_TESTS[@]}" || rc=$?
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m vllm "${VLLM_TESTS[@]}" < /dev/null || rc=$?
   echo "vLLM pass: $((SECONDS - start)) s"
   return "$rc"
 }
@@ -167,18 +165,30 @@ main_pass() {
 status=0
 if [ "$jobs" -ge 2 ]; then
   echo "tests marked vllm: set up and run beside the main pass, in .venv-vllm (vLLM's CPU build); log: $vllm_log"
-  (vllm_pass) > "$vllm_log" 2>&1 &
+  # A process group of its own (set -m), so that a stop reaches the engines it started too. Its setup runs
+  # under set -e at the top of that subshell: a failed install ends it with an error, never a skip.
+  set -m
+  (setup_vllm; echo "setup of .venv-vllm: $SECONDS s into the run"; vllm_tests) > "$vllm_log" 2>&1 < /dev/null &
   vllm_pid=$!
-  trap 'kill "$vllm_pid" 2>/dev/null; exit 130' INT TERM  # an interrupted run leaves no engine behind
+  set +m
+  vllm_printed=0
+  show_vllm() {
+    [ "$vllm_printed" = 1 ] && return
+    vllm_printed=1
+    echo "tests marked vllm, in .venv-vllm (vLLM's CPU build), from $vllm_log:"
+    grep -v '^WARNING: Location' "$vllm_log" || true
+  }
+  trap 'kill -TERM -- -"$vllm_pid" 2>/dev/null; show_vllm' EXIT
+  trap 'exit 130' INT TERM
   main_pass "$@" || status=$?
   vllm_status=0
   wait "$vllm_pid" || vllm_status=$?
-  echo "tests marked vllm, in .venv-vllm (vLLM's CPU build), from $vllm_log:"
-  grep -v '^WARNING: Location' "$vllm_log" || true
+  show_vllm
   [ "$vllm_status" = 0 ] || status=$vllm_status
 else
   main_pass "$@" || status=$?
   echo "tests marked vllm, in .venv-vllm (vLLM's CPU build):"
-  vllm_pass || status=$?
+  setup_vllm  # here, not in a || list: under set -e a failed install stops the run
+  vllm_tests || status=$?
 fi
 exit "$status"

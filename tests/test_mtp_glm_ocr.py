@@ -120,7 +120,7 @@ def test_the_layers_own_embedding_and_head_copies_are_compared_with_the_targets(
         in faults[0] and f"`{PREFIX}shared_head.head.weight` differs from the target's `lm_head.weight`" in faults[0]
 
 
-def test_the_layer_is_vllms_glm4_decoder_layer_and_feeds_the_chain_its_prenorm_output(glm_ocr):
+def test_the_layer_is_vllms_glm4_decoder_layer_and_feeds_the_chain_its_prenorm_output(glm_ocr, tmp_path):
     """vLLM's GlmOcrMTP: Glm4DecoderLayer (sandwich norms loaded, not zeros), the embedding zeroed at position 0,
     [embedding, hidden] into eh_proj, logits from shared_head.norm of the output, the output itself fed on.
     The target is the text model alone (transformers' Glm4ForCausalLM, as vLLM's glm4_1v builds GLM-OCR's),
@@ -130,15 +130,12 @@ def test_the_layer_is_vllms_glm4_decoder_layer_and_feeds_the_chain_its_prenorm_o
 
     from draftguard.runner.mtp_model import load_mtp, load_mtp_target
 
-    folder = glm_ocr["healthy"]
-    saved = (folder / VISION_SHARD).read_bytes()
+    folder = tmp_path / "glm-ocr"  # a copy: the built folder is shared (tests/fixtures/built_once.py)
+    shutil.copytree(glm_ocr["healthy"], folder)
     (folder / VISION_SHARD).write_bytes(b"not a safetensors file")
-    try:
-        target, _ = load_mtp_target(str(folder))
-        (folder / VISION_SHARD).unlink()
-        head = load_mtp(str(folder), target)
-    finally:
-        (folder / VISION_SHARD).write_bytes(saved)
+    target, _ = load_mtp_target(str(folder))
+    (folder / VISION_SHARD).unlink()
+    head = load_mtp(str(folder), target)
     assert type(target).__name__ == "Glm4ForCausalLM" and not [n for n, _ in target.named_modules() if "visual" in n]
     assert target.model.rotary_emb.inv_freq.numel() == 16  # head_dim 32, partial_rotary_factor 1.0: all rotated
     assert type(head.block).__name__ == "Glm4DecoderLayer" and head.spec.faults == []
