@@ -137,12 +137,12 @@ if [ "$jobs" -ge 2 ] && [ "${DRAFTGUARD_SETUP_ONLY:-0}" != 1 ] && [ "$skip_vllm"
   set +m
   vllm_printed=0
   show_vllm() {
-    [ "$vllm_printed" = 1 ] && return
+    [ "$vllm_printed" = 1 ] && return 0
     vllm_printed=1
     echo "tests marked vllm, in .venv-vllm (vLLM's CPU build), from $vllm_log:"
     grep -v '^WARNING: Location' "$vllm_log" || true
   }
-  trap 'kill -TERM -- -"$vllm_pid" 2>/dev/null; show_vllm' EXIT
+  trap 'kill -TERM -- -"$vllm_pid" 2>/dev/null || true; show_vllm' EXIT  # set -e holds in a trap too
   trap 'exit 130' INT TERM
 fi
 
