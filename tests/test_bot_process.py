@@ -71,9 +71,12 @@ def test_kill_9_with_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_pa
             r = post_webhook(first.url, "pull_request", pr_payload(REPO, n, HEAD, BASE), secret=SECRET, delivery=f"k-{n}")
             assert r.status_code == 202
         queue = Queue(url)
-        deadline = time.time() + 30
+        # The wait is for the workers to start, import the check and take a job: seconds alone, over a
+        # minute beside CI's other pass on two cores (stop 49: 30 s ran out). What is asserted is that it
+        # happens, not how fast.
+        deadline = time.time() + 240
         while not any(j.state == RUNNING for j in queue.jobs()) or not api.comments:
-            assert time.time() < deadline, "no job started"
+            assert time.time() < deadline, ("no job started", [(j.id, j.state) for j in queue.jobs()], len(api.comments))
             time.sleep(0.02)
     finally:
         first.proc.send_signal(signal.SIGKILL)

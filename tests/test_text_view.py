@@ -163,3 +163,18 @@ def test_a_log_gets_no_trailing_spaces(tmp_path):
     report = Report(transformers_version="5.24.0")
     render_text(report, buf)
     assert buf.getvalue() == "0 error(s), 0 warning(s), 0 info in 0 config(s) (transformers 5.24.0)\n"
+
+
+def test_a_log_keeps_each_long_path_on_one_line(tmp_path):
+    # Before: rich wrapped at 80 columns in a log too, so a path longer than the width was cut in two
+    # ("drafters\n/a/config.json", ".draftgu\nard.yml:3"): neither grep nor a click found it, and
+    # test_settings_rules failed under pytest-xdist's longer temporary folders.
+    deep = tmp_path / ("a-folder-whose-name-alone-is-longer-than-half-of-the-eighty-columns" * 2) / "drafter"
+    deep.mkdir(parents=True)
+    for name in ("config.json",):
+        (deep / name).write_text((SWA / name).read_text())
+    buf = io.StringIO()
+    from draftguard.check.run import check
+    render_text(check([str(deep)]), buf)
+    assert str(deep / "config.json") in buf.getvalue().splitlines()[0]
+    assert "DG005" in buf.getvalue()

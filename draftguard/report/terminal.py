@@ -6,7 +6,8 @@ config.json, such as ``.draftguard.yml``; any other file's under its own name), 
 symptoms, its attention table when layers differ, an effective-attention line per engine (with
 ``--engine``; ``report.engines``), the version matrix and a summary line
 to the stream; returns None. At a terminal rich draws it as it likes; anywhere else (a CI log, a
-pipe, a file) the same lines without the spaces rich pads each line with to the width.
+pipe, a file) the same lines, each unwrapped (a long path stays whole) and without the spaces rich
+pads each line with to the width.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from draftguard.report.views import (
     summary_line,
 )
 
+_UNWRAPPED = 100_000  # columns: wider than any line draftguard prints
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
@@ -35,7 +37,9 @@ def render_text(report: Report, file: TextIO) -> None:
 
     terminal = _is_terminal(file)
     sink = file if terminal else io.StringIO()  # not a terminal (a CI log, a pipe): drawn, then trimmed
-    console = Console(file=sink, highlight=False)
+    # Not a terminal: no width to fit, so nothing is wrapped; rich's 80 columns cut a long path in two
+    # (".draftgu" / "ard.yml:5"), which neither grep nor a click in a CI log then finds.
+    console = Console(file=sink, highlight=False, width=None if terminal else _UNWRAPPED)
     _draw(console, report)
     if not terminal:  # rich pads each line to the width; a log or a file keeps no trailing spaces
         file.write(re.sub(r"[ \t]+$", "", sink.getvalue(), flags=re.M))
