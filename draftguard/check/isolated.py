@@ -29,6 +29,7 @@ from draftguard.check.engines.view import EngineView
 from draftguard.check.findings import ABSENT, Finding, LayerAttention, Severity, TargetResult
 from draftguard.check.light import check_snapshot
 from draftguard.check.repo import check_repo
+from draftguard.check.resolver import hide_torch
 from draftguard.hub_access import hub_constants, use_hub_constants
 from draftguard.snapshot import BadInput, Snapshot
 
@@ -100,7 +101,7 @@ def target_masks(snapshot: Snapshot, target: str | None, trust_remote_code: bool
 
 
 def _masks_in_child(snapshot: Snapshot, target: str | None, trust_remote_code: bool, hub: dict) -> dict[str, Any]:
-    use_hub_constants(hub)
+    _child_start(hub)
     fmt = detect_drafter(snapshot.load_json())
     where = (target, origin_of(target), None) if fmt is None and target else find_target(snapshot, fmt, target) if fmt else None
     model = _cached_target(snapshot, where, {}, trust_remote_code) if where is not None else None
@@ -178,17 +179,27 @@ def _guarded(snapshot: Snapshot, run: Callable[[], TargetResult]) -> TargetResul
 
 def _in_child(snapshot: Snapshot, options: Options, fetched: dict) -> dict[str, Any]:
     """What the child runs: ``check_one`` with the caller's lookup and real engines asked over the pipe."""
-    use_hub_constants(options.hub)
+    _child_start(options.hub)
     step, failures = _child_step(options, fetched)
     result = check_one(snapshot, options, step, _AskedReal(options.engines) if options.real else None)
     return _answer(_plain(result), failures)
 
 
 def _drafter_in_child(snapshot: Snapshot, result: TargetResult, options: Options, fetched: dict) -> dict[str, Any]:
-    use_hub_constants(options.hub)
+    _child_start(options.hub)
     step, failures = _child_step(options, fetched)
     found = _guarded(snapshot, lambda: step(snapshot, result))
     return _answer([_plain_finding(f) for f in found], failures)
+
+
+def _child_start(hub: dict) -> None:
+    """Each child function's first step. torch hidden from transformers, as the CLI hides it: a child
+    forked from a library caller that never imported torch (``check.run.check`` in a user's script)
+    imported it through transformers' config modules, 2.8 times slower, and with a CUDA build of torch
+    past the 2 GB memory bound ("libtorch_cpu.so: failed to map segment"): every file failed. A no-op
+    where the caller had torch imported already. Then the caller's view of the Hub."""
+    hide_torch()
+    use_hub_constants(hub)
 
 
 def _child_step(options: Options, fetched: dict) -> tuple["DrafterStep", list[dict[str, Any]]]:
