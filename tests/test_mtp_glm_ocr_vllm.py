@@ -29,18 +29,12 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.test_mtp import accept  # noqa: E402  (one accept call)
+from tests.test_mtp_glm_ocr import glm_ocr  # noqa: E402,F401  (the session's trained target, built once)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 ARGS = ["--backend", "both", "--enforce-eager", "--gpu-memory-utilization", "0.4", "--dtype", "float32",
         "--num-prompts", "4", "--no-early-stop", "--min-acceptance-length", "1.5"]
 
-
-@pytest.fixture(scope="module")
-def glm_ocr() -> dict[str, Path]:
-    import built_once
-    import make_mtp_glm_ocr
-
-    return built_once.once("glm-ocr", make_mtp_glm_ocr.build)
 
 
 @pytest.mark.vllm

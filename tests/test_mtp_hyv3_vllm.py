@@ -18,19 +18,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.test_mtp_hyv3 import run  # noqa: E402  (one accept call)
+from tests.test_mtp_hyv3 import hyv3_folders, run  # noqa: E402,F401  (one accept call; the session's trained folders, built once)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 ARGS = ["--backend", "both", "--enforce-eager", "--gpu-memory-utilization", "0.4", "--dtype", "float32",
         "--num-prompts", "4"]
 
-
-@pytest.fixture(scope="module")
-def hyv3_folders() -> dict[str, Path]:
-    import built_once
-    import make_mtp_hyv3
-
-    return built_once.once("hyv3", make_mtp_hyv3.build)
 
 
 def compare(capsys, monkeypatch, folder: Path, k: int) -> dict:
