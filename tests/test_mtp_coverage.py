@@ -75,7 +75,8 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     said = str(caught.value)
     assert said.startswith("k/config.json: the reference builds MTP layers of the ")
     assert said.endswith(f"; vLLM {release} drafts for it with method mtp (its KimiK3MTPModel), which the "
-                         "reference does not build yet; run --backend vllm alone")
+                         f"reference does not build: {NOT_BUILT['KimiK3MTPModel']}; run --backend vllm alone")
+    assert "transformers 5.24 has no class for it" in said
     assert "compressed attention" in refusal({"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"})
     glm5 = {"architectures": ["GlmMoeDsaForCausalLM"], "num_nextn_predict_layers": 1}  # built since (runner/mtp_dsa.py)
     assert mtp_layout(glm5, "config.json").name == "glm_moe_dsa"
@@ -86,3 +87,4 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     pangu = refusal({"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe"})
     assert "(its OpenPanguMTPModel)" in pangu and "transformers 5.24 has no class for it" in pangu
     assert refusal({"architectures": ["LlamaForCausalLM"]}).startswith("; no vLLM release known here drafts")
+
