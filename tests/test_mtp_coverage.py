@@ -7,6 +7,8 @@ says so."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from draftguard.check.drafter.detect import MTP_ASSISTANT_ARCHITECTURES, MTP_ASSISTANT_TYPES
@@ -75,7 +77,8 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     said = str(caught.value)
     assert said.startswith("k/config.json: the reference builds MTP layers of the ")
     assert said.endswith(f"; vLLM {release} drafts for it with method mtp (its KimiK3MTPModel), which the "
-                         "reference does not build yet; run --backend vllm alone")
+                         f"reference does not build: {NOT_BUILT['KimiK3MTPModel']}; run --backend vllm alone")
+    assert "transformers 5.24 has no class for it" in said
     assert "compressed attention" in refusal({"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"})
     glm5 = {"architectures": ["GlmMoeDsaForCausalLM"], "num_nextn_predict_layers": 1}  # built since (runner/mtp_dsa.py)
     assert mtp_layout(glm5, "config.json").name == "glm_moe_dsa"
@@ -86,3 +89,65 @@ def test_the_refusal_names_vllms_draft_model_and_the_release():
     pangu = refusal({"architectures": ["PanguUltraMoEForCausalLM"], "model_type": "pangu_ultra_moe"})
     assert "(its OpenPanguMTPModel)" in pangu and "transformers 5.24 has no class for it" in pangu
     assert refusal({"architectures": ["LlamaForCausalLM"]}).startswith("; no vLLM release known here drafts")
+
+
+def _reasons() -> dict[str, str]:
+    return {**NOT_BUILT, **NOT_BUILT_TARGETS}
+
+
+def test_every_reason_is_one_written_sentence():
+    """Issue 43: the refusal says in one sentence why the reference does not run it; "" was "not written yet"."""
+    for name, why in _reasons().items():
+        assert isinstance(why, str) and why.strip() == why and len(why.split()) >= 5, (name, why)
+        # one sentence: the refusal goes on after it ("...: <why>; run --backend vllm alone")
+        assert not why.endswith(".") and ". " not in why and "\n" not in why, (name, why)
+
+
+# Each reason that says transformers has no class for a model_type -> those model_types; each reason that says
+# transformers' classes for a model_type hold the family -> those. Checked against the installed transformers'
+# CONFIG_MAPPING_NAMES where its version is the one the reason names, so a release that adds (or drops) a class
+# fails here instead of leaving the refusal wrong.
+NO_CLASS = {
+    "KimiK3MTPModel": ("kimi_k3",),
+    "MiniMaxM3MTP": ("minimax_m3_mtp",),
+    "OpenPanguMTPModel": ("pangu_ultra_moe",),
+    "Step5MTP": ("step5", "step5_vl"),
+    "model_type:intern_s2_preview": ("intern_s2_preview",),
+    "model_type:nemotron_h_puzzle": ("nemotron_h_puzzle",),
+}
+HAS_CLASS = {
+    "BailingMoeV25MTPModel": ("bailing_hybrid",),
+    "Glm5NextMTPModel": ("glm5_next",),
+    "MiniMaxM3MTP": ("minimax_m3_vl",),
+    "Qwen4ExpMTP": ("qwen4_exp",),
+}
+
+
+def test_every_no_class_claim_is_listed_for_the_check():
+    claims = {name for name, why in _reasons().items() if re.search(r"transformers [\d.]+ has no class", why)}
+    assert claims == set(NO_CLASS), "list each reason's model_types in NO_CLASS (or drop it there)"
+    for name, model_types in (*NO_CLASS.items(), *HAS_CLASS.items()):
+        for model_type in model_types:
+            assert re.search(rf"\b{model_type}\b", _reasons()[name]), (name, model_type)
+
+
+def _named_version(why: str) -> str:
+    versions = set(re.findall(r"transformers (\d+\.\d+)", why))
+    assert len(versions) == 1, why
+    return versions.pop()
+
+
+@pytest.mark.parametrize("name", sorted({*NO_CLASS, *HAS_CLASS}))
+def test_what_a_reason_says_of_transformers_holds_for_the_installed_one(name):
+    transformers = pytest.importorskip("transformers")
+    # imported here: transformers' auto mapping is only needed for this check
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    named = _named_version(_reasons()[name])
+    installed = ".".join(transformers.__version__.split(".")[:2])
+    if installed != named:
+        pytest.skip(f"the reason names transformers {named}; {installed} is installed")
+    for model_type in NO_CLASS.get(name, ()):
+        assert model_type not in CONFIG_MAPPING_NAMES, f"transformers {installed} has a class for {model_type}: {name}"
+    for model_type in HAS_CLASS.get(name, ()):
+        assert model_type in CONFIG_MAPPING_NAMES, f"transformers {installed} has no class for {model_type}: {name}"

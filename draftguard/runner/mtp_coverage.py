@@ -5,9 +5,9 @@ vLLM runs is never refused by the reference"), read from the release's own data,
 probe configs and ships, per release, the targets it drafts for and its draft model
 (``check/engines/releases.py``'s ``mtp_drafters``: ``"architecture:Glm4MoeForCausalLM":
 "Glm4MoeMTPModel"``). ``NOT_BUILT`` names every draft model of the newest release whose layer the reference
-does not build, with why where there is more to say than "not written yet"; ``tests/test_mtp_coverage.py``
+does not build, with why in one sentence (issue 43: say why any other is not run); ``tests/test_mtp_coverage.py``
 holds it equal to what ``mtp_layout`` refuses of that release's targets, so a new release's new family,
-or a family built since, shows as a failing test, not as a silent refusal.
+or a family built since, shows as a failing test, not as a silent refusal, and holds every reason written.
 
 In: a target's config.json (its ``architectures`` and ``model_type``, or ``text_config``'s).
 Out: ``vllm_drafter`` (the newest release that drafts for it, and its draft model, or None) and
@@ -20,21 +20,45 @@ from typing import Any
 
 from draftguard.check.engines.releases import known, mtp_drafter
 
-# vLLM's draft model -> why the reference does not build it ("" : not written yet).
+# vLLM's draft model -> why the reference does not build it: one sentence, never empty (the refusal ends with it;
+# tests/test_mtp_coverage.py holds each non-empty and each "transformers 5.24 has no class" true of the installed one).
 NOT_BUILT: dict[str, str] = {
-    "BailingMoeV25MTPModel": "",
+    "BailingMoeV25MTPModel": "Ling-2.5's MTP layer is a plain MLA and MoE decoder layer, but its target's "
+                             "linear-attention layers are lightning attention (MiniMax-Text-01's computed per-head "
+                             "decay slopes; vLLM's bailing_moe_linear.py), which the reference does not build and "
+                             "transformers 5.24's bailing_hybrid class (the model_type vLLM also maps to this draft "
+                             "model) replaces with Ling-3.0's KDA",
     "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
-    "Glm5NextMTPModel": "",
+    "Glm5NextMTPModel": "GLM-5.3-Flash's MTP layer is DeepSeek-V3.2's with an MLA and MoE decoder layer whose sparse "
+                        "indexer scores keys pooled per index_kpool tokens, without the target's "
+                        "hyper-connections; transformers 5.24's glm5_next classes hold these parts and the target "
+                        "(KDA, hyper-connections), so the reference could build it from them with moderate work, not "
+                        "written yet (vLLM 0.34 has nvidia and amd builds of it, no cpu one)",
     "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
                     "learnable sinks and a clamped-SwiGLU MoE, none written in the reference (vLLM 0.32 builds it "
                     "for CUDA and ROCm only)",
-    "KimiK3MTPModel": "",
-    "MiniMaxM3MTP": "",
+    "KimiK3MTPModel": "Kimi K3's config is vLLM's own (model_type kimi_k3): transformers 5.24 has no class for it, and "
+                      "neither its kimi_linear classes nor the reference build the attention residuals, DSA sparse MLA "
+                      "layers, latent MoE and full-rank KDA gate that vLLM builds K3's target with (vLLM 0.34 has "
+                      "nvidia and amd builds of it, no cpu one)",
+    "MiniMaxM3MTP": "MiniMax-M3's MTP layer is a plain pre-norm decoder layer (block-sparse attention with a lightning "
+                    "indexer, clamped-SwiGLU MoE) between zero-centred enorm/hnorm/eh_proj and final_layernorm, parts "
+                    "transformers 5.24's minimax_m3_vl classes hold with the target, so the reference could build it "
+                    "with moderate work, not written yet (a standalone MTP checkpoint's model_type minimax_m3_mtp is "
+                    "vLLM's own, for which transformers 5.24 has no class; vLLM 0.34 has nvidia and amd builds of it, "
+                    "no cpu one)",
     "OpenPanguMTPModel": "openPangu-Ultra-MoE ships its config and model as remote code (model_type pangu_ultra_moe): "
                          "transformers 5.24 has no class for it, and its decoder (vLLM's openpangu.py) is not "
                          "written in the reference",
-    "Qwen4ExpMTP": "",
-    "Step5MTP": "",
+    "Qwen4ExpMTP": "Qwen4-Exp's MTP layer is a hyper-connection decoder layer (QSA sparse attention, MoE) fed the "
+                   "target's hc_count residual streams from before its final mixer, not the one hidden state the "
+                   "reference's MTP head passes on; transformers 5.24's qwen4_exp classes hold the layer and the "
+                   "target (Gated DeltaNet, QSA, hyper-connections, per-layer embeddings), so that multi-stream path "
+                   "is what is missing (vLLM 0.34 supports it on CUDA and ROCm only)",
+    "Step5MTP": "Step5's config is vLLM's own (model_type step5, or step5_vl for the VL export): transformers 5.24 has "
+                "no class for it, and its full-attention layers (the MTP layer's too, where layer_types_with_mtp says "
+                "so) run Step5's CSA sparse attention (block-compressed region summaries, a sparse indexer's top-k), "
+                "which the reference does not build (vLLM 0.34 has nvidia and amd builds of it, no cpu one)",
     "Nemotron3_5TranscribeMTPModel": "a speech model (Nemotron 3.5 Transcribe): the reference runs text targets",
 }
 # Targets refused although the reference builds their draft model for another target.
