@@ -151,3 +151,19 @@ def test_what_a_reason_says_of_transformers_holds_for_the_installed_one(name):
         assert model_type not in CONFIG_MAPPING_NAMES, f"transformers {installed} has a class for {model_type}: {name}"
     for model_type in HAS_CLASS.get(name, ()):
         assert model_type in CONFIG_MAPPING_NAMES, f"transformers {installed} has no class for {model_type}: {name}"
+
+
+@pytest.mark.vllm
+def test_vllms_cpu_build_refuses_deepseek_v4s_mtp_layer_as_the_reason_says():
+    # The engine this project compares against runs no DeepSeek-V4 MTP layer either: when a vLLM CPU build
+    # implements it, this fails, and the reference has a family vLLM runs and it refuses.
+    pytest.importorskip("vllm")
+    import subprocess
+    import sys
+
+    code = ("from vllm.models.deepseek_v4.cpu.mtp import DeepSeekV4MTP\n"
+            "try:\n    DeepSeekV4MTP(vllm_config=None)\nexcept NotImplementedError as e:\n    print('refused:', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout.strip().removeprefix("refused: ").rstrip(".")
+    assert said and said in NOT_BUILT["DeepSeekV4MTPModel"], done.stdout

@@ -28,7 +28,9 @@ NOT_BUILT: dict[str, str] = {
                              "decay slopes; vLLM's bailing_moe_linear.py), which the reference does not build and "
                              "transformers 5.24's bailing_hybrid class (the model_type vLLM also maps to this draft "
                              "model) replaces with Ling-3.0's KDA",
-    "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference",
+    "DeepSeekV4MTPModel": "DeepSeek-V4's compressed attention and hyper-connections are not written in the reference, "
+                          "and vLLM's CPU build refuses its MTP layer too (vLLM 0.32's deepseek_v4/cpu/mtp.py: "
+                          "\"DeepSeek-V4 speculative decoding (MTP) is not implemented on CPU\")",
     "Glm5NextMTPModel": "GLM-5.3-Flash's MTP layer is DeepSeek-V3.2's with an MLA and MoE decoder layer whose sparse "
                         "indexer scores keys pooled per index_kpool tokens, without the target's "
                         "hyper-connections; transformers 5.24's glm5_next classes hold these parts and the target "
