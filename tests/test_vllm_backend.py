@@ -520,3 +520,37 @@ def test_gpu_job_passes_the_fetched_prompts_and_refuses_to_run_without_them(tmp_
     # The repo's settings arrive as arguments: accept reads no .draftguard.yml of the worker's own.
     settings_dir = argv[argv.index("--settings") + 1]
     assert "draftguard-settings-" in settings_dir
+
+
+def test_vllms_cpu_build_gets_a_kv_cache_of_its_own_not_85_percent_of_the_ram(fake_vllm, monkeypatch, capsys):
+    # Before: every engine was started with --gpu-memory-utilization 0.85, which vLLM's CPU build reads as the
+    # share of RAM to reserve at start, refusing to start unless that much is free ("Available memory on
+    # node 0 (19.57/23.54 GiB) on startup is less than desired CPU memory utilization (0.85, 20.01 GiB)"):
+    # seen in a fresh clone's vLLM pass beside the main pass.
+    monkeypatch.setattr(vb, "_on_cpu", lambda: True)
+    monkeypatch.delenv(vb.CPU_KV_CACHE_ENV, raising=False)
+    seen = []
+    start = FakeLLM.__init__
+
+    def record(self, **kwargs):
+        seen.append(os.environ.get(vb.CPU_KV_CACHE_ENV))
+        start(self, **kwargs)
+
+    monkeypatch.setattr(FakeLLM, "__init__", record)
+    backend = vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"), vb.EngineOptions())
+    assert seen == ["4"] and "a 4 GiB KV cache instead" in capsys.readouterr().err
+    assert backend.run_info()["engine"]["cpu_kv_cache_gib"] == "4"
+    # A choice the user made is kept: the fraction, or the variable itself.
+    monkeypatch.delenv(vb.CPU_KV_CACHE_ENV)
+    backend = vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"),
+                             vb.EngineOptions(gpu_memory_utilization=0.3))
+    assert seen[-1] is None and backend.kwargs["gpu_memory_utilization"] == 0.3
+    monkeypatch.setenv(vb.CPU_KV_CACHE_ENV, "2")
+    backend = vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"), vb.EngineOptions())
+    assert seen[-1] == "2" and backend.run_info()["engine"]["cpu_kv_cache_gib"] == "2"
+    assert "KV cache instead" not in capsys.readouterr().err
+    # Off the CPU build nothing changes: vLLM gets its 0.85.
+    monkeypatch.setattr(vb, "_on_cpu", lambda: False)
+    monkeypatch.delenv(vb.CPU_KV_CACHE_ENV)
+    backend = vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"), vb.EngineOptions())
+    assert seen[-1] is None and backend.kwargs["gpu_memory_utilization"] == 0.85

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from draftguard.check.drafter.detect import detect_drafter, is_mtp_assistant
 from draftguard.errors import VllmOptionError, install_hint
@@ -47,7 +47,7 @@ class EngineOptions:
     max_model_len: int | None = None
     long_context_tokens: int | None = None
     num_speculative_tokens: int | None = None
-    gpu_memory_utilization: float = 0.85
+    gpu_memory_utilization: float | None = None  # None: vLLM's 0.85 on a GPU; on its CPU build see cpu_kv_cache_env
     enforce_eager: bool = False
     dtype: str = "auto"
     method: str = "dflash"  # vLLM's speculative_config method: dflash or eagle3 (``drafting_method``)
@@ -85,8 +85,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                    "(default: twice the window when the drafter slides; 0: none)")
     g.add_argument("--num-speculative-tokens", type=int, metavar="N",
                    help="tokens vLLM drafts per step (default: the drafter's block size - 1)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.85, metavar="F",
-                   help="share of GPU memory vLLM may take (default 0.85)")
+    g.add_argument("--gpu-memory-utilization", type=float, metavar="F",
+                   help=f"share of GPU memory vLLM may take (default {GPU_MEMORY_UTILIZATION}; on vLLM's CPU build, where it is the "
+                   f"share of RAM reserved at start, a {CPU_KV_CACHE_GIB} GiB KV cache instead, or VLLM_CPU_KVCACHE_SPACE)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs: slower, starts faster")
 
 
@@ -112,7 +113,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         max_model_len=getattr(args, "max_model_len", None),
         long_context_tokens=getattr(args, "long_context_tokens", None),
         num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
-        gpu_memory_utilization=getattr(args, "gpu_memory_utilization", None) or 0.85,
+        gpu_memory_utilization=getattr(args, "gpu_memory_utilization", None),
         enforce_eager=bool(getattr(args, "enforce_eager", False)),
         # `accept --dtype` is one option for both backends: vLLM's "auto" runs float32 checkpoints in
         # bfloat16, so a differential run that left it out compared unlike with like.
@@ -147,7 +148,7 @@ def validate_options(opts: EngineOptions) -> None:
         raise VllmOptionError(f"--long-context-tokens must be 0 or more, got {opts.long_context_tokens}")
     if opts.num_speculative_tokens is not None and opts.num_speculative_tokens < 1:
         raise VllmOptionError(f"--num-speculative-tokens must be at least 1, got {opts.num_speculative_tokens}")
-    if not 0.0 < opts.gpu_memory_utilization <= 1.0:
+    if opts.gpu_memory_utilization is not None and not 0.0 < opts.gpu_memory_utilization <= 1.0:
         raise VllmOptionError(f"--gpu-memory-utilization must be in (0, 1], got {opts.gpu_memory_utilization}")
     if opts.dtype not in DTYPES:
         raise VllmOptionError(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
@@ -256,6 +257,34 @@ def cpu_mla_options(target: str, opts: EngineOptions, on_cpu: bool,
         return opts, None
     return opts, (f"{target} uses MLA attention (kv_lora_rank {rank}), which vLLM's CPU build runs only with its "
                   f"CPU_MLA backend in float32: running with {' '.join(chosen)}")
+
+
+GPU_MEMORY_UTILIZATION = 0.85  # vLLM's --gpu-memory-utilization where the user gives none (off its CPU build)
+CPU_KV_CACHE_GIB = 4  # the KV cache draftguard gives vLLM's CPU build where the user chose no memory setting
+CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"  # GiB; vLLM's CPU build reads it (kv_cache_memory_bytes)
+
+
+def cpu_kv_cache_env(opts: EngineOptions, on_cpu: bool, environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """The environment vLLM's CPU build starts with when the user set neither ``--gpu-memory-utilization``
+    nor ``VLLM_CPU_KVCACHE_SPACE``, and the line that says so. There the fraction is of the machine's RAM,
+    reserved at start as KV cache: vLLM 0.32 refuses to start unless 85% of it is free ("Available memory
+    on node 0 (19.57/23.54 GiB) on startup is less than desired CPU memory utilization"), which a laptop
+    with a browser open, or a second engine, never has; a short acceptance run needs a few GiB at most.
+    A setting the user gave is kept; off CPU nothing changes.
+
+    Example::
+
+        >>> cpu_kv_cache_env(EngineOptions(), on_cpu=True, environ={})[0]
+        {'VLLM_CPU_KVCACHE_SPACE': '4'}
+        >>> cpu_kv_cache_env(EngineOptions(gpu_memory_utilization=0.5), on_cpu=True, environ={})
+        ({}, None)
+    """
+    if not on_cpu or opts.gpu_memory_utilization is not None or environ.get(CPU_KV_CACHE_ENV, "") != "":
+        return {}, None
+    return {CPU_KV_CACHE_ENV: str(CPU_KV_CACHE_GIB)}, (
+        f"vLLM's CPU build reserves --gpu-memory-utilization (default 0.85) of the machine's RAM at start: "
+        f"running with a {CPU_KV_CACHE_GIB} GiB KV cache instead ({CPU_KV_CACHE_ENV}={CPU_KV_CACHE_GIB}; set it, "
+        "or --gpu-memory-utilization, to choose)")
 
 
 def target_stop_ids(target: str, revision: str | None = None) -> list[int]:

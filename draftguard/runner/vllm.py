@@ -40,10 +40,13 @@ from typing import Any, Sequence
 
 from draftguard.errors import EngineRunError, EngineStartError, VllmMissing
 from draftguard.runner.engine_options import (
+    CPU_KV_CACHE_ENV,
+    GPU_MEMORY_UTILIZATION,
     INSTALL_HINT,
     LOG_STREAM_ENV,
     RUNNER_ENV,
     EngineOptions,
+    cpu_kv_cache_env,
     cpu_mla_options,
     drafter_facts,
     has_tokenizer,
@@ -257,7 +260,7 @@ def llm_kwargs(target: str, drafter: str, opts: EngineOptions, *, num_speculativ
         "model": target,
         "speculative_config": speculative_config(drafter, num_speculative_tokens, opts, drafter_revision),
         "disable_log_stats": False,
-        "gpu_memory_utilization": opts.gpu_memory_utilization,
+        "gpu_memory_utilization": GPU_MEMORY_UTILIZATION if opts.gpu_memory_utilization is None else opts.gpu_memory_utilization,
         "enforce_eager": opts.enforce_eager,
         "dtype": opts.dtype,
         "seed": 0,
@@ -344,7 +347,11 @@ class VllmBackend:
         self.options, chosen = cpu_mla_options(target, self.options, _on_cpu(), revision)
         if chosen:
             print(f"draftguard: {chosen}", file=sys.stderr)
-        for key, value in runner_env(self.options).items():
+        on_cpu = _on_cpu()
+        kv_env, said = cpu_kv_cache_env(self.options, on_cpu, os.environ)
+        if said:
+            print(f"draftguard: {said}", file=sys.stderr)
+        for key, value in {**runner_env(self.options), **kv_env}.items():
             # Set before the engine starts: its worker processes inherit the environment.
             if value is None:
                 os.environ.pop(key, None)
@@ -355,6 +362,8 @@ class VllmBackend:
             # An engine core that ran in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0) froze vLLM's
             # variables; this engine's runner (--model-runner both) must be read afresh.
             envs.disable_envs_cache()
+        # What the run records of the engine's memory: the share it was given, and on the CPU build its KV cache.
+        self.kv_cache_gib = (os.environ.get(CPU_KV_CACHE_ENV) or None) if on_cpu else None
         self.kwargs = llm_kwargs(target, drafter, self.options, num_speculative_tokens=self.num_speculative_tokens,
                                  tokenizer=self.tokenizer, revision=revision, drafter_revision=drafter_revision)
         self.llm: Any = None
@@ -444,7 +453,9 @@ class VllmBackend:
             "vllm_version": self.version,
             "num_speculative_tokens": self.num_speculative_tokens,
             "method": self.options.method,
-            "engine": {k: v for k, v in self.options.to_dict().items() if v not in (None, False, "auto")},
+            "engine": {**{k: v for k, v in self.options.to_dict().items() if v not in (None, False, "auto")},
+                       "gpu_memory_utilization": self.kwargs["gpu_memory_utilization"],
+                       **({"cpu_kv_cache_gib": self.kv_cache_gib} if self.kv_cache_gib else {})},
             "engine_dtype": self.engine_dtype,
             "model_runner_env": os.environ.get(RUNNER_ENV),
         }
