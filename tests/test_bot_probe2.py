@@ -39,12 +39,13 @@ def conclusion(world: World, head: str) -> str:
 # --- B3: a tiny config with a huge layer count under a name the cap did not list ----------------
 
 def test_a_huge_layer_count_under_any_name_is_refused_quickly_and_fails_the_check(world):
-    started = time.monotonic()
     mellum = open_pr(world, 201, {"m/config.json": '{"model_type":"mellum","num_mtp_layers":3e7}'})
     cohere = open_pr(world, 202, {"c/config.json": json.dumps({"model_type": "cohere2_moe",
                                                                 "first_k_dense_replace": 30000000})})
-    world.settle(timeout=40)  # before: both CPU workers held past 100 s
-    assert time.monotonic() - started < 40
+    # Before: both CPU workers were held past 100 s, until the check's budget stopped them. What shows the cap
+    # refused each file before any build is its message below ("more than 10000 layers", not the budget's);
+    # the wait only has to outlast the workers' start, which took over 40 s beside CI's vLLM pass.
+    world.settle(timeout=180)
     for number, head, key in ((201, mellum, "num_mtp_layers"), (202, cohere, "first_k_dense_replace")):
         said = light(world, number)
         assert key in said and "more than 10000 layers" in said, said
