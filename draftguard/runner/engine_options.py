@@ -282,7 +282,7 @@ def cpu_kv_cache_env(opts: EngineOptions, on_cpu: bool, environ: Mapping[str, st
     if not on_cpu or opts.gpu_memory_utilization is not None or environ.get(CPU_KV_CACHE_ENV, "") != "":
         return {}, None
     return {CPU_KV_CACHE_ENV: str(CPU_KV_CACHE_GIB)}, (
-        f"vLLM's CPU build reserves --gpu-memory-utilization (default 0.85) of the machine's RAM at start: "
+        f"vLLM's CPU build reserves --gpu-memory-utilization (default {GPU_MEMORY_UTILIZATION}) of the machine's RAM at start: "
         f"running with a {CPU_KV_CACHE_GIB} GiB KV cache instead ({CPU_KV_CACHE_ENV}={CPU_KV_CACHE_GIB}; set it, "
         "or --gpu-memory-utilization, to choose)")
 

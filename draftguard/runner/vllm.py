@@ -344,13 +344,12 @@ class VllmBackend:
         self.stop_ids = target_stop_ids(target, revision)
         self.tokenizer = has_tokenizer(target)
         vllm = import_vllm()
-        self.options, chosen = cpu_mla_options(target, self.options, _on_cpu(), revision)
-        if chosen:
-            print(f"draftguard: {chosen}", file=sys.stderr)
         on_cpu = _on_cpu()
+        self.options, chosen = cpu_mla_options(target, self.options, on_cpu, revision)
         kv_env, said = cpu_kv_cache_env(self.options, on_cpu, os.environ)
-        if said:
-            print(f"draftguard: {said}", file=sys.stderr)
+        for line in (chosen, said):
+            if line:
+                print(f"draftguard: {line}", file=sys.stderr)
         for key, value in {**runner_env(self.options), **kv_env}.items():
             # Set before the engine starts: its worker processes inherit the environment.
             if value is None:
