@@ -114,21 +114,59 @@ def test_decoding_is_lossless_for_every_drafter():
             assert all(a >= b for a, b in zip(per_pos, per_pos[1:]))  # acceptance stops at the first miss
 
 
-def test_generation_stops_at_a_stop_token_and_counts_nothing_after_it():
+def test_generation_stops_at_a_stop_token_and_counts_its_block_as_vllm_does():
+    """The output ends at a stop token; the block holding it counts as vLLM's scheduler counts it (the
+    rejection sampler's accepted drafts, before the stop check), drafts the target confirms past the stop
+    included. So a run stopped at token i counts exactly what a run cut by length at i + 1 counts: the same
+    blocks, whole. Before, the reference stopped counting at the stop token, and vLLM's τ beat it wherever
+    a draft chain ran past one (Step-3.5's MTP layer at K = 2: 2.05 against 2.21, tests/test_mtp_step_vllm.py)."""
     from draftguard.runner.reference import greedy_generate, load_drafter, load_target, speculative_generate
 
     target, _ = load_target(str(TARGET))
     drafter = load_drafter(str(MODELS / "drafter"), target)
     prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
     full = greedy_generate(target, prompt, NEW_TOKENS)
-    stop = full[9]
-    cut = full[: full.index(stop) + 1]
-    tokens, counts = speculative_generate(target, drafter, prompt, NEW_TOKENS, stop_ids=[stop])
-    assert tokens == cut == greedy_generate(target, prompt, NEW_TOKENS, stop_ids=[stop])
-    # Every token is the first one, an accepted draft, or a step's bonus; the stop token here is a draft
-    # the healthy drafter got right, so the last step ends on it with no bonus, and nothing after counts.
-    assert tokens[-1] == stop and counts.accepted_per_position[0] == counts.drafts
-    assert len(tokens) == 1 + counts.accepted_tokens + (counts.drafts - 1)
+    past_stop = 0
+    for i in range(1, len(full)):
+        stop = full[i]
+        if full.index(stop) != i:
+            continue
+        tokens, counts = speculative_generate(target, drafter, prompt, NEW_TOKENS, stop_ids=[stop])
+        assert tokens == full[: i + 1] == greedy_generate(target, prompt, NEW_TOKENS, stop_ids=[stop])
+        cut, by_length = speculative_generate(target, drafter, prompt, i + 1)
+        assert cut == tokens
+        assert (counts.drafts, counts.accepted_per_position) == (by_length.drafts, by_length.accepted_per_position), i
+        # Every output token is the first one, an accepted draft or a step's bonus (every step has one but
+        # a last one ending on a drafted stop): at most len - drafts of them are drafts, so a count above
+        # that holds drafts the target confirmed after the stop token.
+        assert counts.accepted_tokens >= len(tokens) - 1 - counts.drafts
+        past_stop += max(0, counts.accepted_tokens - (len(tokens) - counts.drafts))
+    assert past_stop > 0  # the healthy drafter runs past some stop: the case vLLM counts and the old count missed
+
+
+def test_a_replayed_drafter_counts_past_a_stop_token_as_its_own_run_does():
+    """``replay_generate`` verifies against the first run's trace; past the stop token that ended that run
+    the trace extends by the target's greedy steps, so a replayed block counts what its own run counts."""
+    from draftguard.runner.reference import (TargetTrace, greedy_generate, load_drafter, load_target,
+                                             replay_generate, speculative_generate)
+
+    target, _ = load_target(str(TARGET))
+    first, second = (load_drafter(str(MODELS / name), target) for name in ("drafter-wrong-mask", "drafter"))
+    prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
+    full = greedy_generate(target, prompt, NEW_TOKENS)
+    extended = 0
+    for i in range(1, len(full)):
+        if full.index(full[i]) != i:
+            continue
+        trace = TargetTrace()
+        speculative_generate(target, first, prompt, NEW_TOKENS, stop_ids=[full[i]], trace=trace)
+        before = len(trace.tokens)
+        replayed = replay_generate(second, trace, NEW_TOKENS, stop_ids=[full[i]])
+        alone = speculative_generate(target, second, prompt, NEW_TOKENS, stop_ids=[full[i]])
+        assert replayed[0] == alone[0] == full[: i + 1]
+        assert replayed[1] == alone[1], i
+        extended += len(trace.tokens) > before
+    assert extended > 0  # some replay looked past the stop the first run ended on
 
 
 def test_markdown_and_text_views(capsys):

@@ -39,14 +39,12 @@ def test_both_backends_agree_on_the_step_mtp_layer_at_k_1(capsys, monkeypatch, s
 
 
 @pytest.mark.vllm
-@pytest.mark.xfail(strict=True, reason=(
-    "measured 2026-12-05 (4 prompts, K = 2): the first draft step agrees (acceptance at position 1: 0.684 "
-    "both, the same tokens on 4 of 4) but the second does not (0.368 reference, 0.526 vLLM; τ 2.05 against "
-    "2.21, 1.08 of it). Not explained: the reference feeds step 2 the layer's output before "
-    "shared_head.norm, as step3p5_mtp.py returns it, at the next position, with layer 0 (j mod 1); vLLM's "
-    "Step3p5MTPProposer (per-KV-group slot mappings and attention metadata of its own) is the code path "
-    "that GLM's agreeing K = 2 comparison does not share"))
 def test_both_backends_agree_on_the_step_mtp_layer_at_k_2(capsys, monkeypatch, step_folders):
+    """Measured 2026-12-06 (4 prompts, float32): τ 2.21 and 2.21, per position 0.684 / 0.526 both. Until then
+    the second position read 0.368 in the reference: both backends drafted the same tokens at every step
+    (checked step by step against vLLM's proposer), but where a chain ran past an accepted stop token vLLM's
+    scheduler counted the drafts the target confirmed after it and the reference did not
+    (``runner.reference._count_step``, tests/test_accept.py)."""
     diff = compare(capsys, monkeypatch, step_folders["healthy"], 2)
-    assert diff["per_position"][0]["reference"] == diff["per_position"][0]["vllm"], diff
+    assert [p["reference"] for p in diff["per_position"]] == [p["vllm"] for p in diff["per_position"]], diff
     assert abs(diff["vllm_tau"] / diff["reference_tau"] - 1) <= 0.05, diff

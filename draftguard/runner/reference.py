@@ -106,21 +106,17 @@ class TargetTrace:
         self.tokens: list[int] = []  # new tokens, the first at position prompt_length
         self.layer_ids: list[int] = []
         self.layer_offset = 1
-        self.stopped = False
         self._chunks: list[torch.Tensor] = []
         self._features: torch.Tensor | None = None
         self._target: nn.Module | None = None
         self._cache: Any = None
-        self._stops: set[int] = set()
         self.extended = 0  # greedy target steps taken past the first run
 
-    def _start(self, target: nn.Module, prompt_length: int, ids: Sequence[int], offset: int, stops: set[int]) -> None:
+    def _start(self, target: nn.Module, prompt_length: int, ids: Sequence[int], offset: int) -> None:
         self._target, self.prompt_length, self.layer_ids, self.layer_offset = target, prompt_length, list(ids), offset
-        self._stops = stops
 
     def _finish(self, cache: Any, tokens: list[int]) -> None:
         self._cache, self.tokens = cache, list(tokens)
-        self.stopped = bool(tokens) and tokens[-1] in self._stops
 
     @property
     def known_positions(self) -> int:
@@ -134,9 +130,10 @@ class TargetTrace:
 
     @torch.inference_mode()
     def greedy(self, first: int, count: int) -> list[int]:
-        """New tokens ``first`` .. ``first + count - 1`` of the target's greedy output (fewer when it
-        stopped at a stop token before)."""
-        while len(self.tokens) < first + count and not self.stopped:
+        """New tokens ``first`` .. ``first + count - 1`` of the target's greedy output, past a stop token
+        too: vLLM counts a replayed block's drafts that the target confirms after a stop (``_count_step``),
+        so the replay needs the tokens the verify pass would have seen there."""
+        while len(self.tokens) < first + count:
             target = self._target
             assert target is not None and self._cache is not None, "trace was not filled by speculative_generate"
             position = self.prompt_length + len(self.tokens) - 1  # the last token is not in the cache yet
@@ -147,7 +144,6 @@ class TargetTrace:
             self._chunks.append(_features(out.hidden_states, self.layer_ids, self.layer_offset))
             token = int(out.logits[0, -1].argmax())
             self.tokens.append(token)
-            self.stopped = token in self._stops
             self.extended += 1
         return self.tokens[first:first + count]
 
@@ -217,7 +213,7 @@ def speculative_generate(
     new = [anchor]
     context = _features(out.hidden_states, spec.target_layer_ids, spec.layer_offset)
     if trace is not None:
-        trace._start(target, n, spec.target_layer_ids, spec.layer_offset, stops)
+        trace._start(target, n, spec.target_layer_ids, spec.layer_offset)
         trace._chunks.append(context)
     dcache = drafter.new_cache()
     start = n  # position of the anchor
@@ -255,18 +251,23 @@ def speculative_generate(
 
 def _count_step(counts: DraftCounts, produced: list[int], accepted: int, stops: set[int],
                 bsz: int) -> tuple[list[int], int]:
-    """One verified block into the counters: cut at the first stop token, then count the drafts and
-    the accepted positions. Shared by the live run and the replay, so both count alike."""
-    for j, tok in enumerate(produced):
-        if tok in stops:
-            produced = produced[: j + 1]
-            accepted = min(accepted, j + 1)
-            break
+    """One verified block into the counters, counted as vLLM counts it, and its output cut at the first
+    stop token. Shared by the live run and the replay, so both count alike.
+
+    vLLM's scheduler counts a block's accepted drafts from the rejection sampler's tokens before it
+    checks for stop tokens (``Scheduler.update_from_output`` calls ``make_spec_decoding_stats`` before
+    ``_update_request_with_output``): a draft the target confirms after an accepted stop token counts
+    though the output ends at the stop. The counters here do the same (the output does not change).
+    Returns the output tokens and how many of them precede the last one (what the caller keeps in its
+    cache and features: never the stop token, which becomes the anchor the run ends on)."""
     counts.drafts += 1
     counts.draft_tokens += bsz - 1
     counts.accepted_tokens += accepted
     for i in range(accepted):
         counts.accepted_per_position[i] += 1
+    for j, tok in enumerate(produced):
+        if tok in stops:
+            return produced[: j + 1], min(accepted, j)
     return produced, accepted
 
 
