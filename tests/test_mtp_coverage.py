@@ -167,3 +167,53 @@ def test_vllms_cpu_build_refuses_deepseek_v4s_mtp_layer_as_the_reason_says():
     assert done.returncode == 0, done.stderr[-2000:]
     said = done.stdout.strip().removeprefix("refused: ").rstrip(".")
     assert said and said in NOT_BUILT["DeepSeekV4MTPModel"], done.stdout
+
+
+# What vLLM 0.32's CPU build does with the families the reference refuses, each read from that build in one
+# child (importing vLLM costs ~10 s): printed as "name: fact" lines.
+CPU_FACTS = r'''
+import torch
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.v1.attention.selector import get_attn_backend
+with set_current_vllm_config(VllmConfig()):
+    try:
+        get_attn_backend(head_size=576, dtype=torch.float32, kv_cache_dtype="auto", use_mla=True, has_sink=False,
+                         use_sparse=True, num_heads=4)
+        print("sparse: built")
+    except NotImplementedError as e:
+        print("sparse:", e)
+from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+print("swigluoai_uninterleave:", CPUUnquantizedExperts._supports_activation(MoEActivation.SWIGLUOAI_UNINTERLEAVE))
+import pathlib, vllm  # read, not imported: the module imports torchvision, which the CPU venv lacks
+m3 = pathlib.Path(vllm.__file__).parent / "models" / "minimax_m3" / "nvidia" / "model.py"
+print("minimax_m3 activation:", 'activation="swigluoai_uninterleave"' in m3.read_text())
+from vllm.models.kimi_k3.common.mtp import fused_mtp_input
+try:
+    fused_mtp_input(torch.tensor([1]), torch.randn(1, 64), torch.randn(1, 64), torch.ones(64), torch.ones(64), 1e-6)
+    print("fused_mtp_input: ran")
+except TypeError as e:  # the Triton launch, kernel[grid](...), on a build whose Triton is disabled
+    print("fused_mtp_input:", e)
+'''
+
+
+@pytest.mark.vllm
+def test_what_the_reasons_say_of_vllms_cpu_build_holds_for_the_installed_one():
+    """HY-V4, MiniMax-M3 and Kimi K3: the reasons say what vLLM 0.32's CPU build does with each (measured by
+    starting it on tiny configs with dummy weights, 2026-12-06: HY-V4 with all layers full_attention started
+    and drafted; with deepseek_sparse_attention, MiniMax-M3 and Kimi K3 it stopped as below). A CPU build that
+    runs one of them fails here: the reference then refuses a drafter vLLM runs."""
+    pytest.importorskip("vllm")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CPU_FACTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    facts = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    assert facts["sparse"].rstrip(".") == "Sparse Attention is not supported on CPU", facts
+    assert "Sparse Attention is not supported on CPU" in NOT_BUILT["HYV4MTPModel"]
+    assert "all full_attention" in NOT_BUILT["HYV4MTPModel"]  # the case it runs, said, not hidden
+    assert facts["swigluoai_uninterleave"] == "False" and facts["minimax_m3 activation"] == "True", facts
+    assert "swigluoai_uninterleave" in NOT_BUILT["MiniMaxM3MTP"]
+    assert "not subscriptable" in facts["fused_mtp_input"], facts  # Triton's kernel[grid] on a stand-in function
+    assert "fused_mtp_input is a Triton kernel" in NOT_BUILT["KimiK3MTPModel"]

@@ -37,21 +37,26 @@ NOT_BUILT: dict[str, str] = {
                         "(KDA, hyper-connections), so the reference could build it from them with moderate work, not "
                         "written yet (vLLM 0.34 has nvidia and amd builds of it, no cpu one)",
     "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
-                    "learnable sinks and a clamped-SwiGLU MoE, none written in the reference (vLLM 0.32 builds it "
-                    "for CUDA and ROCm only)",
+                    "learnable sinks and a clamped-SwiGLU MoE, none written in the reference; vLLM 0.32's CPU build "
+                    "refuses its deepseek_sparse_attention layers (\"Sparse Attention is not supported on CPU\") "
+                    "but runs and drafts for a config whose layer_types are all full_attention",
     "KimiK3MTPModel": "Kimi K3's config is vLLM's own (model_type kimi_k3): transformers 5.24 has no class for it, and "
                       "neither its kimi_linear classes nor the reference build the attention residuals, DSA sparse MLA "
                       "layers, latent MoE and full-rank KDA gate that vLLM builds K3's target with (vLLM 0.34 has "
-                      "nvidia and amd builds of it, no cpu one)",
+                      "nvidia and amd builds of it, no cpu one, and on vLLM 0.32's CPU build its MTP layer's "
+                      "fused_mtp_input is a Triton kernel, which that build cannot launch)",
     "MiniMaxM3MTP": "MiniMax-M3's MTP layer is a plain pre-norm decoder layer (block-sparse attention with a lightning "
                     "indexer, clamped-SwiGLU MoE) between zero-centred enorm/hnorm/eh_proj and final_layernorm, parts "
                     "transformers 5.24's minimax_m3_vl classes hold with the target, so the reference could build it "
                     "with moderate work, not written yet (a standalone MTP checkpoint's model_type minimax_m3_mtp is "
                     "vLLM's own, for which transformers 5.24 has no class; vLLM 0.34 has nvidia and amd builds of it, "
-                    "no cpu one)",
+                    "no cpu one, and vLLM 0.32's CPU build refuses its MoE, the MTP layer's too: \"No Unquantized "
+                    "MoE backend supports the deployment configuration\", its CPU experts lacking the "
+                    "swigluoai_uninterleave activation)",
     "OpenPanguMTPModel": "openPangu-Ultra-MoE ships its config and model as remote code (model_type pangu_ultra_moe): "
                          "transformers 5.24 has no class for it, and its decoder (vLLM's openpangu.py) is not "
-                         "written in the reference",
+                         "written in the reference; vLLM loads it only with trust_remote_code, which draftguard "
+                         "never passes",
     "Qwen4ExpMTP": "Qwen4-Exp's MTP layer is a hyper-connection decoder layer (QSA sparse attention, MoE) fed the "
                    "target's hc_count residual streams from before its final mixer, not the one hidden state the "
                    "reference's MTP head passes on; transformers 5.24's qwen4_exp classes hold the layer and the "
