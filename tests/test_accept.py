@@ -114,6 +114,12 @@ def test_decoding_is_lossless_for_every_drafter():
             assert all(a >= b for a, b in zip(per_pos, per_pos[1:]))  # acceptance stops at the first miss
 
 
+def first_positions(tokens: list[int]) -> list[int]:
+    """The indices (after the first token) where each token of ``tokens`` first appears: the stop tokens a
+    run over these tokens can end at, each for the first time."""
+    return [i for i in range(1, len(tokens)) if tokens.index(tokens[i]) == i]
+
+
 def test_generation_stops_at_a_stop_token_and_counts_its_block_as_vllm_does():
     """The output ends at a stop token; the block holding it counts as vLLM's scheduler counts it (the
     rejection sampler's accepted drafts, before the stop check), drafts the target confirms past the stop
@@ -127,10 +133,8 @@ def test_generation_stops_at_a_stop_token_and_counts_its_block_as_vllm_does():
     prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
     full = greedy_generate(target, prompt, NEW_TOKENS)
     past_stop = 0
-    for i in range(1, len(full)):
+    for i in first_positions(full):
         stop = full[i]
-        if full.index(stop) != i:
-            continue
         tokens, counts = speculative_generate(target, drafter, prompt, NEW_TOKENS, stop_ids=[stop])
         assert tokens == full[: i + 1] == greedy_generate(target, prompt, NEW_TOKENS, stop_ids=[stop])
         cut, by_length = speculative_generate(target, drafter, prompt, i + 1)
@@ -155,9 +159,7 @@ def test_a_replayed_drafter_counts_past_a_stop_token_as_its_own_run_does():
     prompt = json.loads(PROMPTS.read_text().splitlines()[0])["input_ids"]
     full = greedy_generate(target, prompt, NEW_TOKENS)
     extended = 0
-    for i in range(1, len(full)):
-        if full.index(full[i]) != i:
-            continue
+    for i in first_positions(full):
         trace = TargetTrace()
         speculative_generate(target, first, prompt, NEW_TOKENS, stop_ids=[full[i]], trace=trace)
         before = len(trace.tokens)
