@@ -260,6 +260,21 @@ def test_cli_options_parse_and_validate():
             eo.engine_options(p.parse_args(bad))
 
 
+def test_compilation_config_is_a_json_object_passed_to_the_engine_as_it_is(fake_vllm):
+    """``--compilation-config`` is vLLM's own (docs/acceptance.md: HY-V4 on the CPU build runs RoPE as plain PyTorch
+    with ``{"custom_ops": ["-rotary_embedding"]}``); anything but a JSON object is one line and exit 2."""
+    p = argparse.ArgumentParser()
+    eo.add_engine_arguments(p)
+    opts = eo.engine_options(p.parse_args(["--compilation-config", '{"custom_ops": ["-rotary_embedding"]}']))
+    vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"), opts)
+    assert FakeLLM.instances[-1].kwargs["compilation_config"] == {"custom_ops": ["-rotary_embedding"]}
+    vb.VllmBackend(str(MODELS / "target"), str(MODELS / "drafter"), vb.EngineOptions())
+    assert "compilation_config" not in FakeLLM.instances[-1].kwargs  # vLLM's own default
+    for bad, said in (('["-rotary_embedding"]', "must be a JSON object"), ("{custom_ops}", "is not JSON")):
+        with pytest.raises(VllmOptionError, match=said):
+            eo.engine_options(p.parse_args(["--compilation-config", bad]))
+
+
 def test_long_context_prompt_runs_past_the_window():
     facts = vb.drafter_facts(str(MODELS / "drafter"))
     assert (facts.block_size, facts.sliding_window) == (4, 6)

@@ -9,6 +9,7 @@ window. The engine itself is ``runner/vllm.py``.
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -51,6 +52,7 @@ class EngineOptions:
     enforce_eager: bool = False
     dtype: str = "auto"
     method: str = "dflash"  # vLLM's speculative_config method: dflash or eagle3 (``drafting_method``)
+    compilation_config: dict[str, Any] | None = None  # vLLM's own --compilation-config, passed as it is
 
     def to_dict(self) -> dict[str, Any]:
         """The engine settings; ``method`` is left out: the result records it as ``run.method``."""
@@ -89,6 +91,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"share of GPU memory vLLM may take (default {GPU_MEMORY_UTILIZATION}; on vLLM's CPU build, where it is the "
                    f"share of RAM reserved at start, a {CPU_KV_CACHE_GIB} GiB KV cache instead, or VLLM_CPU_KVCACHE_SPACE)")
     g.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs: slower, starts faster")
+    g.add_argument("--compilation-config", metavar="JSON",
+                   help="vLLM's compilation config, a JSON object passed to the engine as it is, e.g. "
+                   "'{\"custom_ops\": [\"-rotary_embedding\"]}' to run RoPE as plain PyTorch (docs/acceptance.md)")
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -119,9 +124,29 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         # bfloat16, so a differential run that left it out compared unlike with like.
         dtype=getattr(args, "dtype", None) or "auto",
         method=getattr(args, "method", None) if getattr(args, "method", None) in METHODS else "dflash",
+        compilation_config=compilation_config(getattr(args, "compilation_config", None)),
     )
     validate_options(opts)
     return opts
+
+
+def compilation_config(text: str | None) -> dict[str, Any] | None:
+    """``--compilation-config``'s JSON object, or VllmOptionError (one line, exit 2) saying what it is instead.
+
+    Example::
+
+        >>> compilation_config('{"custom_ops": ["-rotary_embedding"]}')
+        {'custom_ops': ['-rotary_embedding']}
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise VllmOptionError(f"--compilation-config is not JSON ({e}): {text!r}", key="compilation_config") from None
+    if not isinstance(value, dict):
+        raise VllmOptionError(f"--compilation-config must be a JSON object, got {text!r}", key="compilation_config")
+    return value
 
 
 def check_model_runner(value: str) -> str:

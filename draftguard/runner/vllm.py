@@ -273,6 +273,8 @@ def llm_kwargs(target: str, drafter: str, opts: EngineOptions, *, num_speculativ
         kw["max_model_len"] = opts.max_model_len
     if opts.attention_backend:
         kw["attention_config"] = {"backend": opts.attention_backend}
+    if opts.compilation_config is not None:
+        kw["compilation_config"] = opts.compilation_config
     if not tokenizer:
         kw["skip_tokenizer_init"] = True
     if opts.method == "mtp" and mamba_target(target):
