@@ -64,11 +64,18 @@ def test_healthy_hyv3_mtp_layer_passes_well_above_1(capsys, hyv3_folders):
     assert result.mean_acceptance_length > 1.9
 
 
-def test_a_dropped_hyv3_mtp_layer_fails_with_mtp_weights_named(capsys, hyv3_folders):
-    code, result, err = run(capsys, hyv3_folders["dropped"])
+def fails_with_mtp_weights(capsys, folder: Path, below: float, said: str) -> AcceptanceResult:
+    """A faulty copy's run: exit 1, τ below ``below``, the diagnosis ``mtp-weights`` saying ``said``."""
+    code, result, err = run(capsys, folder)
     assert code == 1, err
-    assert result.diagnosis["cause"] == "mtp-weights" and result.mean_acceptance_length < 1.25
-    assert "the weights hold no tensor under `model.layers.2.`: dropped at save" in result.diagnosis["reason"]
+    assert result.diagnosis["cause"] == "mtp-weights" and result.mean_acceptance_length < below
+    assert said in result.diagnosis["reason"]
+    return result
+
+
+def test_a_dropped_hyv3_mtp_layer_fails_with_mtp_weights_named(capsys, hyv3_folders):
+    result = fails_with_mtp_weights(capsys, hyv3_folders["dropped"], 1.25,
+                                    "the weights hold no tensor under `model.layers.2.`: dropped at save")
     # vLLM 0.32 ran this copy (τ 1.01, 4 prompts, --backend vllm, 2026-12-05): HYV3MTP.load_weights returns None,
     # so DefaultModelLoader's "weights not initialized" check never runs; the sentence said it refused to start.
     assert "vLLM 0.32 starts all the same" in result.diagnosis["reason"]
@@ -76,10 +83,7 @@ def test_a_dropped_hyv3_mtp_layer_fails_with_mtp_weights_named(capsys, hyv3_fold
 
 def test_a_hyv3_mtp_layer_left_fp8_fails_with_mtp_weights_named(capsys, hyv3_folders):
     """The layer's weights float8 with their scales beside them, no quantization_config: read raw (τ 1.55)."""
-    code, result, err = run(capsys, hyv3_folders["fp8"])
-    assert code == 1, err
-    assert result.diagnosis["cause"] == "mtp-weights" and result.mean_acceptance_length < 1.7
-    assert "`model.layers.2.eh_proj.weight` is stored F8_E4M3" in result.diagnosis["reason"]
+    fails_with_mtp_weights(capsys, hyv3_folders["fp8"], 1.7, "`model.layers.2.eh_proj.weight` is stored F8_E4M3")
 
 
 def test_the_layers_own_embeddings_and_head_are_skipped_as_vllm_skips_them(hyv3_folders, tmp_path):

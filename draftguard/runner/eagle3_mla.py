@@ -140,7 +140,9 @@ class MlaAttention(nn.Module):
         self.o_proj = nn.Linear(h * d.v_head_dim, hidden_size, bias=False)
         self.d = d
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(q_nope, q_pe, k_nope, k_pe, v) of x (batch, n, input), each (batch, heads, n, dim), k_pe one head
+        (batch, n, rope dim), before RoPE."""
         d = self.d
         b, n, _ = x.shape
         q = self.q_proj(x) if d.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
@@ -149,6 +151,12 @@ class MlaAttention(nn.Module):
         latent, k_pe = self.kv_a_proj_with_mqa(x).split([d.kv_lora_rank, d.qk_rope_head_dim], -1)
         kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(b, n, d.num_heads, -1).transpose(1, 2)
         k_nope, v = kv.split([d.qk_nope_head_dim, d.v_head_dim], -1)
+        return q_nope, q_pe, k_nope, k_pe, v
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        d = self.d
+        b, n, _ = x.shape
+        q_nope, q_pe, k_nope, k_pe, v = self.project(x)
         q_pe = rotate_interleaved(q_pe, positions, d)
         k_pe = rotate_interleaved(k_pe[:, None], positions, d).expand(-1, d.num_heads, -1, -1)
         q, k = torch.cat([q_nope, q_pe], -1), torch.cat([k_nope, k_pe], -1)

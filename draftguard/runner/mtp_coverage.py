@@ -36,10 +36,6 @@ NOT_BUILT: dict[str, str] = {
                         "hyper-connections; transformers 5.24's glm5_next classes hold these parts and the target "
                         "(KDA, hyper-connections), so the reference could build it from them with moderate work, not "
                         "written yet (vLLM 0.34 has nvidia and amd builds of it, no cpu one)",
-    "HYV4MTPModel": "HY-V4's MTP layer is an MLA layer with a lightning indexer (sparse top-k), an output gate, "
-                    "learnable sinks and a clamped-SwiGLU MoE, none written in the reference; vLLM 0.32's CPU build "
-                    "refuses its deepseek_sparse_attention layers (\"Sparse Attention is not supported on CPU\") "
-                    "but runs and drafts for a config whose layer_types are all full_attention",
     "KimiK3MTPModel": "Kimi K3's config is vLLM's own (model_type kimi_k3): transformers 5.24 has no class for it, and "
                       "neither its kimi_linear classes nor the reference build the attention residuals, DSA sparse MLA "
                       "layers, latent MoE and full-rank KDA gate that vLLM builds K3's target with (vLLM 0.34 has "

@@ -3,13 +3,14 @@ a layout, named as ``check/drafter/detect.py``'s ``MTP_REFERENCE_LAYOUTS`` names
 layout map the light check reads). Data only: no torch, nothing read.
 
 In: nothing (constants).
-Out: ``MtpLayout`` and ``LAYOUTS`` (layout name -> MtpLayout), read by ``mtp_weights`` (faults, the layout
+Out: ``MtpLayout``, ``LAYOUTS`` (layout name -> MtpLayout) and ``layer_prefix``, read by ``mtp_weights`` (faults, the layout
 of a target) and ``mtp_model`` (the reference's forward).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,26 @@ class MtpLayout:
     skipped: tuple[str, ...] = ()
     # dots3: a table of the layer's own outside its prefix, which vLLM drafts with (has_own_embed_tokens).
     own_embed: str = ""
+    # HY-V4: the checkpoint's own name for layer i, which vLLM's loader maps to ``prefix`` (``layer_prefix``).
+    alt_prefix: str = ""
+
+
+def layer_prefix(layout: MtpLayout, n: int, names: Iterable[str]) -> str:
+    """Where MTP layer 0's tensors are in a checkpoint holding ``names``: ``layout.prefix``, or the layout's
+    ``alt_prefix`` where the checkpoint holds tensors there and none under the prefix.
+
+    Example::
+
+        >>> layer_prefix(LAYOUTS["hy_v4"], 2, ["model.mtp_layers.0.enorm.weight"])
+        'model.mtp_layers.0.'
+    """
+    prefix = layout.prefix.format(i=0, n=n)
+    if layout.alt_prefix:
+        names = list(names)
+        alt = layout.alt_prefix.format(i=0, n=n)
+        if not any(k.startswith(prefix) for k in names) and any(k.startswith(alt) for k in names):
+            return alt
+    return prefix
 
 
 LAYOUTS = {
@@ -144,6 +165,13 @@ LAYOUTS["hy_v3"] = MtpLayout("hy_v3", "model.layers.{n}.", "enorm", "hnorm", "eh
                              renames=(("mlp.router.gate.", "mlp.gate."),
                                       ("mlp.expert_bias", "mlp.e_score_correction_bias"),
                                       ("mlp.shared_mlp.", "mlp.shared_experts.")))
+# HY-V4 (vLLM 0.32's models/hy_v4/nvidia/mtp.py; runner/mtp_hyv4.py): HY-V3's names and forward (or the layer
+# stored as ``model.mtp_layers.{i}.*``, Tencent's name, which vLLM's loader maps to layer N + i), the decoder
+# layer at N vLLM's HYV4DecoderLayer without iHC (MLA with an output gate, MoE), its router stored as
+# ``mlp.gate.{weight, e_score_correction_bias}`` (or ``mlp.router.gate``, ``mlp.expert_bias``: vLLM reads both).
+LAYOUTS["hy_v4"] = replace(LAYOUTS["hy_v3"], name="hy_v4", alt_prefix="model.mtp_layers.{i}.",
+                           renames=(("mlp.router.gate.", "mlp.gate."),
+                                    ("mlp.expert_bias", "mlp.gate.e_score_correction_bias")))
 
 # dots3 (rednote-hilab's Dots3Note; vLLM 0.32's models/dots3_note/nvidia/mtp.py; runner/mtp_dots3.py):
 # DeepSeek-V3's names at N and forward (embedding zeroed at position 0, [embedding, hidden], the normed output
@@ -189,4 +217,4 @@ LAYOUTS["bailing_moe_v3"] = MtpLayout("bailing_moe_v3", "model.layers.{n}.", "en
                                                ("mlp.gate.expert_bias", "mlp.gate.e_score_correction_bias")))
 
 
-__all__ = ["LAYOUTS", "MtpLayout"]
+__all__ = ["LAYOUTS", "MtpLayout", "layer_prefix"]

@@ -119,6 +119,7 @@ from draftguard.runner.mtp_bailing import bailing_block, load_bailing_target
 from draftguard.runner.mtp_dsa import check_dsa, dsa_block
 from draftguard.runner.mtp_dsv3 import dsv3_block, ernie_block, glm4_block, mimo_v2_block, mimo_v2_rope
 from draftguard.runner.mtp_hyv3 import hyv3_block, load_hyv3_target
+from draftguard.runner.mtp_hyv4 import hyv4_block, load_hyv4_target
 from draftguard.runner.mtp_glm_lite import glm4_lite_block, load_glm4v_target
 from draftguard.runner.mtp_glm_ocr import glm_ocr_block, load_glm_ocr_target
 from draftguard.runner.mtp_longcat import load_longcat_target, longcat_block
@@ -164,6 +165,9 @@ def load_mtp_target(name: str, device: str = "cpu", dtype: torch.dtype | None = 
     if layout.name == "hy_v3":  # the checkpoint's names, vLLM's routing and layer kinds (runner/mtp_hyv3.py)
         return load_hyv3_target(folder, raw, device, dtype, _read_weights(folder),
                                 lambda w: dequantize_declared(raw, w, "", _file_of(folder)))
+    if layout.name == "hy_v4":  # vLLM's own model, not transformers' hy_v4 class (runner/mtp_hyv4.py)
+        return load_hyv4_target(folder, raw, device, dtype, _read_weights(folder),
+                                lambda w: dequantize_declared(raw, w, "", _file_of(folder)), finish_target)
     if layout.name == "dots3_note":  # the text model, its MTP tensors left out (runner/mtp_dots3.py)
         return load_dots3_target(folder, raw, device, dtype, _file_of(folder))
     if layout.name == "step3p5":  # no transformers causal LM class for it (runner/mtp_step.py)
@@ -277,7 +281,7 @@ class MtpHead(nn.Module):
             # Its router is vLLM's (runner/mtp_dsv3.py).
             layers = getattr(target, "model", target).layers
             build = {"glm4_moe": glm4_block, "glm4v_moe": glm4_block,  # GLM-4.7-Flash: runner/mtp_glm_lite.py
-                     "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block,
+                     "glm4_moe_lite": glm4_lite_block, "hy_v3": hyv3_block, "hy_v4": hyv4_block,
                      "glm_ocr": glm_ocr_block, "bailing_moe_v3": bailing_block,
                      "deepseek_v32": dsa_block, "glm_moe_dsa": dsa_block,  # V3.2, GLM-5: runner/mtp_dsa.py
                      }.get(spec.layout.name, dsv3_block)
@@ -369,7 +373,11 @@ def load_mtp(name: str, target: nn.Module, device: str | None = None) -> MtpHead
     spec = MtpSpec(source=str(name), layout=layout, key=key, layers=count, aux_ids=[last], raw=raw)
     head = MtpHead(spec, target)
     prefix = layout.prefix.format(i=0, n=n)
-    weights = {k[len(prefix):]: v for k, v in _read_prefixed(folder, prefix).items()}
+    found = _read_prefixed(folder, prefix)
+    alt = layout.alt_prefix.format(i=0, n=n)
+    if not found and alt and (stored := _read_prefixed(folder, alt)):  # HY-V4: Tencent's name for the layer
+        prefix, found = alt, stored
+    weights = {k[len(prefix):]: v for k, v in found.items()}
     file_of = _file_of(folder)
     if layout.sliding:  # MiMo-V2: a block-FP8 fused qkv_proj stored pre-sharded (runner/mtp_mimo2.py)
         weights = untile_qkv(raw, weights, lambda key: True, str(folder / "config.json"))

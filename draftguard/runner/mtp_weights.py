@@ -59,7 +59,7 @@ from draftguard.check.repo.checkpoint import mtp_declared, text_node
 from draftguard.check.repo.files import read_header
 from draftguard.errors import HeaderError
 from draftguard.runner.mtp_coverage import refusal
-from draftguard.runner.mtp_layouts import LAYOUTS, MtpLayout
+from draftguard.runner.mtp_layouts import LAYOUTS, MtpLayout, layer_prefix
 from draftguard.runner.result import CONFIG_REWRITE, MTP_WEIGHTS
 from draftguard.snapshot import BadInput, key_lines, parse_json_object
 
@@ -135,8 +135,8 @@ def mtp_faults(folder: str | Path) -> list[str]:
     layout = mtp_layout(raw, f"{folder}/config.json")
     key, count = mtp_count(raw, str(folder / "config.json"))
     n = text_node(raw)[0].get("num_hidden_layers", 0)
-    prefix = layout.prefix.format(i=0, n=n)
     headers = _headers(folder)
+    prefix = layer_prefix(layout, n, headers)
     dtypes = {k: v[0] for k, v in headers.items() if k.startswith(prefix)}
     faults = []
     roles = [f"{prefix}{name}.weight" for name in (layout.enorm, layout.hnorm, layout.proj, layout.final_norm,

@@ -104,6 +104,8 @@ MTP_REFERENCE_LAYOUTS = {
     "Step3p7ForConditionalGeneration": "step3p5",
     # Tencent HY-V3 / Hy3: DeepSeek-V3's names at N, a final_layernorm, the target's head (runner/mtp_hyv3.py).
     "HYV3ForCausalLM": "hy_v3",
+    # Tencent HY-V4: HY-V3's names, vLLM's own MLA + iHC target, dense attention only (runner/mtp_hyv4.py).
+    "HYV4ForCausalLM": "hy_v4",
     # dots3 (Dots3Note): vLLM 0.32 drafts for it by model_type dots3_note (runner/mtp_dots3.py).
     "Dots3NoteForCausalLM": "dots3_note",
     # Ling-3.0 / Ring-3.0 (model_type bailing_hybrid, which Ling-2.5 shares: by architecture only).
