@@ -218,3 +218,22 @@ def test_the_layer_stored_as_mtp_layers_0_reads_as_at_n(capsys, hyv4_folders, tm
     assert results[0][1].mean_acceptance_length == results[1][1].mean_acceptance_length > 1.9
     dropped = _copy_with(hyv4_folders["dropped"], tmp_path / "d")
     assert "hold no tensor under `model.layers.2.`" in mtp_faults(dropped)[0]  # neither name: dropped
+
+
+def test_a_bfloat16_run_keeps_the_router_and_the_ihc_mixes_in_float32_as_vllm(hyv4_folders):
+    """vLLM builds the router and the iHC mixes with ``params_dtype=torch.float32`` and, under
+    ``enable_lm_head_fp32``, computes the logits in float32; the rest of the model runs in the run's dtype."""
+    from draftguard.runner.mtp_model import load_mtp, load_mtp_target
+
+    folder = str(hyv4_folders["healthy"])
+    full, _ = load_mtp_target(folder)
+    half, _ = load_mtp_target(folder, dtype=torch.bfloat16)
+    head = load_mtp(folder, half)
+    assert half.model.layers[0].self_attn.q_a_proj.weight.dtype == torch.bfloat16
+    for name in ("layers.1.mlp.gate.weight", "layers.1.hc_attn_layer.hc_pre.fn", "hc_head.base"):
+        kept = half.model.get_parameter(name)
+        assert kept.dtype == torch.float32 and torch.equal(kept, full.model.get_parameter(name)), name
+    assert head.block.mlp.gate.weight.dtype == torch.float32 and head.proj.weight.dtype == torch.bfloat16
+    with torch.no_grad():
+        logits = half(torch.tensor([[40, 3, 6, 9]])).logits
+    assert logits.dtype == torch.float32

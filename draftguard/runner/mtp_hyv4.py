@@ -25,6 +25,8 @@ rotates NeoX style (vLLM: GPT-J, interleaved pairs), always runs the lightning i
   top ``num_experts_per_tok``, renormalised under ``norm_topk_prob``, times ``routed_scaling_factor``; the
   routed experts' SwiGLU clamped at ``swiglu_limit`` (> 0; vLLM's CPU experts skip the clamp, its GPU ones
   apply it); shared experts ``moe_intermediate_size`` x ``n_shared_experts`` wide, not clamped.
+- Precision as vLLM holds it in a bfloat16 run: the router and the iHC mixes and gates stay float32 (``Fp32``),
+  and the logits are float32 (``enable_lm_head_fp32``, default true).
 - The MTP layer (``HYV4MTP``): ``model.layers.{N}.{enorm, hnorm, eh_proj, final_layernorm}`` and a decoder
   layer at N beside them without iHC (its names under ``mtp_block.`` in vLLM), MoE or dense by
   ``mlp_layer_types`` extended with its last entry (vLLM's ``_extend_layer_types``); the embedding zeroed at
@@ -57,7 +59,7 @@ from draftguard.snapshot import BadInput
 
 # vLLM 0.32's HYV4Config defaults for the keys it reads and transformers' class does not declare.
 VLLM_DEFAULTS = {"enable_ihc": True, "gated_mla": True, "gating_type": "elementwise", "learnable_sink": True,
-                 "num_nextn_predict_layers": 1}
+                 "num_nextn_predict_layers": 1, "enable_lm_head_fp32": True}
 SPARSE_KINDS = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")  # attention.py's
 SPARSE_REFUSAL = ("vLLM 0.32 builds HY-V4's DSA sparse attention (the lightning indexer's top-k) for CUDA and ROCm; "
                   "its CPU build refuses it (\"Sparse Attention is not supported on CPU\") and the reference does not "
@@ -190,7 +192,32 @@ class SwiGlu(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class HyV4Router(nn.Module):
+class Fp32(nn.Module):
+    """A module whose own parameters stay float32 whatever dtype the model is moved to (vLLM holds the router,
+    the iHC mixes and gates so: ``params_dtype=torch.float32``); moved between devices as the rest."""
+
+    def _apply(self, fn: Callable, recurse: bool = True) -> nn.Module:
+        if recurse:
+            for child in self.children():
+                child._apply(fn)
+        for p in self.parameters(recurse=False):  # where ``fn`` would put it, in its own dtype
+            p.data = p.data.to(fn(torch.empty(0, dtype=p.dtype, device=p.device)).device)
+        return self
+
+
+class HyV4Lm(nn.Linear):
+    """The LM head: logits in float32 from the model-dtype weight (vLLM's ``enable_lm_head_fp32``, its
+    ``head_dtype``); a plain head where the config turns it off."""
+
+    def __init__(self, size: int, vocab: int, fp32: bool):
+        super().__init__(size, vocab, bias=False)
+        self.fp32 = fp32
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x.float(), self.weight.float()) if self.fp32 else super().forward(x)
+
+
+class HyV4Router(Fp32):
     """vLLM's grouped top-k with one group: sigmoid of fp32 logits, the bias for the choice only."""
 
     def __init__(self, config: Any):
@@ -248,7 +275,7 @@ class HyV4MoE(nn.Module):
         return out.view(x.shape)
 
 
-class HcPre(nn.Module):
+class HcPre(Fp32):
     """One iHC boundary's reduction: (streams (b, n, hc, d)) -> (pre-gated sum (b, n, d), post gates (b, n, hc))."""
 
     def __init__(self, config: Any, head: bool = False):
@@ -350,7 +377,7 @@ def _model_class() -> type:
                 self.model.hc_head = HcPre(config, head=True)
             self.model.norm = RMSNorm(size, float(config.rms_norm_eps))
             self.model.rotary_emb = HyV4Rotary(d)
-            self.lm_head = nn.Linear(size, int(config.vocab_size), bias=False)
+            self.lm_head = HyV4Lm(size, int(config.vocab_size), bool(config.enable_lm_head_fp32))
 
         def get_input_embeddings(self) -> nn.Module:
             return self.model.embed_tokens
