@@ -79,4 +79,6 @@ def test_the_cpu_builds_rope_kernel_turns_hyv4s_layout_wrong_and_accept_names_th
     assert code == 1, err
     diff = result.run["differential"]
     assert diff["kind"] == "engine mismatch" and diff["same_tokens"] < 4, diff
+    assert diff["reason"].endswith("runs RoPE as vLLM's plain-PyTorch forward_native (docs/acceptance.md)"), diff
+    assert "turns HY-V4's RoPE wrong in its rotary kernel" in err  # said when the engine starts, too
     assert diff["vllm_tau"] < 0.9 * diff["reference_tau"], diff

@@ -275,6 +275,20 @@ def test_compilation_config_is_a_json_object_passed_to_the_engine_as_it_is(fake_
             eo.engine_options(p.parse_args(["--compilation-config", bad]))
 
 
+def test_hyv4_on_vllms_cpu_build_is_told_of_the_rope_kernel_and_the_switch(tmp_path):
+    """vLLM 0.32's CPU build turns HY-V4's RoPE wrong (tests/test_mtp_hyv4_vllm.py measures it): a run there says
+    so and names the switch; with the switch, off CPU, or for another family it says nothing."""
+    folder = tmp_path / "hy"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["HYV4ForCausalLM"], "model_type": "hy_v4"}')
+    note = eo.cpu_rope_note(str(folder), vb.EngineOptions(method="mtp"), on_cpu=True)
+    assert "turns HY-V4's RoPE wrong" in note and eo.ROPE_SWITCH in note
+    switched = vb.EngineOptions(method="mtp", compilation_config={"custom_ops": ["-rotary_embedding"]})
+    assert eo.cpu_rope_note(str(folder), switched, on_cpu=True) is None
+    assert eo.cpu_rope_note(str(folder), vb.EngineOptions(method="mtp"), on_cpu=False) is None
+    assert eo.cpu_rope_note(str(MODELS / "target"), vb.EngineOptions(), on_cpu=True) is None
+
+
 def test_long_context_prompt_runs_past_the_window():
     facts = vb.drafter_facts(str(MODELS / "drafter"))
     assert (facts.block_size, facts.sliding_window) == (4, 6)

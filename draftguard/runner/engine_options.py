@@ -284,6 +284,34 @@ def cpu_mla_options(target: str, opts: EngineOptions, on_cpu: bool,
                   f"CPU_MLA backend in float32: running with {' '.join(chosen)}")
 
 
+ROPE_SWITCH = '{"custom_ops": ["-rotary_embedding"]}'  # vLLM's own: RoPE as plain PyTorch (forward_native)
+
+
+def cpu_rope_note(target: str, opts: EngineOptions, on_cpu: bool, revision: str | None = None) -> str | None:
+    """On vLLM's CPU build, for a HY-V4 target whose RoPE runs as its rotary custom op: the sentence naming that
+    build's fault (its rotary kernel turns HY-V4's query and key wrong; docs/acceptance.md) and the switch that
+    runs RoPE as plain PyTorch. None elsewhere: off CPU, another family, or the switch already given.
+
+    Example::
+
+        >>> cpu_rope_note("t", EngineOptions(compilation_config={"custom_ops": ["-rotary_embedding"]}), True) is None
+        True
+    """
+    ops = (opts.compilation_config or {}).get("custom_ops") or []
+    if not on_cpu or (isinstance(ops, list) and "-rotary_embedding" in ops):
+        return None
+    try:
+        raw = load_snapshot(target, revision, names=("config.json",)).load_json()
+    except BadInput:
+        return None
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    if "hy_v4" not in (raw.get("model_type"), text.get("model_type")):
+        return None
+    return ("vLLM 0.32's CPU build turns HY-V4's RoPE wrong in its rotary kernel (RotaryEmbedding.forward_cpu on "
+            "HY-V4's multi-head query and one-head key views), so its τ reads low; --compilation-config "
+            f"'{ROPE_SWITCH}' runs RoPE as vLLM's plain-PyTorch forward_native (docs/acceptance.md)")
+
+
 GPU_MEMORY_UTILIZATION = 0.85  # vLLM's --gpu-memory-utilization where the user gives none (off its CPU build)
 CPU_KV_CACHE_GIB = 4  # the KV cache draftguard gives vLLM's CPU build where the user chose no memory setting
 CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"  # GiB; vLLM's CPU build reads it (kv_cache_memory_bytes)

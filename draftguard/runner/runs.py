@@ -229,6 +229,8 @@ def _run_vllm(args: argparse.Namespace, specs: Sequence[Any], thresholds: Thresh
         return engine
     reference, ref_tokens = _run_reference(args, specs, thresholds, run, prompts=prompts, early_stop=False)
     diff = differential.compare(reference, engine, reference_tokens=ref_tokens, engine_tokens=engine_tokens)
+    if diff.kind == differential.ENGINE_MISMATCH and getattr(backend, "engine_note", None):
+        diff.reason += f"; {backend.engine_note}"
     return differential.combine(reference, engine, diff)
 
 

@@ -48,6 +48,7 @@ from draftguard.runner.engine_options import (
     EngineOptions,
     cpu_kv_cache_env,
     cpu_mla_options,
+    cpu_rope_note,
     drafter_facts,
     has_tokenizer,
     target_stop_ids,
@@ -349,7 +350,9 @@ class VllmBackend:
         on_cpu = _on_cpu()
         self.options, chosen = cpu_mla_options(target, self.options, on_cpu, revision)
         kv_env, said = cpu_kv_cache_env(self.options, on_cpu, os.environ)
-        for line in (chosen, said):
+        # A known fault of the CPU build for this target: said now, and beside an engine mismatch (runs._run_vllm).
+        self.engine_note = cpu_rope_note(target, self.options, on_cpu, revision)
+        for line in (chosen, said, self.engine_note):
             if line:
                 print(f"draftguard: {line}", file=sys.stderr)
         for key, value in {**runner_env(self.options), **kv_env}.items():
