@@ -417,6 +417,27 @@ class Serve(ServeProcess):
         return requests.post(f"{self.url}/webhooks/hub", json=payload, headers={"X-Webhook-Secret": SECRET}, timeout=10)
 
 
+def test_a_request_cut_off_mid_body_never_reaches_the_fake_hub():
+    """A client killed while sending a POST's body (the kill -9 test below did it once in a fresh-clone run):
+    the Hub stores nothing and answers nothing; the fake recorded it as a 400 "invalid JSON" POST, which the
+    kill -9 test then counted as a second post."""
+    import socket
+
+    with FakeHub() as hub:
+        hub.token, hub.user = TOKEN, BOT
+        hub.push(REPO, {"drafter/config.json": BASE_CONFIG}, "main")
+        hub.open_pr(REPO, 20, {"drafter/config.json": BROKEN_CONFIG}, author="alice")
+        body = json.dumps({"comment": "a whole comment"}).encode()
+        with socket.create_connection(hub._server.server_address[:2], timeout=5) as sock:
+            sock.sendall(f"POST /api/models/{REPO}/discussions/20/comment HTTP/1.1\r\nHost: x\r\n"
+                         f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:7])
+            sock.shutdown(socket.SHUT_WR)
+            assert sock.recv(100) == b""  # nothing answered
+        time.sleep(0.2)
+        assert hub.api_count("POST", r"/comment$") == 0 and hub.comments_on(REPO, 20, author=BOT) == []
+
+
 def test_kill_9_with_hub_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
     import signal
 

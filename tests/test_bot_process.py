@@ -58,6 +58,25 @@ class Serve(ServeProcess):
     def __init__(self, tmp_path, api_url: str, queue_url: str):
         super().__init__(tmp_path, bot_env(api_url), queue_url)
 
+def test_a_request_cut_off_mid_body_never_reaches_the_fake_api():
+    """As tests/test_bot_hub.py's twin: a POST whose sender dies mid-body is neither stored nor answered nor
+    counted, so the kill -9 test below counts only the posts GitHub would have received."""
+    import socket
+    from urllib.parse import urlsplit
+
+    api = fake_api()
+    api.add_pull(REPO, 20, head=HEAD, base=BASE)
+    where = urlsplit(api.url)
+    body = b'{"body": "a whole comment"}'
+    with socket.create_connection((where.hostname, where.port), timeout=5) as sock:
+        sock.sendall(f"POST /repos/{REPO}/issues/20/comments HTTP/1.1\r\nHost: x\r\nAuthorization: token {TOKEN}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:5])
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(100) == b""  # nothing answered
+    time.sleep(0.2)
+    assert api.count("POST", r"/comments$") == 0
+
+
 def test_kill_9_with_jobs_queued_and_running_loses_nothing_and_posts_once(tmp_path):
     api = fake_api()
     prs = list(range(20, 28))

@@ -484,6 +484,9 @@ def _api(h: _Handler, method: str) -> None:
     path = parts.path
     length = int(h.headers.get("Content-Length") or 0)
     raw = h.rfile.read(length) if length else b""
+    if len(raw) < length:  # the client went away mid-body: a request the Hub never got whole, so nothing is
+        h.close_connection = True  # stored, answered or recorded (a killed bot's POST was counted as a post)
+        return
 
     def send(status: int, body: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
